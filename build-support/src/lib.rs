@@ -1,0 +1,76 @@
+//! `offload-build`: a package's `build.rs` is `fn main() { offload_build::build(); }`.
+//!
+//! The pipeline, one module each: [`package`] finds the package's targets (lib, bins, examples, tests, benches);
+//! [`outline`] walks each target's module tree and writes its `#![no_std]` device crate (kept items on their original
+//! lines, kernel entries appended); [`nested`] builds the image in its own target dir with a scrubbed environment;
+//! [`embed`] puts the image and its record into a static archive the final link picks up.
+
+mod diag;
+mod embed;
+mod nested;
+#[doc(hidden)]
+pub mod outline;
+mod package;
+mod targets;
+
+pub use diag::Diagnostic;
+
+use std::path::PathBuf;
+
+/// Everything that can stop a build, with what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{}", .0.iter().map(|d| d.render()).collect::<Vec<_>>().join("\n"))]
+    Source(Vec<Diagnostic>),
+    #[error("offload-build: {0}")]
+    Config(String),
+    #[error("offload-build: the device build of {image} failed:\n{output}")]
+    DeviceBuild { image: String, output: String },
+    #[error("offload-build: {context}: {source}")]
+    Io { context: String, source: std::io::Error },
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+        let context = context.into();
+        move |source| Error::Io { context, source }
+    }
+}
+
+/// Outlines, builds and embeds the device images of the package whose build script calls it. On error it prints
+/// the diagnostics and exits, failing the build.
+pub fn build() {
+    if let Err(e) = try_build() {
+        eprintln!("{e}");
+        std::process::exit(1);
+    }
+}
+
+/// [`build`], returning the error instead of exiting.
+pub fn try_build() -> Result<(), Error> {
+    let env = |k: &str| std::env::var(k).map_err(|_| Error::Config(format!("{k} is not set; call build() from build.rs")));
+    let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
+    let out_dir = PathBuf::from(env("OUT_DIR")?);
+    println!("cargo:rerun-if-env-changed=OFFLOAD_TARGETS");
+    println!("cargo:rerun-if-changed={}", manifest_dir.join("Cargo.toml").display());
+
+    let pkg = package::Package::load(&manifest_dir)?;
+    let mut images = Vec::new();
+    for t in targets::configured(&pkg)? {
+        let dir = out_dir.join("offload").join(t.key());
+        let outlined = outline::outline_package(&pkg, &dir.join("src"), t.kernel_abi()).map_err(Error::Source)?;
+        for f in &outlined.files {
+            println!("cargo:rerun-if-changed={}", f.display());
+        }
+        // A package without regions needs no image.
+        if outlined.regions().next().is_none() {
+            continue;
+        }
+        let image = nested::build_image(&pkg, &outlined, &t, &dir)?;
+        for dep in &image.inputs {
+            println!("cargo:rerun-if-changed={}", dep.display());
+        }
+        images.push(image);
+    }
+    embed::embed(&pkg, &images, &out_dir)
+}

@@ -1,0 +1,60 @@
+//! The kernel entry of a region: the calling convention `(dyn_ptr, a0, .., ak)` (one `u64` per map-list entry, in
+//! [`Region::kernel_args`] order) unpacked into the region's parameters. Types are inferred from the region's own
+//! signature, so the entry never has to name them.
+
+use offload_model::region::{KernelArg, ParamKind, Region};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+/// The ABI a kernel entry is declared with.
+#[derive(Clone, Copy, Debug)]
+pub enum KernelAbi {
+    /// The host image: `extern "C"`, wrapped by device-std's panic-catching entry.
+    Host,
+}
+
+pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
+    let args = region.kernel_args();
+    let arg_names: Vec<_> = (0..args.len()).map(|i| format_ident!("__offload_a{}", i)).collect();
+    let mut call_args = Vec::new();
+    let mut ret = None;
+    let mut i = 0;
+    while i < args.len() {
+        let a = &arg_names[i];
+        match args[i] {
+            KernelArg::SlicePtr(p) => {
+                let len = &arg_names[i + 1];
+                let f = match p.kind {
+                    ParamKind::Slice { mutable: true, .. } => quote!(slice_mut),
+                    _ => quote!(slice),
+                };
+                call_args.push(quote!(::offload::__rt::#f(#a, #len)));
+                i += 1; // the length
+            }
+            KernelArg::SliceLen(_) => unreachable!("follows its pointer"),
+            KernelArg::RefPtr(p) => {
+                let f = match p.kind {
+                    ParamKind::Ref { mutable: true, .. } => quote!(object_mut),
+                    _ => quote!(object),
+                };
+                call_args.push(quote!(::offload::__rt::#f(#a)));
+            }
+            KernelArg::Value(_) => call_args.push(quote!(::offload::__rt::value(#a))),
+            KernelArg::Return => ret = Some(a.clone()),
+        }
+        i += 1;
+    }
+    let name = &region.ident;
+    let kernel_name = format_ident!("__offload_kernel_{}", name);
+    let call = quote!(#[allow(unused_unsafe)] let __offload_r = unsafe { #name(#(#call_args),*) };);
+    let store = ret.map(|r| quote!(::offload::__rt::write_return(#r, __offload_r);));
+    match abi {
+        KernelAbi::Host => quote! {
+            #[doc(hidden)]
+            #[unsafe(export_name = #symbol)]
+            pub unsafe extern "C" fn #kernel_name(__offload_dyn: *mut ::core::ffi::c_void #(, #arg_names: u64)*) {
+                unsafe { ::offload::__rt::entry(__offload_dyn, move || { #call #store }) }
+            }
+        },
+    }
+}

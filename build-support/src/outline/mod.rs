@@ -1,0 +1,372 @@
+//! The outliner: from each target root of the package, walk the module tree (following `mod` and `#[path]`) and write
+//! that target's device crate, a `#![no_std]` mirror of the tree that keeps:
+//! - `#[declare_target]` functions, consts, structs, enums and impls, and `#[target]` regions, where they were written;
+//! - `use` items rooted at `crate`, `self`, `super`, `offload` or `core` whose names kept code mentions;
+//! - only the attributes a device can honour (repr, core derives, lint levels, inline, doc);
+//!
+//! and appends to each module a kernel entry per region and `use offload::__prelude::*`.
+
+mod check;
+mod kernel;
+mod mirror;
+mod tree;
+
+pub use kernel::KernelAbi;
+
+use crate::diag::Diagnostic;
+use crate::package::Package;
+use mirror::Mirror;
+use offload_model::identity::mangle_string;
+use offload_model::region::Region;
+use quote::ToTokens;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use syn::spanned::Spanned;
+use syn::{Attribute, Item, UseTree};
+use tree::{ModuleFile, ModuleTree};
+
+/// A region found in the source.
+#[derive(Debug, Clone)]
+pub struct RegionSite {
+    pub identity: String,
+    pub symbol: String,
+    pub region: Region,
+    pub file: PathBuf,
+    pub line: usize,
+}
+
+/// One target's device crate: mirrored files (paths relative to the crate's `src/`) and its root.
+#[derive(Debug, Clone)]
+pub struct DeviceCrate {
+    /// `kind-name`, unique in the package.
+    pub key: String,
+    pub root: PathBuf,
+    pub files: Vec<(PathBuf, String)>,
+    pub regions: Vec<RegionSite>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Outlined {
+    pub crates: Vec<DeviceCrate>,
+    /// Every user source file read.
+    pub files: Vec<PathBuf>,
+}
+
+impl Outlined {
+    pub fn regions(&self) -> impl Iterator<Item = &RegionSite> {
+        self.crates.iter().flat_map(|c| &c.regions)
+    }
+}
+
+/// Outlines every target of `pkg` into device crates under `gen_dir` (one directory per target), with kernel
+/// entries declared for `abi`.
+pub fn outline_package(pkg: &Package, gen_dir: &Path, abi: KernelAbi) -> Result<Outlined, Vec<Diagnostic>> {
+    let mut out = Outlined::default();
+    let mut diags = Vec::new();
+    let mut seen: HashMap<String, (PathBuf, usize)> = HashMap::new();
+    for target in &pkg.targets {
+        let key = format!("{}-{}", target.kind.name(), target.name);
+        let tree = match ModuleTree::load(pkg, target, &gen_dir.join(&key)) {
+            Ok(t) => t,
+            Err(d) => {
+                diags.extend(d);
+                continue;
+            }
+        };
+        out.files.extend(tree.files.iter().map(|f| f.path.clone()));
+        let mut krate = Outliner::new(pkg, &tree, abi).run(key, &mut diags);
+        // A file shared by two targets of one crate name (a lib and a bin both named after the package) yields the
+        // same identity twice: one kernel is enough; two different regions with one name are an error.
+        krate.regions.retain(|r| match seen.get(&r.identity) {
+            Some((f, l)) if (f, *l) == (&r.file, r.line) => false,
+            Some((f, l)) => {
+                diags.push(Diagnostic {
+                    message: format!("two regions are named `{}`", r.identity),
+                    file: pkg.display_path(&r.file),
+                    abs_file: r.file.clone(),
+                    line: r.line,
+                    column: 1,
+                    len: 1,
+                    help: Some(format!("the other is at {}:{l}; rename one", pkg.display_path(f).display())),
+                });
+                false
+            }
+            None => {
+                seen.insert(r.identity.clone(), (r.file.clone(), r.line));
+                true
+            }
+        });
+        out.crates.push(krate);
+    }
+    out.files.sort();
+    out.files.dedup();
+    if diags.is_empty() {
+        Ok(out)
+    } else {
+        Err(diags)
+    }
+}
+
+/// Whether an attribute is `#[NAME]` or `#[offload::NAME]` (any path ending in NAME).
+pub(crate) fn is_attr(a: &Attribute, name: &str) -> bool {
+    a.path().segments.last().is_some_and(|s| s.ident == name)
+}
+
+pub(crate) fn has_attr(attrs: &[Attribute], name: &str) -> bool {
+    attrs.iter().any(|a| is_attr(a, name))
+}
+
+const CORE_DERIVES: &[&str] = &["Clone", "Copy", "Debug", "Default", "PartialEq", "Eq", "PartialOrd", "Ord", "Hash"];
+const KEPT_ATTRS: &[&str] =
+    &["repr", "allow", "warn", "deny", "forbid", "expect", "inline", "doc", "must_use", "cold", "track_caller"];
+const USE_ROOTS: &[&str] = &["crate", "self", "super", "offload", "core"];
+
+struct Outliner<'a> {
+    pkg: &'a Package,
+    tree: &'a ModuleTree,
+    abi: KernelAbi,
+    /// Every identifier kept code mentions: a `use` leaf survives only if its name is among them.
+    mentioned: BTreeSet<String>,
+    regions: Vec<RegionSite>,
+}
+
+impl<'a> Outliner<'a> {
+    fn new(pkg: &'a Package, tree: &'a ModuleTree, abi: KernelAbi) -> Self {
+        let mut mentioned = BTreeSet::new();
+        for f in &tree.files {
+            collect_mentions(&f.ast.items, &mut mentioned);
+        }
+        Outliner { pkg, tree, abi, mentioned, regions: Vec::new() }
+    }
+
+    fn run(mut self, key: String, diags: &mut Vec<Diagnostic>) -> DeviceCrate {
+        diags.extend(check::calls(self.pkg, self.tree));
+        let mut files = Vec::new();
+        for (i, f) in self.tree.files.iter().enumerate() {
+            let text = self.mirror_file(i, f, diags);
+            files.push((self.tree.mirror_path(i), text));
+        }
+        DeviceCrate {
+            key,
+            root: self.tree.mirror_path(0),
+            files,
+            regions: self.regions,
+        }
+    }
+
+    fn mirror_file(&mut self, index: usize, f: &ModuleFile, diags: &mut Vec<Diagnostic>) -> String {
+        let mut m = Mirror::new(&f.src);
+        // Inner attributes (`#![...]`, `//!`) cannot appear in an included file; the device crate root sets its own.
+        for a in &f.ast.attrs {
+            let r = m.range(a.span());
+            m.blank(r);
+        }
+        let tail = self.mirror_items(index, f, &f.ast.items, &f.module_path, &mut m, diags);
+        m.finish(&tail)
+    }
+
+    /// Mirrors a module's items and returns the code to append at the module's end.
+    fn mirror_items(
+        &mut self,
+        index: usize,
+        f: &ModuleFile,
+        items: &[Item],
+        module_path: &[String],
+        m: &mut Mirror,
+        diags: &mut Vec<Diagnostic>,
+    ) -> String {
+        let mut tail = String::from("#[allow(unused_imports)] use ::offload::__prelude::*;");
+        for item in items {
+            match item {
+                Item::Fn(func) if has_attr(&func.attrs, "target") => {
+                    keep_item(m, item, &func.attrs);
+                    let attr = func.attrs.iter().find(|a| is_attr(a, "target")).expect("checked");
+                    let args = match &attr.meta {
+                        syn::Meta::List(l) => l.tokens.clone(),
+                        _ => Default::default(),
+                    };
+                    // Invalid clauses are the macro's to report, spanned, in the host build.
+                    let Ok(region) = Region::parse(args, func) else { continue };
+                    let identity = format!("{}::{}", module_path.join("::"), func.sig.ident);
+                    let symbol = mangle_string(&identity);
+                    tail.push('\n');
+                    tail.push_str(&kernel::entry(&region, &symbol, self.abi).to_string());
+                    self.regions.push(RegionSite {
+                        identity,
+                        symbol,
+                        region,
+                        file: f.path.clone(),
+                        line: func.sig.ident.span().start().line,
+                    });
+                }
+                Item::Fn(i) if has_attr(&i.attrs, "declare_target") => keep_item(m, item, &i.attrs),
+                Item::Const(i) if has_attr(&i.attrs, "declare_target") => keep_item(m, item, &i.attrs),
+                Item::Struct(i) if has_attr(&i.attrs, "declare_target") => keep_item(m, item, &i.attrs),
+                Item::Enum(i) if has_attr(&i.attrs, "declare_target") => keep_item(m, item, &i.attrs),
+                Item::Impl(i) if has_attr(&i.attrs, "declare_target") => keep_item(m, item, &i.attrs),
+                Item::Impl(i) => {
+                    for it in &i.items {
+                        if let syn::ImplItem::Fn(f2) = it {
+                            if has_attr(&f2.attrs, "target") {
+                                diags.push(self.diag(
+                                    f,
+                                    f2.sig.ident.span(),
+                                    "`#[target]` goes on free functions, not on functions in an `impl` block",
+                                    Some("move the region out of the `impl` and pass the receiver as a parameter"),
+                                ));
+                            }
+                        }
+                    }
+                }
+                Item::Use(u) => self.mirror_use(m, u),
+                Item::Mod(md) => match &md.content {
+                    Some((brace, inner)) => {
+                        let whole = m.range(item.span());
+                        let open = m.range(brace.span.open());
+                        let close = m.range(brace.span.close());
+                        m.keep(whole.start..open.end);
+                        m.keep(close.clone());
+                        blank_attrs(m, &md.attrs);
+                        let mut path = module_path.to_vec();
+                        path.push(md.ident.to_string());
+                        let inner_tail = self.mirror_items(index, f, inner, &path, m, diags);
+                        m.insert(close.start, inner_tail.replace('\n', " "));
+                    }
+                    None => {
+                        // Point `mod x;` at the mirrored file, on the same line.
+                        if let Some(child) = self.tree.child_of(index, item) {
+                            keep_item(m, item, &md.attrs);
+                            for a in md.attrs.iter().filter(|a| a.path().is_ident("path")) {
+                                let r = m.range(a.span());
+                                m.blank(r);
+                            }
+                            let at = m.offset(md.mod_token.span.start());
+                            let path = self.tree.mirror_abs(child);
+                            m.insert(at, format!("#[path = {:?}] ", path.display().to_string()));
+                        }
+                    }
+                },
+                _ => {}
+            }
+        }
+        tail
+    }
+
+    /// Keeps the leaves of a `use` that kept code mentions, rooted where a device crate can reach.
+    fn mirror_use(&self, m: &mut Mirror, u: &syn::ItemUse) {
+        let Some(tree) = filter_use(&u.tree, true, &self.mentioned) else { return };
+        let r = m.range(u.span());
+        if tree.to_token_stream().to_string() == u.tree.to_token_stream().to_string() {
+            m.keep(r);
+            blank_attrs(m, &u.attrs);
+        } else {
+            let vis = &u.vis;
+            let colon = &u.leading_colon;
+            m.replace(r, quote::quote!(#vis use #colon #tree;).to_string());
+        }
+    }
+
+    fn diag(&self, f: &ModuleFile, span: proc_macro2::Span, msg: &str, help: Option<&str>) -> Diagnostic {
+        Diagnostic {
+            message: msg.into(),
+            file: self.pkg.display_path(&f.path),
+            abs_file: f.path.clone(),
+            line: span.start().line,
+            column: span.start().column + 1,
+            len: span.end().column.saturating_sub(span.start().column).max(1),
+            help: help.map(String::from),
+        }
+    }
+}
+
+/// Copies an item and blanks the attributes a device crate must not see.
+fn keep_item(m: &mut Mirror, item: &Item, attrs: &[Attribute]) {
+    let r = m.range(item.span());
+    m.keep(r);
+    blank_attrs(m, attrs);
+}
+
+fn blank_attrs(m: &mut Mirror, attrs: &[Attribute]) {
+    for a in attrs {
+        let r = m.range(a.span());
+        if a.path().is_ident("derive") {
+            // Keep the derives of core traits only.
+            let mut core = Vec::new();
+            let mut other = false;
+            let _ = a.parse_nested_meta(|meta| {
+                match meta.path.segments.last().map(|s| s.ident.to_string()) {
+                    Some(n) if CORE_DERIVES.contains(&n.as_str()) => core.push(n),
+                    _ => other = true,
+                }
+                Ok(())
+            });
+            if other {
+                m.replace(r, if core.is_empty() { String::new() } else { format!("#[derive({})]", core.join(", ")) });
+            }
+        } else if !a.path().get_ident().is_some_and(|i| KEPT_ATTRS.contains(&i.to_string().as_str())) {
+            m.blank(r);
+        }
+    }
+}
+
+fn filter_use(tree: &UseTree, root: bool, mentioned: &BTreeSet<String>) -> Option<UseTree> {
+    match tree {
+        UseTree::Path(p) => {
+            if root && !USE_ROOTS.contains(&p.ident.to_string().as_str()) {
+                return None;
+            }
+            let inner = filter_use(&p.tree, false, mentioned)?;
+            Some(UseTree::Path(syn::UsePath { tree: Box::new(inner), ..p.clone() }))
+        }
+        UseTree::Name(n) => (!root && (n.ident == "self" || mentioned.contains(&n.ident.to_string()))).then(|| tree.clone()),
+        UseTree::Rename(r) => (!root && mentioned.contains(&r.rename.to_string())).then(|| tree.clone()),
+        UseTree::Glob(_) => (!root).then(|| tree.clone()),
+        UseTree::Group(g) => {
+            let items: syn::punctuated::Punctuated<UseTree, syn::Token![,]> =
+                g.items.iter().filter_map(|t| filter_use(t, root, mentioned)).collect();
+            (!items.is_empty()).then(|| UseTree::Group(syn::UseGroup { brace_token: g.brace_token, items }))
+        }
+    }
+}
+
+/// Identifiers mentioned by kept items (regions and `#[declare_target]` items), in any module.
+fn collect_mentions(items: &[Item], out: &mut BTreeSet<String>) {
+    for item in items {
+        let kept = match item {
+            Item::Fn(i) => has_attr(&i.attrs, "target") || has_attr(&i.attrs, "declare_target"),
+            Item::Const(i) => has_attr(&i.attrs, "declare_target"),
+            Item::Struct(i) => has_attr(&i.attrs, "declare_target"),
+            Item::Enum(i) => has_attr(&i.attrs, "declare_target"),
+            Item::Impl(i) => has_attr(&i.attrs, "declare_target"),
+            Item::Mod(md) => {
+                if let Some((_, inner)) = &md.content {
+                    collect_mentions(inner, out);
+                }
+                false
+            }
+            _ => false,
+        };
+        if kept {
+            idents(item.to_token_stream(), out);
+        }
+    }
+}
+
+fn idents(ts: proc_macro2::TokenStream, out: &mut BTreeSet<String>) {
+    for tt in ts {
+        match tt {
+            proc_macro2::TokenTree::Ident(i) => {
+                out.insert(i.to_string().trim_start_matches("r#").to_string());
+            }
+            proc_macro2::TokenTree::Group(g) => idents(g.stream(), out),
+            _ => {}
+        }
+    }
+}
+
+pub(crate) fn rel_or_abs(base: &Path, p: &Path) -> PathBuf {
+    match p.strip_prefix(base) {
+        Ok(rel) => PathBuf::from("src").join(rel),
+        Err(_) => PathBuf::from("abs").join(p.strip_prefix("/").unwrap_or(p)),
+    }
+}

@@ -1,0 +1,125 @@
+//! The package being built and its targets, as `cargo metadata` reports them (it applies Cargo's target
+//! auto-discovery rules, which we would otherwise have to copy).
+
+use crate::Error;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Lib,
+    Bin,
+    Example,
+    Test,
+    Bench,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Lib => "lib",
+            Kind::Bin => "bin",
+            Kind::Example => "example",
+            Kind::Test => "test",
+            Kind::Bench => "bench",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub kind: Kind,
+    pub name: String,
+    pub src_path: PathBuf,
+}
+
+impl Target {
+    /// The crate name `module_path!()` starts with.
+    pub fn crate_name(&self) -> String {
+        self.name.replace('-', "_")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Package {
+    pub name: String,
+    pub edition: String,
+    pub manifest_dir: PathBuf,
+    pub workspace_root: PathBuf,
+    pub targets: Vec<Target>,
+    /// `[package.metadata.offload] targets`.
+    pub metadata_targets: Option<Vec<String>>,
+}
+
+impl Package {
+    pub fn load(manifest_dir: &Path) -> Result<Package, Error> {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let manifest = manifest_dir.join("Cargo.toml");
+        let out = Command::new(&cargo)
+            .args(["metadata", "--no-deps", "--offline", "--format-version", "1", "--manifest-path"])
+            .arg(&manifest)
+            .output()
+            .map_err(Error::io(format!("running `{cargo} metadata`")))?;
+        if !out.status.success() {
+            return Err(Error::Config(format!(
+                "`cargo metadata` failed for {}:\n{}",
+                manifest.display(),
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        let meta: Value = serde_json::from_slice(&out.stdout)
+            .map_err(|e| Error::Config(format!("`cargo metadata` printed invalid JSON: {e}")))?;
+        Self::from_metadata(&meta, &manifest)
+    }
+
+    fn from_metadata(meta: &Value, manifest: &Path) -> Result<Package, Error> {
+        let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        let want = canon(manifest);
+        let pkg = meta["packages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["manifest_path"].as_str().is_some_and(|m| canon(Path::new(m)) == want))
+            .ok_or_else(|| Error::Config(format!("`cargo metadata` does not list {}", manifest.display())))?;
+        let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        let mut targets = Vec::new();
+        for t in pkg["targets"].as_array().into_iter().flatten() {
+            let kinds: Vec<&str> = t["kind"].as_array().into_iter().flatten().filter_map(|k| k.as_str()).collect();
+            let kind = if kinds.iter().any(|k| ["lib", "rlib", "dylib", "cdylib", "staticlib"].contains(k)) {
+                Kind::Lib
+            } else if kinds.contains(&"bin") {
+                Kind::Bin
+            } else if kinds.contains(&"example") {
+                Kind::Example
+            } else if kinds.contains(&"test") {
+                Kind::Test
+            } else if kinds.contains(&"bench") {
+                Kind::Bench
+            } else {
+                continue; // build scripts, proc macros
+            };
+            targets.push(Target { kind, name: s(&t["name"]), src_path: PathBuf::from(s(&t["src_path"])) });
+        }
+        let metadata_targets = pkg["metadata"]["offload"]["targets"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect());
+        Ok(Package {
+            name: s(&pkg["name"]),
+            edition: s(&pkg["edition"]),
+            manifest_dir: manifest.parent().map(canon).unwrap_or_default(),
+            workspace_root: canon(Path::new(&s(&meta["workspace_root"]))),
+            targets,
+            metadata_targets,
+        })
+    }
+
+    pub fn has_lib(&self) -> bool {
+        self.targets.iter().any(|t| t.kind == Kind::Lib)
+    }
+
+    /// How a path is shown to the user: relative to the workspace root, as rustc shows it under cargo.
+    pub fn display_path(&self, p: &Path) -> PathBuf {
+        p.strip_prefix(&self.workspace_root).map(Path::to_path_buf).unwrap_or_else(|_| p.to_path_buf())
+    }
+}

@@ -1,0 +1,98 @@
+//! device-std: what region code sees under the name `offload` when it is compiled for a device. Every item has a
+//! host twin in the `offload` crate with the host's meaning, so `#[declare_target]` code compiles on both sides.
+#![no_std]
+
+#[cfg(feature = "host")]
+extern crate std;
+
+#[cfg(feature = "host")]
+mod host;
+mod math;
+
+/// `use offload::__prelude::*;` is put into every device module by the outliner: float methods that `core` lacks.
+pub mod __prelude {
+    pub use crate::math::FloatExt;
+}
+
+/// False: this code is running on an offload device.
+#[inline]
+pub fn omp_is_initial_device() -> bool {
+    false
+}
+
+/// What the outliner's kernel entries call; not a public API.
+#[doc(hidden)]
+pub mod __rt {
+    #[cfg(feature = "host")]
+    pub use crate::host::entry;
+
+    /// A firstprivate value: its bits when it fits in 8 bytes, else the address of a private copy.
+    ///
+    /// # Safety
+    /// `a` follows the calling convention for a `T`.
+    #[inline(always)]
+    pub unsafe fn value<T: Copy>(a: u64) -> T {
+        if core::mem::size_of::<T>() <= 8 {
+            // SAFETY: the host copied a `T`'s bytes into the low bytes of `a`.
+            unsafe { core::ptr::read_unaligned(&a as *const u64 as *const T) }
+        } else {
+            // SAFETY: `a` is the device address of a private `T`.
+            unsafe { core::ptr::read(a as *const T) }
+        }
+    }
+
+    /// # Safety
+    /// `p` is the device address of `len` `T`s (any value when `len` is 0), valid for `'a`.
+    #[inline(always)]
+    pub unsafe fn slice<'a, T>(p: u64, len: u64) -> &'a [T] {
+        if len == 0 {
+            &[]
+        } else {
+            // SAFETY: per the contract.
+            unsafe { core::slice::from_raw_parts(p as *const T, len as usize) }
+        }
+    }
+
+    /// # Safety
+    /// As [`slice`], and no other reference aliases the data.
+    #[inline(always)]
+    pub unsafe fn slice_mut<'a, T>(p: u64, len: u64) -> &'a mut [T] {
+        if len == 0 {
+            &mut []
+        } else {
+            // SAFETY: per the contract.
+            unsafe { core::slice::from_raw_parts_mut(p as *mut T, len as usize) }
+        }
+    }
+
+    /// # Safety
+    /// `p` is the device address of a `T` valid for `'a`.
+    #[inline(always)]
+    pub unsafe fn object<'a, T>(p: u64) -> &'a T {
+        // SAFETY: per the contract.
+        unsafe { &*(p as *const T) }
+    }
+
+    /// # Safety
+    /// As [`object`], and no other reference aliases it.
+    #[inline(always)]
+    pub unsafe fn object_mut<'a, T>(p: u64) -> &'a mut T {
+        // SAFETY: per the contract.
+        unsafe { &mut *(p as *mut T) }
+    }
+
+    /// # Safety
+    /// `p` is the device address of the return slot.
+    #[inline(always)]
+    pub unsafe fn write_return<T>(p: u64, v: T) {
+        // SAFETY: per the contract.
+        unsafe { core::ptr::write(p as *mut T, v) }
+    }
+}
+
+// The host crate's `use offload::{target, declare_target};` must resolve in device modules too; the outliner
+// removes the attributes themselves.
+#[doc(hidden)]
+pub mod target {}
+#[doc(hidden)]
+pub mod declare_target {}

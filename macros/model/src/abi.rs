@@ -1,0 +1,158 @@
+//! Binary layouts shared by the fat binary (written by the macro and build support), the runtime and device images.
+
+use core::ffi::{c_char, c_void};
+
+/// OpenMP map-type bits, with LLVM's values (`OpenMPOffloadMappingFlags`), so a map list we build reads the way
+/// libomptarget's `__tgt_target_kernel` arguments do.
+pub mod map_type {
+    pub const TO: u64 = 0x01;
+    pub const FROM: u64 = 0x02;
+    pub const ALWAYS: u64 = 0x04;
+    pub const DELETE: u64 = 0x08;
+    pub const TARGET_PARAM: u64 = 0x20;
+    pub const RETURN_PARAM: u64 = 0x40;
+    pub const PRIVATE: u64 = 0x80;
+    pub const LITERAL: u64 = 0x100;
+    pub const IMPLICIT: u64 = 0x200;
+    pub const CLOSE: u64 = 0x400;
+    pub const PRESENT: u64 = 0x1000;
+}
+
+/// LLVM 22's `__tgt_offload_entry` (56 bytes, version 1). `address` is the host function's address (the region's
+/// host id), `symbol_name` the NUL-terminated device symbol.
+#[repr(C)]
+#[derive(Debug)]
+pub struct OffloadEntry {
+    pub reserved: u64,
+    pub version: u16,
+    pub kind: u16,
+    pub flags: u32,
+    pub address: *const c_void,
+    pub symbol_name: *const c_char,
+    pub size: u64,
+    pub data: u64,
+    pub aux_addr: *const c_void,
+}
+
+// SAFETY: entries are immutable statics pointing at other statics.
+unsafe impl Sync for OffloadEntry {}
+
+impl OffloadEntry {
+    pub const VERSION: u16 = 1;
+    /// `OFK_OpenMP` in LLVM's `OffloadKind`.
+    pub const KIND_OPENMP: u16 = 1;
+
+    /// The entry of a kernel region whose host id is `address` and device symbol is `symbol` (NUL-terminated).
+    pub const fn kernel(address: *const c_void, symbol: &'static [u8]) -> Self {
+        OffloadEntry {
+            reserved: 0,
+            version: Self::VERSION,
+            kind: Self::KIND_OPENMP,
+            flags: 0,
+            address,
+            symbol_name: symbol.as_ptr() as *const c_char,
+            size: 0,
+            data: 0,
+            aux_addr: core::ptr::null(),
+        }
+    }
+}
+
+/// One embedded device image, written by build support into the images table of the fat binary. The same image
+/// may be linked twice (a package's library and its binaries both carry it); `id` lets the runtime keep one.
+#[repr(C)]
+#[derive(Debug)]
+pub struct DeviceImageRecord {
+    pub version: u32,
+    pub flags: u32,
+    pub id: u64,
+    pub image_start: *const u8,
+    pub image_end: *const u8,
+    /// NUL-terminated target triple, e.g. `x86_64-unknown-linux-gnu`.
+    pub triple: *const c_char,
+    /// NUL-terminated architecture (`sm_90`, `gfx90a`, or the triple's arch for the host).
+    pub arch: *const c_char,
+    /// NUL-terminated name of the package whose regions the image holds.
+    pub package: *const c_char,
+}
+
+// SAFETY: records are immutable and point into read-only data.
+unsafe impl Sync for DeviceImageRecord {}
+
+impl DeviceImageRecord {
+    pub const VERSION: u32 = 1;
+    pub const SIZE: usize = 56;
+    /// Byte offsets of the pointer fields, for writers that emit relocations.
+    pub const IMAGE_START: usize = 16;
+    pub const IMAGE_END: usize = 24;
+    pub const TRIPLE: usize = 32;
+    pub const ARCH: usize = 40;
+    pub const PACKAGE: usize = 48;
+}
+
+/// Room for a panic message and file name reported by a host-image kernel.
+pub const FAILURE_MESSAGE_CAP: usize = 1024;
+pub const FAILURE_FILE_CAP: usize = 512;
+
+/// What a host-image kernel reports when it panicked. The buffers are fixed so the image (which links its own std and
+/// allocator) never hands the runtime memory to free.
+#[repr(C)]
+pub struct HostFailure {
+    pub failed: u32,
+    pub line: u32,
+    pub column: u32,
+    pub message_len: u32,
+    pub file_len: u32,
+    pub message: [u8; FAILURE_MESSAGE_CAP],
+    pub file: [u8; FAILURE_FILE_CAP],
+}
+
+impl HostFailure {
+    /// Records a failure, truncating at a character boundary.
+    pub fn record(&mut self, message: &str, file: &str, line: u32, column: u32) {
+        self.message_len = copy_truncated(&mut self.message, message) as u32;
+        self.file_len = copy_truncated(&mut self.file, file) as u32;
+        self.line = line;
+        self.column = column;
+        self.failed = 1;
+    }
+
+    pub fn message(&self) -> &str {
+        utf8_prefix(&self.message[..(self.message_len as usize).min(FAILURE_MESSAGE_CAP)])
+    }
+
+    pub fn file(&self) -> &str {
+        utf8_prefix(&self.file[..(self.file_len as usize).min(FAILURE_FILE_CAP)])
+    }
+}
+
+fn copy_truncated(dst: &mut [u8], src: &str) -> usize {
+    let mut n = src.len().min(dst.len());
+    while !src.is_char_boundary(n) {
+        n -= 1;
+    }
+    dst[..n].copy_from_slice(&src.as_bytes()[..n]);
+    n
+}
+
+fn utf8_prefix(b: &[u8]) -> &str {
+    match core::str::from_utf8(b) {
+        Ok(s) => s,
+        // SAFETY: `valid_up_to` bytes are valid UTF-8.
+        Err(e) => unsafe { core::str::from_utf8_unchecked(&b[..e.valid_up_to()]) },
+    }
+}
+
+/// What the host-elf plugin passes as the kernel's `dyn_ptr`: the launch geometry this thread runs in, team-shared
+/// memory, and where to report a panic.
+#[repr(C)]
+pub struct HostLaunchEnv {
+    pub team_num: u32,
+    pub num_teams: u32,
+    pub thread_num: u32,
+    pub num_threads: u32,
+    pub team_shared: *mut u8,
+    pub team_shared_len: usize,
+    pub failure: *mut HostFailure,
+    pub reserved: *mut c_void,
+}

@@ -1,0 +1,561 @@
+//! The clause model: a `#[target]` region parsed and validated against its signature, once, for both the macro (which
+//! expands the host side) and the outliner (which writes the kernel entry). Errors are spanned and collected, so a
+//! user sees every mistake at once.
+
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
+use syn::parse::{Parse, ParseStream, Parser};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Expr, FnArg, Ident, ItemFn, Pat, ReturnType, Token, Type};
+
+/// OpenMP map types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapType {
+    To,
+    From,
+    ToFrom,
+    Alloc,
+}
+
+impl MapType {
+    pub fn name(self) -> &'static str {
+        match self {
+            MapType::To => "to",
+            MapType::From => "from",
+            MapType::ToFrom => "tofrom",
+            MapType::Alloc => "alloc",
+        }
+    }
+
+    /// The map-type bits of [`crate::abi::map_type`].
+    pub fn bits(self) -> u64 {
+        use crate::abi::map_type::*;
+        match self {
+            MapType::To => TO,
+            MapType::From => FROM,
+            MapType::ToFrom => TO | FROM,
+            MapType::Alloc => 0,
+        }
+    }
+
+    fn needs_mut(self) -> bool {
+        self != MapType::To
+    }
+}
+
+/// How a parameter is mapped: explicitly by a clause or implicitly from its type.
+#[derive(Clone, Debug)]
+pub struct Map {
+    pub map_type: MapType,
+    pub always: bool,
+    pub present: bool,
+    pub close: bool,
+    /// Where the clause named the variable; `None` for an implicit map.
+    pub clause_span: Option<Span>,
+}
+
+impl Map {
+    fn implicit(map_type: MapType) -> Self {
+        Map { map_type, always: false, present: false, close: false, clause_span: None }
+    }
+
+    /// All map-type bits, modifiers included.
+    pub fn bits(&self) -> u64 {
+        use crate::abi::map_type::*;
+        let mut b = self.map_type.bits() | TARGET_PARAM;
+        if self.always {
+            b |= ALWAYS;
+        }
+        if self.present {
+            b |= PRESENT;
+        }
+        if self.close {
+            b |= CLOSE;
+        }
+        if self.clause_span.is_none() {
+            b |= IMPLICIT;
+        }
+        b
+    }
+}
+
+/// What kind of value a parameter is, which decides how it crosses to the device.
+#[derive(Clone, Debug)]
+pub enum ParamKind {
+    /// `&[T]` / `&mut [T]`: a mapped buffer; two kernel arguments (device address, length).
+    Slice { elem: Type, mutable: bool },
+    /// `&T` / `&mut T`: a mapped object; one kernel argument (device address).
+    Ref { ty: Type, mutable: bool },
+    /// A `Copy` value, firstprivate: one kernel argument (the bits if 8 bytes or less, else a private copy's address).
+    Value,
+}
+
+#[derive(Clone, Debug)]
+pub struct Param {
+    pub ident: Ident,
+    pub ty: Type,
+    pub kind: ParamKind,
+    /// `None` for by-value parameters.
+    pub map: Option<Map>,
+}
+
+/// One kernel argument in the calling convention `(dyn_ptr, a0, .., ak)`.
+#[derive(Clone, Copy, Debug)]
+pub enum KernelArg<'a> {
+    /// Device address of a slice's data.
+    SlicePtr(&'a Param),
+    /// A slice's length, a literal.
+    SliceLen(&'a Param),
+    /// Device address of a `&T` / `&mut T`.
+    RefPtr(&'a Param),
+    /// A firstprivate value.
+    Value(&'a Param),
+    /// Device address of the return slot (mapped `from`).
+    Return,
+}
+
+/// A validated `#[target]` region.
+#[derive(Clone, Debug)]
+pub struct Region {
+    pub ident: Ident,
+    pub params: Vec<Param>,
+    /// `None` for `()`.
+    pub ret: Option<Type>,
+    pub device: Option<Expr>,
+    pub if_cond: Option<Expr>,
+}
+
+impl Region {
+    /// Parses the attribute arguments and validates them against the function; every error, combined.
+    pub fn parse(args: TokenStream, func: &ItemFn) -> syn::Result<Region> {
+        let mut errors = Errors::default();
+        let clauses = match Punctuated::<Clause, Token![,]>::parse_terminated.parse2(args) {
+            Ok(c) => c.into_iter().collect(),
+            Err(e) => {
+                errors.push(e);
+                Vec::new()
+            }
+        };
+        check_signature(func, &mut errors);
+        let mut params: Vec<Param> = Vec::new();
+        for arg in &func.sig.inputs {
+            if let Some(p) = classify_param(arg, &mut errors) {
+                params.push(p);
+            }
+        }
+        let ret = match &func.sig.output {
+            ReturnType::Default => None,
+            ReturnType::Type(_, ty) => match &**ty {
+                Type::Tuple(t) if t.elems.is_empty() => None,
+                ty => {
+                    if let Some(msg) = unsupported_type(ty) {
+                        errors.push(syn::Error::new(ty.span(), format!("a region cannot return {msg}")));
+                    }
+                    Some(ty.clone())
+                }
+            },
+        };
+        let mut region = Region { ident: func.sig.ident.clone(), params, ret, device: None, if_cond: None };
+        region.apply_clauses(clauses, &mut errors);
+        errors.finish(region)
+    }
+
+    fn apply_clauses(&mut self, clauses: Vec<Clause>, errors: &mut Errors) {
+        for clause in clauses {
+            match clause {
+                Clause::Map { map, items } => {
+                    for item in items {
+                        self.apply_map(&map, item, errors);
+                    }
+                }
+                Clause::Device(kw, e) => set_once(&mut self.device, e, kw, errors),
+                Clause::If(kw, e) => set_once(&mut self.if_cond, e, kw, errors),
+            }
+        }
+    }
+
+    fn apply_map(&mut self, map: &Map, item: MapItem, errors: &mut Errors) {
+        let span = item.ident.span();
+        if let Some(section) = item.section {
+            errors.push(syn::Error::new(
+                section.span(),
+                "array sections in `#[target]` map clauses are not supported yet; map the whole slice, \
+                 or pass the sub-slice `&y[lo..hi]` as the argument",
+            ));
+            return;
+        }
+        let Some(param) = self.params.iter_mut().find(|p| p.ident == item.ident) else {
+            let names: Vec<String> = self.params.iter().map(|p| format!("`{}`", p.ident)).collect();
+            errors.push(syn::Error::new(
+                span,
+                format!(
+                    "`{}` is not a parameter of this region; map clauses name parameters ({})",
+                    item.ident,
+                    if names.is_empty() { "this region has none".to_string() } else { names.join(", ") }
+                ),
+            ));
+            return;
+        };
+        let (mutable, what) = match &param.kind {
+            ParamKind::Slice { mutable, .. } => (*mutable, if *mutable { "&mut [T]" } else { "&[T]" }),
+            ParamKind::Ref { mutable, .. } => (*mutable, if *mutable { "&mut T" } else { "&T" }),
+            ParamKind::Value => {
+                errors.push(syn::Error::new(
+                    span,
+                    format!(
+                        "`{id}` is passed by value (firstprivate: the region gets its own copy), so it cannot be \
+                         mapped `{ty}`; to get a value back, take `{id}: &mut {t}` or return it from the region",
+                        id = param.ident,
+                        ty = map.map_type.name(),
+                        t = param.ty.to_token_stream(),
+                    ),
+                ));
+                return;
+            }
+        };
+        if let Some(Map { clause_span: Some(_), .. }) = &param.map {
+            errors.push(syn::Error::new(
+                span,
+                format!("`{}` is mapped twice; a parameter takes one map clause", param.ident),
+            ));
+            return;
+        }
+        if map.map_type.needs_mut() && !mutable {
+            errors.push(syn::Error::new(
+                span,
+                format!(
+                    "`{id}` is `{what}`, which the region cannot write, so it cannot be mapped `{ty}`; map it `to`, \
+                     or declare it `&mut` to receive device values",
+                    id = param.ident,
+                    ty = map.map_type.name(),
+                ),
+            ));
+            return;
+        }
+        param.map = Some(Map { clause_span: Some(span), ..map.clone() });
+    }
+
+    /// The kernel arguments, in order: the calling convention both the host stub and the kernel entry follow.
+    pub fn kernel_args(&self) -> Vec<KernelArg<'_>> {
+        let mut args = Vec::new();
+        for p in &self.params {
+            match p.kind {
+                ParamKind::Slice { .. } => {
+                    args.push(KernelArg::SlicePtr(p));
+                    args.push(KernelArg::SliceLen(p));
+                }
+                ParamKind::Ref { .. } => args.push(KernelArg::RefPtr(p)),
+                ParamKind::Value => args.push(KernelArg::Value(p)),
+            }
+        }
+        if self.ret.is_some() {
+            args.push(KernelArg::Return);
+        }
+        args
+    }
+}
+
+fn set_once(slot: &mut Option<Expr>, e: Expr, kw: Ident, errors: &mut Errors) {
+    if slot.is_some() {
+        errors.push(syn::Error::new(kw.span(), format!("`{kw}` is given twice; keep one")));
+    } else {
+        *slot = Some(e);
+    }
+}
+
+fn check_signature(func: &ItemFn, errors: &mut Errors) {
+    let sig = &func.sig;
+    if let Some(a) = &sig.asyncness {
+        errors.push(syn::Error::new(
+            a.span(),
+            "a region cannot be `async`: it runs to completion on the device; call it from async code instead",
+        ));
+    }
+    if let Some(c) = &sig.constness {
+        errors.push(syn::Error::new(c.span(), "a region cannot be `const`"));
+    }
+    if let Some(abi) = &sig.abi {
+        errors.push(syn::Error::new(abi.span(), "a region cannot declare an ABI; the kernel entry has its own"));
+    }
+    if let Some(v) = &sig.variadic {
+        errors.push(syn::Error::new(v.span(), "a region cannot be variadic"));
+    }
+    for g in &sig.generics.params {
+        if !matches!(g, syn::GenericParam::Lifetime(_)) {
+            errors.push(syn::Error::new(
+                g.span(),
+                "a region cannot be generic: each region is compiled once into the device image; \
+                 write one region per concrete type (a `#[declare_target]` generic helper can share the code)",
+            ));
+        }
+    }
+    if let Some(w) = &sig.generics.where_clause {
+        errors.push(syn::Error::new(w.span(), "a region cannot have a `where` clause"));
+    }
+}
+
+fn classify_param(arg: &FnArg, errors: &mut Errors) -> Option<Param> {
+    let pt = match arg {
+        FnArg::Receiver(r) => {
+            errors.push(syn::Error::new(
+                r.span(),
+                "`#[target]` goes on free functions, not methods: move the region out of the `impl` and pass the \
+                 receiver as an ordinary parameter (e.g. `fn step(state: &mut State, ..)`)",
+            ));
+            return None;
+        }
+        FnArg::Typed(pt) => pt,
+    };
+    let ident = match &*pt.pat {
+        Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => pi.ident.clone(),
+        other => {
+            errors.push(syn::Error::new(other.span(), "region parameters must be plain names, like `x: &[f32]`"));
+            return None;
+        }
+    };
+    let ty = (*pt.ty).clone();
+    if let Some(msg) = unsupported_type(&ty) {
+        errors.push(syn::Error::new(ty.span(), format!("`{ident}` cannot be passed to a region: it is {msg}")));
+        return None;
+    }
+    let kind = match &ty {
+        Type::Reference(r) => {
+            let mutable = r.mutability.is_some();
+            match &*r.elem {
+                Type::Slice(s) => ParamKind::Slice { elem: (*s.elem).clone(), mutable },
+                elem => ParamKind::Ref { ty: elem.clone(), mutable },
+            }
+        }
+        _ => ParamKind::Value,
+    };
+    let map = match &kind {
+        ParamKind::Slice { elem, mutable } => {
+            // Atomics are written through a shared reference.
+            let atomic = is_atomic(elem);
+            Some(Map::implicit(if *mutable || atomic { MapType::ToFrom } else { MapType::To }))
+        }
+        ParamKind::Ref { mutable, .. } => Some(Map::implicit(if *mutable { MapType::ToFrom } else { MapType::To })),
+        ParamKind::Value => None,
+    };
+    Some(Param { ident, ty, kind, map })
+}
+
+fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
+    match ty {
+        Type::Path(p) if p.qself.is_none() => p.path.segments.last(),
+        Type::Group(g) => last_segment(&g.elem),
+        Type::Paren(p) => last_segment(&p.elem),
+        _ => None,
+    }
+}
+
+/// `AtomicU32` and friends, by name.
+pub fn is_atomic(ty: &Type) -> bool {
+    last_segment(ty).is_some_and(|s| s.ident.to_string().starts_with("Atomic"))
+}
+
+/// Why a type cannot cross into a region, or `None` if it may (the trait bounds the expansion emits check the rest).
+fn unsupported_type(ty: &Type) -> Option<String> {
+    let owned = |what: &str, instead: &str| Some(format!("{what}, which owns host memory; {instead}"));
+    match ty {
+        Type::Reference(r) => match &*r.elem {
+            Type::Path(_) if last_segment(&r.elem).is_some_and(|s| s.ident == "str") => {
+                Some("a string slice; regions take `&[u8]` or other `DeviceCopy` data".into())
+            }
+            Type::Reference(_) => Some("a reference to a reference; pass the inner reference".into()),
+            Type::Slice(s) => match &*s.elem {
+                Type::Reference(_) | Type::Slice(_) => {
+                    Some("a slice of references; device memory cannot hold host pointers".into())
+                }
+                inner => unsupported_type(inner).map(|m| format!("a slice of {m}")),
+            },
+            Type::TraitObject(_) | Type::ImplTrait(_) => {
+                Some("a trait object; regions take concrete `DeviceCopy` types".into())
+            }
+            inner => unsupported_type(inner),
+        },
+        Type::Ptr(_) => Some(
+            "a raw pointer, which means nothing on a device; map a slice or reference instead \
+             (device pointers come as `offload::DevicePtr<T>`)"
+                .into(),
+        ),
+        Type::ImplTrait(_) | Type::TraitObject(_) => Some("a trait object; regions take concrete types".into()),
+        Type::BareFn(_) => Some("a function pointer; call a `#[declare_target]` function by name instead".into()),
+        Type::Never(_) => Some("`!`".into()),
+        Type::Infer(_) | Type::Macro(_) | Type::Verbatim(_) => Some("a type a region cannot name".into()),
+        _ => {
+            let seg = last_segment(ty)?;
+            let name = seg.ident.to_string();
+            match name.as_str() {
+                "Vec" | "VecDeque" => owned(
+                    &format!("`{name}`"),
+                    "pass `&[T]` (mapped `to`) or `&mut [T]` (mapped `tofrom`) instead, e.g. `x: &[f32]` called as `f(&v)`",
+                ),
+                "String" => owned("`String`", "pass its bytes as `&[u8]`"),
+                "Box" | "Rc" | "Arc" => owned(&format!("`{name}`"), "pass `&T` or `&mut T` to the contents instead"),
+                "HashMap" | "BTreeMap" | "HashSet" | "BTreeSet" | "LinkedList" | "BinaryHeap" => {
+                    owned(&format!("`{name}`"), "flatten it into slices")
+                }
+                "Option" | "Result" => Some(format!(
+                    "`{name}`, which has no fixed device representation; pass a value and a flag instead"
+                )),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// One clause of `#[target(...)]`.
+enum Clause {
+    Map { map: Map, items: Vec<MapItem> },
+    Device(Ident, Expr),
+    If(Ident, Expr),
+}
+
+struct MapItem {
+    ident: Ident,
+    section: Option<TokenStream>,
+}
+
+impl Parse for MapItem {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let ident: Ident = input.parse()?;
+        let section = if input.peek(syn::token::Bracket) {
+            let content;
+            let b = syn::bracketed!(content in input);
+            let ts: TokenStream = content.parse()?;
+            let mut group = proc_macro2::Group::new(proc_macro2::Delimiter::Bracket, ts);
+            group.set_span(b.span.join());
+            Some(group.into_token_stream())
+        } else {
+            None
+        };
+        Ok(MapItem { ident, section })
+    }
+}
+
+const CLAUSES: &str = "map, device, if";
+
+impl Parse for Clause {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let kw: Ident = input.call(syn::ext::IdentExt::parse_any)?;
+        let name = kw.to_string();
+        match name.as_str() {
+            "map" | "device" | "if" => {
+                if !input.peek(syn::token::Paren) {
+                    return Err(syn::Error::new(kw.span(), format!("`{kw}` takes arguments: `{kw}(...)`")));
+                }
+                let content;
+                syn::parenthesized!(content in input);
+                if name == "map" {
+                    return parse_map(&content, &kw);
+                }
+                let e: Expr = content.parse()?;
+                if !content.is_empty() {
+                    return Err(content.error(format!("`{kw}` takes one expression")));
+                }
+                Ok(if name == "device" { Clause::Device(kw, e) } else { Clause::If(kw, e) })
+            }
+            "teams_distribute_parallel_for" | "teams" | "parallel" | "num_teams" | "thread_limit" | "collapse"
+            | "reduction" | "nowait" => Err(syn::Error::new(
+                kw.span(),
+                format!("`{kw}` is an OpenMP clause this version of offload does not support yet; supported: {CLAUSES}"),
+            )),
+            "is_device_ptr" | "firstprivate" | "private" | "defaultmap" | "depend" => Err(syn::Error::new(
+                kw.span(),
+                format!(
+                    "`{kw}` is not a clause of `#[target]`: the parameter's type decides (by-value parameters are \
+                     firstprivate); supported: {CLAUSES}"
+                ),
+            )),
+            _ => Err(syn::Error::new(kw.span(), format!("unknown clause `{kw}`; supported: {CLAUSES}"))),
+        }
+    }
+}
+
+fn parse_map(content: ParseStream, kw: &Ident) -> syn::Result<Clause> {
+    let mut map = Map::implicit(MapType::ToFrom);
+    map.clause_span = Some(kw.span());
+    // `map([always,] [present,] [close,] TYPE: list)`, or `map(list)` meaning tofrom, as OpenMP.
+    let has_colon = {
+        let fork = content.fork();
+        let mut found = false;
+        while !fork.is_empty() {
+            if fork.peek(Token![:]) && !fork.peek(Token![::]) {
+                found = true;
+                break;
+            }
+            let _: proc_macro2::TokenTree = fork.parse()?;
+        }
+        found
+    };
+    if has_colon {
+        let mut words: Vec<Ident> = Vec::new();
+        while !content.peek(Token![:]) {
+            words.push(content.call(syn::ext::IdentExt::parse_any)?);
+            if content.peek(Token![,]) {
+                let _: Token![,] = content.parse()?;
+            }
+        }
+        let _: Token![:] = content.parse()?;
+        let Some(ty) = words.pop() else {
+            return Err(content.error("expected a map type before `:` (to, from, tofrom, alloc)"));
+        };
+        map.map_type = match ty.to_string().as_str() {
+            "to" => MapType::To,
+            "from" => MapType::From,
+            "tofrom" => MapType::ToFrom,
+            "alloc" => MapType::Alloc,
+            "release" | "delete" => {
+                return Err(syn::Error::new(
+                    ty.span(),
+                    format!("`{ty}` is a map type for exiting a data environment, not for `#[target]`; use to, from, tofrom or alloc"),
+                ))
+            }
+            _ => {
+                return Err(syn::Error::new(
+                    ty.span(),
+                    format!("unknown map type `{ty}`; use to, from, tofrom or alloc"),
+                ))
+            }
+        };
+        for m in words {
+            match m.to_string().as_str() {
+                "always" => map.always = true,
+                "present" => map.present = true,
+                "close" => map.close = true,
+                _ => {
+                    return Err(syn::Error::new(
+                        m.span(),
+                        format!("unknown map-type modifier `{m}`; use always, present or close"),
+                    ))
+                }
+            }
+        }
+    }
+    let items = Punctuated::<MapItem, Token![,]>::parse_terminated(content)?;
+    if items.is_empty() {
+        return Err(syn::Error::new(kw.span(), "`map` needs at least one variable"));
+    }
+    Ok(Clause::Map { map, items: items.into_iter().collect() })
+}
+
+#[derive(Default)]
+struct Errors(Option<syn::Error>);
+
+impl Errors {
+    fn push(&mut self, e: syn::Error) {
+        match &mut self.0 {
+            Some(all) => all.combine(e),
+            None => self.0 = Some(e),
+        }
+    }
+
+    fn finish<T>(self, value: T) -> syn::Result<T> {
+        match self.0 {
+            Some(e) => Err(e),
+            None => Ok(value),
+        }
+    }
+}

@@ -1,0 +1,104 @@
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Fields, Item};
+
+pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    let mut errors = Vec::new();
+    if !args.is_empty() {
+        errors.push(syn::Error::new(
+            args.span(),
+            "`#[declare_target]` takes no arguments (`declare target to/link` for statics comes later)",
+        ));
+    }
+    let parsed: Item = match syn::parse2(item.clone()) {
+        Ok(i) => i,
+        Err(e) => return e.to_compile_error(),
+    };
+    let extra = match &parsed {
+        Item::Fn(_) | Item::Const(_) | Item::Impl(_) => quote!(),
+        Item::Struct(s) => struct_impl(s, &mut errors),
+        Item::Enum(e) => enum_impl(e),
+        Item::Static(s) => {
+            errors.push(syn::Error::new(
+                s.static_token.span(),
+                "`#[declare_target]` statics (OpenMP's `declare target to/link`) are not supported yet; \
+                 use a `#[declare_target]` const, or pass the data to the region as a parameter",
+            ));
+            quote!()
+        }
+        other => {
+            errors.push(syn::Error::new(
+                other.span(),
+                "`#[declare_target]` goes on functions, consts, `#[repr(C)]` structs, `Copy` enums and their \
+                 `impl` blocks",
+            ));
+            quote!()
+        }
+    };
+    let errors = errors.into_iter().map(|e| e.to_compile_error());
+    quote!(#(#errors)* #parsed #extra)
+}
+
+fn has_repr_c(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("repr") && {
+            let mut found = false;
+            let _ = a.parse_nested_meta(|m| {
+                found |= m.path.is_ident("C") || m.path.is_ident("transparent");
+                Ok(())
+            });
+            found
+        }
+    })
+}
+
+/// `unsafe impl DeviceCopy`, justified field by field: a `#[repr(C)]` struct of `DeviceCopy` fields has a layout
+/// host and device agree on and accepts every bit pattern.
+fn struct_impl(s: &syn::ItemStruct, errors: &mut Vec<syn::Error>) -> TokenStream {
+    if !has_repr_c(&s.attrs) {
+        errors.push(syn::Error::new(
+            s.ident.span(),
+            format!(
+                "add `#[repr(C)]` to `{}`: host and device must agree on its layout, and Rust's default layout \
+                 may differ between compilations",
+                s.ident
+            ),
+        ));
+        return quote!();
+    }
+    let name = &s.ident;
+    let (impl_g, ty_g, where_c) = s.generics.split_for_impl();
+    let checks = field_types(&s.fields).map(|ty| {
+        quote_spanned!(ty.span()=> ::offload::__private::assert_device_copy::<#ty>();)
+    });
+    quote! {
+        const _: () = {
+            #[allow(dead_code)]
+            fn __offload_fields_are_device_copy #impl_g () #where_c { #(#checks)* }
+        };
+        // SAFETY: `#[repr(C)]` and every field is `DeviceCopy` (checked above).
+        unsafe impl #impl_g ::offload::DeviceCopy for #name #ty_g #where_c {}
+    }
+}
+
+/// Enums cross by value only (their bits are checked by construction on the host), so they are `Firstprivate`.
+fn enum_impl(e: &syn::ItemEnum) -> TokenStream {
+    let name = &e.ident;
+    let (impl_g, ty_g, where_c) = e.generics.split_for_impl();
+    let checks = e.variants.iter().flat_map(|v| field_types(&v.fields)).map(|ty| {
+        quote_spanned!(ty.span()=> ::offload::__private::assert_firstprivate::<#ty>();)
+    });
+    quote! {
+        const _: () = {
+            #[allow(dead_code)]
+            fn __offload_fields_are_firstprivate #impl_g () #where_c { #(#checks)* }
+        };
+        // SAFETY: a `Copy` enum of `Firstprivate` fields; values are only ever copied from valid host values.
+        unsafe impl #impl_g ::offload::Firstprivate for #name #ty_g #where_c {}
+    }
+}
+
+fn field_types(f: &Fields) -> impl Iterator<Item = &syn::Type> {
+    f.iter().map(|f| &f.ty)
+}

@@ -1,0 +1,180 @@
+use offload_model::region::{KernelArg, ParamKind, Region};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{FnArg, ItemFn, Pat};
+
+pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    let func: ItemFn = match syn::parse2(item.clone()) {
+        Ok(f) => f,
+        Err(e) => {
+            let msg = syn::Error::new(
+                e.span(),
+                "`#[target]` goes on a free function (`fn name(params) { body }`); methods, closures and other items \
+                 cannot be regions",
+            )
+            .to_compile_error();
+            return quote!(#msg #item);
+        }
+    };
+    match Region::parse(args, &func) {
+        Ok(region) => expand_region(&region, func),
+        Err(e) => {
+            // The function stays as written so callers still type-check and one mistake does not cascade.
+            let err = e.to_compile_error();
+            quote!(#err #func)
+        }
+    }
+}
+
+fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
+    let ItemFn { attrs, vis, sig, block } = func;
+    let name = &sig.ident;
+    let name_str = name.to_string();
+    let try_name = format_ident!("try_{}", name);
+    let ret_ty = match &region.ret {
+        Some(t) => quote!(#t),
+        None => quote!(()),
+    };
+    let unsafety = &sig.unsafety;
+    let generics = &sig.generics;
+    let output = &sig.output;
+
+    // The outer functions take the parameters without `mut`: only the body (kept in `__offload_host`) mutates them.
+    let outer_inputs = sig.inputs.iter().map(|a| match a {
+        FnArg::Typed(pt) => {
+            let mut pt = pt.clone();
+            if let Pat::Ident(pi) = &mut *pt.pat {
+                pi.mutability = None;
+            }
+            quote!(#pt)
+        }
+        other => quote!(#other),
+    });
+    let outer_inputs: Vec<TokenStream> = outer_inputs.collect();
+    let inputs = &sig.inputs;
+    let idents: Vec<_> = region.params.iter().map(|p| &p.ident).collect();
+
+    // Raw pointers to every reference parameter: the map list and the fallback both derive from them, so neither
+    // holds a borrow the other would invalidate.
+    let mut raw = Vec::new();
+    let mut checks = Vec::new();
+    let mut fallback_args = Vec::new();
+    for p in &region.params {
+        let id = &p.ident;
+        let ptr = format_ident!("__offload_ptr_{}", id);
+        match &p.kind {
+            ParamKind::Slice { elem, mutable } | ParamKind::Ref { ty: elem, mutable } => {
+                checks.push(quote_spanned!(elem.span()=> ::offload::__private::assert_device_copy::<#elem>();));
+                if *mutable {
+                    raw.push(quote!(let #ptr = ::core::ptr::from_mut(#id);));
+                    fallback_args.push(quote!(&mut *#ptr));
+                } else {
+                    raw.push(quote!(let #ptr = ::core::ptr::from_ref(#id);));
+                    fallback_args.push(quote!(&*#ptr));
+                }
+            }
+            ParamKind::Value => {
+                let ty = &p.ty;
+                checks.push(quote_spanned!(ty.span()=> ::offload::__private::assert_firstprivate::<#ty>();));
+                fallback_args.push(quote!(#id));
+            }
+        }
+    }
+    if let Some(t) = &region.ret {
+        checks.push(quote_spanned!(t.span()=> ::offload::__private::assert_device_copy::<#t>();));
+    }
+
+    let maps = region.kernel_args().into_iter().map(|arg| match arg {
+        KernelArg::SlicePtr(p) => {
+            let ptr = format_ident!("__offload_ptr_{}", p.ident);
+            let bits = p.map.as_ref().map_or(0, |m| m.bits());
+            quote!(::offload::__private::MapArg::slice(#ptr as *const [_], #bits))
+        }
+        KernelArg::SliceLen(p) => {
+            let ptr = format_ident!("__offload_ptr_{}", p.ident);
+            quote!(::offload::__private::MapArg::literal(#ptr.len() as u64))
+        }
+        KernelArg::RefPtr(p) => {
+            let ptr = format_ident!("__offload_ptr_{}", p.ident);
+            let bits = p.map.as_ref().map_or(0, |m| m.bits());
+            quote!(::offload::__private::MapArg::object(#ptr as *const _, #bits))
+        }
+        KernelArg::Value(p) => {
+            let id = &p.ident;
+            quote!(::offload::__private::MapArg::value(&#id))
+        }
+        KernelArg::Return => quote!(::offload::__private::MapArg::ret(&mut __offload_ret)),
+    });
+
+    let device = match &region.device {
+        Some(e) => quote!(::core::option::Option::Some(::offload::__private::DeviceNum::device_num(#e))),
+        None => quote!(::core::option::Option::None),
+    };
+    let if_cond = match &region.if_cond {
+        Some(e) => quote!({ let __offload_if: bool = #e; __offload_if }),
+        None => quote!(true),
+    };
+    let call_host = match unsafety {
+        Some(_) => quote!(unsafe { __offload_host(#(#fallback_args),*) }),
+        None => quote!(__offload_host(#(#fallback_args),*)),
+    };
+    let lint_attrs = attrs.iter().filter(|a| {
+        a.path().get_ident().is_some_and(|i| ["allow", "warn", "deny", "expect", "forbid"].contains(&&*i.to_string()))
+    });
+    let try_doc = format!("Runs the region [`{name_str}`], returning a device failure as an `Err` instead of panicking.");
+
+    quote! {
+        #(#attrs)*
+        #vis #unsafety fn #name #generics (#(#outer_inputs),*) #output {
+            match #try_name(#(#idents),*) {
+                ::core::result::Result::Ok(r) => r,
+                ::core::result::Result::Err(e) => ::offload::__private::fail(e),
+            }
+        }
+
+        #[doc = #try_doc]
+        #[allow(clippy::too_many_arguments)]
+        #vis #unsafety fn #try_name #generics (#(#outer_inputs),*)
+            -> ::core::result::Result<#ret_ty, ::offload::Error>
+        {
+            #(#lint_attrs)*
+            #[allow(clippy::too_many_arguments)]
+            #unsafety fn __offload_host #generics (#inputs) #output #block
+
+            const __OFFLOAD_NAME: &str = ::core::concat!(::core::module_path!(), "::", #name_str);
+            static __OFFLOAD_SYMBOL: [u8; ::offload::__private::mangled_len(__OFFLOAD_NAME) + 1] =
+                ::offload::__private::mangle(__OFFLOAD_NAME);
+            #[::offload::__private::linkme::distributed_slice(::offload::__private::OFFLOAD_ENTRIES)]
+            #[linkme(crate = ::offload::__private::linkme)]
+            static __OFFLOAD_ENTRY: ::offload::__private::OffloadEntry =
+                ::offload::__private::OffloadEntry::kernel(__offload_host as *const ::core::ffi::c_void, &__OFFLOAD_SYMBOL);
+            static __OFFLOAD_REGION: ::offload::__private::RegionInfo = ::offload::__private::RegionInfo {
+                name: __OFFLOAD_NAME,
+                file: ::core::file!(),
+                line: ::core::line!(),
+                entry: &__OFFLOAD_ENTRY,
+            };
+
+            #(#checks)*
+            #(#raw)*
+            let mut __offload_ret = ::core::mem::MaybeUninit::<#ret_ty>::uninit();
+            let __offload_maps = [#(#maps),*];
+            let __offload_device = #device;
+            let __offload_if = #if_cond;
+            #[allow(unused_unsafe)]
+            // SAFETY: the map list describes live parameters (raw pointers taken above, used only by this call) and
+            // the return slot, in the kernel argument order the outliner's entry unpacks.
+            unsafe {
+                ::offload::__private::target(
+                    &__OFFLOAD_REGION,
+                    __offload_device,
+                    __offload_if,
+                    &__offload_maps,
+                    &mut __offload_ret,
+                    move || #call_host,
+                )
+            }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! The device table: every device of every enabled plugin, numbered in plugin order, initialised on first use.
+
+use crate::icv::{icv, Policy};
+use crate::mapping::MappingTable;
+use crate::plugin::{self, Device, Kernel};
+use crate::tables::{descriptor, entry_symbol};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+pub struct DeviceEntry {
+    pub number: i32,
+    pub plugin: &'static str,
+    pub dev: Box<dyn Device>,
+    /// Kernel per offload entry (by entry index), filled when the device first runs a region.
+    kernels: OnceLock<Vec<Option<Kernel>>>,
+    pub mapping: Mutex<MappingTable>,
+    lost: AtomicBool,
+}
+
+impl DeviceEntry {
+    /// The kernel for the entry at `index`, loading this device's images on first use.
+    #[inline]
+    pub fn kernel(&self, index: usize) -> Option<Kernel> {
+        self.kernels.get_or_init(|| self.load_images()).get(index).copied().flatten()
+    }
+
+    fn load_images(&self) -> Vec<Option<Kernel>> {
+        let desc = descriptor();
+        let mut kernels = vec![None; desc.entries.len()];
+        for image in desc.images.iter().filter(|i| self.dev.is_compatible(i)) {
+            match self.dev.load_image(image) {
+                Ok(loaded) => {
+                    for (slot, entry) in kernels.iter_mut().zip(desc.entries) {
+                        if slot.is_none() {
+                            *slot = loaded.kernel(entry_symbol(entry));
+                        }
+                    }
+                }
+                // One bad image disables itself, not the device or the other images.
+                Err(e) => eprintln!(
+                    "offload: device {} ({}): cannot load the {} image of package `{}` ({} bytes): {e}; its regions \
+                     will run on the host",
+                    self.number,
+                    self.plugin,
+                    image.triple,
+                    image.package,
+                    image.bytes.len()
+                ),
+            }
+        }
+        kernels
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    pub fn mark_lost(&self) {
+        self.lost.store(true, Ordering::Relaxed);
+    }
+}
+
+static DEVICES: OnceLock<Vec<DeviceEntry>> = OnceLock::new();
+
+/// Every usable device; none under `OMP_TARGET_OFFLOAD=DISABLED`.
+#[inline]
+pub fn devices() -> &'static [DeviceEntry] {
+    DEVICES.get_or_init(discover)
+}
+
+fn discover() -> Vec<DeviceEntry> {
+    let icv = icv();
+    if icv.policy == Policy::Disabled {
+        return Vec::new();
+    }
+    let plugins = plugin::all();
+    if let Some(wanted) = &icv.plugins {
+        for w in wanted {
+            if !plugins.iter().any(|p| p.name() == w) {
+                let known: Vec<_> = plugins.iter().map(|p| p.name()).collect();
+                eprintln!("offload: OFFLOAD_PLUGINS names an unknown plugin `{w}`; known: {}", known.join(", "));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for p in plugins {
+        if icv.plugins.as_ref().is_some_and(|w| !w.iter().any(|n| n == p.name())) {
+            continue;
+        }
+        match p.discover() {
+            Ok(devs) => {
+                for dev in devs {
+                    out.push(DeviceEntry {
+                        number: out.len() as i32,
+                        plugin: p.name(),
+                        dev,
+                        kernels: OnceLock::new(),
+                        mapping: Mutex::new(MappingTable::default()),
+                        lost: AtomicBool::new(false),
+                    })
+                }
+            }
+            Err(why) => {
+                if crate::icv::info() > 0 {
+                    eprintln!("offload: plugin {} has no devices: {why}", p.name());
+                }
+            }
+        }
+    }
+    out
+}

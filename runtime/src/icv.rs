@@ -1,0 +1,69 @@
+//! Internal control variables read from the environment once, as OpenMP's runtime does.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+/// `OMP_TARGET_OFFLOAD`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    Default,
+    Disabled,
+    Mandatory,
+}
+
+pub struct Icv {
+    pub policy: Policy,
+    /// `OMP_DEFAULT_DEVICE`, the initial value of every thread's default-device-var.
+    pub default_device: i32,
+    /// `OFFLOAD_PLUGINS`: `None` means every plugin.
+    pub plugins: Option<Vec<String>>,
+}
+
+static ICV: OnceLock<Icv> = OnceLock::new();
+/// `OFFLOAD_INFO`, kept apart so the launch path reads one atomic. `u32::MAX` means not read yet.
+static INFO: AtomicU32 = AtomicU32::new(u32::MAX);
+
+pub fn icv() -> &'static Icv {
+    ICV.get_or_init(|| Icv {
+        policy: match std::env::var("OMP_TARGET_OFFLOAD") {
+            Err(_) => Policy::Default,
+            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "" | "default" => Policy::Default,
+                "disabled" => Policy::Disabled,
+                "mandatory" => Policy::Mandatory,
+                _ => {
+                    eprintln!(
+                        "offload: ignoring OMP_TARGET_OFFLOAD={v:?}; expected DEFAULT, DISABLED or MANDATORY"
+                    );
+                    Policy::Default
+                }
+            },
+        },
+        default_device: match std::env::var("OMP_DEFAULT_DEVICE") {
+            Err(_) => 0,
+            Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+                eprintln!("offload: ignoring OMP_DEFAULT_DEVICE={v:?}; expected a device number");
+                0
+            }),
+        },
+        plugins: std::env::var("OFFLOAD_PLUGINS").ok().map(|v| {
+            v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+        }),
+    })
+}
+
+/// `OFFLOAD_INFO` (like `LIBOMPTARGET_INFO`): 0 quiet, 1 one line per launch.
+#[inline]
+pub fn info() -> u32 {
+    let v = INFO.load(Ordering::Relaxed);
+    if v != u32::MAX {
+        return v;
+    }
+    let v = std::env::var("OFFLOAD_INFO").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+    INFO.store(v, Ordering::Relaxed);
+    v
+}
+
+pub mod info_level {
+    pub const LAUNCH: u32 = 1;
+}

@@ -1,0 +1,37 @@
+//! `offload`: OpenMP target offloading for Rust.
+//!
+//! Mark a function `#[target(...)]` and it becomes a region: calling it runs its body on an offload device (the
+//! `host-elf` device runs an x86_64 image with its own memory), or on the host when no device can take it. Functions,
+//! consts and `#[repr(C)]` types that regions use are marked `#[declare_target]`. The package's `build.rs` is
+//! `fn main() { offload_build::build(); }`.
+//!
+//! The layers, as in libomptarget: [`tables`] (offload entries and device images in the fat binary, registered
+//! before `main`), [`plugin`] (one trait, one implementation per device kind), [`device`] (the device table, loaded
+//! lazily), [`mapping`] (each device's present table with OpenMP's reference counts), [`launch`] (a region call:
+//! select a device, map, launch, unmap, or fall back), [`icv`] (the environment).
+
+mod api;
+mod device;
+mod error;
+mod icv;
+mod launch;
+mod mapping;
+mod plugin;
+mod tables;
+mod types;
+
+pub use api::*;
+pub use error::Error;
+pub use offload_macros::{declare_target, target};
+pub use types::{DeviceCopy, Firstprivate};
+
+/// Used by the code `#[target]` and `#[declare_target]` expand to; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::launch::{fail, target, MapArg, RegionInfo};
+    pub use crate::tables::OFFLOAD_ENTRIES;
+    pub use crate::types::{assert_device_copy, assert_firstprivate, DeviceNum};
+    pub use linkme;
+    pub use offload_model::abi::OffloadEntry;
+    pub use offload_model::identity::{mangle, mangled_len};
+}

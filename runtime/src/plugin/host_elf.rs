@@ -1,0 +1,180 @@
+//! `host-elf`: the host as an offload device, like libomptarget's x86_64 host plugin. Images are x86_64 shared
+//! objects loaded from memory (a memfd, never a temporary file); device memory is a separate, zero-filled heap
+//! allocation, so every missing or extra copy is observable.
+
+#[path = "host_elf_call.rs"]
+mod call;
+
+use super::{Device, DevicePtr, Kernel, KernelFailure, LaunchParams, LoadedImage, LoadedImageOps, Plugin};
+use crate::tables::Image;
+use offload_model::abi::{HostFailure, HostLaunchEnv};
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ffi::{c_void, CStr, CString};
+use std::mem::MaybeUninit;
+
+pub struct HostElf;
+
+/// Alignment of every allocation, and the size of the header that remembers its length.
+const ALIGN: usize = 64;
+
+impl Plugin for HostElf {
+    fn name(&self) -> &'static str {
+        "host-elf"
+    }
+
+    fn discover(&self) -> Result<Vec<Box<dyn Device>>, String> {
+        // Like LLVM's host plugin, which offers several devices, the count is configurable so `device(n)` can be
+        // exercised; one by default.
+        let n = match std::env::var("OFFLOAD_HOST_DEVICES") {
+            Ok(v) => v.trim().parse::<usize>().map_err(|_| format!("OFFLOAD_HOST_DEVICES={v:?} is not a count"))?,
+            Err(_) => 1,
+        };
+        Ok((0..n).map(|_| Box::new(HostElfDevice) as Box<dyn Device>).collect())
+    }
+}
+
+struct HostElfDevice;
+
+struct HostElfImage {
+    handle: *mut c_void,
+}
+
+// SAFETY: a dlopen handle may be used from any thread.
+unsafe impl Send for HostElfImage {}
+unsafe impl Sync for HostElfImage {}
+
+impl LoadedImageOps for HostElfImage {
+    fn kernel(&self, symbol: &CStr) -> Option<Kernel> {
+        // SAFETY: `handle` is a live dlopen handle (RTLD_NODELETE: never unloaded).
+        let p = unsafe { libc::dlsym(self.handle, symbol.as_ptr()) };
+        (!p.is_null()).then_some(Kernel(p as usize))
+    }
+}
+
+fn dlerror() -> String {
+    // SAFETY: dlerror returns a thread-local message or null.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown dlopen error".into()
+    } else {
+        // SAFETY: non-null dlerror results are NUL-terminated.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+impl Device for HostElfDevice {
+    fn plugin(&self) -> &'static str {
+        "host-elf"
+    }
+
+    fn is_compatible(&self, image: &Image) -> bool {
+        let mut parts = image.triple.split('-');
+        parts.next() == Some(std::env::consts::ARCH) && image.triple.contains(std::env::consts::OS)
+    }
+
+    fn load_image(&self, image: &Image) -> Result<LoadedImage, String> {
+        if image.bytes.get(..4) != Some(b"\x7fELF") {
+            return Err("not an ELF shared object".into());
+        }
+        let name = CString::new(format!("offload-image-{}", image.package)).unwrap_or_default();
+        // SAFETY: plain syscalls on a descriptor we own; the path names our own memfd.
+        unsafe {
+            let fd = libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC);
+            if fd < 0 {
+                return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+            }
+            let mut off = 0;
+            while off < image.bytes.len() {
+                let n = libc::write(fd, image.bytes[off..].as_ptr() as *const c_void, image.bytes.len() - off);
+                if n <= 0 {
+                    let e = std::io::Error::last_os_error();
+                    libc::close(fd);
+                    return Err(format!("writing the image to a memfd: {e}"));
+                }
+                off += n as usize;
+            }
+            let path = CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default();
+            let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_NODELETE);
+            libc::close(fd);
+            if handle.is_null() {
+                return Err(dlerror());
+            }
+            Ok(Box::new(HostElfImage { handle }))
+        }
+    }
+
+    fn alloc(&self, size: usize) -> Result<DevicePtr, String> {
+        let layout = Layout::from_size_align(size.checked_add(ALIGN).ok_or("allocation too large")?, ALIGN)
+            .map_err(|e| e.to_string())?;
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { alloc_zeroed(layout) };
+        if p.is_null() {
+            return Err(format!("out of memory allocating {size} bytes"));
+        }
+        // SAFETY: the header is the first ALIGN bytes of the block.
+        unsafe { (p as *mut usize).write(size) };
+        Ok(p as u64 + ALIGN as u64)
+    }
+
+    unsafe fn free(&self, ptr: DevicePtr) {
+        let base = (ptr - ALIGN as u64) as *mut u8;
+        // SAFETY: `ptr` came from `alloc`, which wrote the size in the header.
+        unsafe {
+            let size = (base as *const usize).read();
+            dealloc(base, Layout::from_size_align_unchecked(size + ALIGN, ALIGN));
+        }
+    }
+
+    unsafe fn copy_to_device(&self, dst: DevicePtr, src: *const u8, size: usize) -> Result<(), String> {
+        // SAFETY: per the trait's contract; host and device memory never overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst as *mut u8, size) };
+        Ok(())
+    }
+
+    unsafe fn copy_from_device(&self, dst: *mut u8, src: DevicePtr, size: usize) -> Result<(), String> {
+        // SAFETY: per the trait's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst, size) };
+        Ok(())
+    }
+
+    unsafe fn launch(&self, kernel: Kernel, args: &[u64], params: LaunchParams) -> Result<(), KernelFailure> {
+        let fail = |message: String| KernelFailure { message, location: None, device_lost: false };
+        if args.len() > call::MAX_ARGS {
+            return Err(fail(format!(
+                "the kernel takes {} arguments; the host-elf device passes at most {}",
+                args.len(),
+                call::MAX_ARGS
+            )));
+        }
+        if params.num_teams != 1 || params.num_threads != 1 {
+            return Err(fail("the host-elf device runs one team of one thread in this version".into()));
+        }
+        let mut failure = MaybeUninit::<HostFailure>::uninit();
+        // SAFETY: only `failed` is read unless the kernel set it, after writing the rest.
+        unsafe { std::ptr::addr_of_mut!((*failure.as_mut_ptr()).failed).write(0) };
+        let mut env = HostLaunchEnv {
+            team_num: 0,
+            num_teams: 1,
+            thread_num: 0,
+            num_threads: 1,
+            team_shared: std::ptr::null_mut(),
+            team_shared_len: 0,
+            failure: failure.as_mut_ptr(),
+            reserved: std::ptr::null_mut(),
+        };
+        // SAFETY: per the trait's contract; the image's entry catches every panic, so nothing unwinds into us.
+        unsafe { call::call(kernel.0 as *const c_void, &mut env as *mut HostLaunchEnv as *mut c_void, args) };
+        // SAFETY: `failed` was initialised above.
+        let failed = unsafe { std::ptr::addr_of!((*failure.as_ptr()).failed).read() };
+        if failed == 0 {
+            return Ok(());
+        }
+        // SAFETY: the kernel filled the record before setting `failed`.
+        let f = unsafe { failure.assume_init_ref() };
+        Err(KernelFailure {
+            message: f.message().to_string(),
+            location: (f.file_len > 0).then(|| (f.file().to_string(), f.line, f.column)),
+            device_lost: false,
+        })
+    }
+}

@@ -1,0 +1,74 @@
+//! Plugins: one per kind of device, behind one trait, as in LLVM's plugin interface. The CUDA and AMD plugins
+//! implement the same two traits.
+
+pub mod host_elf;
+
+use crate::tables::Image;
+use std::ffi::CStr;
+
+/// A device address.
+pub type DevicePtr = u64;
+
+/// What a kernel launch asks for.
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchParams {
+    pub num_teams: u32,
+    pub num_threads: u32,
+}
+
+/// A failure inside a kernel that started.
+#[derive(Debug, Clone)]
+pub struct KernelFailure {
+    pub message: String,
+    /// File, line and column, where the target can report them.
+    pub location: Option<(String, u32, u32)>,
+    /// The device cannot be used any more (a trap on a GPU).
+    pub device_lost: bool,
+}
+
+pub trait Plugin: Send + Sync {
+    /// `host-elf`, `cuda`, `amdgpu`: the name `OFFLOAD_PLUGINS` and `OFFLOAD_INFO` use.
+    fn name(&self) -> &'static str;
+    /// The devices this plugin can drive; `Err` says why there are none (no driver, no hardware).
+    fn discover(&self) -> Result<Vec<Box<dyn Device>>, String>;
+}
+
+/// An opaque kernel handle, valid for the device that returned it.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernel(pub usize);
+
+pub trait Device: Send + Sync {
+    fn plugin(&self) -> &'static str;
+    /// Whether this device can run the image (its triple and architecture).
+    fn is_compatible(&self, image: &Image) -> bool;
+    /// Loads an image; the kernels it holds stay valid for the life of the process.
+    fn load_image(&self, image: &Image) -> Result<LoadedImage, String>;
+    /// Device memory, zero-filled, aligned for any element type.
+    fn alloc(&self, size: usize) -> Result<DevicePtr, String>;
+    /// # Safety
+    /// `ptr` came from [`Device::alloc`] of this device and is not used afterwards.
+    unsafe fn free(&self, ptr: DevicePtr);
+    /// # Safety
+    /// `src` is readable for `size` bytes and `dst..dst+size` lies in one allocation of this device.
+    unsafe fn copy_to_device(&self, dst: DevicePtr, src: *const u8, size: usize) -> Result<(), String>;
+    /// # Safety
+    /// `dst` is writable for `size` bytes and `src..src+size` lies in one allocation of this device.
+    unsafe fn copy_from_device(&self, dst: *mut u8, src: DevicePtr, size: usize) -> Result<(), String>;
+    /// Runs a kernel with the calling convention `(dyn_ptr, args..)` and waits for it.
+    ///
+    /// # Safety
+    /// `kernel` came from an image loaded on this device and `args` match its parameters.
+    unsafe fn launch(&self, kernel: Kernel, args: &[u64], params: LaunchParams) -> Result<(), KernelFailure>;
+}
+
+/// A loaded image: finds kernels by symbol.
+pub trait LoadedImageOps: Send + Sync {
+    fn kernel(&self, symbol: &CStr) -> Option<Kernel>;
+}
+
+pub type LoadedImage = Box<dyn LoadedImageOps>;
+
+/// Every plugin this build knows, in device-number order.
+pub fn all() -> Vec<Box<dyn Plugin>> {
+    vec![Box::new(host_elf::HostElf)]
+}

@@ -1,0 +1,83 @@
+//! The fat binary's tables and their registration: what clang's offloading pipeline keeps in
+//! `llvm_offload_entries` and the binary descriptor, kept here in linkme slices.
+//!
+//! `OFFLOAD_ENTRIES` holds one LLVM-layout `__tgt_offload_entry` per `#[target]` region (written by the macro);
+//! `OFFLOAD_IMAGES` one [`DeviceImageRecord`] per embedded device image (written by build support as an ELF object).
+//! A constructor in `.init_array` builds the descriptor before `main`, as `.omp_offloading.descriptor_reg` does.
+
+use linkme::distributed_slice;
+use offload_model::abi::{DeviceImageRecord, OffloadEntry};
+use std::ffi::CStr;
+use std::sync::OnceLock;
+
+#[distributed_slice]
+pub static OFFLOAD_ENTRIES: [OffloadEntry];
+
+#[distributed_slice]
+pub static OFFLOAD_IMAGES: [DeviceImageRecord];
+
+/// A registered device image.
+pub struct Image {
+    pub bytes: &'static [u8],
+    pub triple: &'static str,
+    pub arch: &'static str,
+    pub package: &'static str,
+}
+
+/// The binary descriptor: every image once, and the host entries every image may implement.
+pub struct BinDesc {
+    pub images: Vec<Image>,
+    pub entries: &'static [OffloadEntry],
+}
+
+static DESC: OnceLock<BinDesc> = OnceLock::new();
+
+/// Runs before `main`. Only reads the tables (no I/O): devices and images initialise on first use.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static REGISTER: extern "C" fn() = {
+    extern "C" fn register() {
+        descriptor();
+    }
+    register
+};
+
+pub fn descriptor() -> &'static BinDesc {
+    DESC.get_or_init(|| {
+        let mut images: Vec<Image> = Vec::new();
+        let mut seen = Vec::new();
+        for rec in OFFLOAD_IMAGES.iter() {
+            // A package's image is linked into its library and its binaries alike; keep one.
+            if rec.version != DeviceImageRecord::VERSION || seen.contains(&rec.id) {
+                continue;
+            }
+            seen.push(rec.id);
+            // SAFETY: build support writes records pointing at NUL-terminated strings and the image bytes.
+            let (bytes, triple, arch, package) = unsafe {
+                let len = (rec.image_end as usize).saturating_sub(rec.image_start as usize);
+                (std::slice::from_raw_parts(rec.image_start, len), cstr(rec.triple), cstr(rec.arch), cstr(rec.package))
+            };
+            images.push(Image { bytes, triple, arch, package });
+        }
+        BinDesc { images, entries: &OFFLOAD_ENTRIES }
+    })
+}
+
+unsafe fn cstr(p: *const std::ffi::c_char) -> &'static str {
+    if p.is_null() {
+        return "";
+    }
+    // SAFETY: the caller guarantees a NUL-terminated static string.
+    unsafe { CStr::from_ptr(p) }.to_str().unwrap_or("")
+}
+
+/// The index of an entry in the table, used to look kernels up in O(1).
+pub fn entry_index(entry: &'static OffloadEntry) -> usize {
+    let base = OFFLOAD_ENTRIES.as_ptr() as usize;
+    (entry as *const OffloadEntry as usize - base) / std::mem::size_of::<OffloadEntry>()
+}
+
+pub fn entry_symbol(entry: &OffloadEntry) -> &'static CStr {
+    // SAFETY: the macro writes a NUL-terminated static symbol.
+    unsafe { CStr::from_ptr(entry.symbol_name) }
+}
