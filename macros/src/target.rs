@@ -1,6 +1,6 @@
 use offload_model::region::{KernelArg, ParamKind, Region};
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Pat};
 
@@ -82,7 +82,8 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         }
     }
     if let Some(t) = &region.ret {
-        checks.push(quote_spanned!(t.span()=> ::offload::__private::assert_device_copy::<#t>();));
+        // The kernel entry writes a typed `R` into the return slot, so any by-value type may come back.
+        checks.push(quote_spanned!(t.span()=> ::offload::__private::assert_firstprivate::<#t>();));
     }
 
     let maps = region.kernel_args().into_iter().map(|arg| match arg {
@@ -119,6 +120,12 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         Some(_) => quote!(unsafe { __offload_host(#(#fallback_args),*) }),
         None => quote!(__offload_host(#(#fallback_args),*)),
     };
+    // Parameters used only by clauses (`device(dev)`) are used, as far as the user is concerned.
+    let mut clause_idents = std::collections::BTreeSet::new();
+    for e in region.device.iter().chain(&region.if_cond) {
+        collect_idents(e.to_token_stream(), &mut clause_idents);
+    }
+    let touch = idents.iter().filter(|i| clause_idents.contains(&i.to_string())).map(|i| quote!(let _ = &#i;));
     let lint_attrs = attrs.iter().filter(|a| {
         a.path().get_ident().is_some_and(|i| ["allow", "warn", "deny", "expect", "forbid"].contains(&&*i.to_string()))
     });
@@ -140,7 +147,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         {
             #(#lint_attrs)*
             #[allow(clippy::too_many_arguments)]
-            #unsafety fn __offload_host #generics (#inputs) #output #block
+            #unsafety fn __offload_host #generics (#inputs) #output { #(#touch)* #block }
 
             const __OFFLOAD_NAME: &str = ::core::concat!(::core::module_path!(), "::", #name_str);
             static __OFFLOAD_SYMBOL: [u8; ::offload::__private::mangled_len(__OFFLOAD_NAME) + 1] =
@@ -175,6 +182,18 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
                     move || #call_host,
                 )
             }
+        }
+    }
+}
+
+fn collect_idents(ts: TokenStream, out: &mut std::collections::BTreeSet<String>) {
+    for tt in ts {
+        match tt {
+            proc_macro2::TokenTree::Ident(i) => {
+                out.insert(i.to_string());
+            }
+            proc_macro2::TokenTree::Group(g) => collect_idents(g.stream(), out),
+            _ => {}
         }
     }
 }

@@ -38,11 +38,12 @@ impl DeviceEntry {
                 }
                 // One bad image disables itself, not the device or the other images.
                 Err(e) => eprintln!(
-                    "offload: device {} ({}): cannot load the {} image of package `{}` ({} bytes): {e}; its regions \
-                     will run on the host",
+                    "offload: device {} ({}): cannot load the {} ({}) image of package `{}` ({} bytes): {e}; its \
+                     regions will run on the host",
                     self.number,
                     self.plugin,
                     image.triple,
+                    image.arch,
                     image.package,
                     image.bytes.len()
                 ),

@@ -25,7 +25,10 @@ impl MapEntry {
 /// Which reference count a construct uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RefKind {
+    /// Target regions and `target data`.
     Structured,
+    /// `target enter data` / `target exit data`, which the data-environment constructs add.
+    #[allow(dead_code)]
     Dynamic,
 }
 
@@ -165,9 +168,5 @@ impl MappingTable {
             unsafe { dev.free(e.tgt) };
         }
         result
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }

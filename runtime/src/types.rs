@@ -38,9 +38,9 @@ impl<T: DeviceCopy> MappableData<T> for () {}
 
 #[doc(hidden)]
 #[diagnostic::on_unimplemented(
-    message = "`{T}` cannot be passed to a region by value: it is not `offload::Firstprivate`",
-    label = "by-value parameters must be numbers, bool, char, arrays, or `#[declare_target]` structs and enums",
-    note = "a by-value parameter is copied to the device as bytes; types holding pointers or owning memory cannot be"
+    message = "`{T}` cannot cross into or out of a region by value: it is not `offload::Firstprivate`",
+    label = "by-value parameters and return values must be numbers, bool, char, arrays, or `#[declare_target]` structs and enums",
+    note = "such values are copied between host and device as bytes; types holding pointers or owning memory cannot be"
 )]
 pub trait ByValue<T: ?Sized> {}
 impl<T: Firstprivate> ByValue<T> for () {}

@@ -240,7 +240,7 @@ impl<'a> Outliner<'a> {
                                 let r = m.range(a.span());
                                 m.blank(r);
                             }
-                            let at = m.offset(md.mod_token.span.start());
+                            let at = m.range(item.span()).start;
                             let path = self.tree.mirror_abs(child);
                             m.insert(at, format!("#[path = {:?}] ", path.display().to_string()));
                         }

@@ -383,6 +383,10 @@ fn unsupported_type(ty: &Type) -> Option<String> {
         Type::ImplTrait(_) | Type::TraitObject(_) => Some("a trait object; regions take concrete types".into()),
         Type::BareFn(_) => Some("a function pointer; call a `#[declare_target]` function by name instead".into()),
         Type::Never(_) => Some("`!`".into()),
+        Type::Tuple(t) if !t.elems.is_empty() => Some(
+            "a tuple, whose layout Rust does not fix across compilers; use a `#[declare_target]` `#[repr(C)]` struct"
+                .into(),
+        ),
         Type::Infer(_) | Type::Macro(_) | Type::Verbatim(_) => Some("a type a region cannot name".into()),
         _ => {
             let seg = last_segment(ty)?;

@@ -63,10 +63,6 @@ fn dlerror() -> String {
 }
 
 impl Device for HostElfDevice {
-    fn plugin(&self) -> &'static str {
-        "host-elf"
-    }
-
     fn is_compatible(&self, image: &Image) -> bool {
         let mut parts = image.triple.split('-');
         parts.next() == Some(std::env::consts::ARCH) && image.triple.contains(std::env::consts::OS)

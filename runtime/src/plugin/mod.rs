@@ -38,7 +38,6 @@ pub trait Plugin: Send + Sync {
 pub struct Kernel(pub usize);
 
 pub trait Device: Send + Sync {
-    fn plugin(&self) -> &'static str;
     /// Whether this device can run the image (its triple and architecture).
     fn is_compatible(&self, image: &Image) -> bool;
     /// Loads an image; the kernels it holds stay valid for the life of the process.

@@ -1,0 +1,43 @@
+//! Runs regions under whatever environment the test gives it (OMP_TARGET_OFFLOAD, OMP_DEFAULT_DEVICE,
+//! OFFLOAD_PLUGINS, ...) and prints what happened, one `key=value` per line, for tests/policy.rs to check.
+
+use offload::{omp_get_default_device, omp_get_initial_device, omp_get_num_devices, omp_set_default_device};
+use offload_tests::kernels::{double, try_scale_on};
+use offload_tests::ran_on;
+
+fn scaled(y: &[i64], factor: i64) -> bool {
+    y.iter().enumerate().all(|(i, &v)| v == i as i64 * factor)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let scenario = args.next().unwrap_or_default();
+    let device: i32 = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    println!("num_devices={}", omp_get_num_devices());
+    println!("initial_device={}", omp_get_initial_device());
+    println!("default_device={}", omp_get_default_device());
+    let mut y: Vec<i64> = (0..100).collect();
+    match scenario.as_str() {
+        "double" => {
+            println!("ran_on={}", ran_on(double(&mut y)));
+            println!("results_correct={}", scaled(&y, 2));
+        }
+        "set-default" => {
+            omp_set_default_device(device);
+            println!("default_device_now={}", omp_get_default_device());
+            println!("ran_on={}", ran_on(double(&mut y)));
+            println!("results_correct={}", scaled(&y, 2));
+        }
+        "device" => match try_scale_on(device, &mut y) {
+            Ok(initial) => {
+                println!("ran_on={}", ran_on(initial));
+                println!("results_correct={}", scaled(&y, 3));
+            }
+            Err(e) => {
+                println!("error={e}");
+                println!("results_unchanged={}", scaled(&y, 1));
+            }
+        },
+        other => panic!("unknown scenario {other:?}"),
+    }
+}

@@ -1,0 +1,21 @@
+use offload::{declare_target, omp_is_initial_device, target};
+
+/// Doubles every element and reports whether it ran on the initial device (the host).
+#[target]
+pub fn double(y: &mut [i64]) -> bool {
+    for v in y.iter_mut() {
+        *v *= 2;
+    }
+    omp_is_initial_device()
+}
+
+#[declare_target]
+pub const SCALE: i64 = 3;
+
+#[target(device(dev))]
+pub fn scale_on(dev: i32, y: &mut [i64]) -> bool {
+    for v in y.iter_mut() {
+        *v *= SCALE;
+    }
+    omp_is_initial_device()
+}

@@ -1,0 +1,279 @@
+//! OpenMP mapping and value semantics on the host-elf device (CONFORMANCE 1-6, 8, 20, 28). The host-elf device has
+//! its own memory, so every copy, and every missing copy, is observable.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+use offload::{declare_target, omp_get_initial_device, omp_is_initial_device, omp_target_is_present, target};
+
+// 1. `&mut [T]` with no clause is `tofrom`.
+#[target]
+fn add_one(y: &mut [f64]) {
+    for v in y.iter_mut() {
+        *v += 1.0;
+    }
+}
+
+#[test]
+fn mut_slice_defaults_to_tofrom() {
+    let mut y: Vec<f64> = (0..1000).map(f64::from).collect();
+    add_one(&mut y);
+    assert!(y.iter().enumerate().all(|(i, &v)| v == i as f64 + 1.0));
+}
+
+// 2. `&[T]` with no clause is `to`; `map(to:)` on `&mut` copies nothing back.
+#[target]
+fn copy_into(x: &[u32], y: &mut [u32]) {
+    y.copy_from_slice(x);
+}
+
+#[target(map(to: y))]
+fn scribble(y: &mut [u32]) -> u32 {
+    for v in y.iter_mut() {
+        *v = 7;
+    }
+    y.iter().sum()
+}
+
+#[test]
+fn shared_slice_defaults_to_to() {
+    let x: Vec<u32> = (0..257).map(|i| i * 3).collect();
+    let mut y = vec![0u32; 257];
+    copy_into(&x, &mut y);
+    assert_eq!(x, y, "the device saw the host data");
+}
+
+#[test]
+fn map_to_copies_nothing_back() {
+    let mut y = vec![1u32; 100];
+    assert_eq!(scribble(&mut y), 700, "the device wrote its copy");
+    assert!(y.iter().all(|&v| v == 1), "the host copy is untouched");
+}
+
+// 3. A `Copy` scalar is firstprivate.
+#[target]
+fn bump(mut k: u32, out: &mut [u32]) {
+    k += 1;
+    out[0] = k;
+}
+
+#[test]
+fn scalars_are_firstprivate() {
+    let k = 41;
+    let mut out = [0u32; 1];
+    bump(k, &mut out);
+    assert_eq!(out[0], 42, "the region saw k and changed its own copy");
+    assert_eq!(k, 41);
+}
+
+// 4. `map(from:)`: the device copy does not start from the host values.
+#[target(map(from: y))]
+fn add_index(y: &mut [i32]) {
+    for (i, v) in y.iter_mut().enumerate() {
+        *v += i as i32;
+    }
+}
+
+#[test]
+fn map_from_copies_out_only() {
+    let mut y = vec![99i32; 300];
+    add_index(&mut y);
+    // host-elf device memory starts zeroed; with `tofrom` this would be 99 + i.
+    assert!(y.iter().enumerate().all(|(i, &v)| v == i as i32), "{:?}", &y[..4]);
+}
+
+// 5. `map(alloc:)`: device storage only.
+#[target(map(alloc: scratch), map(from: total))]
+fn fill_and_sum(n: u64, scratch: &mut [u64], total: &mut u64) {
+    for (i, s) in scratch.iter_mut().enumerate() {
+        *s = i as u64 * n;
+    }
+    *total = scratch.iter().sum();
+}
+
+#[test]
+fn map_alloc_neither_copies_in_nor_out() {
+    let mut scratch = vec![5u64; 1000];
+    let mut total = 0;
+    fill_and_sum(3, &mut scratch, &mut total);
+    assert_eq!(total, 3 * 999 * 1000 / 2);
+    assert!(scratch.iter().all(|&v| v == 5));
+}
+
+// 6 and 20. `if` and `omp_is_initial_device`.
+#[target(if(on_device))]
+fn sum_squares(on_device: bool, x: &[f64]) -> f64 {
+    x.iter().map(|v| v * v).sum()
+}
+
+#[target(if(on_device))]
+fn initial(on_device: bool) -> bool {
+    omp_is_initial_device()
+}
+
+#[test]
+fn if_clause_chooses_host_or_device_with_equal_results() {
+    assert!(!initial(true), "runs on the device");
+    assert!(initial(false), "runs in the host fallback");
+    let x: Vec<f64> = (0..1000).map(|i| i as f64 * 0.25).collect();
+    let dev = sum_squares(true, &x);
+    let host = sum_squares(false, &x);
+    assert_eq!(dev.to_bits(), host.to_bits());
+}
+
+// 7 (in-process part). `device(omp_get_initial_device())` is the host.
+#[target(device(dev))]
+fn initial_on(dev: i32) -> bool {
+    omp_is_initial_device()
+}
+
+#[test]
+fn device_clause_zero_and_initial() {
+    assert!(!initial_on(0));
+    assert!(initial_on(omp_get_initial_device()));
+}
+
+// 8. Return values, structs by value (larger than 8 bytes: a private copy) and by reference, enums.
+#[declare_target]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stats {
+    pub min: f32,
+    pub max: f32,
+    pub sum: f64,
+    pub count: u64,
+}
+
+#[declare_target]
+impl Stats {
+    fn add(&mut self, v: f32) {
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        self.sum += v as f64;
+        self.count += 1;
+    }
+}
+
+#[declare_target]
+const EMPTY: Stats = Stats { min: f32::INFINITY, max: f32::NEG_INFINITY, sum: 0.0, count: 0 };
+
+#[target]
+fn stats(x: &[f32], init: Stats) -> Stats {
+    let mut s = init;
+    for &v in x {
+        s.add(v);
+    }
+    s
+}
+
+#[target]
+fn merge(part: &Stats, acc: &mut Stats) {
+    acc.sum += part.sum;
+    acc.count += part.count;
+    acc.min = acc.min.min(part.min);
+    acc.max = acc.max.max(part.max);
+}
+
+#[declare_target]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op {
+    Add(i64),
+    Mul(i64),
+}
+
+#[target]
+fn apply(op: Op, y: &mut [i64]) -> char {
+    for v in y.iter_mut() {
+        *v = match op {
+            Op::Add(k) => *v + k,
+            Op::Mul(k) => *v * k,
+        };
+    }
+    if omp_is_initial_device() {
+        'h'
+    } else {
+        'd'
+    }
+}
+
+#[test]
+fn values_cross_both_ways() {
+    let x: Vec<f32> = (0..100).map(|i| i as f32 - 50.0).collect();
+    let s = stats(&x, EMPTY);
+    assert_eq!(s, Stats { min: -50.0, max: 49.0, sum: -50.0, count: 100 });
+    let mut acc = Stats { min: -60.0, max: 0.0, sum: 1.0, count: 1 };
+    merge(&s, &mut acc);
+    assert_eq!(acc, Stats { min: -60.0, max: 49.0, sum: -49.0, count: 101 });
+    let mut y = vec![2i64; 10];
+    assert_eq!(apply(Op::Mul(21), &mut y), 'd');
+    assert_eq!(apply(Op::Add(-2), &mut y), 'd');
+    assert!(y.iter().all(|&v| v == 40));
+}
+
+// Zero-length maps skip the table and still give the region valid (empty) slices.
+#[target]
+fn lengths(x: &[u8], y: &mut [u16]) -> u64 {
+    (x.len() + y.len()) as u64
+}
+
+#[test]
+fn zero_length_slices() {
+    assert_eq!(lengths(&[], &mut []), 0);
+    assert_eq!(lengths(&[1, 2, 3], &mut []), 3);
+}
+
+// 28. A failing region: reported with its name, message and location; not re-run on the host; nothing copied back;
+// nothing left mapped.
+const PANIC_LINE: u32 = line!() + 6;
+
+#[target]
+fn fails_after_writing(hits: &[AtomicU32], y: &mut [i32], i: usize) -> i32 {
+    hits[0].fetch_add(1, Ordering::Relaxed);
+    y[0] = -1;
+    y[i]
+}
+
+#[test]
+fn a_failing_region_is_reported_and_not_rerun() {
+    let hits = [AtomicU32::new(0)];
+    let mut y = vec![5i32; 4];
+    let err = try_fails_after_writing(&hits, &mut y, 10).expect_err("index 10 is out of bounds");
+    let msg = err.to_string();
+    assert!(msg.starts_with("offload: region conformance::fails_after_writing failed on device 0 (host-elf): "), "{msg}");
+    assert!(msg.contains("index out of bounds: the len is 4 but the index is 10"), "{msg}");
+    assert!(msg.ends_with(&format!(" at tests/tests/conformance.rs:{PANIC_LINE}:5")), "{msg}");
+    assert_eq!(hits[0].load(Ordering::Relaxed), 0, "not re-run on the host, and the device's count not copied back");
+    assert!(y.iter().all(|&v| v == 5), "nothing copied back");
+    assert!(!omp_target_is_present(y.as_ptr().cast(), 0), "no mapping left behind");
+    assert!(!omp_target_is_present(hits.as_ptr().cast(), 0));
+
+    // The device is still usable, and the same region works with good input.
+    assert_eq!(fails_after_writing(&hits, &mut y, 3), 5);
+    assert_eq!(hits[0].load(Ordering::Relaxed), 1);
+    assert_eq!(y[0], -1);
+}
+
+#[target]
+fn explicit_panic(k: u32) {
+    if k > 2 {
+        panic!("k is too large: {k}");
+    }
+}
+
+#[test]
+fn the_panicking_entry_point_names_the_region() {
+    let p = std::panic::catch_unwind(|| explicit_panic(3)).expect_err("must panic");
+    let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("region conformance::explicit_panic failed on device 0 (host-elf): k is too large: 3 at tests/tests/conformance.rs:"), "{msg}");
+    explicit_panic(1);
+}
+
+#[target(if(on_device))]
+fn fallback_panics(on_device: bool, y: &[u8]) -> u8 {
+    y[3]
+}
+
+#[test]
+fn a_panic_in_the_host_fallback_is_reraised_with_the_region_name() {
+    let p = std::panic::catch_unwind(|| fallback_panics(false, &[1])).expect_err("must panic");
+    let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("offload: region conformance::fallback_panics panicked in the host fallback: index out of bounds"), "{msg}");
+}
