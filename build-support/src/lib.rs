@@ -46,6 +46,14 @@ pub fn build() {
     }
 }
 
+/// Outlines the package in `manifest_dir` for the host image into `gen_dir`, without building anything: what
+/// build support's own tests check.
+#[doc(hidden)]
+pub fn outline_dir(manifest_dir: &std::path::Path, gen_dir: &std::path::Path) -> Result<outline::Outlined, Error> {
+    let pkg = package::Package::load(manifest_dir)?;
+    outline::outline_package(&pkg, gen_dir, outline::KernelAbi::Host).map_err(Error::Source)
+}
+
 /// [`build`], returning the error instead of exiting.
 pub fn try_build() -> Result<(), Error> {
     let env = |k: &str| std::env::var(k).map_err(|_| Error::Config(format!("{k} is not set; call build() from build.rs")));

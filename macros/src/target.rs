@@ -166,13 +166,14 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             #(#checks)*
             #(#raw)*
             let mut __offload_ret = ::core::mem::MaybeUninit::<#ret_ty>::uninit();
-            let __offload_maps = [#(#maps),*];
             let __offload_device = #device;
             let __offload_if = #if_cond;
             #[allow(unused_unsafe)]
             // SAFETY: the map list describes live parameters (raw pointers taken above, used only by this call) and
-            // the return slot, in the kernel argument order the outliner's entry unpacks.
+            // the return slot, in the kernel argument order the outliner's entry unpacks; by-value types were
+            // checked `Firstprivate` above.
             unsafe {
+                let __offload_maps = [#(#maps),*];
                 ::offload::__private::target(
                     &__OFFLOAD_REGION,
                     __offload_device,

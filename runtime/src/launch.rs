@@ -51,8 +51,11 @@ impl MapArg {
     }
 
     /// A firstprivate value: its bits if it fits in 8 bytes, else a private device copy.
+    ///
+    /// # Safety
+    /// `T` is `Firstprivate` (the expansion checks it separately, so a wrong type gets one error, not two).
     #[inline]
-    pub fn value<T: crate::Firstprivate>(v: &T) -> Self {
+    pub unsafe fn value<T>(v: &T) -> Self {
         if size_of::<T>() <= 8 {
             let mut bits = 0u64;
             // SAFETY: `T` fits in `bits`; `Firstprivate` types are plain data.

@@ -6,6 +6,11 @@
 /// Every bit pattern of the type's size must be a valid value (a device can write any bytes back), and the type must
 /// hold no pointers and need no `Drop`. Integers, floats, integer atomics and arrays of them qualify;
 /// `#[declare_target]` implements it for `#[repr(C)]` structs whose fields all do.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not `offload::DeviceCopy`, so it cannot be copied to or from a device",
+    label = "not plain data: device memory receives and returns raw bytes",
+    note = "use numbers, arrays of them, integer atomics, or a `#[declare_target]` `#[repr(C)]` struct of those"
+)]
 pub unsafe trait DeviceCopy: 'static {}
 
 /// Values a region may take by value (firstprivate): every `Copy` [`DeviceCopy`] type, and `bool`, `char` and
@@ -13,6 +18,11 @@ pub unsafe trait DeviceCopy: 'static {}
 ///
 /// # Safety
 /// The type must hold no pointers: its bytes are what the device sees.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot cross into or out of a region by value",
+    label = "not a plain `Copy` value",
+    note = "by-value parameters and return values must be numbers, bool, char, arrays, or `#[declare_target]` structs and enums"
+)]
 pub unsafe trait Firstprivate: Copy + 'static {}
 
 macro_rules! device_copy {
@@ -27,38 +37,12 @@ unsafe impl<T: DeviceCopy + Copy> Firstprivate for T {}
 unsafe impl Firstprivate for bool {}
 unsafe impl Firstprivate for char {}
 
-#[diagnostic::on_unimplemented(
-    message = "`{T}` cannot be mapped to a device: it is not `offload::DeviceCopy`",
-    label = "mapped data must be plain numbers, arrays of them, or `#[declare_target]` `#[repr(C)]` structs",
-    note = "device memory receives and returns raw bytes, so every bit pattern must be valid and no pointers inside"
-)]
-#[doc(hidden)]
-pub trait MappableData<T: ?Sized> {}
-impl<T: DeviceCopy> MappableData<T> for () {}
-
-#[doc(hidden)]
-#[diagnostic::on_unimplemented(
-    message = "`{T}` cannot cross into or out of a region by value: it is not `offload::Firstprivate`",
-    label = "by-value parameters and return values must be numbers, bool, char, arrays, or `#[declare_target]` structs and enums",
-    note = "such values are copied between host and device as bytes; types holding pointers or owning memory cannot be"
-)]
-pub trait ByValue<T: ?Sized> {}
-impl<T: Firstprivate> ByValue<T> for () {}
-
-/// Compile-time check, spanned at the parameter's type by the expansion.
+/// Compile-time checks the expansion spans at the parameter's type.
 #[inline(always)]
-pub const fn assert_device_copy<T: ?Sized>()
-where
-    (): MappableData<T>,
-{
-}
+pub const fn assert_device_copy<T: ?Sized + DeviceCopy>() {}
 
 #[inline(always)]
-pub const fn assert_firstprivate<T: ?Sized>()
-where
-    (): ByValue<T>,
-{
-}
+pub const fn assert_firstprivate<T: ?Sized + Firstprivate>() {}
 
 /// A `device(expr)` value: any integer; numbers that fit no device are simply not a device.
 pub trait DeviceNum {

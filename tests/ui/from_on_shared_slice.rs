@@ -1,0 +1,6 @@
+use offload::target;
+
+#[target(map(from: x))]
+fn f(x: &[f32]) {}
+
+fn main() {}
