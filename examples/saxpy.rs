@@ -28,15 +28,26 @@ fn main() {
     saxpy(a, &x, &mut y);
     let elapsed = start.elapsed();
 
-    let wrong = y.iter().zip(&expected).filter(|(got, want)| got.to_bits() != want.to_bits()).count();
+    let wrong = y
+        .iter()
+        .zip(&expected)
+        .filter(|(got, want)| got.to_bits() != want.to_bits())
+        .count();
     println!(
         "saxpy: {N} elements in {:.1} ms on {} device(s); {wrong} wrong",
         elapsed.as_secs_f64() * 1e3,
         offload::omp_get_num_devices()
     );
     if wrong != 0 {
-        let i = y.iter().zip(&expected).position(|(g, w)| g.to_bits() != w.to_bits()).unwrap_or(0);
-        eprintln!("first mismatch at {i}: got {}, expected {}", y[i], expected[i]);
+        let i = y
+            .iter()
+            .zip(&expected)
+            .position(|(g, w)| g.to_bits() != w.to_bits())
+            .unwrap_or(0);
+        eprintln!(
+            "first mismatch at {i}: got {}, expected {}",
+            y[i], expected[i]
+        );
         std::process::exit(1);
     }
 }

@@ -4,11 +4,14 @@
 //! The link rules (measured, see TOOLCHAIN.md): the record section needs `SHF_ALLOC | SHF_WRITE | SHF_GNU_RETAIN`
 //! or `--gc-sections` drops it; the archive must be linked `+whole-archive`; names must be unique per package.
 
-use crate::nested::{hash_of, BuiltImage};
+use crate::nested::{hash_of, BuiltImage, Group};
 use crate::package::{Kind, Package};
 use crate::Error;
 use object::write::{Object, Relocation, StandardSection, Symbol, SymbolSection};
-use object::{Architecture, BinaryFormat, Endianness, RelocationEncoding, RelocationFlags, RelocationKind, SectionFlags, SectionKind, SymbolFlags, SymbolKind, SymbolScope};
+use object::{
+    Architecture, BinaryFormat, Endianness, RelocationEncoding, RelocationFlags, RelocationKind,
+    SectionFlags, SectionKind, SymbolFlags, SymbolKind, SymbolScope,
+};
 use offload_model::abi::DeviceImageRecord;
 use std::path::Path;
 
@@ -16,42 +19,75 @@ use std::path::Path;
 const IMAGES_SECTION: &[u8] = b"linkme_OFFLOAD_IMAGES";
 
 pub fn embed(pkg: &Package, images: &[BuiltImage], out_dir: &Path) -> Result<(), Error> {
-    if images.is_empty() {
-        return Ok(());
-    }
-    let obj = object_file(pkg, images).map_err(|e| Error::Config(format!("writing the image object: {e}")))?;
-    let tag = format!("{:08x}", hash_of(&[pkg.manifest_dir.as_os_str().as_encoded_bytes()]) as u32);
-    let name = format!("offload_images_{}_{tag}", pkg.name.replace('-', "_"));
-    let obj_path = out_dir.join(format!("{name}.o"));
-    std::fs::write(&obj_path, &obj).map_err(Error::io(format!("writing {}", obj_path.display())))?;
-    let mut archive = std::io::Cursor::new(Vec::new());
-    let member = ar_archive_writer::NewArchiveMember::new(obj, &ar_archive_writer::DEFAULT_OBJECT_READER, format!("{name}.o"));
-    ar_archive_writer::write_archive_to_stream(&mut archive, &[member], ar_archive_writer::ArchiveKind::Gnu, false, None)
-        .map_err(Error::io("writing the image archive"))?;
-    let lib_path = out_dir.join(format!("lib{name}.a"));
-    std::fs::write(&lib_path, archive.into_inner()).map_err(Error::io(format!("writing {}", lib_path.display())))?;
-
-    println!("cargo:rustc-link-search=native={}", out_dir.display());
-    println!("cargo:rustc-link-lib=static:+whole-archive={name}");
-    // Cargo passes `rustc-link-lib` only to the library when there is one, and a binary that never names its
-    // library would not link it: give the package's own linked targets the object directly. The runtime keeps one
-    // copy of an image linked twice.
-    if pkg.has_lib() {
-        for (kind, directive) in [(Kind::Bin, "bins"), (Kind::Example, "examples"), (Kind::Test, "tests"), (Kind::Bench, "benches")] {
-            if pkg.targets.iter().any(|t| t.kind == kind) {
-                println!("cargo:rustc-link-arg-{directive}={}", obj_path.display());
+    let tag = format!(
+        "{:08x}",
+        hash_of(&[pkg.manifest_dir.as_os_str().as_encoded_bytes()]) as u32
+    );
+    for group in [Group::Lib, Group::Targets] {
+        let imgs: Vec<&BuiltImage> = images.iter().filter(|i| i.group == group).collect();
+        if imgs.is_empty() {
+            continue;
+        }
+        let obj = object_file(pkg, &imgs)
+            .map_err(|e| Error::Config(format!("writing the image object: {e}")))?;
+        let name = format!(
+            "offload_images_{}_{}_{tag}",
+            pkg.name.replace('-', "_"),
+            group.name()
+        );
+        let obj_path = out_dir.join(format!("{name}.o"));
+        match group {
+            Group::Lib => {
+                let mut archive = std::io::Cursor::new(Vec::new());
+                let member = ar_archive_writer::NewArchiveMember::new(
+                    obj,
+                    &ar_archive_writer::DEFAULT_OBJECT_READER,
+                    format!("{name}.o"),
+                );
+                ar_archive_writer::write_archive_to_stream(
+                    &mut archive,
+                    &[member],
+                    ar_archive_writer::ArchiveKind::Gnu,
+                    false,
+                    None,
+                )
+                .map_err(Error::io("writing the image archive"))?;
+                let lib_path = out_dir.join(format!("lib{name}.a"));
+                std::fs::write(&lib_path, archive.into_inner())
+                    .map_err(Error::io(format!("writing {}", lib_path.display())))?;
+                // Bundled into the library's rlib, so it reaches every final link that uses the library.
+                println!("cargo:rustc-link-search=native={}", out_dir.display());
+                println!("cargo:rustc-link-lib=static:+whole-archive={name}");
+            }
+            Group::Targets => {
+                std::fs::write(&obj_path, &obj)
+                    .map_err(Error::io(format!("writing {}", obj_path.display())))?;
+                // An object on the link line is linked whole; each kind of target gets it only if it exists (Cargo
+                // rejects the directive otherwise).
+                for (kind, directive) in [
+                    (Kind::Bin, "bins"),
+                    (Kind::Example, "examples"),
+                    (Kind::Test, "tests"),
+                    (Kind::Bench, "benches"),
+                ] {
+                    if pkg.targets.iter().any(|t| t.kind == kind) {
+                        println!("cargo:rustc-link-arg-{directive}={}", obj_path.display());
+                    }
+                }
             }
         }
     }
     Ok(())
 }
 
-fn object_file(pkg: &Package, images: &[BuiltImage]) -> object::write::Result<Vec<u8>> {
+fn object_file(pkg: &Package, images: &[&BuiltImage]) -> object::write::Result<Vec<u8>> {
     let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
     let rodata = obj.section_id(StandardSection::ReadOnlyData);
     let records = obj.add_section(Vec::new(), IMAGES_SECTION.to_vec(), SectionKind::Data);
     obj.section_mut(records).flags = SectionFlags::Elf {
-        sh_flags: u64::from(object::elf::SHF_ALLOC | object::elf::SHF_WRITE | object::elf::SHF_GNU_RETAIN),
+        sh_flags: u64::from(
+            object::elf::SHF_ALLOC | object::elf::SHF_WRITE | object::elf::SHF_GNU_RETAIN,
+        ),
     };
     let ro_sym = obj.section_symbol(rodata);
     for image in images {
@@ -67,7 +103,10 @@ fn object_file(pkg: &Package, images: &[BuiltImage]) -> object::write::Result<Ve
         let at = obj.append_section_data(records, &rec, 8);
         for (field, addend) in [
             (DeviceImageRecord::IMAGE_START, start),
-            (DeviceImageRecord::IMAGE_END, start + image.bytes.len() as u64),
+            (
+                DeviceImageRecord::IMAGE_END,
+                start + image.bytes.len() as u64,
+            ),
             (DeviceImageRecord::TRIPLE, triple),
             (DeviceImageRecord::ARCH, arch),
             (DeviceImageRecord::PACKAGE, package),

@@ -27,7 +27,10 @@ pub enum Error {
     #[error("offload-build: the device build of {image} failed:\n{output}")]
     DeviceBuild { image: String, output: String },
     #[error("offload-build: {context}: {source}")]
-    Io { context: String, source: std::io::Error },
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
 }
 
 impl Error {
@@ -49,24 +52,34 @@ pub fn build() {
 /// Outlines the package in `manifest_dir` for the host image into `gen_dir`, without building anything: what
 /// build support's own tests check.
 #[doc(hidden)]
-pub fn outline_dir(manifest_dir: &std::path::Path, gen_dir: &std::path::Path) -> Result<outline::Outlined, Error> {
+pub fn outline_dir(
+    manifest_dir: &std::path::Path,
+    gen_dir: &std::path::Path,
+) -> Result<outline::Outlined, Error> {
     let pkg = package::Package::load(manifest_dir)?;
     outline::outline_package(&pkg, gen_dir, outline::KernelAbi::Host).map_err(Error::Source)
 }
 
 /// [`build`], returning the error instead of exiting.
 pub fn try_build() -> Result<(), Error> {
-    let env = |k: &str| std::env::var(k).map_err(|_| Error::Config(format!("{k} is not set; call build() from build.rs")));
+    let env = |k: &str| {
+        std::env::var(k)
+            .map_err(|_| Error::Config(format!("{k} is not set; call build() from build.rs")))
+    };
     let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
     let out_dir = PathBuf::from(env("OUT_DIR")?);
     println!("cargo:rerun-if-env-changed=OFFLOAD_TARGETS");
-    println!("cargo:rerun-if-changed={}", manifest_dir.join("Cargo.toml").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("Cargo.toml").display()
+    );
 
     let pkg = package::Package::load(&manifest_dir)?;
     let mut images = Vec::new();
     for t in targets::configured(&pkg)? {
         let dir = out_dir.join("offload").join(t.key());
-        let outlined = outline::outline_package(&pkg, &dir.join("src"), t.kernel_abi()).map_err(Error::Source)?;
+        let outlined = outline::outline_package(&pkg, &dir.join("src"), t.kernel_abi())
+            .map_err(Error::Source)?;
         for f in &outlined.files {
             println!("cargo:rerun-if-changed={}", f.display());
         }
@@ -74,11 +87,12 @@ pub fn try_build() -> Result<(), Error> {
         if outlined.regions().next().is_none() {
             continue;
         }
-        let image = nested::build_image(&pkg, &outlined, &t, &dir)?;
-        for dep in &image.inputs {
-            println!("cargo:rerun-if-changed={}", dep.display());
+        for image in nested::build_images(&pkg, &outlined, &t, &dir)? {
+            for dep in &image.inputs {
+                println!("cargo:rerun-if-changed={}", dep.display());
+            }
+            images.push(image);
         }
-        images.push(image);
     }
     embed::embed(&pkg, &images, &out_dir)
 }

@@ -10,23 +10,49 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// Which targets an image serves. A package's library and its other targets get separate images: the library's
+/// reaches every binary that links the library, the others' is linked into the package's own binaries, tests,
+/// examples and benches, so no binary carries a kernel twice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    Lib,
+    Targets,
+}
+
+impl Group {
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::Lib => "lib",
+            Group::Targets => "targets",
+        }
+    }
+}
+
 pub struct BuiltImage {
     pub target: DeviceTarget,
+    pub group: Group,
     pub bytes: Vec<u8>,
-    /// Files outside the generated crate the image depends on (device-std's sources), for `rerun-if-changed`.
+    /// Files outside the generated crates the image depends on (device-std's sources), for `rerun-if-changed`.
     pub inputs: Vec<PathBuf>,
 }
 
 /// device-std, found next to this crate (a path dependency in the workspace, or the same registry directory).
 fn device_std_dir() -> Result<PathBuf, Error> {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let candidates =
-        [here.join("../device-std"), here.join(format!("../offload-device-{}", env!("CARGO_PKG_VERSION")))];
+    let candidates = [
+        here.join("../device-std"),
+        here.join(format!("../offload-device-{}", env!("CARGO_PKG_VERSION"))),
+    ];
     candidates
         .iter()
         .find(|p| p.join("Cargo.toml").is_file())
         .and_then(|p| p.canonicalize().ok())
-        .ok_or_else(|| Error::Config(format!("cannot find offload-device next to {}", here.display())))
+        .ok_or_else(|| {
+            Error::Config(format!(
+                "cannot find offload-device next to {}",
+                here.display()
+            ))
+        })
 }
 
 pub fn hash_of(parts: &[&[u8]]) -> u64 {
@@ -47,36 +73,49 @@ fn write_if_changed(path: &Path, text: &str) -> Result<(), Error> {
     std::fs::write(path, text).map_err(Error::io(format!("writing {}", path.display())))
 }
 
-/// Writes the device crates and the image package under `dir/src`, builds the image, and returns it.
-pub fn build_image(pkg: &Package, outlined: &Outlined, target: &DeviceTarget, dir: &Path) -> Result<BuiltImage, Error> {
+/// Writes the device crates and one image package per group under `dir/src` (a workspace), builds every image
+/// with one cargo run, and returns them.
+pub fn build_images(
+    pkg: &Package,
+    outlined: &Outlined,
+    target: &DeviceTarget,
+    dir: &Path,
+) -> Result<Vec<BuiltImage>, Error> {
     let src = dir.join("src");
     let device_std = device_std_dir()?;
     let id = hash_of(&[pkg.manifest_dir.as_os_str().as_encoded_bytes()]) as u32;
-    let image_pkg = format!("offload-image-{}-{id:08x}", pkg.name);
-    let lib_name = image_pkg.replace('-', "_");
+    let dstd = device_std.display().to_string();
+    let edition = if pkg.edition.is_empty() {
+        "2021"
+    } else {
+        &pkg.edition
+    };
 
-    // The host profile's code generation, so debug builds keep their checks and release images are optimised.
-    let opt_level = std::env::var("OPT_LEVEL").unwrap_or_else(|_| "0".into());
-    let debug_assertions = std::env::var_os("CARGO_CFG_DEBUG_ASSERTIONS").is_some();
     let mut files: Vec<(PathBuf, String)> = Vec::new();
-    let mut deps = String::new();
-    let mut externs = String::new();
     let mut remaps = Vec::new();
     let display_root = pkg.display_path(&pkg.manifest_dir);
-    for c in &outlined.crates {
+    let shown = if display_root.as_os_str().is_empty() {
+        String::new()
+    } else {
+        format!("{}/", display_root.display())
+    };
+    // (group, image package name, `[dependencies]` lines, `extern crate` lines)
+    let mut groups: Vec<(Group, String, String, String)> = Vec::new();
+    // Targets without regions need no device crate (regions across crates come later).
+    for c in outlined.crates.iter().filter(|c| !c.regions.is_empty()) {
+        let group = if c.is_lib { Group::Lib } else { Group::Targets };
         let crate_dir = src.join(&c.key);
-        let name = format!("offload-dev-{}", c.key).to_ascii_lowercase().replace('_', "-");
+        let name = format!("offload-dev-{}", c.key)
+            .to_ascii_lowercase()
+            .replace('_', "-");
         let crate_ident = name.replace('-', "_");
         files.push((
             crate_dir.join("Cargo.toml"),
             format!(
-                "[package]\nname = {name:?}\nversion = \"0.0.0\"\nedition = {:?}\npublish = false\n\n[lib]\npath = \"lib.rs\"\n\n\
-                 [dependencies]\noffload = {{ package = \"offload-device\", path = {:?} }}\n",
-                if pkg.edition.is_empty() { "2021" } else { &pkg.edition },
-                device_std.display().to_string()
+                "[package]\nname = {name:?}\nversion = \"0.0.0\"\nedition = {edition:?}\npublish = false\n\n\
+                 [lib]\npath = \"lib.rs\"\n\n[dependencies]\noffload = {{ package = \"offload-device\", path = {dstd:?} }}\n",
             ),
         ));
-        let root = crate_dir.join(&c.root);
         files.push((
             crate_dir.join("lib.rs"),
             format!(
@@ -84,88 +123,171 @@ pub fn build_image(pkg: &Package, outlined: &Outlined, target: &DeviceTarget, di
                  #![allow(dead_code, unused_imports, unused_variables, unused_mut, unused_unsafe, non_snake_case)]\n\
                  include!({:?});\n",
                 c.key,
-                root.display().to_string()
+                crate_dir.join(&c.root).display().to_string()
             ),
         ));
         for (rel, text) in &c.files {
             files.push((crate_dir.join(rel), text.clone()));
         }
-        deps.push_str(&format!("{crate_ident} = {{ package = {name:?}, path = {:?} }}\n", c.key));
-        externs.push_str(&format!("extern crate {crate_ident};\n"));
         // Errors and panic locations name the user's files as the host build does.
-        let shown = if display_root.as_os_str().is_empty() { String::new() } else { format!("{}/", display_root.display()) };
-        remaps.push(format!("--remap-path-prefix={}/src/={shown}", crate_dir.display()));
-        remaps.push(format!("--remap-path-prefix={}/abs/=/", crate_dir.display()));
+        remaps.push(format!(
+            "--remap-path-prefix={}/src/={shown}",
+            crate_dir.display()
+        ));
+        remaps.push(format!(
+            "--remap-path-prefix={}/abs/=/",
+            crate_dir.display()
+        ));
+        let g = match groups.iter_mut().find(|g| g.0 == group) {
+            Some(g) => g,
+            None => {
+                groups.push((
+                    group,
+                    format!("offload-image-{}-{}-{id:08x}", pkg.name, group.name()),
+                    String::new(),
+                    String::new(),
+                ));
+                groups.last_mut().expect("just pushed")
+            }
+        };
+        g.2.push_str(&format!(
+            "{crate_ident} = {{ package = {name:?}, path = \"../{}\" }}\n",
+            c.key
+        ));
+        g.3.push_str(&format!("extern crate {crate_ident};\n"));
     }
+    for (group, image_pkg, deps, externs) in &groups {
+        let d = src.join(format!("image-{}", group.name()));
+        files.push((
+            d.join("Cargo.toml"),
+            format!(
+                "# Generated by offload-build: the {triple} device image of package `{pkg}` ({g} regions).\n[package]\n\
+                 name = {image_pkg:?}\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n[lib]\n\
+                 path = \"image.rs\"\ncrate-type = [\"cdylib\"]\n\n[dependencies]\n\
+                 offload-device = {{ path = {dstd:?}, features = [\"host\"] }}\n{deps}",
+                triple = target.triple(),
+                pkg = pkg.name,
+                g = group.name(),
+            ),
+        ));
+        files.push((
+            d.join("image.rs"),
+            format!("#![no_std]\nextern crate offload_device;\n{externs}"),
+        ));
+    }
+    // The host profile's code generation, so debug builds keep their checks and release images are optimised.
+    let opt_level = std::env::var("OPT_LEVEL").unwrap_or_else(|_| "0".into());
+    let checks = std::env::var_os("CARGO_CFG_DEBUG_ASSERTIONS").is_some();
+    let members: Vec<String> = groups
+        .iter()
+        .map(|g| format!("\"image-{}\"", g.0.name()))
+        .collect();
     files.push((
         src.join("Cargo.toml"),
         format!(
-            "# Generated by offload-build: the {triple} device image of package `{pkg}`.\n[package]\nname = {image_pkg:?}\n\
-             version = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n[lib]\npath = \"image.rs\"\ncrate-type = [\"cdylib\"]\n\n\
-             [dependencies]\noffload-device = {{ path = {dstd:?}, features = [\"host\"] }}\n{deps}\n[workspace]\n\n\
-             [profile.release]\nopt-level = {opt}\ndebug-assertions = {debug_assertions}\noverflow-checks = {debug_assertions}\n\
+            "# Generated by offload-build for package `{}`.\n[workspace]\nresolver = \"2\"\nmembers = [{}]\n\n\
+             [profile.release]\nopt-level = {}\ndebug-assertions = {checks}\noverflow-checks = {checks}\n\
              panic = \"unwind\"\nincremental = false\n",
-            triple = target.triple(),
-            pkg = pkg.name,
-            dstd = device_std.display().to_string(),
-            opt = if opt_level.parse::<u32>().is_ok() { opt_level.clone() } else { format!("{opt_level:?}") },
+            pkg.name,
+            members.join(", "),
+            if opt_level.parse::<u32>().is_ok() { opt_level.clone() } else { format!("{opt_level:?}") },
         ),
     ));
-    files.push((src.join("image.rs"), format!("#![no_std]\nextern crate offload_device;\n{externs}")));
 
-    let mut stamp_parts: Vec<&[u8]> = Vec::new();
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let flags = remaps.join("\x1f");
+    let mut stamp_parts: Vec<&[u8]> = vec![rustc.as_bytes(), flags.as_bytes()];
     for (p, t) in &files {
         stamp_parts.push(p.as_os_str().as_encoded_bytes());
         stamp_parts.push(t.as_bytes());
     }
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let flags = remaps.join("\x1f");
-    stamp_parts.push(rustc.as_bytes());
-    stamp_parts.push(flags.as_bytes());
     let stamp = format!("{:016x}", hash_of(&stamp_parts));
     for (p, t) in &files {
         write_if_changed(p, t)?;
     }
 
-    let target_dir = dir.join("target");
-    let out = target_dir.join(target.triple()).join("release");
-    let artifact = out.join(format!("lib{lib_name}.so"));
+    let out = dir.join("target").join(target.triple()).join("release");
+    let artifact = |image_pkg: &str| out.join(format!("lib{}.so", image_pkg.replace('-', "_")));
     let stamp_file = dir.join("stamp");
-    let fresh = std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(&stamp) && artifact.is_file();
+    let fresh = std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(&stamp)
+        && groups.iter().all(|g| artifact(&g.1).is_file());
     if !fresh {
-        run_cargo(&src.join("Cargo.toml"), target, &target_dir, &rustc, &flags, &image_pkg)?;
+        run_cargo(
+            &src.join("Cargo.toml"),
+            target,
+            &dir.join("target"),
+            &rustc,
+            &flags,
+            &pkg.name,
+        )?;
         write_if_changed(&stamp_file, &stamp)?;
     }
-    let bytes = std::fs::read(&artifact).map_err(Error::io(format!("reading the image {}", artifact.display())))?;
-    let inputs = dep_info(&out.join(format!("lib{lib_name}.d")), dir);
-    Ok(BuiltImage { target: target.clone(), bytes, inputs })
+    groups
+        .iter()
+        .map(|(group, image_pkg, _, _)| {
+            let path = artifact(image_pkg);
+            let bytes = std::fs::read(&path)
+                .map_err(Error::io(format!("reading the image {}", path.display())))?;
+            let inputs = dep_info(&path.with_extension("d"), dir);
+            Ok(BuiltImage {
+                target: target.clone(),
+                group: *group,
+                bytes,
+                inputs,
+            })
+        })
+        .collect()
 }
 
-fn run_cargo(manifest: &Path, target: &DeviceTarget, target_dir: &Path, rustc: &str, flags: &str, image: &str) -> Result<(), Error> {
+fn run_cargo(
+    manifest: &Path,
+    target: &DeviceTarget,
+    target_dir: &Path,
+    rustc: &str,
+    flags: &str,
+    image: &str,
+) -> Result<(), Error> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(&cargo);
-    cmd.args(["build", "--release", "--offline", "--lib", "--message-format=json"])
-        .arg("--manifest-path")
-        .arg(manifest)
-        .args(["--target", target.triple()])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .env_clear()
-        .env("RUSTC", rustc)
-        .env("CARGO_ENCODED_RUSTFLAGS", flags)
-        .env("CARGO_TERM_COLOR", "never")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "build",
+        "--release",
+        "--offline",
+        "--lib",
+        "--message-format=json",
+    ])
+    .arg("--manifest-path")
+    .arg(manifest)
+    .args(["--target", target.triple()])
+    .arg("--target-dir")
+    .arg(target_dir)
+    .env_clear()
+    .env("RUSTC", rustc)
+    .env("CARGO_ENCODED_RUSTFLAGS", flags)
+    .env("CARGO_TERM_COLOR", "never")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     // Only what cargo and rustup need to find the same toolchain; nothing of the outer build leaks in.
-    for k in ["PATH", "HOME", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "TMPDIR"] {
+    for k in [
+        "PATH",
+        "HOME",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+        "RUSTUP_TOOLCHAIN",
+        "TMPDIR",
+    ] {
         if let Some(v) = std::env::var_os(k) {
             cmd.env(k, v);
         }
     }
-    let output = cmd.output().map_err(Error::io(format!("running {cargo} for the device image")))?;
+    let output = cmd
+        .output()
+        .map_err(Error::io(format!("running {cargo} for the device image")))?;
     let mut errors = String::new();
     for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         if msg["reason"] != "compiler-message" {
             continue;
         }
@@ -186,16 +308,26 @@ fn run_cargo(manifest: &Path, target: &DeviceTarget, target_dir: &Path, rustc: &
     if errors.is_empty() {
         errors = String::from_utf8_lossy(&output.stderr).into_owned();
     }
-    Err(Error::DeviceBuild { image: format!("{image} ({})", target.triple()), output: errors })
+    Err(Error::DeviceBuild {
+        image: format!("package `{image}` ({})", target.triple()),
+        output: errors,
+    })
 }
 
 /// Source files a dep-info file lists, except the generated ones.
 fn dep_info(path: &Path, generated: &Path) -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Vec::new() };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
     let mut out: Vec<PathBuf> = text
         .lines()
         .filter_map(|l| l.split_once(": ").map(|(_, deps)| deps))
-        .flat_map(|deps| deps.replace("\\ ", "\u{0}").split_whitespace().map(|d| d.replace('\u{0}', " ")).collect::<Vec<_>>())
+        .flat_map(|deps| {
+            deps.replace("\\ ", "\u{0}")
+                .split_whitespace()
+                .map(|d| d.replace('\u{0}', " "))
+                .collect::<Vec<_>>()
+        })
         .map(PathBuf::from)
         .filter(|p| !p.starts_with(generated) && p.is_file())
         .collect();

@@ -57,7 +57,14 @@ impl Package {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let manifest = manifest_dir.join("Cargo.toml");
         let out = Command::new(&cargo)
-            .args(["metadata", "--no-deps", "--offline", "--format-version", "1", "--manifest-path"])
+            .args([
+                "metadata",
+                "--no-deps",
+                "--offline",
+                "--format-version",
+                "1",
+                "--manifest-path",
+            ])
             .arg(&manifest)
             .output()
             .map_err(Error::io(format!("running `{cargo} metadata`")))?;
@@ -80,13 +87,30 @@ impl Package {
             .as_array()
             .into_iter()
             .flatten()
-            .find(|p| p["manifest_path"].as_str().is_some_and(|m| canon(Path::new(m)) == want))
-            .ok_or_else(|| Error::Config(format!("`cargo metadata` does not list {}", manifest.display())))?;
+            .find(|p| {
+                p["manifest_path"]
+                    .as_str()
+                    .is_some_and(|m| canon(Path::new(m)) == want)
+            })
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "`cargo metadata` does not list {}",
+                    manifest.display()
+                ))
+            })?;
         let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
         let mut targets = Vec::new();
         for t in pkg["targets"].as_array().into_iter().flatten() {
-            let kinds: Vec<&str> = t["kind"].as_array().into_iter().flatten().filter_map(|k| k.as_str()).collect();
-            let kind = if kinds.iter().any(|k| ["lib", "rlib", "dylib", "cdylib", "staticlib"].contains(k)) {
+            let kinds: Vec<&str> = t["kind"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|k| k.as_str())
+                .collect();
+            let kind = if kinds
+                .iter()
+                .any(|k| ["lib", "rlib", "dylib", "cdylib", "staticlib"].contains(k))
+            {
                 Kind::Lib
             } else if kinds.contains(&"bin") {
                 Kind::Bin
@@ -99,11 +123,17 @@ impl Package {
             } else {
                 continue; // build scripts, proc macros
             };
-            targets.push(Target { kind, name: s(&t["name"]), src_path: PathBuf::from(s(&t["src_path"])) });
+            targets.push(Target {
+                kind,
+                name: s(&t["name"]),
+                src_path: PathBuf::from(s(&t["src_path"])),
+            });
         }
-        let metadata_targets = pkg["metadata"]["offload"]["targets"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect());
+        let metadata_targets = pkg["metadata"]["offload"]["targets"].as_array().map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        });
         Ok(Package {
             name: s(&pkg["name"]),
             edition: s(&pkg["edition"]),
@@ -120,6 +150,8 @@ impl Package {
 
     /// How a path is shown to the user: relative to the workspace root, as rustc shows it under cargo.
     pub fn display_path(&self, p: &Path) -> PathBuf {
-        p.strip_prefix(&self.workspace_root).map(Path::to_path_buf).unwrap_or_else(|_| p.to_path_buf())
+        p.strip_prefix(&self.workspace_root)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|_| p.to_path_buf())
     }
 }

@@ -36,10 +36,19 @@ impl DeviceTarget {
 
 pub fn configured(pkg: &Package) -> Result<Vec<DeviceTarget>, Error> {
     let list: Vec<String> = match std::env::var("OFFLOAD_TARGETS") {
-        Ok(v) => v.split(';').flat_map(|s| s.split(',')).map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
-        Err(_) => pkg.metadata_targets.clone().unwrap_or_else(|| vec!["host".into()]),
+        Ok(v) => v
+            .split(';')
+            .flat_map(|s| s.split(','))
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        Err(_) => pkg
+            .metadata_targets
+            .clone()
+            .unwrap_or_else(|| vec!["host".into()]),
     };
-    let host_triple = std::env::var("TARGET").map_err(|_| Error::Config("TARGET is not set".into()))?;
+    let host_triple =
+        std::env::var("TARGET").map_err(|_| Error::Config("TARGET is not set".into()))?;
     let mut out = Vec::new();
     for t in list {
         let (name, _archs) = t.split_once(':').unwrap_or((&t, ""));

@@ -3,11 +3,15 @@
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 fn gen_dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("outliner").join(name);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("outliner")
+        .join(name);
     let _ = std::fs::remove_dir_all(&d);
     d
 }
@@ -15,7 +19,8 @@ fn gen_dir(name: &str) -> PathBuf {
 #[test]
 fn calling_a_host_function_from_device_code_is_a_spanned_error() {
     let dir = fixture("calls_host_fn");
-    let err = offload_build::outline_dir(&dir, &gen_dir("calls_host_fn")).expect_err("helper is not declare_target");
+    let err = offload_build::outline_dir(&dir, &gen_dir("calls_host_fn"))
+        .expect_err("helper is not declare_target");
     let got = err.to_string();
     let want = std::fs::read_to_string(fixture("calls_host_fn.stderr")).unwrap();
     if std::env::var_os("OUTLINER_OVERWRITE").is_some() {
@@ -33,7 +38,10 @@ fn kept_items_stay_on_their_lines() {
     assert_eq!(krate.key, "lib-mirror_lines");
     let ids: Vec<&str> = out.regions().map(|r| r.identity.as_str()).collect();
     assert_eq!(ids, ["mirror_lines::apply", "mirror_lines::inline::twice"]);
-    assert_eq!(out.regions().next().unwrap().symbol, "__omp_offloading_rs_12mirror_lines5apply");
+    assert_eq!(
+        out.regions().next().unwrap().symbol,
+        "__omp_offloading_rs_12mirror_lines5apply"
+    );
 
     for (rel, text) in &krate.files {
         let src_rel = rel.strip_prefix("src").unwrap();
@@ -55,22 +63,46 @@ fn kept_items_stay_on_their_lines() {
             assert!(ok, "{rel:?}:{}: {m:?} vs {s:?}", n + 1);
         }
     }
-    let lib = &krate.files.iter().find(|(r, _)| r.ends_with("lib.rs")).unwrap().1;
+    let lib = &krate
+        .files
+        .iter()
+        .find(|(r, _)| r.ends_with("lib.rs"))
+        .unwrap()
+        .1;
     let line = |n: usize| lib.lines().nth(n - 1).unwrap().trim().to_string();
     assert_eq!(line(1), "", "inner doc comments are dropped");
     assert_eq!(line(4), "use offload::{declare_target, target};");
     assert_eq!(line(5), "", "std imports are dropped");
-    assert_eq!(line(6), "use crate :: nested :: { scale } ;", "only names device code uses are imported");
-    assert!(line(8).starts_with("#[path = ") && line(8).ends_with("mod nested;"), "{}", line(8));
-    assert!(line(9).starts_with("#[path = ") && line(9).ends_with("src/elsewhere.rs\"]"), "{}", line(9));
+    assert_eq!(
+        line(6),
+        "use crate :: nested :: { scale } ;",
+        "only names device code uses are imported"
+    );
+    assert!(
+        line(8).starts_with("#[path = ") && line(8).ends_with("mod nested;"),
+        "{}",
+        line(8)
+    );
+    assert!(
+        line(9).starts_with("#[path = ") && line(9).ends_with("src/elsewhere.rs\"]"),
+        "{}",
+        line(9)
+    );
     assert_eq!(line(10), "pub mod moved;");
     assert_eq!(line(13), "", "host-only functions are dropped");
     assert_eq!(line(17), "", "#[declare_target] is removed");
-    assert_eq!(line(18), "#[derive(Clone, Copy, Debug)]", "only core derives are kept");
+    assert_eq!(
+        line(18),
+        "#[derive(Clone, Copy, Debug)]",
+        "only core derives are kept"
+    );
     assert_eq!(line(19), "#[repr(C)]");
     assert_eq!(line(25), "pub fn apply(y: &mut [f32], k: f32) {");
     assert_eq!(line(35), "pub fn twice(p: P) -> P {");
-    assert!(line(38).contains("__offload_kernel_twice") && line(38).ends_with('}'), "entries go before the inline module's brace");
+    assert!(
+        line(38).contains("__offload_kernel_twice") && line(38).ends_with('}'),
+        "entries go before the inline module's brace"
+    );
     assert!(lib.contains("export_name = \"__omp_offloading_rs_12mirror_lines5apply\""));
     assert!(lib.contains("export_name = \"__omp_offloading_rs_12mirror_lines6inline5twice\""));
 }

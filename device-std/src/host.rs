@@ -18,9 +18,15 @@ fn install_hook() {
         std::panic::set_hook(std::boxed::Box::new(|info| {
             let msg = match info.payload().downcast_ref::<&str>() {
                 Some(s) => (*s).to_string(),
-                None => info.payload().downcast_ref::<String>().cloned().unwrap_or_else(|| "panic".into()),
+                None => info
+                    .payload()
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .unwrap_or_else(|| "panic".into()),
             };
-            let (file, line, col) = info.location().map_or((String::new(), 0, 0), |l| (l.file().into(), l.line(), l.column()));
+            let (file, line, col) = info.location().map_or((String::new(), 0, 0), |l| {
+                (l.file().into(), l.line(), l.column())
+            });
             LAST_PANIC.with(|p| *p.borrow_mut() = Some((msg, file, line, col)));
         }));
     });
@@ -37,8 +43,9 @@ pub unsafe fn entry(dyn_ptr: *mut c_void, body: impl FnOnce()) {
     let r = std::panic::catch_unwind(core::panic::AssertUnwindSafe(body));
     ENV.with(|e| e.set(prev));
     if r.is_err() {
-        let (msg, file, line, col) =
-            LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_else(|| ("panic".into(), String::new(), 0, 0));
+        let (msg, file, line, col) = LAST_PANIC
+            .with(|p| p.borrow_mut().take())
+            .unwrap_or_else(|| ("panic".into(), String::new(), 0, 0));
         // SAFETY: the plugin passes a valid failure record.
         unsafe { (*(*env).failure).record(&msg, &file, line, col) };
     }

@@ -69,9 +69,8 @@ fn struct_impl(s: &syn::ItemStruct, errors: &mut Vec<syn::Error>) -> TokenStream
     }
     let name = &s.ident;
     let (impl_g, ty_g, where_c) = s.generics.split_for_impl();
-    let checks = field_types(&s.fields).map(|ty| {
-        quote_spanned!(ty.span()=> ::offload::__private::assert_device_copy::<#ty>();)
-    });
+    let checks = field_types(&s.fields)
+        .map(|ty| quote_spanned!(ty.span()=> ::offload::__private::assert_device_copy::<#ty>();));
     quote! {
         const _: () = {
             #[allow(dead_code)]
@@ -86,9 +85,10 @@ fn struct_impl(s: &syn::ItemStruct, errors: &mut Vec<syn::Error>) -> TokenStream
 fn enum_impl(e: &syn::ItemEnum) -> TokenStream {
     let name = &e.ident;
     let (impl_g, ty_g, where_c) = e.generics.split_for_impl();
-    let checks = e.variants.iter().flat_map(|v| field_types(&v.fields)).map(|ty| {
-        quote_spanned!(ty.span()=> ::offload::__private::assert_firstprivate::<#ty>();)
-    });
+    let checks =
+        e.variants.iter().flat_map(|v| field_types(&v.fields)).map(
+            |ty| quote_spanned!(ty.span()=> ::offload::__private::assert_firstprivate::<#ty>();),
+        );
     quote! {
         const _: () = {
             #[allow(dead_code)]

@@ -28,7 +28,12 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
-    let ItemFn { attrs, vis, sig, block } = func;
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+    } = func;
     let name = &sig.ident;
     let name_str = name.to_string();
     let try_name = format_ident!("try_{}", name);
@@ -76,7 +81,9 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             }
             ParamKind::Value => {
                 let ty = &p.ty;
-                checks.push(quote_spanned!(ty.span()=> ::offload::__private::assert_firstprivate::<#ty>();));
+                checks.push(
+                    quote_spanned!(ty.span()=> ::offload::__private::assert_firstprivate::<#ty>();),
+                );
                 fallback_args.push(quote!(#id));
             }
         }
@@ -109,7 +116,9 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     });
 
     let device = match &region.device {
-        Some(e) => quote!(::core::option::Option::Some(::offload::__private::DeviceNum::device_num(#e))),
+        Some(e) => {
+            quote!(::core::option::Option::Some(::offload::__private::DeviceNum::device_num(#e)))
+        }
         None => quote!(::core::option::Option::None),
     };
     let if_cond = match &region.if_cond {
@@ -125,9 +134,14 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     for e in region.device.iter().chain(&region.if_cond) {
         collect_idents(e.to_token_stream(), &mut clause_idents);
     }
-    let touch = idents.iter().filter(|i| clause_idents.contains(&i.to_string())).map(|i| quote!(let _ = &#i;));
+    let touch = idents
+        .iter()
+        .filter(|i| clause_idents.contains(&i.to_string()))
+        .map(|i| quote!(let _ = &#i;));
     let lint_attrs = attrs.iter().filter(|a| {
-        a.path().get_ident().is_some_and(|i| ["allow", "warn", "deny", "expect", "forbid"].contains(&&*i.to_string()))
+        a.path().get_ident().is_some_and(|i| {
+            ["allow", "warn", "deny", "expect", "forbid"].contains(&&*i.to_string())
+        })
     });
     let try_doc = format!("Runs the region [`{name_str}`], returning a device failure as an `Err` instead of panicking.");
 

@@ -43,7 +43,12 @@ pub fn omp_target_is_present(ptr: *const c_void, device: i32) -> bool {
         return true;
     }
     match usize::try_from(device).ok().and_then(|d| devs.get(d)) {
-        Some(dev) => dev.mapping.lock().unwrap_or_else(|p| p.into_inner()).lookup(ptr as usize, 1).is_some(),
+        Some(dev) => dev
+            .mapping
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lookup(ptr as usize, 1)
+            .is_some(),
         None => false,
     }
 }

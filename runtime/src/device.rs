@@ -21,7 +21,11 @@ impl DeviceEntry {
     /// The kernel for the entry at `index`, loading this device's images on first use.
     #[inline]
     pub fn kernel(&self, index: usize) -> Option<Kernel> {
-        self.kernels.get_or_init(|| self.load_images()).get(index).copied().flatten()
+        self.kernels
+            .get_or_init(|| self.load_images())
+            .get(index)
+            .copied()
+            .flatten()
     }
 
     fn load_images(&self) -> Vec<Option<Kernel>> {
@@ -79,13 +83,20 @@ fn discover() -> Vec<DeviceEntry> {
         for w in wanted {
             if !plugins.iter().any(|p| p.name() == w) {
                 let known: Vec<_> = plugins.iter().map(|p| p.name()).collect();
-                eprintln!("offload: OFFLOAD_PLUGINS names an unknown plugin `{w}`; known: {}", known.join(", "));
+                eprintln!(
+                    "offload: OFFLOAD_PLUGINS names an unknown plugin `{w}`; known: {}",
+                    known.join(", ")
+                );
             }
         }
     }
     let mut out = Vec::new();
     for p in plugins {
-        if icv.plugins.as_ref().is_some_and(|w| !w.iter().any(|n| n == p.name())) {
+        if icv
+            .plugins
+            .as_ref()
+            .is_some_and(|w| !w.iter().any(|n| n == p.name()))
+        {
             continue;
         }
         match p.discover() {

@@ -7,10 +7,19 @@ pub enum Error {
     /// The region started on a device and failed there. Its mappings were released without copying anything back,
     /// and it was not re-run on the host (its side effects would repeat).
     #[error("offload: region {region} failed on device {device} ({plugin}): {message}{location}")]
-    RegionFailed { region: &'static str, device: i32, plugin: &'static str, message: String, location: Location },
+    RegionFailed {
+        region: &'static str,
+        device: i32,
+        plugin: &'static str,
+        message: String,
+        location: Location,
+    },
     /// `OMP_TARGET_OFFLOAD=MANDATORY` and the region could not start on a device.
     #[error("offload: region {region} could not run on a device and OMP_TARGET_OFFLOAD=MANDATORY forbids the host fallback: {reason}")]
-    Mandatory { region: &'static str, reason: String },
+    Mandatory {
+        region: &'static str,
+        reason: String,
+    },
 }
 
 /// Where a device failure happened, if the target could say.

@@ -59,7 +59,10 @@ pub fn info() -> u32 {
     if v != u32::MAX {
         return v;
     }
-    let v = std::env::var("OFFLOAD_INFO").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+    let v = std::env::var("OFFLOAD_INFO")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
     INFO.store(v, Ordering::Relaxed);
     v
 }

@@ -37,17 +37,29 @@ pub struct MapArg {
 impl MapArg {
     #[inline]
     pub fn literal(v: u64) -> Self {
-        MapArg { begin: v as usize as *mut u8, size: 0, map_type: LITERAL }
+        MapArg {
+            begin: v as usize as *mut u8,
+            size: 0,
+            map_type: LITERAL,
+        }
     }
 
     #[inline]
     pub fn slice<T>(p: *const [T], map_type: u64) -> Self {
-        MapArg { begin: p as *const T as *mut u8, size: size_of::<T>() * p.len(), map_type }
+        MapArg {
+            begin: p as *const T as *mut u8,
+            size: size_of::<T>() * p.len(),
+            map_type,
+        }
     }
 
     #[inline]
     pub fn object<T>(p: *const T, map_type: u64) -> Self {
-        MapArg { begin: p as *mut u8, size: size_of::<T>(), map_type }
+        MapArg {
+            begin: p as *mut u8,
+            size: size_of::<T>(),
+            map_type,
+        }
     }
 
     /// A firstprivate value: its bits if it fits in 8 bytes, else a private device copy.
@@ -60,18 +72,30 @@ impl MapArg {
             let mut bits = 0u64;
             // SAFETY: `T` fits in `bits`; `Firstprivate` types are plain data.
             unsafe {
-                std::ptr::copy_nonoverlapping(v as *const T as *const u8, &mut bits as *mut u64 as *mut u8, size_of::<T>())
+                std::ptr::copy_nonoverlapping(
+                    v as *const T as *const u8,
+                    &mut bits as *mut u64 as *mut u8,
+                    size_of::<T>(),
+                )
             };
             Self::literal(bits)
         } else {
-            MapArg { begin: v as *const T as *mut u8, size: size_of::<T>(), map_type: TO | PRIVATE }
+            MapArg {
+                begin: v as *const T as *mut u8,
+                size: size_of::<T>(),
+                map_type: TO | PRIVATE,
+            }
         }
     }
 
     /// The return slot, a private `from` copy.
     #[inline]
     pub fn ret<R>(slot: &mut MaybeUninit<R>) -> Self {
-        MapArg { begin: slot.as_mut_ptr() as *mut u8, size: size_of::<R>(), map_type: FROM | PRIVATE }
+        MapArg {
+            begin: slot.as_mut_ptr() as *mut u8,
+            size: size_of::<R>(),
+            map_type: FROM | PRIVATE,
+        }
     }
 }
 
@@ -108,28 +132,41 @@ pub unsafe fn target<R>(
         Err(NotRun::Failed(e)) => return Err(e),
         Err(NotRun::Host(why)) => why,
     };
-    let reason = match why {
-        Host::Chosen(r) => r.to_string(),
+    let reason = match &why {
+        Host::Chosen(r) => r,
         Host::Unavailable(r) => {
             if icv().policy == Policy::Mandatory {
-                return Err(Error::Mandatory { region: region.name, reason: r });
+                return Err(Error::Mandatory {
+                    region: region.name,
+                    reason: r.clone(),
+                });
             }
-            r
+            r.as_str()
         }
     };
     if info() >= info_level::LAUNCH {
-        eprintln!("offload: launch {} on the host (host-fallback): {reason}", region.name);
+        eprintln!(
+            "offload: launch {} on the host (host-fallback): {reason}",
+            region.name
+        );
     }
     match catch_unwind(AssertUnwindSafe(fallback)) {
         Ok(r) => Ok(r),
         Err(payload) => {
-            panic!("offload: region {} panicked in the host fallback: {}", region.name, panic_message(&*payload))
+            panic!(
+                "offload: region {} panicked in the host fallback: {}",
+                region.name,
+                panic_message(&*payload)
+            )
         }
     }
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
-    p.downcast_ref::<&str>().copied().or_else(|| p.downcast_ref::<String>().map(|s| s.as_str())).unwrap_or("(non-string panic)")
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(|s| s.as_str()))
+        .unwrap_or("(non-string panic)")
 }
 
 /// Panics with a region failure (`saxpy` calls this when `try_saxpy` fails).
@@ -139,7 +176,12 @@ pub fn fail(e: Error) -> ! {
     panic!("{e}")
 }
 
-unsafe fn run_on_device(region: &'static RegionInfo, device: Option<i32>, cond: bool, maps: &[MapArg]) -> Result<(), NotRun> {
+unsafe fn run_on_device(
+    region: &'static RegionInfo,
+    device: Option<i32>,
+    cond: bool,
+    maps: &[MapArg],
+) -> Result<(), NotRun> {
     let host = |h| Err(NotRun::Host(h));
     if !cond {
         return host(Host::Chosen("the if clause is false"));
@@ -164,11 +206,16 @@ unsafe fn run_on_device(region: &'static RegionInfo, device: Option<i32>, cond: 
         }
     };
     if d < 0 || d >= n {
-        return host(Host::Unavailable(format!("device {d} does not exist (there are {n} devices)")));
+        return host(Host::Unavailable(format!(
+            "device {d} does not exist (there are {n} devices)"
+        )));
     }
     let dev = &devs[d as usize];
     if dev.is_lost() {
-        return host(Host::Unavailable(format!("device {d} ({}) was lost after an earlier failure", dev.plugin)));
+        return host(Host::Unavailable(format!(
+            "device {d} ({}) was lost after an earlier failure",
+            dev.plugin
+        )));
     }
     let Some(kernel) = dev.kernel(entry_index(region.entry)) else {
         return host(Host::Unavailable(format!(
@@ -180,7 +227,9 @@ unsafe fn run_on_device(region: &'static RegionInfo, device: Option<i32>, cond: 
     let mut args = Vec::with_capacity(maps.len());
     // SAFETY: forwarded from the caller.
     if let Err(e) = unsafe { map_in(dev, maps, &mut args) } {
-        return host(Host::Unavailable(format!("mapping the arguments on device {d} failed: {e}")));
+        return host(Host::Unavailable(format!(
+            "mapping the arguments on device {d} failed: {e}"
+        )));
     }
     if info() >= info_level::LAUNCH {
         eprintln!(
@@ -190,7 +239,10 @@ unsafe fn run_on_device(region: &'static RegionInfo, device: Option<i32>, cond: 
             dev.plugin
         );
     }
-    let params = LaunchParams { num_teams: 1, num_threads: 1 };
+    let params = LaunchParams {
+        num_teams: 1,
+        num_threads: 1,
+    };
     // SAFETY: the kernel came from this device and the arguments follow the region's calling convention.
     let launched = unsafe { dev.dev.launch(kernel, &args, params) };
     let ok = launched.is_ok();
@@ -229,10 +281,19 @@ unsafe fn map_in(dev: &DeviceEntry, maps: &[MapArg], args: &mut Vec<u64>) -> Res
         } else if m.map_type & PRIVATE != 0 {
             private_in(dev, m)
         } else {
-            let t = table.get_or_insert_with(|| dev.mapping.lock().unwrap_or_else(|p| p.into_inner()));
+            let t =
+                table.get_or_insert_with(|| dev.mapping.lock().unwrap_or_else(|p| p.into_inner()));
             // SAFETY: the caller guarantees the host range.
-            unsafe { t.enter(&*dev.dev, m.begin as usize, m.size, m.map_type, RefKind::Structured) }
-                .map_err(|e| e.to_string())
+            unsafe {
+                t.enter(
+                    &*dev.dev,
+                    m.begin as usize,
+                    m.size,
+                    m.map_type,
+                    RefKind::Structured,
+                )
+            }
+            .map_err(|e| e.to_string())
         };
         match r {
             Ok(a) => args.push(a),
@@ -261,7 +322,12 @@ fn private_in(dev: &DeviceEntry, m: &MapArg) -> Result<DevicePtr, String> {
 }
 
 /// Unmaps the arguments `map_in` mapped (`args[i]` is the kernel argument of `maps[i]`).
-unsafe fn map_out(dev: &DeviceEntry, maps: &[MapArg], args: &[u64], copy_out: bool) -> Result<(), String> {
+unsafe fn map_out(
+    dev: &DeviceEntry,
+    maps: &[MapArg],
+    args: &[u64],
+    copy_out: bool,
+) -> Result<(), String> {
     let mut result = Ok(());
     let mut table = None;
     for (m, &a) in maps.iter().zip(args) {
@@ -281,9 +347,16 @@ unsafe fn map_out(dev: &DeviceEntry, maps: &[MapArg], args: &[u64], copy_out: bo
         }
         let t = table.get_or_insert_with(|| dev.mapping.lock().unwrap_or_else(|p| p.into_inner()));
         // SAFETY: the caller guarantees the host range.
-        if let Err(e) =
-            unsafe { t.exit(&*dev.dev, m.begin as usize, m.size, m.map_type, RefKind::Structured, copy_out) }
-        {
+        if let Err(e) = unsafe {
+            t.exit(
+                &*dev.dev,
+                m.begin as usize,
+                m.size,
+                m.map_type,
+                RefKind::Structured,
+                copy_out,
+            )
+        } {
             result = Err(e.to_string());
         }
     }

@@ -40,7 +40,12 @@ pub enum MapError {
         "host range {begin:#x}..{end:#x} overlaps a mapped range {mapped_begin:#x}..{mapped_end:#x} without being \
          inside it; OpenMP does not allow extending a mapping"
     )]
-    Extends { begin: usize, end: usize, mapped_begin: usize, mapped_end: usize },
+    Extends {
+        begin: usize,
+        end: usize,
+        mapped_begin: usize,
+        mapped_end: usize,
+    },
     #[error("{0}")]
     Device(String),
 }
@@ -64,11 +69,21 @@ impl MappingTable {
                 if end <= e.end {
                     return Ok(Found::Inside(b));
                 }
-                return Err(MapError::Extends { begin, end, mapped_begin: b, mapped_end: e.end });
+                return Err(MapError::Extends {
+                    begin,
+                    end,
+                    mapped_begin: b,
+                    mapped_end: e.end,
+                });
             }
         }
         if let Some((&b, e)) = self.entries.range(begin..end).next() {
-            return Err(MapError::Extends { begin, end, mapped_begin: b, mapped_end: e.end });
+            return Err(MapError::Extends {
+                begin,
+                end,
+                mapped_begin: b,
+                mapped_end: e.end,
+            });
         }
         Ok(Found::Absent)
     }
@@ -103,7 +118,8 @@ impl MappingTable {
                 let tgt = e.tgt + (begin - b) as u64;
                 if map_type & (TO | ALWAYS) == TO | ALWAYS {
                     // SAFETY: per the contract; the device range lies in the entry's allocation.
-                    unsafe { dev.copy_to_device(tgt, begin as *const u8, size) }.map_err(MapError::Device)?;
+                    unsafe { dev.copy_to_device(tgt, begin as *const u8, size) }
+                        .map_err(MapError::Device)?;
                 }
                 Ok(tgt)
             }
@@ -124,7 +140,15 @@ impl MappingTable {
                     RefKind::Structured => (1, 0),
                     RefKind::Dynamic => (0, 1),
                 };
-                self.entries.insert(begin, MapEntry { end: begin + size, tgt, structured, dynamic });
+                self.entries.insert(
+                    begin,
+                    MapEntry {
+                        end: begin + size,
+                        tgt,
+                        structured,
+                        dynamic,
+                    },
+                );
                 Ok(tgt)
             }
         }

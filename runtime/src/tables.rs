@@ -55,11 +55,24 @@ pub fn descriptor() -> &'static BinDesc {
             // SAFETY: build support writes records pointing at NUL-terminated strings and the image bytes.
             let (bytes, triple, arch, package) = unsafe {
                 let len = (rec.image_end as usize).saturating_sub(rec.image_start as usize);
-                (std::slice::from_raw_parts(rec.image_start, len), cstr(rec.triple), cstr(rec.arch), cstr(rec.package))
+                (
+                    std::slice::from_raw_parts(rec.image_start, len),
+                    cstr(rec.triple),
+                    cstr(rec.arch),
+                    cstr(rec.package),
+                )
             };
-            images.push(Image { bytes, triple, arch, package });
+            images.push(Image {
+                bytes,
+                triple,
+                arch,
+                package,
+            });
         }
-        BinDesc { images, entries: &OFFLOAD_ENTRIES }
+        BinDesc {
+            images,
+            entries: &OFFLOAD_ENTRIES,
+        }
     })
 }
 

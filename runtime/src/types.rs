@@ -28,9 +28,36 @@ pub unsafe trait Firstprivate: Copy + 'static {}
 macro_rules! device_copy {
     ($($t:ty),*) => { $(unsafe impl DeviceCopy for $t {})* };
 }
-device_copy!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64, ());
+device_copy!(
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    f32,
+    f64,
+    ()
+);
 use core::sync::atomic::*;
-device_copy!(AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, AtomicI8, AtomicI16, AtomicI32, AtomicI64, AtomicIsize);
+device_copy!(
+    AtomicU8,
+    AtomicU16,
+    AtomicU32,
+    AtomicU64,
+    AtomicUsize,
+    AtomicI8,
+    AtomicI16,
+    AtomicI32,
+    AtomicI64,
+    AtomicIsize
+);
 unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
 
 unsafe impl<T: DeviceCopy + Copy> Firstprivate for T {}
@@ -42,7 +69,7 @@ unsafe impl Firstprivate for char {}
 pub const fn assert_device_copy<T: ?Sized + DeviceCopy>() {}
 
 #[inline(always)]
-pub const fn assert_firstprivate<T: ?Sized + Firstprivate>() {}
+pub const fn assert_firstprivate<T: Firstprivate>() {}
 
 /// A `device(expr)` value: any integer; numbers that fit no device are simply not a device.
 pub trait DeviceNum {

@@ -2,7 +2,9 @@
 //! its own memory, so every copy, and every missing copy, is observable.
 
 use core::sync::atomic::{AtomicU32, Ordering};
-use offload::{declare_target, omp_get_initial_device, omp_is_initial_device, omp_target_is_present, target};
+use offload::{
+    declare_target, omp_get_initial_device, omp_is_initial_device, omp_target_is_present, target,
+};
 
 // 1. `&mut [T]` with no clause is `tofrom`.
 #[target]
@@ -77,7 +79,11 @@ fn map_from_copies_out_only() {
     let mut y = vec![99i32; 300];
     add_index(&mut y);
     // host-elf device memory starts zeroed; with `tofrom` this would be 99 + i.
-    assert!(y.iter().enumerate().all(|(i, &v)| v == i as i32), "{:?}", &y[..4]);
+    assert!(
+        y.iter().enumerate().all(|(i, &v)| v == i as i32),
+        "{:?}",
+        &y[..4]
+    );
 }
 
 // 5. `map(alloc:)`: device storage only.
@@ -153,7 +159,12 @@ impl Stats {
 }
 
 #[declare_target]
-const EMPTY: Stats = Stats { min: f32::INFINITY, max: f32::NEG_INFINITY, sum: 0.0, count: 0 };
+const EMPTY: Stats = Stats {
+    min: f32::INFINITY,
+    max: f32::NEG_INFINITY,
+    sum: 0.0,
+    count: 0,
+};
 
 #[target]
 fn stats(x: &[f32], init: Stats) -> Stats {
@@ -198,10 +209,31 @@ fn apply(op: Op, y: &mut [i64]) -> char {
 fn values_cross_both_ways() {
     let x: Vec<f32> = (0..100).map(|i| i as f32 - 50.0).collect();
     let s = stats(&x, EMPTY);
-    assert_eq!(s, Stats { min: -50.0, max: 49.0, sum: -50.0, count: 100 });
-    let mut acc = Stats { min: -60.0, max: 0.0, sum: 1.0, count: 1 };
+    assert_eq!(
+        s,
+        Stats {
+            min: -50.0,
+            max: 49.0,
+            sum: -50.0,
+            count: 100
+        }
+    );
+    let mut acc = Stats {
+        min: -60.0,
+        max: 0.0,
+        sum: 1.0,
+        count: 1,
+    };
     merge(&s, &mut acc);
-    assert_eq!(acc, Stats { min: -60.0, max: 49.0, sum: -49.0, count: 101 });
+    assert_eq!(
+        acc,
+        Stats {
+            min: -60.0,
+            max: 49.0,
+            sum: -49.0,
+            count: 101
+        }
+    );
     let mut y = vec![2i64; 10];
     assert_eq!(apply(Op::Mul(21), &mut y), 'd');
     assert_eq!(apply(Op::Add(-2), &mut y), 'd');
@@ -237,12 +269,30 @@ fn a_failing_region_is_reported_and_not_rerun() {
     let mut y = vec![5i32; 4];
     let err = try_fails_after_writing(&hits, &mut y, 10).expect_err("index 10 is out of bounds");
     let msg = err.to_string();
-    assert!(msg.starts_with("offload: region conformance::fails_after_writing failed on device 0 (host-elf): "), "{msg}");
-    assert!(msg.contains("index out of bounds: the len is 4 but the index is 10"), "{msg}");
-    assert!(msg.ends_with(&format!(" at tests/tests/conformance.rs:{PANIC_LINE}:5")), "{msg}");
-    assert_eq!(hits[0].load(Ordering::Relaxed), 0, "not re-run on the host, and the device's count not copied back");
+    assert!(
+        msg.starts_with(
+            "offload: region conformance::fails_after_writing failed on device 0 (host-elf): "
+        ),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("index out of bounds: the len is 4 but the index is 10"),
+        "{msg}"
+    );
+    assert!(
+        msg.ends_with(&format!(" at tests/tests/conformance.rs:{PANIC_LINE}:5")),
+        "{msg}"
+    );
+    assert_eq!(
+        hits[0].load(Ordering::Relaxed),
+        0,
+        "not re-run on the host, and the device's count not copied back"
+    );
     assert!(y.iter().all(|&v| v == 5), "nothing copied back");
-    assert!(!omp_target_is_present(y.as_ptr().cast(), 0), "no mapping left behind");
+    assert!(
+        !omp_target_is_present(y.as_ptr().cast(), 0),
+        "no mapping left behind"
+    );
     assert!(!omp_target_is_present(hits.as_ptr().cast(), 0));
 
     // The device is still usable, and the same region works with good input.
@@ -276,4 +326,57 @@ fn a_panic_in_the_host_fallback_is_reraised_with_the_region_name() {
     let p = std::panic::catch_unwind(|| fallback_panics(false, &[1])).expect_err("must panic");
     let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(msg.contains("offload: region conformance::fallback_panics panicked in the host fallback: index out of bounds"), "{msg}");
+}
+
+// Many arguments: 20 slices and a scalar are 41 kernel arguments plus the return slot.
+#[allow(clippy::too_many_arguments)]
+#[target]
+fn wide(
+    k: u32,
+    a0: &[u32],
+    a1: &[u32],
+    a2: &[u32],
+    a3: &[u32],
+    a4: &[u32],
+    a5: &[u32],
+    a6: &[u32],
+    a7: &[u32],
+    a8: &[u32],
+    a9: &[u32],
+    b0: &mut [u32],
+    b1: &mut [u32],
+    b2: &mut [u32],
+    b3: &mut [u32],
+    b4: &mut [u32],
+    b5: &mut [u32],
+    b6: &mut [u32],
+    b7: &mut [u32],
+    b8: &mut [u32],
+    b9: &mut [u32],
+) -> u32 {
+    let ins = [a0, a1, a2, a3, a4, a5, a6, a7, a8, a9];
+    let outs = [b0, b1, b2, b3, b4, b5, b6, b7, b8, b9];
+    let mut total = 0;
+    for (i, o) in ins.iter().zip(outs) {
+        o[0] = i[0] * k;
+        total += o[0];
+    }
+    total
+}
+
+#[test]
+fn a_region_with_42_kernel_arguments() {
+    let ins: Vec<[u32; 1]> = (1..=10).map(|i| [i]).collect();
+    let mut outs = [[0u32; 1]; 10];
+    let [b0, b1, b2, b3, b4, b5, b6, b7, b8, b9] = &mut outs;
+    let i = &ins;
+    let total = wide(
+        3, &i[0], &i[1], &i[2], &i[3], &i[4], &i[5], &i[6], &i[7], &i[8], &i[9], b0, b1, b2, b3,
+        b4, b5, b6, b7, b8, b9,
+    );
+    assert_eq!(total, 3 * 55);
+    assert!(outs
+        .iter()
+        .enumerate()
+        .all(|(j, o)| o[0] == 3 * (j as u32 + 1)));
 }

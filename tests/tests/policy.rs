@@ -11,7 +11,10 @@ struct Run {
 
 impl Run {
     fn get(&self, k: &str) -> &str {
-        self.kv.get(k).map(String::as_str).unwrap_or_else(|| panic!("probe printed no {k}:\n{}", self.describe()))
+        self.kv
+            .get(k)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("probe printed no {k}:\n{}", self.describe()))
     }
     fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.out.stderr).into_owned()
@@ -29,14 +32,23 @@ impl Run {
 fn probe(args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_probe"));
     cmd.args(args);
-    for k in ["OMP_TARGET_OFFLOAD", "OMP_DEFAULT_DEVICE", "OFFLOAD_PLUGINS", "OFFLOAD_INFO", "OFFLOAD_HOST_DEVICES"] {
+    for k in [
+        "OMP_TARGET_OFFLOAD",
+        "OMP_DEFAULT_DEVICE",
+        "OFFLOAD_PLUGINS",
+        "OFFLOAD_INFO",
+        "OFFLOAD_HOST_DEVICES",
+    ] {
         cmd.env_remove(k);
     }
     cmd.envs(env.iter().copied());
     let out = cmd.output().expect("running the probe");
     let kv = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .filter_map(|l| {
+            l.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
         .collect();
     Run { out, kv }
 }
@@ -65,22 +77,40 @@ fn quiet_without_offload_info() {
 
 #[test]
 fn disabled_has_no_devices_and_runs_everything_on_the_host() {
-    let r = probe(&["double"], &[("OMP_TARGET_OFFLOAD", "disabled"), ("OFFLOAD_INFO", "1")]);
+    let r = probe(
+        &["double"],
+        &[("OMP_TARGET_OFFLOAD", "disabled"), ("OFFLOAD_INFO", "1")],
+    );
     assert!(r.out.status.success(), "{}", r.describe());
     assert_eq!(r.get("num_devices"), "0");
     assert_eq!(r.get("initial_device"), "0");
     assert_eq!(r.get("ran_on"), "host");
     assert_eq!(r.get("results_correct"), "true");
-    assert!(r.stderr().contains("on the host (host-fallback): OMP_TARGET_OFFLOAD=DISABLED"), "{}", r.describe());
+    assert!(
+        r.stderr()
+            .contains("on the host (host-fallback): OMP_TARGET_OFFLOAD=DISABLED"),
+        "{}",
+        r.describe()
+    );
 }
 
 #[test]
 fn mandatory_without_a_device_stops_the_program() {
-    let r = probe(&["double"], &[("OMP_TARGET_OFFLOAD", "MANDATORY"), ("OFFLOAD_PLUGINS", "")]);
+    let r = probe(
+        &["double"],
+        &[("OMP_TARGET_OFFLOAD", "MANDATORY"), ("OFFLOAD_PLUGINS", "")],
+    );
     assert!(!r.out.status.success(), "{}", r.describe());
-    assert!(!r.kv.contains_key("ran_on"), "the region must not run: {}", r.describe());
+    assert!(
+        !r.kv.contains_key("ran_on"),
+        "the region must not run: {}",
+        r.describe()
+    );
     let err = r.stderr();
-    assert!(err.contains("region offload_tests::kernels::double could not run on a device"), "{err}");
+    assert!(
+        err.contains("region offload_tests::kernels::double could not run on a device"),
+        "{err}"
+    );
     assert!(err.contains("OMP_TARGET_OFFLOAD=MANDATORY"), "{err}");
     assert!(err.contains("no offload device is available"), "{err}");
 }
@@ -109,7 +139,11 @@ fn device_clause_picks_the_device() {
         let r = probe(&["device", &d.to_string()], &env);
         assert_eq!(r.get("ran_on"), "device", "{}", r.describe());
         assert_eq!(r.get("results_correct"), "true");
-        assert!(r.stderr().contains(&format!("on device {d} (host-elf)")), "{}", r.describe());
+        assert!(
+            r.stderr().contains(&format!("on device {d} (host-elf)")),
+            "{}",
+            r.describe()
+        );
     }
 }
 
@@ -130,7 +164,9 @@ fn out_of_range_device_falls_back_under_default_with_an_info_line() {
         assert_eq!(r.get("ran_on"), "host", "{}", r.describe());
         assert_eq!(r.get("results_correct"), "true");
         assert!(
-            r.stderr().contains(&format!("on the host (host-fallback): device {d} does not exist (there are 1 devices)")),
+            r.stderr().contains(&format!(
+                "on the host (host-fallback): device {d} does not exist (there are 1 devices)"
+            )),
             "{}",
             r.describe()
         );
@@ -140,22 +176,41 @@ fn out_of_range_device_falls_back_under_default_with_an_info_line() {
 #[test]
 fn out_of_range_device_is_an_error_under_mandatory() {
     let r = probe(&["device", "7"], &[("OMP_TARGET_OFFLOAD", "mandatory")]);
-    assert!(r.out.status.success(), "the try_ entry point returns the error: {}", r.describe());
-    assert!(r.get("error").contains("device 7 does not exist"), "{}", r.describe());
+    assert!(
+        r.out.status.success(),
+        "the try_ entry point returns the error: {}",
+        r.describe()
+    );
+    assert!(
+        r.get("error").contains("device 7 does not exist"),
+        "{}",
+        r.describe()
+    );
     assert!(r.get("error").contains("OMP_TARGET_OFFLOAD=MANDATORY"));
     assert_eq!(r.get("results_unchanged"), "true");
 }
 
 #[test]
 fn omp_default_device_chooses_the_device() {
-    let env = [("OFFLOAD_HOST_DEVICES", "2"), ("OFFLOAD_INFO", "1"), ("OMP_DEFAULT_DEVICE", "1")];
+    let env = [
+        ("OFFLOAD_HOST_DEVICES", "2"),
+        ("OFFLOAD_INFO", "1"),
+        ("OMP_DEFAULT_DEVICE", "1"),
+    ];
     let r = probe(&["double"], &env);
     assert_eq!(r.get("default_device"), "1");
     assert_eq!(r.get("ran_on"), "device");
-    assert!(r.stderr().contains("on device 1 (host-elf)"), "{}", r.describe());
+    assert!(
+        r.stderr().contains("on device 1 (host-elf)"),
+        "{}",
+        r.describe()
+    );
 
     // The initial device (2 here) as the default runs regions on the host.
-    let r = probe(&["double"], &[("OFFLOAD_HOST_DEVICES", "2"), ("OMP_DEFAULT_DEVICE", "2")]);
+    let r = probe(
+        &["double"],
+        &[("OFFLOAD_HOST_DEVICES", "2"), ("OMP_DEFAULT_DEVICE", "2")],
+    );
     assert_eq!(r.get("ran_on"), "host", "{}", r.describe());
     assert_eq!(r.get("results_correct"), "true");
 }
@@ -167,7 +222,11 @@ fn omp_set_default_device_chooses_the_device() {
     assert_eq!(r.get("default_device"), "0");
     assert_eq!(r.get("default_device_now"), "1");
     assert_eq!(r.get("ran_on"), "device");
-    assert!(r.stderr().contains("on device 1 (host-elf)"), "{}", r.describe());
+    assert!(
+        r.stderr().contains("on device 1 (host-elf)"),
+        "{}",
+        r.describe()
+    );
 
     let r = probe(&["set-default", "2"], &env);
     assert_eq!(r.get("ran_on"), "host", "{}", r.describe());

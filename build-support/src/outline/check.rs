@@ -29,7 +29,13 @@ fn collect<'a>(items: &'a [Item], file: usize, tree: &ModuleTree, f: &mut Functi
                     f.device.insert(name);
                     f.bodies.push((file, func, region));
                 } else {
-                    f.host_only.insert(name, (tree.files[file].path.clone(), func.sig.ident.span().start().line));
+                    f.host_only.insert(
+                        name,
+                        (
+                            tree.files[file].path.clone(),
+                            func.sig.ident.span().start().line,
+                        ),
+                    );
                 }
             }
             Item::Mod(m) => {
@@ -49,17 +55,30 @@ pub fn calls(pkg: &Package, tree: &ModuleTree) -> Vec<Diagnostic> {
     }
     let mut diags = Vec::new();
     for &(file, func, region) in &fns.bodies {
-        let mut v = Calls { locals: HashSet::new(), calls: Vec::new() };
+        let mut v = Calls {
+            locals: HashSet::new(),
+            calls: Vec::new(),
+        };
         v.visit_item_fn(func);
         for path in v.calls {
             let segs: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
-            let crate_local = segs.len() == 1 || ["crate", "self", "super"].contains(&segs[0].as_str());
+            let crate_local =
+                segs.len() == 1 || ["crate", "self", "super"].contains(&segs[0].as_str());
             let name = segs.last().cloned().unwrap_or_default();
-            if !crate_local || (segs.len() == 1 && v.locals.contains(&name)) || fns.device.contains(&name) {
+            if !crate_local
+                || (segs.len() == 1 && v.locals.contains(&name))
+                || fns.device.contains(&name)
+            {
                 continue;
             }
-            let Some((def_file, def_line)) = fns.host_only.get(&name) else { continue };
-            let span = path.segments.last().map(|s| s.ident.span()).unwrap_or_else(proc_macro2::Span::call_site);
+            let Some((def_file, def_line)) = fns.host_only.get(&name) else {
+                continue;
+            };
+            let span = path
+                .segments
+                .last()
+                .map(|s| s.ident.span())
+                .unwrap_or_else(proc_macro2::Span::call_site);
             let s = span.start();
             let what = if region {
                 format!("region `{}`", func.sig.ident)

@@ -15,7 +15,9 @@ pub enum KernelAbi {
 
 pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
     let args = region.kernel_args();
-    let arg_names: Vec<_> = (0..args.len()).map(|i| format_ident!("__offload_a{}", i)).collect();
+    let arg_names: Vec<_> = (0..args.len())
+        .map(|i| format_ident!("__offload_a{}", i))
+        .collect();
     let mut call_args = Vec::new();
     let mut ret = None;
     let mut i = 0;

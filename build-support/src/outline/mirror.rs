@@ -13,16 +13,31 @@ pub struct Mirror<'a> {
 
 impl<'a> Mirror<'a> {
     pub fn new(src: &'a str) -> Self {
-        let out = src.bytes().map(|b| if b == b'\n' { b'\n' } else { b' ' }).collect();
+        let out = src
+            .bytes()
+            .map(|b| if b == b'\n' { b'\n' } else { b' ' })
+            .collect();
         let mut line_starts = vec![0];
         line_starts.extend(src.match_indices('\n').map(|(i, _)| i + 1));
-        Mirror { src, out, inserts: Vec::new(), line_starts }
+        Mirror {
+            src,
+            out,
+            inserts: Vec::new(),
+            line_starts,
+        }
     }
 
     /// Byte offset of a line (1-based) and column (characters, 0-based).
     pub fn offset(&self, lc: LineColumn) -> usize {
-        let start = self.line_starts.get(lc.line.saturating_sub(1)).copied().unwrap_or(self.src.len());
-        self.src[start..].char_indices().nth(lc.column).map_or(self.src.len(), |(i, _)| start + i)
+        let start = self
+            .line_starts
+            .get(lc.line.saturating_sub(1))
+            .copied()
+            .unwrap_or(self.src.len());
+        self.src[start..]
+            .char_indices()
+            .nth(lc.column)
+            .map_or(self.src.len(), |(i, _)| start + i)
     }
 
     pub fn range(&self, span: Span) -> Range<usize> {
@@ -58,7 +73,8 @@ impl<'a> Mirror<'a> {
         for (at, text) in self.inserts {
             self.out.splice(at..at, text.into_bytes());
         }
-        let mut s = String::from_utf8(self.out).expect("blanking and copying keep UTF-8 boundaries");
+        let mut s =
+            String::from_utf8(self.out).expect("blanking and copying keep UTF-8 boundaries");
         if !tail.is_empty() {
             if !s.ends_with('\n') {
                 s.push('\n');

@@ -40,6 +40,8 @@ pub struct RegionSite {
 pub struct DeviceCrate {
     /// `kind-name`, unique in the package.
     pub key: String,
+    /// The package's library (whose image reaches every crate that links it).
+    pub is_lib: bool,
     pub root: PathBuf,
     pub files: Vec<(PathBuf, String)>,
     pub regions: Vec<RegionSite>,
@@ -60,7 +62,11 @@ impl Outlined {
 
 /// Outlines every target of `pkg` into device crates under `gen_dir` (one directory per target), with kernel
 /// entries declared for `abi`.
-pub fn outline_package(pkg: &Package, gen_dir: &Path, abi: KernelAbi) -> Result<Outlined, Vec<Diagnostic>> {
+pub fn outline_package(
+    pkg: &Package,
+    gen_dir: &Path,
+    abi: KernelAbi,
+) -> Result<Outlined, Vec<Diagnostic>> {
     let mut out = Outlined::default();
     let mut diags = Vec::new();
     let mut seen: HashMap<String, (PathBuf, usize)> = HashMap::new();
@@ -75,6 +81,7 @@ pub fn outline_package(pkg: &Package, gen_dir: &Path, abi: KernelAbi) -> Result<
         };
         out.files.extend(tree.files.iter().map(|f| f.path.clone()));
         let mut krate = Outliner::new(pkg, &tree, abi).run(key, &mut diags);
+        krate.is_lib = target.kind == crate::package::Kind::Lib;
         // A file shared by two targets of one crate name (a lib and a bin both named after the package) yields the
         // same identity twice: one kernel is enough; two different regions with one name are an error.
         krate.regions.retain(|r| match seen.get(&r.identity) {
@@ -87,7 +94,10 @@ pub fn outline_package(pkg: &Package, gen_dir: &Path, abi: KernelAbi) -> Result<
                     line: r.line,
                     column: 1,
                     len: 1,
-                    help: Some(format!("the other is at {}:{l}; rename one", pkg.display_path(f).display())),
+                    help: Some(format!(
+                        "the other is at {}:{l}; rename one",
+                        pkg.display_path(f).display()
+                    )),
                 });
                 false
             }
@@ -116,9 +126,30 @@ pub(crate) fn has_attr(attrs: &[Attribute], name: &str) -> bool {
     attrs.iter().any(|a| is_attr(a, name))
 }
 
-const CORE_DERIVES: &[&str] = &["Clone", "Copy", "Debug", "Default", "PartialEq", "Eq", "PartialOrd", "Ord", "Hash"];
-const KEPT_ATTRS: &[&str] =
-    &["repr", "allow", "warn", "deny", "forbid", "expect", "inline", "doc", "must_use", "cold", "track_caller"];
+const CORE_DERIVES: &[&str] = &[
+    "Clone",
+    "Copy",
+    "Debug",
+    "Default",
+    "PartialEq",
+    "Eq",
+    "PartialOrd",
+    "Ord",
+    "Hash",
+];
+const KEPT_ATTRS: &[&str] = &[
+    "repr",
+    "allow",
+    "warn",
+    "deny",
+    "forbid",
+    "expect",
+    "inline",
+    "doc",
+    "must_use",
+    "cold",
+    "track_caller",
+];
 const USE_ROOTS: &[&str] = &["crate", "self", "super", "offload", "core"];
 
 struct Outliner<'a> {
@@ -136,7 +167,13 @@ impl<'a> Outliner<'a> {
         for f in &tree.files {
             collect_mentions(&f.ast.items, &mut mentioned);
         }
-        Outliner { pkg, tree, abi, mentioned, regions: Vec::new() }
+        Outliner {
+            pkg,
+            tree,
+            abi,
+            mentioned,
+            regions: Vec::new(),
+        }
     }
 
     fn run(mut self, key: String, diags: &mut Vec<Diagnostic>) -> DeviceCrate {
@@ -148,6 +185,7 @@ impl<'a> Outliner<'a> {
         }
         DeviceCrate {
             key,
+            is_lib: false,
             root: self.tree.mirror_path(0),
             files,
             regions: self.regions,
@@ -180,13 +218,19 @@ impl<'a> Outliner<'a> {
             match item {
                 Item::Fn(func) if has_attr(&func.attrs, "target") => {
                     keep_item(m, item, &func.attrs);
-                    let attr = func.attrs.iter().find(|a| is_attr(a, "target")).expect("checked");
+                    let attr = func
+                        .attrs
+                        .iter()
+                        .find(|a| is_attr(a, "target"))
+                        .expect("checked");
                     let args = match &attr.meta {
                         syn::Meta::List(l) => l.tokens.clone(),
                         _ => Default::default(),
                     };
                     // Invalid clauses are the macro's to report, spanned, in the host build.
-                    let Ok(region) = Region::parse(args, func) else { continue };
+                    let Ok(region) = Region::parse(args, func) else {
+                        continue;
+                    };
                     let identity = format!("{}::{}", module_path.join("::"), func.sig.ident);
                     let symbol = mangle_string(&identity);
                     tail.push('\n');
@@ -200,10 +244,18 @@ impl<'a> Outliner<'a> {
                     });
                 }
                 Item::Fn(i) if has_attr(&i.attrs, "declare_target") => keep_item(m, item, &i.attrs),
-                Item::Const(i) if has_attr(&i.attrs, "declare_target") => keep_item(m, item, &i.attrs),
-                Item::Struct(i) if has_attr(&i.attrs, "declare_target") => keep_item(m, item, &i.attrs),
-                Item::Enum(i) if has_attr(&i.attrs, "declare_target") => keep_item(m, item, &i.attrs),
-                Item::Impl(i) if has_attr(&i.attrs, "declare_target") => keep_item(m, item, &i.attrs),
+                Item::Const(i) if has_attr(&i.attrs, "declare_target") => {
+                    keep_item(m, item, &i.attrs)
+                }
+                Item::Struct(i) if has_attr(&i.attrs, "declare_target") => {
+                    keep_item(m, item, &i.attrs)
+                }
+                Item::Enum(i) if has_attr(&i.attrs, "declare_target") => {
+                    keep_item(m, item, &i.attrs)
+                }
+                Item::Impl(i) if has_attr(&i.attrs, "declare_target") => {
+                    keep_item(m, item, &i.attrs)
+                }
                 Item::Impl(i) => {
                     for it in &i.items {
                         if let syn::ImplItem::Fn(f2) = it {
@@ -254,7 +306,9 @@ impl<'a> Outliner<'a> {
 
     /// Keeps the leaves of a `use` that kept code mentions, rooted where a device crate can reach.
     fn mirror_use(&self, m: &mut Mirror, u: &syn::ItemUse) {
-        let Some(tree) = filter_use(&u.tree, true, &self.mentioned) else { return };
+        let Some(tree) = filter_use(&u.tree, true, &self.mentioned) else {
+            return;
+        };
         let r = m.range(u.span());
         if tree.to_token_stream().to_string() == u.tree.to_token_stream().to_string() {
             m.keep(r);
@@ -266,7 +320,13 @@ impl<'a> Outliner<'a> {
         }
     }
 
-    fn diag(&self, f: &ModuleFile, span: proc_macro2::Span, msg: &str, help: Option<&str>) -> Diagnostic {
+    fn diag(
+        &self,
+        f: &ModuleFile,
+        span: proc_macro2::Span,
+        msg: &str,
+        help: Option<&str>,
+    ) -> Diagnostic {
         Diagnostic {
             message: msg.into(),
             file: self.pkg.display_path(&f.path),
@@ -301,9 +361,20 @@ fn blank_attrs(m: &mut Mirror, attrs: &[Attribute]) {
                 Ok(())
             });
             if other {
-                m.replace(r, if core.is_empty() { String::new() } else { format!("#[derive({})]", core.join(", ")) });
+                m.replace(
+                    r,
+                    if core.is_empty() {
+                        String::new()
+                    } else {
+                        format!("#[derive({})]", core.join(", "))
+                    },
+                );
             }
-        } else if !a.path().get_ident().is_some_and(|i| KEPT_ATTRS.contains(&i.to_string().as_str())) {
+        } else if !a
+            .path()
+            .get_ident()
+            .is_some_and(|i| KEPT_ATTRS.contains(&i.to_string().as_str()))
+        {
             m.blank(r);
         }
     }
@@ -316,15 +387,28 @@ fn filter_use(tree: &UseTree, root: bool, mentioned: &BTreeSet<String>) -> Optio
                 return None;
             }
             let inner = filter_use(&p.tree, false, mentioned)?;
-            Some(UseTree::Path(syn::UsePath { tree: Box::new(inner), ..p.clone() }))
+            Some(UseTree::Path(syn::UsePath {
+                tree: Box::new(inner),
+                ..p.clone()
+            }))
         }
-        UseTree::Name(n) => (!root && (n.ident == "self" || mentioned.contains(&n.ident.to_string()))).then(|| tree.clone()),
-        UseTree::Rename(r) => (!root && mentioned.contains(&r.rename.to_string())).then(|| tree.clone()),
+        UseTree::Name(n) => (!root
+            && (n.ident == "self" || mentioned.contains(&n.ident.to_string())))
+        .then(|| tree.clone()),
+        UseTree::Rename(r) => {
+            (!root && mentioned.contains(&r.rename.to_string())).then(|| tree.clone())
+        }
         UseTree::Glob(_) => (!root).then(|| tree.clone()),
         UseTree::Group(g) => {
-            let items: syn::punctuated::Punctuated<UseTree, syn::Token![,]> =
-                g.items.iter().filter_map(|t| filter_use(t, root, mentioned)).collect();
-            (!items.is_empty()).then(|| UseTree::Group(syn::UseGroup { brace_token: g.brace_token, items }))
+            let items: syn::punctuated::Punctuated<UseTree, syn::Token![,]> = g
+                .items
+                .iter()
+                .filter_map(|t| filter_use(t, root, mentioned))
+                .collect();
+            (!items.is_empty()).then_some(UseTree::Group(syn::UseGroup {
+                brace_token: g.brace_token,
+                items,
+            }))
         }
     }
 }

@@ -25,10 +25,21 @@ pub struct ModuleTree {
 
 impl ModuleTree {
     /// Loads the tree of `target`; its device crate will live in `crate_dir`.
-    pub fn load(pkg: &Package, target: &Target, crate_dir: &Path) -> Result<ModuleTree, Vec<Diagnostic>> {
-        let mut t = ModuleTree { files: Vec::new(), package_dir: pkg.manifest_dir.clone(), crate_dir: crate_dir.into() };
+    pub fn load(
+        pkg: &Package,
+        target: &Target,
+        crate_dir: &Path,
+    ) -> Result<ModuleTree, Vec<Diagnostic>> {
+        let mut t = ModuleTree {
+            files: Vec::new(),
+            package_dir: pkg.manifest_dir.clone(),
+            crate_dir: crate_dir.into(),
+        };
         let mut diags = Vec::new();
-        let root = target.src_path.canonicalize().unwrap_or_else(|_| target.src_path.clone());
+        let root = target
+            .src_path
+            .canonicalize()
+            .unwrap_or_else(|_| target.src_path.clone());
         let dir = root.parent().unwrap_or(Path::new("/")).to_path_buf();
         t.load_file(pkg, &root, vec![target.crate_name()], dir, &mut diags);
         if diags.is_empty() {
@@ -69,9 +80,24 @@ impl ModuleTree {
         };
         let index = self.files.len();
         let items = ast.items.clone();
-        self.files.push(ModuleFile { path: path.into(), src, ast, module_path: module_path.clone(), children: HashMap::new() });
+        self.files.push(ModuleFile {
+            path: path.into(),
+            src,
+            ast,
+            module_path: module_path.clone(),
+            children: HashMap::new(),
+        });
         let file_dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
-        self.walk(pkg, index, &items, &module_path, &file_dir, &child_dir, true, diags);
+        self.walk(
+            pkg,
+            index,
+            &items,
+            &module_path,
+            &file_dir,
+            &child_dir,
+            true,
+            diags,
+        );
         Some(index)
     }
 
@@ -93,13 +119,20 @@ impl ModuleTree {
             let name = name.trim_start_matches("r#");
             let mut path = module_path.to_vec();
             path.push(name.to_string());
-            let path_attr = m.attrs.iter().find(|a| a.path().is_ident("path")).and_then(|a| match &a.meta {
-                syn::Meta::NameValue(nv) => match &nv.value {
-                    syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value()),
-                    _ => None,
-                },
-                _ => None,
-            });
+            let path_attr =
+                m.attrs
+                    .iter()
+                    .find(|a| a.path().is_ident("path"))
+                    .and_then(|a| match &a.meta {
+                        syn::Meta::NameValue(nv) => match &nv.value {
+                            syn::Expr::Lit(syn::ExprLit {
+                                lit: syn::Lit::Str(s),
+                                ..
+                            }) => Some(s.value()),
+                            _ => None,
+                        },
+                        _ => None,
+                    });
             match &m.content {
                 Some((_, inner)) => {
                     let sub = match &path_attr {
@@ -129,7 +162,9 @@ impl ModuleTree {
                         }
                     };
                     // A missing file is rustc's to report (it may be `cfg`'d out); the mirror drops the declaration.
-                    let Some((file, child_dir)) = found else { continue };
+                    let Some((file, child_dir)) = found else {
+                        continue;
+                    };
                     let file = file.canonicalize().unwrap_or(file);
                     if let Some(child) = self.load_file(pkg, &file, path, child_dir, diags) {
                         let s = m.mod_token.span.start();

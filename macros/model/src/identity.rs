@@ -71,7 +71,10 @@ const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
 /// The mangled symbol for `path`, NUL-terminated; `N` must be `mangled_len(path) + 1`.
 pub const fn mangle<const N: usize>(path: &str) -> [u8; N] {
-    assert!(N == mangled_len(path) + 1, "mangle: N must be mangled_len(path) + 1");
+    assert!(
+        N == mangled_len(path) + 1,
+        "mangle: N must be mangled_len(path) + 1"
+    );
     let p = path.as_bytes();
     let mut out = [0u8; N];
     let mut o = 0;
@@ -164,7 +167,10 @@ mod tests {
 
     #[test]
     fn segments_are_length_prefixed() {
-        assert_eq!(mangle_string("saxpy::saxpy"), "__omp_offloading_rs_5saxpy5saxpy");
+        assert_eq!(
+            mangle_string("saxpy::saxpy"),
+            "__omp_offloading_rs_5saxpy5saxpy"
+        );
         assert_eq!(
             mangle_string("my_app::kernels::blas::axpy"),
             "__omp_offloading_rs_6my_app7kernels4blas4axpy"
@@ -190,6 +196,9 @@ mod tests {
 
     #[test]
     fn ten_or_more_bytes_use_several_digits() {
-        assert_eq!(mangle_string("k::abcdefghijk"), "__omp_offloading_rs_1k11abcdefghijk");
+        assert_eq!(
+            mangle_string("k::abcdefghijk"),
+            "__omp_offloading_rs_1k11abcdefghijk"
+        );
     }
 }

@@ -57,7 +57,13 @@ pub struct Map {
 
 impl Map {
     fn implicit(map_type: MapType) -> Self {
-        Map { map_type, always: false, present: false, close: false, clause_span: None }
+        Map {
+            map_type,
+            always: false,
+            present: false,
+            close: false,
+            clause_span: None,
+        }
     }
 
     /// All map-type bits, modifiers included.
@@ -150,13 +156,22 @@ impl Region {
                 Type::Tuple(t) if t.elems.is_empty() => None,
                 ty => {
                     if let Some(msg) = unsupported_type(ty) {
-                        errors.push(syn::Error::new(ty.span(), format!("a region cannot return {msg}")));
+                        errors.push(syn::Error::new(
+                            ty.span(),
+                            format!("a region cannot return {msg}"),
+                        ));
                     }
                     Some(ty.clone())
                 }
             },
         };
-        let mut region = Region { ident: func.sig.ident.clone(), params, ret, device: None, if_cond: None };
+        let mut region = Region {
+            ident: func.sig.ident.clone(),
+            params,
+            ret,
+            device: None,
+            if_cond: None,
+        };
         region.apply_clauses(clauses, &mut errors);
         errors.finish(region)
     }
@@ -186,19 +201,29 @@ impl Region {
             return;
         }
         let Some(param) = self.params.iter_mut().find(|p| p.ident == item.ident) else {
-            let names: Vec<String> = self.params.iter().map(|p| format!("`{}`", p.ident)).collect();
+            let names: Vec<String> = self
+                .params
+                .iter()
+                .map(|p| format!("`{}`", p.ident))
+                .collect();
             errors.push(syn::Error::new(
                 span,
                 format!(
                     "`{}` is not a parameter of this region; map clauses name parameters ({})",
                     item.ident,
-                    if names.is_empty() { "this region has none".to_string() } else { names.join(", ") }
+                    if names.is_empty() {
+                        "this region has none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
                 ),
             ));
             return;
         };
         let (mutable, what) = match &param.kind {
-            ParamKind::Slice { mutable, .. } => (*mutable, if *mutable { "&mut [T]" } else { "&[T]" }),
+            ParamKind::Slice { mutable, .. } => {
+                (*mutable, if *mutable { "&mut [T]" } else { "&[T]" })
+            }
             ParamKind::Ref { mutable, .. } => (*mutable, if *mutable { "&mut T" } else { "&T" }),
             ParamKind::Value => {
                 errors.push(syn::Error::new(
@@ -214,10 +239,17 @@ impl Region {
                 return;
             }
         };
-        if let Some(Map { clause_span: Some(_), .. }) = &param.map {
+        if let Some(Map {
+            clause_span: Some(_),
+            ..
+        }) = &param.map
+        {
             errors.push(syn::Error::new(
                 span,
-                format!("`{}` is mapped twice; a parameter takes one map clause", param.ident),
+                format!(
+                    "`{}` is mapped twice; a parameter takes one map clause",
+                    param.ident
+                ),
             ));
             return;
         }
@@ -233,7 +265,10 @@ impl Region {
             ));
             return;
         }
-        param.map = Some(Map { clause_span: Some(span), ..map.clone() });
+        param.map = Some(Map {
+            clause_span: Some(span),
+            ..map.clone()
+        });
     }
 
     /// The kernel arguments, in order: the calling convention both the host stub and the kernel entry follow.
@@ -258,7 +293,10 @@ impl Region {
 
 fn set_once(slot: &mut Option<Expr>, e: Expr, kw: Ident, errors: &mut Errors) {
     if slot.is_some() {
-        errors.push(syn::Error::new(kw.span(), format!("`{kw}` is given twice; keep one")));
+        errors.push(syn::Error::new(
+            kw.span(),
+            format!("`{kw}` is given twice; keep one"),
+        ));
     } else {
         *slot = Some(e);
     }
@@ -276,7 +314,10 @@ fn check_signature(func: &ItemFn, errors: &mut Errors) {
         errors.push(syn::Error::new(c.span(), "a region cannot be `const`"));
     }
     if let Some(abi) = &sig.abi {
-        errors.push(syn::Error::new(abi.span(), "a region cannot declare an ABI; the kernel entry has its own"));
+        errors.push(syn::Error::new(
+            abi.span(),
+            "a region cannot declare an ABI; the kernel entry has its own",
+        ));
     }
     if let Some(v) = &sig.variadic {
         errors.push(syn::Error::new(v.span(), "a region cannot be variadic"));
@@ -291,7 +332,10 @@ fn check_signature(func: &ItemFn, errors: &mut Errors) {
         }
     }
     if let Some(w) = &sig.generics.where_clause {
-        errors.push(syn::Error::new(w.span(), "a region cannot have a `where` clause"));
+        errors.push(syn::Error::new(
+            w.span(),
+            "a region cannot have a `where` clause",
+        ));
     }
 }
 
@@ -310,21 +354,33 @@ fn classify_param(arg: &FnArg, errors: &mut Errors) -> Option<Param> {
     let ident = match &*pt.pat {
         Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => pi.ident.clone(),
         other => {
-            errors.push(syn::Error::new(other.span(), "region parameters must be plain names, like `x: &[f32]`"));
+            errors.push(syn::Error::new(
+                other.span(),
+                "region parameters must be plain names, like `x: &[f32]`",
+            ));
             return None;
         }
     };
     let ty = (*pt.ty).clone();
     if let Some(msg) = unsupported_type(&ty) {
-        errors.push(syn::Error::new(ty.span(), format!("`{ident}` cannot be passed to a region: it is {msg}")));
+        errors.push(syn::Error::new(
+            ty.span(),
+            format!("`{ident}` cannot be passed to a region: it is {msg}"),
+        ));
         return None;
     }
     let kind = match &ty {
         Type::Reference(r) => {
             let mutable = r.mutability.is_some();
             match &*r.elem {
-                Type::Slice(s) => ParamKind::Slice { elem: (*s.elem).clone(), mutable },
-                elem => ParamKind::Ref { ty: elem.clone(), mutable },
+                Type::Slice(s) => ParamKind::Slice {
+                    elem: (*s.elem).clone(),
+                    mutable,
+                },
+                elem => ParamKind::Ref {
+                    ty: elem.clone(),
+                    mutable,
+                },
             }
         }
         _ => ParamKind::Value,
@@ -333,12 +389,25 @@ fn classify_param(arg: &FnArg, errors: &mut Errors) -> Option<Param> {
         ParamKind::Slice { elem, mutable } => {
             // Atomics are written through a shared reference.
             let atomic = is_atomic(elem);
-            Some(Map::implicit(if *mutable || atomic { MapType::ToFrom } else { MapType::To }))
+            Some(Map::implicit(if *mutable || atomic {
+                MapType::ToFrom
+            } else {
+                MapType::To
+            }))
         }
-        ParamKind::Ref { mutable, .. } => Some(Map::implicit(if *mutable { MapType::ToFrom } else { MapType::To })),
+        ParamKind::Ref { mutable, .. } => Some(Map::implicit(if *mutable {
+            MapType::ToFrom
+        } else {
+            MapType::To
+        })),
         ParamKind::Value => None,
     };
-    Some(Param { ident, ty, kind, map })
+    Some(Param {
+        ident,
+        ty,
+        kind,
+        map,
+    })
 }
 
 fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
@@ -357,7 +426,8 @@ pub fn is_atomic(ty: &Type) -> bool {
 
 /// Why a type cannot cross into a region, or `None` if it may (the trait bounds the expansion emits check the rest).
 fn unsupported_type(ty: &Type) -> Option<String> {
-    let owned = |what: &str, instead: &str| Some(format!("{what}, which owns host memory; {instead}"));
+    let owned =
+        |what: &str, instead: &str| Some(format!("{what}, which owns host memory; {instead}"));
     match ty {
         Type::Reference(r) => match &*r.elem {
             Type::Path(_) if last_segment(&r.elem).is_some_and(|s| s.ident == "str") => {
@@ -540,9 +610,15 @@ fn parse_map(content: ParseStream, kw: &Ident) -> syn::Result<Clause> {
     }
     let items = Punctuated::<MapItem, Token![,]>::parse_terminated(content)?;
     if items.is_empty() {
-        return Err(syn::Error::new(kw.span(), "`map` needs at least one variable"));
+        return Err(syn::Error::new(
+            kw.span(),
+            "`map` needs at least one variable",
+        ));
     }
-    Ok(Clause::Map { map, items: items.into_iter().collect() })
+    Ok(Clause::Map {
+        map,
+        items: items.into_iter().collect(),
+    })
 }
 
 #[derive(Default)]

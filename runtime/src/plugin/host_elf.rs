@@ -5,7 +5,9 @@
 #[path = "host_elf_call.rs"]
 mod call;
 
-use super::{Device, DevicePtr, Kernel, KernelFailure, LaunchParams, LoadedImage, LoadedImageOps, Plugin};
+use super::{
+    Device, DevicePtr, Kernel, KernelFailure, LaunchParams, LoadedImage, LoadedImageOps, Plugin,
+};
 use crate::tables::Image;
 use offload_model::abi::{HostFailure, HostLaunchEnv};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -26,10 +28,15 @@ impl Plugin for HostElf {
         // Like LLVM's host plugin, which offers several devices, the count is configurable so `device(n)` can be
         // exercised; one by default.
         let n = match std::env::var("OFFLOAD_HOST_DEVICES") {
-            Ok(v) => v.trim().parse::<usize>().map_err(|_| format!("OFFLOAD_HOST_DEVICES={v:?} is not a count"))?,
+            Ok(v) => v
+                .trim()
+                .parse::<usize>()
+                .map_err(|_| format!("OFFLOAD_HOST_DEVICES={v:?} is not a count"))?,
             Err(_) => 1,
         };
-        Ok((0..n).map(|_| Box::new(HostElfDevice) as Box<dyn Device>).collect())
+        Ok((0..n)
+            .map(|_| Box::new(HostElfDevice) as Box<dyn Device>)
+            .collect())
     }
 }
 
@@ -81,7 +88,11 @@ impl Device for HostElfDevice {
             }
             let mut off = 0;
             while off < image.bytes.len() {
-                let n = libc::write(fd, image.bytes[off..].as_ptr() as *const c_void, image.bytes.len() - off);
+                let n = libc::write(
+                    fd,
+                    image.bytes[off..].as_ptr() as *const c_void,
+                    image.bytes.len() - off,
+                );
                 if n <= 0 {
                     let e = std::io::Error::last_os_error();
                     libc::close(fd);
@@ -90,7 +101,10 @@ impl Device for HostElfDevice {
                 off += n as usize;
             }
             let path = CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default();
-            let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_NODELETE);
+            let handle = libc::dlopen(
+                path.as_ptr(),
+                libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_NODELETE,
+            );
             libc::close(fd);
             if handle.is_null() {
                 return Err(dlerror());
@@ -100,8 +114,11 @@ impl Device for HostElfDevice {
     }
 
     fn alloc(&self, size: usize) -> Result<DevicePtr, String> {
-        let layout = Layout::from_size_align(size.checked_add(ALIGN).ok_or("allocation too large")?, ALIGN)
-            .map_err(|e| e.to_string())?;
+        let layout = Layout::from_size_align(
+            size.checked_add(ALIGN).ok_or("allocation too large")?,
+            ALIGN,
+        )
+        .map_err(|e| e.to_string())?;
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { alloc_zeroed(layout) };
         if p.is_null() {
@@ -121,20 +138,39 @@ impl Device for HostElfDevice {
         }
     }
 
-    unsafe fn copy_to_device(&self, dst: DevicePtr, src: *const u8, size: usize) -> Result<(), String> {
+    unsafe fn copy_to_device(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        size: usize,
+    ) -> Result<(), String> {
         // SAFETY: per the trait's contract; host and device memory never overlap.
         unsafe { std::ptr::copy_nonoverlapping(src, dst as *mut u8, size) };
         Ok(())
     }
 
-    unsafe fn copy_from_device(&self, dst: *mut u8, src: DevicePtr, size: usize) -> Result<(), String> {
+    unsafe fn copy_from_device(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        size: usize,
+    ) -> Result<(), String> {
         // SAFETY: per the trait's contract.
         unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst, size) };
         Ok(())
     }
 
-    unsafe fn launch(&self, kernel: Kernel, args: &[u64], params: LaunchParams) -> Result<(), KernelFailure> {
-        let fail = |message: String| KernelFailure { message, location: None, device_lost: false };
+    unsafe fn launch(
+        &self,
+        kernel: Kernel,
+        args: &[u64],
+        params: LaunchParams,
+    ) -> Result<(), KernelFailure> {
+        let fail = |message: String| KernelFailure {
+            message,
+            location: None,
+            device_lost: false,
+        };
         if args.len() > call::MAX_ARGS {
             return Err(fail(format!(
                 "the kernel takes {} arguments; the host-elf device passes at most {}",
@@ -143,7 +179,9 @@ impl Device for HostElfDevice {
             )));
         }
         if params.num_teams != 1 || params.num_threads != 1 {
-            return Err(fail("the host-elf device runs one team of one thread in this version".into()));
+            return Err(fail(
+                "the host-elf device runs one team of one thread in this version".into(),
+            ));
         }
         let mut failure = MaybeUninit::<HostFailure>::uninit();
         // SAFETY: only `failed` is read unless the kernel set it, after writing the rest.
@@ -159,7 +197,13 @@ impl Device for HostElfDevice {
             reserved: std::ptr::null_mut(),
         };
         // SAFETY: per the trait's contract; the image's entry catches every panic, so nothing unwinds into us.
-        unsafe { call::call(kernel.0 as *const c_void, &mut env as *mut HostLaunchEnv as *mut c_void, args) };
+        unsafe {
+            call::call(
+                kernel.0 as *const c_void,
+                &mut env as *mut HostLaunchEnv as *mut c_void,
+                args,
+            )
+        };
         // SAFETY: `failed` was initialised above.
         let failed = unsafe { std::ptr::addr_of!((*failure.as_ptr()).failed).read() };
         if failed == 0 {

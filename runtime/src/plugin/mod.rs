@@ -49,15 +49,30 @@ pub trait Device: Send + Sync {
     unsafe fn free(&self, ptr: DevicePtr);
     /// # Safety
     /// `src` is readable for `size` bytes and `dst..dst+size` lies in one allocation of this device.
-    unsafe fn copy_to_device(&self, dst: DevicePtr, src: *const u8, size: usize) -> Result<(), String>;
+    unsafe fn copy_to_device(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        size: usize,
+    ) -> Result<(), String>;
     /// # Safety
     /// `dst` is writable for `size` bytes and `src..src+size` lies in one allocation of this device.
-    unsafe fn copy_from_device(&self, dst: *mut u8, src: DevicePtr, size: usize) -> Result<(), String>;
+    unsafe fn copy_from_device(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        size: usize,
+    ) -> Result<(), String>;
     /// Runs a kernel with the calling convention `(dyn_ptr, args..)` and waits for it.
     ///
     /// # Safety
     /// `kernel` came from an image loaded on this device and `args` match its parameters.
-    unsafe fn launch(&self, kernel: Kernel, args: &[u64], params: LaunchParams) -> Result<(), KernelFailure>;
+    unsafe fn launch(
+        &self,
+        kernel: Kernel,
+        args: &[u64],
+        params: LaunchParams,
+    ) -> Result<(), KernelFailure>;
 }
 
 /// A loaded image: finds kernels by symbol.

@@ -1,7 +1,9 @@
 //! Runs regions under whatever environment the test gives it (OMP_TARGET_OFFLOAD, OMP_DEFAULT_DEVICE,
 //! OFFLOAD_PLUGINS, ...) and prints what happened, one `key=value` per line, for tests/policy.rs to check.
 
-use offload::{omp_get_default_device, omp_get_initial_device, omp_get_num_devices, omp_set_default_device};
+use offload::{
+    omp_get_default_device, omp_get_initial_device, omp_get_num_devices, omp_set_default_device,
+};
 use offload_tests::kernels::{double, try_scale_on};
 use offload_tests::ran_on;
 

@@ -1,0 +1,91 @@
+//! A crate outside the workspace, depending on `offload` and `offload-build` by path, with a one-line build.rs and
+//! regions in a submodule, builds and runs its regions on the host-elf device.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn an_external_crate_runs_its_regions_on_host_elf() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("external-crate");
+    let _ = std::fs::remove_dir_all(dir.join("src"));
+    write(
+        &dir.join("Cargo.toml"),
+        &format!(
+            "[package]\nname = \"outside-app\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[dependencies]\n\
+             offload = {{ path = {:?} }}\n\n[build-dependencies]\noffload-build = {{ path = {:?} }}\n\n[workspace]\n",
+            workspace.join("runtime"),
+            workspace.join("build-support"),
+        ),
+    );
+    write(
+        &dir.join("build.rs"),
+        "fn main() { offload_build::build(); }\n",
+    );
+    write(
+        &dir.join("src/main.rs"),
+        r#"mod physics;
+
+fn main() {
+    let mut v = vec![1.0f32; 1000];
+    let x = vec![0.5f32; 1000];
+    let on_host = physics::integrate::step(0.25, &x, &mut v);
+    assert!(!on_host, "ran in the host fallback");
+    assert!(v.iter().all(|&e| e == 1.0625), "wrong result {}", v[0]);
+    println!("external crate ok");
+}
+"#,
+    );
+    write(
+        &dir.join("src/physics/mod.rs"),
+        "pub mod integrate;\n\n#[offload::declare_target]\npub const DAMPING: f32 = 0.5;\n",
+    );
+    write(
+        &dir.join("src/physics/integrate.rs"),
+        r#"use offload::{declare_target, target};
+use super::DAMPING;
+
+#[declare_target]
+fn accel(x: f32) -> f32 {
+    x * DAMPING
+}
+
+#[target(map(to: x), map(tofrom: v))]
+pub fn step(dt: f32, x: &[f32], v: &mut [f32]) -> bool {
+    for i in 0..v.len() {
+        v[i] += dt * accel(x[i]);
+    }
+    offload::omp_is_initial_device()
+}
+"#,
+    );
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .arg("run")
+        .arg("--quiet")
+        .arg("--manifest-path")
+        .arg(dir.join("Cargo.toml"))
+        // Its own target dir (the outer build holds ours), kept between runs.
+        .env("CARGO_TARGET_DIR", dir.join("target"))
+        .env("OFFLOAD_INFO", "1")
+        .env_remove("OMP_TARGET_OFFLOAD")
+        .env_remove("OFFLOAD_PLUGINS")
+        .output()
+        .expect("running cargo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("external crate ok"), "{stdout}");
+    assert!(
+        stderr.contains("launch outside_app::physics::integrate::step (entry __omp_offloading_rs_11outside_app7physics9integrate4step) on device 0 (host-elf)"),
+        "{stderr}"
+    );
+}

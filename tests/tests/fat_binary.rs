@@ -1,0 +1,85 @@
+//! What the fat binary carries (what `objdump -h` and `objdump -s` would show): the offload entries table with one
+//! LLVM-layout entry per region, and an embedded x86_64 shared object exporting each region's kernel.
+
+use object::{Object, ObjectSection, ObjectSymbol};
+
+const ENTRY_SIZE: usize = 56;
+
+fn probe() -> Vec<u8> {
+    std::fs::read(env!("CARGO_BIN_EXE_probe")).expect("reading the probe binary")
+}
+
+#[test]
+fn entries_table_has_llvm_layout_entries() {
+    let bytes = probe();
+    let file = object::File::parse(&*bytes).unwrap();
+    let entries = file
+        .section_by_name("linkme_OFFLOAD_ENTRIES")
+        .expect("the entries table is in the binary");
+    let data = entries.data().unwrap();
+    assert_eq!(
+        data.len() % ENTRY_SIZE,
+        0,
+        "56-byte __tgt_offload_entry records"
+    );
+    assert!(
+        data.len() / ENTRY_SIZE >= 2,
+        "the probe links both regions of the library"
+    );
+    for e in data.chunks(ENTRY_SIZE) {
+        assert_eq!(&e[0..8], &[0; 8], "reserved");
+        assert_eq!(u16::from_le_bytes([e[8], e[9]]), 1, "version 1");
+        assert_eq!(u16::from_le_bytes([e[10], e[11]]), 1, "kind OpenMP");
+    }
+    assert!(file.section_by_name("linkme_OFFLOAD_IMAGES").is_some());
+}
+
+/// Every embedded ELF shared object (the probe's own header excluded).
+fn embedded_images(bytes: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut at = 1;
+    while let Some(off) = bytes[at..].windows(4).position(|w| w == b"\x7fELF") {
+        let start = at + off;
+        if let Ok(f) = object::File::parse(&bytes[start..]) {
+            if f.kind() == object::ObjectKind::Dynamic {
+                out.push(&bytes[start..]);
+            }
+        }
+        at = start + 4;
+    }
+    out
+}
+
+fn exports(image: &[u8]) -> Vec<String> {
+    let img = object::File::parse(image).unwrap();
+    assert_eq!(img.architecture(), object::Architecture::X86_64);
+    img.exports()
+        .unwrap()
+        .iter()
+        .map(|e| String::from_utf8_lossy(e.name()).into_owned())
+        .collect()
+}
+
+#[test]
+fn each_kernel_is_embedded_once_in_an_x86_64_image() {
+    let bytes = probe();
+    let images: Vec<Vec<String>> = embedded_images(&bytes).into_iter().map(exports).collect();
+    // The library's regions come through the library; the other targets' (these tests) through the binary's own
+    // link line: two images, neither linked twice.
+    assert_eq!(images.len(), 2, "{images:?}");
+    for k in [
+        "__omp_offloading_rs_13offload_tests7kernels6double",
+        "__omp_offloading_rs_13offload_tests7kernels8scale_on",
+        "__omp_offloading_rs_11conformance7add_one",
+    ] {
+        let holders = images
+            .iter()
+            .filter(|exports| exports.iter().any(|e| e == k))
+            .count();
+        assert_eq!(holders, 1, "{k} must be in exactly one image: {images:?}");
+    }
+    assert!(
+        images.iter().flatten().all(|e| !e.contains("saxpy")),
+        "nothing from other packages"
+    );
+}
