@@ -1,7 +1,7 @@
 //! What the fat binary carries (what `objdump -h` and `objdump -s` would show): the offload entries table with one
 //! LLVM-layout entry per region, and an embedded x86_64 shared object exporting each region's kernel.
 
-use object::{Object, ObjectSection, ObjectSymbol};
+use object::{Object, ObjectSection};
 
 const ENTRY_SIZE: usize = 56;
 
