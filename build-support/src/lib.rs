@@ -83,6 +83,13 @@ pub fn try_build() -> Result<(), Error> {
         for f in &outlined.files {
             println!("cargo:rerun-if-changed={}", f.display());
         }
+        // Cargo discovers targets in these directories: a new file there may be a new target with regions.
+        for d in ["src", "examples", "tests", "benches"] {
+            let d = pkg.manifest_dir.join(d);
+            if d.is_dir() {
+                println!("cargo:rerun-if-changed={}", d.display());
+            }
+        }
         // A package without regions needs no image.
         if outlined.regions().next().is_none() {
             continue;

@@ -194,23 +194,35 @@ pub fn build_images(
         ),
     ));
 
+    let out = dir.join("target").join(target.triple()).join("release");
+    let artifact = |image_pkg: &str| out.join(format!("lib{}.so", image_pkg.replace('-', "_")));
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let flags = remaps.join("\x1f");
-    let mut stamp_parts: Vec<&[u8]> = vec![rustc.as_bytes(), flags.as_bytes()];
-    for (p, t) in &files {
-        stamp_parts.push(p.as_os_str().as_encoded_bytes());
-        stamp_parts.push(t.as_bytes());
-    }
-    let stamp = format!("{:016x}", hash_of(&stamp_parts));
+    // The stamp covers the generated files and the image's other inputs (device-std, as the last build's dep-info
+    // lists them), so editing either rebuilds and nothing else does.
+    let stamp = || {
+        let mut input_times = String::new();
+        for g in &groups {
+            for p in dep_info(&artifact(&g.1).with_extension("d"), dir) {
+                let t = std::fs::metadata(&p).and_then(|m| m.modified()).ok();
+                input_times.push_str(&format!("{}={t:?}\n", p.display()));
+            }
+        }
+        let mut parts: Vec<&[u8]> =
+            vec![rustc.as_bytes(), flags.as_bytes(), input_times.as_bytes()];
+        for (p, t) in &files {
+            parts.push(p.as_os_str().as_encoded_bytes());
+            parts.push(t.as_bytes());
+        }
+        format!("{:016x}", hash_of(&parts))
+    };
     for (p, t) in &files {
         write_if_changed(p, t)?;
     }
 
-    let out = dir.join("target").join(target.triple()).join("release");
-    let artifact = |image_pkg: &str| out.join(format!("lib{}.so", image_pkg.replace('-', "_")));
     let stamp_file = dir.join("stamp");
-    let fresh = std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(&stamp)
-        && groups.iter().all(|g| artifact(&g.1).is_file());
+    let fresh = groups.iter().all(|g| artifact(&g.1).is_file())
+        && std::fs::read_to_string(&stamp_file).ok() == Some(stamp());
     if !fresh {
         run_cargo(
             &src.join("Cargo.toml"),
@@ -220,7 +232,7 @@ pub fn build_images(
             &flags,
             &pkg.name,
         )?;
-        write_if_changed(&stamp_file, &stamp)?;
+        write_if_changed(&stamp_file, &stamp())?;
     }
     groups
         .iter()
