@@ -231,3 +231,17 @@ fn omp_set_default_device_chooses_the_device() {
     let r = probe(&["set-default", "2"], &env);
     assert_eq!(r.get("ran_on"), "host", "{}", r.describe());
 }
+
+#[test]
+fn a_region_in_a_binary_runs_on_the_device() {
+    let r = probe(&["bin-region"], &[("OFFLOAD_INFO", "1")]);
+    assert_eq!(r.get("ran_on"), "device", "{}", r.describe());
+    assert_eq!(r.get("results_correct"), "true");
+    assert!(
+        r.stderr().contains(
+            "launch probe::negate (entry __omp_offloading_rs_5probe6negate) on device 0 (host-elf)"
+        ),
+        "{}",
+        r.describe()
+    );
+}

@@ -12,7 +12,9 @@ use crate::tables::Image;
 use offload_model::abi::{HostFailure, HostLaunchEnv};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::{c_void, CStr, CString};
+use std::io::Write;
 use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 
 pub struct HostElf;
 
@@ -80,37 +82,31 @@ impl Device for HostElfDevice {
             return Err("not an ELF shared object".into());
         }
         let name = CString::new(format!("offload-image-{}", image.package)).unwrap_or_default();
-        // SAFETY: plain syscalls on a descriptor we own; the path names our own memfd.
-        unsafe {
+        // SAFETY: memfd_create returns a new descriptor that we own.
+        let mut file = unsafe {
             let fd = libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC);
             if fd < 0 {
                 return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
             }
-            let mut off = 0;
-            while off < image.bytes.len() {
-                let n = libc::write(
-                    fd,
-                    image.bytes[off..].as_ptr() as *const c_void,
-                    image.bytes.len() - off,
-                );
-                if n <= 0 {
-                    let e = std::io::Error::last_os_error();
-                    libc::close(fd);
-                    return Err(format!("writing the image to a memfd: {e}"));
-                }
-                off += n as usize;
-            }
-            let path = CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default();
-            let handle = libc::dlopen(
+            std::fs::File::from_raw_fd(fd)
+        };
+        file.write_all(image.bytes)
+            .map_err(|e| format!("writing the image to a memfd: {e}"))?;
+        let path = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap_or_default();
+        // SAFETY: loads our own image; RTLD_NODELETE keeps it (and its kernels) for the life of the process.
+        let handle = unsafe {
+            libc::dlopen(
                 path.as_ptr(),
                 libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_NODELETE,
-            );
-            libc::close(fd);
-            if handle.is_null() {
-                return Err(dlerror());
-            }
-            Ok(Box::new(HostElfImage { handle }))
+            )
+        };
+        if handle.is_null() {
+            return Err(dlerror());
         }
+        // The memfd stays open too: glibc finds an already-loaded object by its path, so a closed descriptor's
+        // number reused for the next image's `/proc/self/fd/N` would hand back this image instead.
+        let _ = file.into_raw_fd();
+        Ok(Box::new(HostElfImage { handle }))
     }
 
     fn alloc(&self, size: usize) -> Result<DevicePtr, String> {

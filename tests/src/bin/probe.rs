@@ -7,6 +7,15 @@ use offload::{
 use offload_tests::kernels::{double, try_scale_on};
 use offload_tests::ran_on;
 
+/// A region defined in a binary.
+#[offload::target]
+fn negate(y: &mut [i64]) -> bool {
+    for v in y.iter_mut() {
+        *v = -*v;
+    }
+    offload::omp_is_initial_device()
+}
+
 fn scaled(y: &[i64], factor: i64) -> bool {
     y.iter().enumerate().all(|(i, &v)| v == i as i64 * factor)
 }
@@ -23,6 +32,10 @@ fn main() {
         "double" => {
             println!("ran_on={}", ran_on(double(&mut y)));
             println!("results_correct={}", scaled(&y, 2));
+        }
+        "bin-region" => {
+            println!("ran_on={}", ran_on(negate(&mut y)));
+            println!("results_correct={}", scaled(&y, -1));
         }
         "set-default" => {
             omp_set_default_device(device);

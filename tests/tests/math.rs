@@ -1,0 +1,51 @@
+//! Float methods `core` lacks work in region code through the prelude, and give the host's results bit for bit.
+
+use offload::{omp_is_initial_device, target};
+
+#[target(if(on_device))]
+fn math(on_device: bool, x: &[f64], y: &mut [f64], z: &mut [f32]) -> bool {
+    for i in 0..x.len() {
+        let v = x[i];
+        y[i] = v.sqrt()
+            + v.exp().ln()
+            + v.log2()
+            + v.sin() * v.cos()
+            + v.tan().tanh()
+            + v.powf(1.5)
+            + v.powi(3)
+            - v.mul_add(2.0, 1.0)
+            + v.floor()
+            + v.ceil()
+            + v.abs().min(3.0)
+            + v.max(-1.0);
+        let f = v as f32;
+        z[i] = f.sqrt() + f.exp() + f.ln() + f.mul_add(f, 0.5) + f.powi(2) + f.sin() + f.floor();
+    }
+    omp_is_initial_device()
+}
+
+#[test]
+fn float_methods_match_the_host_bit_for_bit() {
+    let x: Vec<f64> = (1..200).map(|i| i as f64 * 0.37).collect();
+    let (mut yd, mut zd) = (vec![0.0; x.len()], vec![0.0f32; x.len()]);
+    let (mut yh, mut zh) = (vec![0.0; x.len()], vec![0.0f32; x.len()]);
+    assert!(!math(true, &x, &mut yd, &mut zd), "ran on the device");
+    assert!(math(false, &x, &mut yh, &mut zh), "ran on the host");
+    for i in 0..x.len() {
+        assert_eq!(
+            yd[i].to_bits(),
+            yh[i].to_bits(),
+            "f64 at {i}: {} vs {}",
+            yd[i],
+            yh[i]
+        );
+        assert_eq!(
+            zd[i].to_bits(),
+            zh[i].to_bits(),
+            "f32 at {i}: {} vs {}",
+            zd[i],
+            zh[i]
+        );
+    }
+    assert!(yd.iter().all(|v| v.is_finite()));
+}
