@@ -2,6 +2,7 @@
 //! The expansion compiles no device code and never refers to build-script outputs, so crates without images still
 //! build; build support outlines the same regions into the device crate.
 
+mod data;
 mod declare_target;
 mod target;
 
@@ -18,4 +19,33 @@ pub fn target(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn declare_target(args: TokenStream, item: TokenStream) -> TokenStream {
     declare_target::expand(args.into(), item.into()).into()
+}
+
+/// A structured device data environment (OpenMP's `target data`):
+/// `target_data!(map(to: x), map(tofrom: y), device(d), if(c) => { .. })`. Inside the block each mapped name is
+/// re-bound to a reference to its data (`&[T]` for `to`, `&mut [T]` otherwise); regions called there find it
+/// present and copy nothing. The exit runs on every way out of the block.
+#[proc_macro]
+pub fn target_data(input: TokenStream) -> TokenStream {
+    data::target_data(input.into()).into()
+}
+
+/// `target_enter_data!(map(to: v))`: maps an owned `Vec<T>` or `Box<[T]>` until it is exited, returning
+/// `offload::Mapped<V>` (a tuple of them for several maps).
+#[proc_macro]
+pub fn target_enter_data(input: TokenStream) -> TokenStream {
+    data::target_enter_data(input.into()).into()
+}
+
+/// `target_exit_data!(map(from: m))` (or `release`, `delete`): exits a `Mapped<V>` and returns the buffer.
+#[proc_macro]
+pub fn target_exit_data(input: TokenStream) -> TokenStream {
+    data::target_exit_data(input.into()).into()
+}
+
+/// `target_update!(to: x)`, `target_update!(from: y[lo..hi], device(d))`: refreshes the device or host copy of
+/// mapped data; data that is not mapped is left alone.
+#[proc_macro]
+pub fn target_update(input: TokenStream) -> TokenStream {
+    data::target_update(input.into()).into()
 }

@@ -97,7 +97,13 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         KernelArg::SlicePtr(p) => {
             let ptr = format_ident!("__offload_ptr_{}", p.ident);
             let bits = p.map.as_ref().map_or(0, |m| m.bits());
-            quote!(::offload::__private::MapArg::slice(#ptr as *const [_], #bits))
+            match &p.section {
+                Some(s) => {
+                    let (lo, hi) = s.bounds(quote!(#ptr.len()));
+                    quote!(::offload::__private::MapArg::section(#ptr as *const [_], #lo, #hi, #bits))
+                }
+                None => quote!(::offload::__private::MapArg::slice(#ptr as *const [_], #bits)),
+            }
         }
         KernelArg::SliceLen(p) => {
             let ptr = format_ident!("__offload_ptr_{}", p.ident);

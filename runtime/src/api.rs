@@ -52,3 +52,150 @@ pub fn omp_target_is_present(ptr: *const c_void, device: i32) -> bool {
         None => false,
     }
 }
+
+/// The device entry for a device number, or `None` for the initial device; `Err` for numbers that name nothing.
+fn device_or_host(device: i32) -> Result<Option<&'static crate::device::DeviceEntry>, ()> {
+    let devs = devices();
+    if device == devs.len() as i32 {
+        return Ok(None);
+    }
+    usize::try_from(device)
+        .ok()
+        .and_then(|d| devs.get(d))
+        .map(Some)
+        .ok_or(())
+}
+
+/// Allocates `size` bytes of device memory (zero-filled on host-elf); null on failure. On the initial device this is
+/// host memory.
+pub fn omp_target_alloc(size: usize, device: i32) -> *mut c_void {
+    match device_or_host(device) {
+        Ok(Some(d)) => d
+            .dev
+            .alloc(size)
+            .map_or(std::ptr::null_mut(), |p| p as usize as *mut c_void),
+        // SAFETY: plain malloc; freed by `omp_target_free` on the initial device.
+        Ok(None) => unsafe { libc::calloc(size.max(1), 1) },
+        Err(()) => std::ptr::null_mut(),
+    }
+}
+
+/// Frees memory from [`omp_target_alloc`] on the same device. Null is ignored.
+///
+/// # Safety
+/// `ptr` came from `omp_target_alloc(_, device)` and is not used afterwards.
+pub unsafe fn omp_target_free(ptr: *mut c_void, device: i32) {
+    if ptr.is_null() {
+        return;
+    }
+    match device_or_host(device) {
+        // SAFETY: per the contract.
+        Ok(Some(d)) => unsafe { d.dev.free(ptr as usize as u64) },
+        // SAFETY: per the contract: it came from calloc.
+        Ok(None) => unsafe { libc::free(ptr) },
+        Err(()) => {}
+    }
+}
+
+/// Copies `length` bytes from `src + src_offset` on `src_device` to `dst + dst_offset` on `dst_device`; either may be
+/// the initial device. Returns 0 on success, as OpenMP's does.
+///
+/// # Safety
+/// Both ranges are valid memory of their devices.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn omp_target_memcpy(
+    dst: *mut c_void,
+    src: *const c_void,
+    length: usize,
+    dst_offset: usize,
+    src_offset: usize,
+    dst_device: i32,
+    src_device: i32,
+) -> i32 {
+    let (Ok(dd), Ok(sd)) = (device_or_host(dst_device), device_or_host(src_device)) else {
+        return -1;
+    };
+    let d = dst as usize + dst_offset;
+    let s = src as usize + src_offset;
+    // SAFETY: per the contract.
+    let r = unsafe {
+        match (dd, sd) {
+            (None, None) => {
+                std::ptr::copy(s as *const u8, d as *mut u8, length);
+                Ok(())
+            }
+            (Some(dd), None) => dd.dev.copy_to_device(d as u64, s as *const u8, length),
+            (None, Some(sd)) => sd.dev.copy_from_device(d as *mut u8, s as u64, length),
+            (Some(dd), Some(sd)) => {
+                let mut staging = vec![0u8; length];
+                sd.dev
+                    .copy_from_device(staging.as_mut_ptr(), s as u64, length)
+                    .and_then(|()| dd.dev.copy_to_device(d as u64, staging.as_ptr(), length))
+            }
+        }
+    };
+    if r.is_ok() {
+        0
+    } else {
+        -1
+    }
+}
+
+/// The device address of mapped host data, `ptr` itself on the initial device, and null if it is not mapped.
+pub fn omp_get_mapped_ptr(ptr: *const c_void, device: i32) -> *mut c_void {
+    match device_or_host(device) {
+        Ok(None) => ptr as *mut c_void,
+        Ok(Some(d)) => d
+            .mapping
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lookup(ptr as usize, 1)
+            .map_or(std::ptr::null_mut(), |t| t as usize as *mut c_void),
+        Err(()) => std::ptr::null_mut(),
+    }
+}
+
+/// Makes `[host_ptr, host_ptr+size)` present on `device` at `device_ptr + device_offset` (memory the caller
+/// allocated and keeps owning) until [`omp_target_disassociate_ptr`]. Returns 0 on success.
+///
+/// # Safety
+/// The device range is `size` bytes of `device`'s memory that outlives the association.
+pub unsafe fn omp_target_associate_ptr(
+    host_ptr: *const c_void,
+    device_ptr: *const c_void,
+    size: usize,
+    device_offset: usize,
+    device: i32,
+) -> i32 {
+    match device_or_host(device) {
+        Ok(Some(d)) => {
+            let tgt = device_ptr as usize as u64 + device_offset as u64;
+            let mut t = d.mapping.lock().unwrap_or_else(|p| p.into_inner());
+            if t.associate(host_ptr as usize, size, tgt).is_ok() {
+                0
+            } else {
+                -1
+            }
+        }
+        _ => -1,
+    }
+}
+
+/// Ends an association made by [`omp_target_associate_ptr`]. Returns 0 on success, nonzero if `host_ptr` is not an
+/// associated pointer.
+///
+/// # Safety
+/// No region may be using the association.
+pub unsafe fn omp_target_disassociate_ptr(host_ptr: *const c_void, device: i32) -> i32 {
+    match device_or_host(device) {
+        Ok(Some(d)) => {
+            let mut t = d.mapping.lock().unwrap_or_else(|p| p.into_inner());
+            if t.disassociate(host_ptr as usize).is_ok() {
+                0
+            } else {
+                -1
+            }
+        }
+        _ => -1,
+    }
+}

@@ -4,6 +4,7 @@ use crate::icv::{icv, Policy};
 use crate::mapping::MappingTable;
 use crate::plugin::{self, Device, Kernel};
 use crate::tables::{descriptor, entry_symbol};
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -120,4 +121,72 @@ fn discover() -> Vec<DeviceEntry> {
         }
     }
     out
+}
+
+/// Where a construct runs.
+pub enum Selection {
+    Device(&'static DeviceEntry),
+    Host(Host),
+}
+
+/// Why a construct runs on the host.
+pub enum Host {
+    /// The program asked for the host (`if(false)`, the initial device, offloading disabled).
+    Chosen(&'static str),
+    /// No device could take it; an error under `OMP_TARGET_OFFLOAD=MANDATORY`.
+    Unavailable(Cow<'static, str>),
+}
+
+impl Host {
+    pub fn reason(&self) -> &str {
+        match self {
+            Host::Chosen(r) => r,
+            Host::Unavailable(r) => r,
+        }
+    }
+}
+
+/// Resolves `device(...)`, `if(...)`, the default device and the policy into a device or the host: the rules every
+/// construct shares.
+pub fn select(device: Option<i32>, cond: bool) -> Selection {
+    if !cond {
+        return Selection::Host(Host::Chosen("the if clause is false"));
+    }
+    if icv().policy == Policy::Disabled {
+        return Selection::Host(Host::Chosen("OMP_TARGET_OFFLOAD=DISABLED"));
+    }
+    let devs = devices();
+    let n = devs.len() as i32;
+    let d = match device {
+        Some(d) if d == n => {
+            return Selection::Host(Host::Chosen("device(n) names the initial device"))
+        }
+        Some(d) => d,
+        None if n == 0 => {
+            return Selection::Host(Host::Unavailable("no offload device is available".into()))
+        }
+        None => {
+            let d = crate::api::omp_get_default_device();
+            if d == n {
+                return Selection::Host(Host::Chosen("the default device is the initial device"));
+            }
+            d
+        }
+    };
+    if d < 0 || d >= n {
+        return Selection::Host(Host::Unavailable(
+            format!("device {d} does not exist (there are {n} devices)").into(),
+        ));
+    }
+    let dev = &devs[d as usize];
+    if dev.is_lost() {
+        return Selection::Host(Host::Unavailable(
+            format!(
+                "device {d} ({}) was lost after an earlier failure",
+                dev.plugin
+            )
+            .into(),
+        ));
+    }
+    Selection::Device(dev)
 }

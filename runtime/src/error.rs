@@ -14,6 +14,15 @@ pub enum Error {
         message: String,
         location: Location,
     },
+    /// The region's data could not be mapped as its clauses demand (a `present` violation, extending a mapping);
+    /// an error under every policy, never a host fallback.
+    #[error("offload: {what} cannot map its data on device {device} ({plugin}): {message}")]
+    Mapping {
+        what: String,
+        device: i32,
+        plugin: &'static str,
+        message: String,
+    },
     /// `OMP_TARGET_OFFLOAD=MANDATORY` and the region could not start on a device.
     #[error("offload: region {region} could not run on a device and OMP_TARGET_OFFLOAD=MANDATORY forbids the host fallback: {reason}")]
     Mandatory {

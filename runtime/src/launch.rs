@@ -5,11 +5,12 @@
 //! started, a failure is never retried on the host: its mappings are released without copying back and the call
 //! fails.
 
-use crate::device::{devices, DeviceEntry};
+use crate::data::{enter_list, exit_list};
+use crate::device::{select, Host, Selection};
 use crate::error::{Error, Location};
 use crate::icv::{icv, info, info_level, Policy};
-use crate::mapping::RefKind;
-use crate::plugin::{DevicePtr, LaunchParams};
+use crate::mapping::{MapError, Range, RefKind};
+use crate::plugin::LaunchParams;
 use crate::tables::{entry_index, entry_symbol};
 use offload_model::abi::map_type::{FROM, LITERAL, PRIVATE, TO};
 use offload_model::abi::OffloadEntry;
@@ -25,13 +26,16 @@ pub struct RegionInfo {
     pub entry: &'static OffloadEntry,
 }
 
-/// One kernel argument as the host sees it: libomptarget's (begin, size, map type) triple. A literal carries its
-/// value in `begin`.
+/// One map-list entry as the host sees it: libomptarget's (base, begin, size, map type). `[begin, begin+size)` is
+/// what is mapped (a section, or all of `[base, base+base_size)`); a region gets the device address of `base`. A
+/// literal carries its value in `begin`.
 #[derive(Clone, Copy, Debug)]
 pub struct MapArg {
     pub begin: *mut u8,
     pub size: usize,
     pub map_type: u64,
+    pub base: *mut u8,
+    pub base_size: usize,
 }
 
 impl MapArg {
@@ -41,15 +45,43 @@ impl MapArg {
             begin: v as usize as *mut u8,
             size: 0,
             map_type: LITERAL,
+            base: std::ptr::null_mut(),
+            base_size: 0,
         }
     }
 
     #[inline]
     pub fn slice<T>(p: *const [T], map_type: u64) -> Self {
+        let size = size_of::<T>() * p.len();
         MapArg {
             begin: p as *const T as *mut u8,
-            size: size_of::<T>() * p.len(),
+            size,
             map_type,
+            base: p as *const T as *mut u8,
+            base_size: size,
+        }
+    }
+
+    /// The section `[lo, hi)` of a slice; out-of-bounds sections panic, as slicing does.
+    #[inline]
+    #[track_caller]
+    pub fn section<T>(p: *const [T], lo: usize, hi: usize, map_type: u64) -> Self {
+        let len = p.len();
+        if lo > hi || hi > len {
+            panic!(
+                "offload: map section [{lo}..{hi}] is out of bounds for a slice of length {len}"
+            );
+        }
+        let base = p as *const T as *mut u8;
+        let sz = size_of::<T>();
+        // SAFETY: `lo <= len`, so the offset stays within (or one past) the slice.
+        let begin = unsafe { base.add(lo * sz) };
+        MapArg {
+            begin,
+            size: (hi - lo) * sz,
+            map_type,
+            base,
+            base_size: len * sz,
         }
     }
 
@@ -59,6 +91,8 @@ impl MapArg {
             begin: p as *mut u8,
             size: size_of::<T>(),
             map_type,
+            base: p as *mut u8,
+            base_size: size_of::<T>(),
         }
     }
 
@@ -80,31 +114,24 @@ impl MapArg {
             };
             Self::literal(bits)
         } else {
-            MapArg {
-                begin: v as *const T as *mut u8,
-                size: size_of::<T>(),
-                map_type: TO | PRIVATE,
-            }
+            Self::object(v, TO | PRIVATE)
         }
     }
 
     /// The return slot, a private `from` copy.
     #[inline]
     pub fn ret<R>(slot: &mut MaybeUninit<R>) -> Self {
-        MapArg {
-            begin: slot.as_mut_ptr() as *mut u8,
-            size: size_of::<R>(),
-            map_type: FROM | PRIVATE,
+        Self::object(slot.as_mut_ptr(), FROM | PRIVATE)
+    }
+
+    pub(crate) fn range(&self) -> Range {
+        Range {
+            begin: self.begin as usize,
+            size: self.size,
+            base: self.base as usize,
+            base_size: self.base_size,
         }
     }
-}
-
-/// Why a region runs on the host.
-enum Host {
-    /// The program asked for the host (`if(false)`, the initial device, offloading disabled).
-    Chosen(&'static str),
-    /// No device could start it; an error under `MANDATORY`.
-    Unavailable(String),
 }
 
 enum NotRun {
@@ -132,18 +159,15 @@ pub unsafe fn target<R>(
         Err(NotRun::Failed(e)) => return Err(e),
         Err(NotRun::Host(why)) => why,
     };
-    let reason = match &why {
-        Host::Chosen(r) => r,
-        Host::Unavailable(r) => {
-            if icv().policy == Policy::Mandatory {
-                return Err(Error::Mandatory {
-                    region: region.name,
-                    reason: r.clone(),
-                });
-            }
-            r.as_str()
+    if let Host::Unavailable(r) = &why {
+        if icv().policy == Policy::Mandatory {
+            return Err(Error::Mandatory {
+                region: region.name,
+                reason: r.to_string(),
+            });
         }
-    };
+    }
+    let reason = why.reason();
     if info() >= info_level::LAUNCH {
         eprintln!(
             "offload: launch {} on the host (host-fallback): {reason}",
@@ -183,54 +207,40 @@ unsafe fn run_on_device(
     maps: &[MapArg],
 ) -> Result<(), NotRun> {
     let host = |h| Err(NotRun::Host(h));
-    if !cond {
-        return host(Host::Chosen("the if clause is false"));
-    }
-    if icv().policy == Policy::Disabled {
-        return host(Host::Chosen("OMP_TARGET_OFFLOAD=DISABLED"));
-    }
-    let devs = devices();
-    let n = devs.len() as i32;
-    let d = match device {
-        Some(d) if d == n => return host(Host::Chosen("device(n) names the initial device")),
-        Some(d) => d,
-        None => {
-            let d = crate::api::omp_get_default_device();
-            if n == 0 {
-                return host(Host::Unavailable("no offload device is available".into()));
-            }
-            if d == n {
-                return host(Host::Chosen("the default device is the initial device"));
-            }
-            d
+    let dev = match select(device, cond) {
+        Selection::Device(dev) => dev,
+        Selection::Host(h) => return host(h),
+    };
+    let d = dev.number;
+    let Some(kernel) = dev.kernel(entry_index(region.entry)) else {
+        return host(Host::Unavailable(
+            format!(
+                "no image loaded on device {d} ({}) has the kernel {}",
+                dev.plugin,
+                entry_symbol(region.entry).to_string_lossy()
+            )
+            .into(),
+        ));
+    };
+    // SAFETY: forwarded from the caller.
+    let args = match unsafe { enter_list(dev, maps, RefKind::Structured) } {
+        Ok(args) => args,
+        // `present` and extension violations are errors under every policy; a device that cannot allocate or
+        // copy is one the region could not start on.
+        Err(e @ MapError::Device(_)) => {
+            return host(Host::Unavailable(
+                format!("mapping the arguments on device {d} failed: {e}").into(),
+            ))
+        }
+        Err(e) => {
+            return Err(NotRun::Failed(Error::Mapping {
+                what: format!("region {}", region.name),
+                device: d,
+                plugin: dev.plugin,
+                message: e.to_string(),
+            }))
         }
     };
-    if d < 0 || d >= n {
-        return host(Host::Unavailable(format!(
-            "device {d} does not exist (there are {n} devices)"
-        )));
-    }
-    let dev = &devs[d as usize];
-    if dev.is_lost() {
-        return host(Host::Unavailable(format!(
-            "device {d} ({}) was lost after an earlier failure",
-            dev.plugin
-        )));
-    }
-    let Some(kernel) = dev.kernel(entry_index(region.entry)) else {
-        return host(Host::Unavailable(format!(
-            "no image loaded on device {d} ({}) has the kernel {}",
-            dev.plugin,
-            entry_symbol(region.entry).to_string_lossy()
-        )));
-    };
-    let mut args = Vec::with_capacity(maps.len());
-    // SAFETY: forwarded from the caller.
-    if let Err(e) = unsafe { map_in(dev, maps, &mut args) } {
-        return host(Host::Unavailable(format!(
-            "mapping the arguments on device {d} failed: {e}"
-        )));
-    }
     if info() >= info_level::LAUNCH {
         eprintln!(
             "offload: launch {} (entry {}) on device {d} ({})",
@@ -247,7 +257,7 @@ unsafe fn run_on_device(
     let launched = unsafe { dev.dev.launch(kernel, &args, params) };
     let ok = launched.is_ok();
     // SAFETY: forwarded from the caller; nothing is copied back after a failure.
-    let unmapped = unsafe { map_out(dev, maps, &args, ok) };
+    let unmapped = unsafe { exit_list(dev, maps, &args, RefKind::Structured, ok) };
     let failed = |message: String, location: Option<(String, u32, u32)>| {
         Err(NotRun::Failed(Error::RegionFailed {
             region: region.name,
@@ -267,98 +277,4 @@ unsafe fn run_on_device(
         }
         (Ok(()), Err(e)) => failed(format!("copying results back failed: {e}"), None),
     }
-}
-
-/// Maps every argument in, pushing one kernel argument each; on error undoes what it did.
-unsafe fn map_in(dev: &DeviceEntry, maps: &[MapArg], args: &mut Vec<u64>) -> Result<(), String> {
-    let mut table = None;
-    for (i, m) in maps.iter().enumerate() {
-        let r = if m.map_type & LITERAL != 0 {
-            Ok(m.begin as usize as u64)
-        } else if m.size == 0 {
-            // Zero-length data skips the table; the entry gets a dangling, aligned pointer.
-            Ok(m.begin as usize as u64)
-        } else if m.map_type & PRIVATE != 0 {
-            private_in(dev, m)
-        } else {
-            let t =
-                table.get_or_insert_with(|| dev.mapping.lock().unwrap_or_else(|p| p.into_inner()));
-            // SAFETY: the caller guarantees the host range.
-            unsafe {
-                t.enter(
-                    &*dev.dev,
-                    m.begin as usize,
-                    m.size,
-                    m.map_type,
-                    RefKind::Structured,
-                )
-            }
-            .map_err(|e| e.to_string())
-        };
-        match r {
-            Ok(a) => args.push(a),
-            Err(e) => {
-                drop(table);
-                // SAFETY: undo exactly the first `i` entries, copying nothing back.
-                let _ = unsafe { map_out(dev, &maps[..i], args, false) };
-                return Err(e);
-            }
-        }
-    }
-    Ok(())
-}
-
-fn private_in(dev: &DeviceEntry, m: &MapArg) -> Result<DevicePtr, String> {
-    let p = dev.dev.alloc(m.size)?;
-    if m.map_type & TO != 0 {
-        // SAFETY: the macro passes a live value of `size` bytes; `p` was just allocated.
-        if let Err(e) = unsafe { dev.dev.copy_to_device(p, m.begin, m.size) } {
-            // SAFETY: ours, unused.
-            unsafe { dev.dev.free(p) };
-            return Err(e);
-        }
-    }
-    Ok(p)
-}
-
-/// Unmaps the arguments `map_in` mapped (`args[i]` is the kernel argument of `maps[i]`).
-unsafe fn map_out(
-    dev: &DeviceEntry,
-    maps: &[MapArg],
-    args: &[u64],
-    copy_out: bool,
-) -> Result<(), String> {
-    let mut result = Ok(());
-    let mut table = None;
-    for (m, &a) in maps.iter().zip(args) {
-        if m.map_type & LITERAL != 0 || m.size == 0 {
-            continue;
-        }
-        if m.map_type & PRIVATE != 0 {
-            if copy_out && m.map_type & FROM != 0 {
-                // SAFETY: the return slot is writable for `size` bytes.
-                if let Err(e) = unsafe { dev.dev.copy_from_device(m.begin, a, m.size) } {
-                    result = Err(e);
-                }
-            }
-            // SAFETY: allocated by `private_in` for this call.
-            unsafe { dev.dev.free(a) };
-            continue;
-        }
-        let t = table.get_or_insert_with(|| dev.mapping.lock().unwrap_or_else(|p| p.into_inner()));
-        // SAFETY: the caller guarantees the host range.
-        if let Err(e) = unsafe {
-            t.exit(
-                &*dev.dev,
-                m.begin as usize,
-                m.size,
-                m.map_type,
-                RefKind::Structured,
-                copy_out,
-            )
-        } {
-            result = Err(e.to_string());
-        }
-    }
-    result
 }

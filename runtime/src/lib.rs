@@ -11,6 +11,7 @@
 //! select a device, map, launch, unmap, or fall back), [`icv`] (the environment).
 
 mod api;
+mod data;
 mod device;
 mod error;
 mod icv;
@@ -21,13 +22,17 @@ mod tables;
 mod types;
 
 pub use api::*;
+pub use data::{MapOwner, Mapped};
 pub use error::Error;
-pub use offload_macros::{declare_target, target};
+pub use offload_macros::{
+    declare_target, target, target_data, target_enter_data, target_exit_data, target_update,
+};
 pub use types::{DeviceCopy, Firstprivate};
 
 /// Used by the code `#[target]` and `#[declare_target]` expand to; not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::data::{rebind_mut, update, DataScope, MapSource, MapSourceMut, MapTarget};
     pub use crate::launch::{fail, target, MapArg, RegionInfo};
     pub use crate::tables::OFFLOAD_ENTRIES;
     pub use crate::types::{assert_device_copy, assert_firstprivate, DeviceNum};

@@ -1,44 +1,73 @@
-//! A device's present table: which host ranges have device copies, and OpenMP's reference counts on them.
+//! A device's present table: which host ranges have device copies, and OpenMP's reference counts on them. The logic
+//! is plugin-independent (every plugin serves it through [`Device`]) and runs under Miri against a fake device.
 //!
-//! Each entry covers a host range `[begin, end)` and its device allocation, with a structured count (target regions,
-//! `target data`) and a dynamic count (`target enter/exit data`). Data is copied in only when an entry is created
-//! (count 0 to 1) and out only when it is destroyed (1 to 0), unless `always`.
+//! Each entry covers a host range `[begin, end)` (a whole slice, or a section of one) and the device address of
+//! `begin`, with a structured count (target regions, `target_data!`) and a dynamic count (`target_enter_data!` /
+//! exit). Data is copied in only when an entry is created (0 to 1) and out only when it dies (1 to 0), unless
+//! `always`. A section's allocation covers its whole slice, so a region handed the slice may form it on the device.
 
 use crate::plugin::{Device, DevicePtr};
-use offload_model::abi::map_type::{ALWAYS, FROM, PRESENT, TO};
+use offload_model::abi::map_type::{ALWAYS, DELETE, FROM, PRESENT, TO};
 use std::collections::BTreeMap;
 
 #[derive(Debug)]
 struct MapEntry {
     end: usize,
+    /// Device address of the entry's first host byte.
     tgt: DevicePtr,
+    /// The allocation to free when the entry dies; `None` for `omp_target_associate_ptr` memory (the user's).
+    alloc: Option<DevicePtr>,
     structured: u64,
     dynamic: u64,
 }
 
+/// An associated pointer's dynamic count: never reaches zero through exits.
+const INFINITE: u64 = u64::MAX;
+
 impl MapEntry {
     fn total(&self) -> u64 {
-        self.structured + self.dynamic
+        self.structured.saturating_add(self.dynamic)
     }
 }
 
 /// Which reference count a construct uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RefKind {
-    /// Target regions and `target data`.
+    /// Target regions and `target_data!`.
     Structured,
-    /// `target enter data` / `target exit data`, which the data-environment constructs add.
-    #[allow(dead_code)]
+    /// `target_enter_data!` / exit.
     Dynamic,
 }
 
-#[derive(Debug, thiserror::Error)]
+/// One host range to map: `[begin, begin+size)` inside the slice `[base, base+base_size)`.
+#[derive(Clone, Copy, Debug)]
+pub struct Range {
+    pub begin: usize,
+    pub size: usize,
+    pub base: usize,
+    pub base_size: usize,
+}
+
+impl Range {
+    /// A whole object or slice.
+    #[cfg(test)]
+    pub fn whole(begin: usize, size: usize) -> Range {
+        Range {
+            begin,
+            size,
+            base: begin,
+            base_size: size,
+        }
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum MapError {
-    #[error("`present` data is not mapped: host address {begin:#x}, {size} bytes")]
+    #[error("`present` data is not mapped on the device: host address {begin:#x}, {size} bytes")]
     NotPresent { begin: usize, size: usize },
     #[error(
-        "host range {begin:#x}..{end:#x} overlaps a mapped range {mapped_begin:#x}..{mapped_end:#x} without being \
-         inside it; OpenMP does not allow extending a mapping"
+        "host range {begin:#x}..{end:#x} overlaps the mapped range {mapped_begin:#x}..{mapped_end:#x} without being \
+         inside it; OpenMP does not allow extending a mapping (map the whole range first, or the same section)"
     )]
     Extends {
         begin: usize,
@@ -46,6 +75,8 @@ pub enum MapError {
         mapped_begin: usize,
         mapped_end: usize,
     },
+    #[error("host address {begin:#x} is not an associated pointer")]
+    NotAssociated { begin: usize },
     #[error("{0}")]
     Device(String),
 }
@@ -56,14 +87,14 @@ pub struct MappingTable {
 }
 
 enum Found {
+    /// The entry starting at this host address contains the range.
     Inside(usize),
     Absent,
 }
 
 impl MappingTable {
     fn find(&self, begin: usize, size: usize) -> Result<Found, MapError> {
-        let end = begin + size;
-        // The entry starting at or before `begin`, and any starting inside the range.
+        let end = begin + size.max(1);
         if let Some((&b, e)) = self.entries.range(..=begin).next_back() {
             if begin < e.end {
                 if end <= e.end {
@@ -88,51 +119,71 @@ impl MappingTable {
         Ok(Found::Absent)
     }
 
-    /// Device address of `begin` if `[begin, begin+size)` is mapped.
+    /// Device address of host address `begin`, if `[begin, begin+size)` is mapped.
     pub fn lookup(&self, begin: usize, size: usize) -> Option<DevicePtr> {
-        match self.find(begin, size.max(1)) {
+        match self.find(begin, size) {
             Ok(Found::Inside(b)) => Some(self.entries[&b].tgt + (begin - b) as u64),
             _ => None,
         }
     }
 
-    /// Enters a mapping (creating it, or adding a reference) and returns the device address of `begin`.
+    /// The reference counts (structured, dynamic) of the entry holding `begin`.
+    #[cfg(test)]
+    pub fn counts(&self, begin: usize) -> Option<(u64, u64)> {
+        match self.find(begin, 1) {
+            Ok(Found::Inside(b)) => self.entries.get(&b).map(|e| (e.structured, e.dynamic)),
+            _ => None,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Enters a mapping (creating it, or adding a reference) and returns the device address of `r.begin`.
     ///
     /// # Safety
-    /// `[begin, begin+size)` is readable host memory.
+    /// `r`'s host range is readable.
     pub unsafe fn enter(
         &mut self,
         dev: &dyn Device,
-        begin: usize,
-        size: usize,
+        r: Range,
         map_type: u64,
         kind: RefKind,
     ) -> Result<DevicePtr, MapError> {
-        match self.find(begin, size)? {
+        match self.find(r.begin, r.size)? {
             Found::Inside(b) => {
                 let e = self.entries.get_mut(&b).expect("found above");
+                let tgt = e.tgt + (r.begin - b) as u64;
+                if map_type & (TO | ALWAYS) == TO | ALWAYS {
+                    // SAFETY: per the contract; the device range lies inside the entry.
+                    unsafe { dev.copy_to_device(tgt, r.begin as *const u8, r.size) }
+                        .map_err(MapError::Device)?;
+                }
                 match kind {
                     RefKind::Structured => e.structured += 1,
-                    RefKind::Dynamic => e.dynamic += 1,
-                }
-                let tgt = e.tgt + (begin - b) as u64;
-                if map_type & (TO | ALWAYS) == TO | ALWAYS {
-                    // SAFETY: per the contract; the device range lies in the entry's allocation.
-                    unsafe { dev.copy_to_device(tgt, begin as *const u8, size) }
-                        .map_err(MapError::Device)?;
+                    RefKind::Dynamic => e.dynamic = e.dynamic.saturating_add(1),
                 }
                 Ok(tgt)
             }
             Found::Absent => {
                 if map_type & PRESENT != 0 {
-                    return Err(MapError::NotPresent { begin, size });
+                    return Err(MapError::NotPresent {
+                        begin: r.begin,
+                        size: r.size,
+                    });
                 }
-                let tgt = dev.alloc(size).map_err(MapError::Device)?;
+                let alloc = dev
+                    .alloc(r.base_size.max(r.size))
+                    .map_err(MapError::Device)?;
+                let tgt = alloc + (r.begin - r.base) as u64;
                 if map_type & TO != 0 {
-                    // SAFETY: per the contract; `tgt` was just allocated with `size` bytes.
-                    if let Err(e) = unsafe { dev.copy_to_device(tgt, begin as *const u8, size) } {
-                        // SAFETY: `tgt` is ours and unused.
-                        unsafe { dev.free(tgt) };
+                    // SAFETY: per the contract; `tgt..tgt+size` lies in the new allocation.
+                    if let Err(e) = unsafe { dev.copy_to_device(tgt, r.begin as *const u8, r.size) }
+                    {
+                        // SAFETY: ours, unused.
+                        unsafe { dev.free(alloc) };
                         return Err(MapError::Device(e));
                     }
                 }
@@ -140,25 +191,25 @@ impl MappingTable {
                     RefKind::Structured => (1, 0),
                     RefKind::Dynamic => (0, 1),
                 };
-                self.entries.insert(
-                    begin,
-                    MapEntry {
-                        end: begin + size,
-                        tgt,
-                        structured,
-                        dynamic,
-                    },
-                );
+                let e = MapEntry {
+                    end: r.begin + r.size,
+                    tgt,
+                    alloc: Some(alloc),
+                    structured,
+                    dynamic,
+                };
+                self.entries.insert(r.begin, e);
                 Ok(tgt)
             }
         }
     }
 
-    /// Exits a mapping: drops a reference, copies out (if `from` and the entry dies, or `always`) unless
-    /// `copy_out` is false (a failed region), and frees the device copy when no reference is left.
+    /// Exits a mapping: drops a reference (`delete`: all of them), copies out (`from`, when the entry dies or with
+    /// `always`) unless `copy_out` is false (a failed region), and frees the device copy when no reference is left.
+    /// Exiting data that is not mapped does nothing, unless `present` asks for it.
     ///
     /// # Safety
-    /// `[begin, begin+size)` is writable host memory if `copy_out`.
+    /// The host range is writable if `copy_out` and `map_type` has `FROM`.
     pub unsafe fn exit(
         &mut self,
         dev: &dyn Device,
@@ -170,14 +221,24 @@ impl MappingTable {
     ) -> Result<(), MapError> {
         let b = match self.find(begin, size)? {
             Found::Inside(b) => b,
+            Found::Absent if map_type & PRESENT != 0 => {
+                return Err(MapError::NotPresent { begin, size })
+            }
             Found::Absent => return Ok(()),
         };
         let e = self.entries.get_mut(&b).expect("found above");
-        let count = match kind {
-            RefKind::Structured => &mut e.structured,
-            RefKind::Dynamic => &mut e.dynamic,
-        };
-        *count = count.saturating_sub(1);
+        if map_type & DELETE != 0 {
+            e.structured = 0;
+            e.dynamic = 0;
+        } else {
+            match kind {
+                RefKind::Structured => e.structured = e.structured.saturating_sub(1),
+                RefKind::Dynamic if e.dynamic != INFINITE => {
+                    e.dynamic = e.dynamic.saturating_sub(1)
+                }
+                RefKind::Dynamic => {}
+            }
+        }
         let dies = e.total() == 0;
         let tgt = e.tgt + (begin - b) as u64;
         let result = if copy_out && map_type & FROM != 0 && (dies || map_type & ALWAYS != 0) {
@@ -188,9 +249,409 @@ impl MappingTable {
         };
         if dies {
             let e = self.entries.remove(&b).expect("found above");
-            // SAFETY: the entry owned this allocation and no reference is left.
-            unsafe { dev.free(e.tgt) };
+            if let Some(a) = e.alloc {
+                // SAFETY: the entry owned this allocation and no reference is left.
+                unsafe { dev.free(a) };
+            }
         }
         result
+    }
+
+    /// `target_update!`: copies a mapped range to (`TO`) or from (`FROM`) the device; nothing if it is not mapped.
+    ///
+    /// # Safety
+    /// The host range is readable (`TO`) or writable (`FROM`).
+    pub unsafe fn update(
+        &self,
+        dev: &dyn Device,
+        begin: usize,
+        size: usize,
+        motion: u64,
+    ) -> Result<(), MapError> {
+        let b = match self.find(begin, size)? {
+            Found::Inside(b) => b,
+            Found::Absent if motion & PRESENT != 0 => {
+                return Err(MapError::NotPresent { begin, size })
+            }
+            Found::Absent => return Ok(()),
+        };
+        let tgt = self.entries[&b].tgt + (begin - b) as u64;
+        // SAFETY: per the contract; the device range lies inside the entry.
+        unsafe {
+            if motion & TO != 0 {
+                dev.copy_to_device(tgt, begin as *const u8, size)
+                    .map_err(MapError::Device)?;
+            }
+            if motion & FROM != 0 {
+                dev.copy_from_device(begin as *mut u8, tgt, size)
+                    .map_err(MapError::Device)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `omp_target_associate_ptr`: `[begin, begin+size)` is present at `tgt` (the user's device memory, never freed
+    /// here) until disassociated.
+    pub fn associate(&mut self, begin: usize, size: usize, tgt: DevicePtr) -> Result<(), MapError> {
+        match self.find(begin, size)? {
+            Found::Inside(b) if b == begin && self.entries[&b].tgt == tgt => Ok(()),
+            Found::Inside(b) => {
+                let e = &self.entries[&b];
+                Err(MapError::Extends {
+                    begin,
+                    end: begin + size,
+                    mapped_begin: b,
+                    mapped_end: e.end,
+                })
+            }
+            Found::Absent => {
+                let e = MapEntry {
+                    end: begin + size.max(1),
+                    tgt,
+                    alloc: None,
+                    structured: 0,
+                    dynamic: INFINITE,
+                };
+                self.entries.insert(begin, e);
+                Ok(())
+            }
+        }
+    }
+
+    /// `omp_target_disassociate_ptr`.
+    pub fn disassociate(&mut self, begin: usize) -> Result<(), MapError> {
+        match self.entries.get(&begin) {
+            Some(e) if e.alloc.is_none() => {
+                self.entries.remove(&begin);
+                Ok(())
+            }
+            _ => Err(MapError::NotAssociated { begin }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The table against a fake device whose memory is ordinary heap blocks; run under Miri too
+    //! (`cargo +nightly miri test -p offload --lib mapping`).
+    use super::*;
+    use crate::plugin::{Kernel, KernelFailure, LaunchParams, LoadedImage};
+    use crate::tables::Image;
+    use std::sync::Mutex;
+
+    /// Allocations are boxed slices (so Miri checks every copy's bounds); counts what happened.
+    #[derive(Default)]
+    struct FakeDevice {
+        blocks: Mutex<Vec<(u64, Box<[u8]>)>>,
+        copies_in: Mutex<usize>,
+        copies_out: Mutex<usize>,
+    }
+
+    impl FakeDevice {
+        fn live(&self) -> usize {
+            self.blocks.lock().unwrap().len()
+        }
+        fn ins(&self) -> usize {
+            *self.copies_in.lock().unwrap()
+        }
+        fn outs(&self) -> usize {
+            *self.copies_out.lock().unwrap()
+        }
+        /// Reads device memory.
+        fn read(&self, tgt: DevicePtr, len: usize) -> Vec<u8> {
+            let mut v = vec![0u8; len];
+            unsafe { self.copy_from_device(v.as_mut_ptr(), tgt, len) }.unwrap();
+            *self.copies_out.lock().unwrap() -= 1;
+            v
+        }
+        fn write(&self, tgt: DevicePtr, data: &[u8]) {
+            unsafe { self.copy_to_device(tgt, data.as_ptr(), data.len()) }.unwrap();
+            *self.copies_in.lock().unwrap() -= 1;
+        }
+        /// The block holding `[p, p+len)`, as a raw pointer into it.
+        fn at(&self, p: DevicePtr, len: usize) -> *mut u8 {
+            let mut blocks = self.blocks.lock().unwrap();
+            let (base, b) = blocks
+                .iter_mut()
+                .find(|(base, b)| p >= *base && p + len as u64 <= *base + b.len() as u64)
+                .expect("device access inside an allocation");
+            unsafe { b.as_mut_ptr().add((p - *base) as usize) }
+        }
+    }
+
+    impl Device for FakeDevice {
+        fn is_compatible(&self, _: &Image) -> bool {
+            false
+        }
+        fn load_image(&self, _: &Image) -> Result<LoadedImage, String> {
+            Err("no images".into())
+        }
+        fn alloc(&self, size: usize) -> Result<DevicePtr, String> {
+            let mut blocks = self.blocks.lock().unwrap();
+            // Fake device addresses, far from host ones, spaced so blocks never touch.
+            let base = 0x1000_0000 + blocks.iter().map(|(b, _)| *b).max().unwrap_or(0) + 0x10_0000;
+            blocks.push((base, vec![0u8; size.max(1)].into_boxed_slice()));
+            Ok(base)
+        }
+        unsafe fn free(&self, ptr: DevicePtr) {
+            let mut blocks = self.blocks.lock().unwrap();
+            let i = blocks
+                .iter()
+                .position(|(b, _)| *b == ptr)
+                .expect("free of a live allocation");
+            blocks.remove(i);
+        }
+        unsafe fn copy_to_device(
+            &self,
+            dst: DevicePtr,
+            src: *const u8,
+            size: usize,
+        ) -> Result<(), String> {
+            *self.copies_in.lock().unwrap() += 1;
+            unsafe { std::ptr::copy_nonoverlapping(src, self.at(dst, size), size) };
+            Ok(())
+        }
+        unsafe fn copy_from_device(
+            &self,
+            dst: *mut u8,
+            src: DevicePtr,
+            size: usize,
+        ) -> Result<(), String> {
+            *self.copies_out.lock().unwrap() += 1;
+            unsafe { std::ptr::copy_nonoverlapping(self.at(src, size), dst, size) };
+            Ok(())
+        }
+        unsafe fn launch(
+            &self,
+            _: Kernel,
+            _: &[u64],
+            _: LaunchParams,
+        ) -> Result<(), KernelFailure> {
+            unreachable!()
+        }
+    }
+
+    fn addr(v: &[u8]) -> usize {
+        v.as_ptr() as usize
+    }
+
+    #[test]
+    fn copies_happen_only_on_first_entry_and_last_exit() {
+        let dev = FakeDevice::default();
+        let mut t = MappingTable::default();
+        let mut host = vec![1u8; 64];
+        let r = Range::whole(addr(&host), 64);
+        unsafe {
+            let tgt = t.enter(&dev, r, TO | FROM, RefKind::Structured).unwrap();
+            assert_eq!(dev.ins(), 1);
+            // Nested: present, no copy.
+            assert_eq!(
+                t.enter(&dev, r, TO | FROM, RefKind::Structured).unwrap(),
+                tgt
+            );
+            assert_eq!(dev.ins(), 1);
+            dev.write(tgt, &[9u8; 64]);
+            t.exit(&dev, r.begin, 64, TO | FROM, RefKind::Structured, true)
+                .unwrap();
+            assert_eq!(dev.outs(), 0, "inner exit copies nothing");
+            assert_eq!(host[0], 1);
+            t.exit(&dev, r.begin, 64, TO | FROM, RefKind::Structured, true)
+                .unwrap();
+        }
+        assert_eq!(dev.outs(), 1);
+        assert!(host.iter().all(|&b| b == 9));
+        assert_eq!((t.len(), dev.live()), (0, 0));
+        host[0] = 0;
+    }
+
+    #[test]
+    fn always_forces_copies() {
+        let dev = FakeDevice::default();
+        let mut t = MappingTable::default();
+        let host = vec![3u8; 16];
+        let r = Range::whole(addr(&host), 16);
+        unsafe {
+            t.enter(&dev, r, TO, RefKind::Dynamic).unwrap();
+            t.enter(&dev, r, TO | ALWAYS, RefKind::Structured).unwrap();
+            assert_eq!(dev.ins(), 2);
+            t.exit(&dev, r.begin, 16, FROM | ALWAYS, RefKind::Structured, true)
+                .unwrap();
+            assert_eq!(
+                dev.outs(),
+                1,
+                "always copies out though a reference remains"
+            );
+            assert_eq!(t.counts(r.begin), Some((0, 1)));
+        }
+    }
+
+    #[test]
+    fn dynamic_and_structured_counts_keep_data_until_both_are_zero() {
+        let dev = FakeDevice::default();
+        let mut t = MappingTable::default();
+        let host = vec![0u8; 8];
+        let r = Range::whole(addr(&host), 8);
+        unsafe {
+            t.enter(&dev, r, TO, RefKind::Dynamic).unwrap();
+            t.enter(&dev, r, TO, RefKind::Dynamic).unwrap();
+            t.enter(&dev, r, TO, RefKind::Structured).unwrap();
+            assert_eq!(t.counts(r.begin), Some((1, 2)));
+            // release: one dynamic reference.
+            t.exit(&dev, r.begin, 8, 0, RefKind::Dynamic, true).unwrap();
+            assert_eq!(t.counts(r.begin), Some((1, 1)));
+            t.exit(&dev, r.begin, 8, FROM, RefKind::Structured, true)
+                .unwrap();
+            assert_eq!(dev.outs(), 0);
+            assert!(t.lookup(r.begin, 8).is_some());
+            t.exit(&dev, r.begin, 8, FROM, RefKind::Dynamic, true)
+                .unwrap();
+            assert_eq!(dev.outs(), 1);
+            assert!(t.lookup(r.begin, 8).is_none());
+        }
+        assert_eq!(dev.live(), 0);
+    }
+
+    #[test]
+    fn delete_removes_whatever_the_count() {
+        let dev = FakeDevice::default();
+        let mut t = MappingTable::default();
+        let host = vec![0u8; 8];
+        let r = Range::whole(addr(&host), 8);
+        unsafe {
+            for _ in 0..3 {
+                t.enter(&dev, r, TO, RefKind::Dynamic).unwrap();
+            }
+            t.enter(&dev, r, TO, RefKind::Structured).unwrap();
+            t.exit(&dev, r.begin, 8, DELETE, RefKind::Dynamic, true)
+                .unwrap();
+            assert!(t.lookup(r.begin, 8).is_none());
+            assert_eq!(dev.live(), 0);
+            // The structured exit that follows finds nothing: a no-op.
+            t.exit(&dev, r.begin, 8, FROM, RefKind::Structured, true)
+                .unwrap();
+            assert_eq!(dev.outs(), 0);
+        }
+    }
+
+    #[test]
+    fn present_and_extension_are_errors_absent_exit_and_update_are_no_ops() {
+        let dev = FakeDevice::default();
+        let mut t = MappingTable::default();
+        let mut host = vec![0u8; 100];
+        let a = addr(&host);
+        unsafe {
+            let e = t
+                .enter(&dev, Range::whole(a, 10), TO | PRESENT, RefKind::Structured)
+                .unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains(&format!("host address {a:#x}, 10 bytes")),
+                "{e}"
+            );
+            t.enter(&dev, Range::whole(a + 10, 20), TO, RefKind::Structured)
+                .unwrap();
+            for (b, s) in [(a, 11), (a + 29, 2), (a, 100)] {
+                assert!(matches!(
+                    t.enter(&dev, Range::whole(b, s), TO, RefKind::Structured),
+                    Err(MapError::Extends { .. })
+                ));
+            }
+            // Inside: fine.
+            t.enter(
+                &dev,
+                Range::whole(a + 12, 4),
+                TO | PRESENT,
+                RefKind::Structured,
+            )
+            .unwrap();
+            t.exit(&dev, a + 50, 10, FROM, RefKind::Dynamic, true)
+                .unwrap();
+            t.update(&dev, a + 50, 10, FROM).unwrap();
+            assert_eq!(dev.outs(), 0);
+            assert!(t
+                .exit(&dev, a + 50, 10, FROM | PRESENT, RefKind::Dynamic, true)
+                .is_err());
+        }
+        host[0] = 1;
+    }
+
+    #[test]
+    fn sections_allocate_the_whole_slice_and_map_only_the_section() {
+        let dev = FakeDevice::default();
+        let mut t = MappingTable::default();
+        let mut host: Vec<u8> = (0..50).collect();
+        let base = addr(&host);
+        let r = Range {
+            begin: base + 10,
+            size: 20,
+            base,
+            base_size: 50,
+        };
+        unsafe {
+            let tgt = t.enter(&dev, r, TO | FROM, RefKind::Structured).unwrap();
+            assert_eq!(dev.read(tgt, 20), (10..30).collect::<Vec<u8>>());
+            // The slice's device base is inside the same allocation: a region may form the whole slice.
+            let dev_base = tgt - 10;
+            assert_eq!(
+                dev.read(dev_base, 50)[..10],
+                [0u8; 10],
+                "outside the section: unspecified (zero here)"
+            );
+            assert!(t.lookup(base, 1).is_none(), "only the section is present");
+            assert!(t.lookup(base + 10, 20).is_some());
+            dev.write(dev_base, &[7u8; 50]);
+            t.exit(&dev, r.begin, 20, TO | FROM, RefKind::Structured, true)
+                .unwrap();
+        }
+        assert_eq!(
+            &host[..10],
+            &(0..10).collect::<Vec<u8>>()[..],
+            "only the section came back"
+        );
+        assert!(host[10..30].iter().all(|&b| b == 7));
+        assert_eq!(&host[30..], &(30..50).collect::<Vec<u8>>()[..]);
+        host[0] = 1;
+    }
+
+    #[test]
+    fn updates_copy_both_ways_while_mapped() {
+        let dev = FakeDevice::default();
+        let mut t = MappingTable::default();
+        let mut host = vec![1u8; 32];
+        let r = Range::whole(addr(&host), 32);
+        unsafe {
+            let tgt = t.enter(&dev, r, TO, RefKind::Structured).unwrap();
+            host.iter_mut().for_each(|b| *b = 2);
+            t.update(&dev, r.begin, 32, TO).unwrap();
+            assert_eq!(dev.read(tgt, 32), vec![2u8; 32]);
+            dev.write(tgt + 8, &[5u8; 8]);
+            t.update(&dev, r.begin + 8, 8, FROM).unwrap();
+            assert_eq!(host[7..17], [2, 5, 5, 5, 5, 5, 5, 5, 5, 2]);
+        }
+    }
+
+    #[test]
+    fn associated_pointers_are_present_until_disassociated_and_never_freed() {
+        let dev = FakeDevice::default();
+        let mut t = MappingTable::default();
+        let host = vec![0u8; 16];
+        let a = addr(&host);
+        let mem = dev.alloc(16).unwrap();
+        t.associate(a, 16, mem).unwrap();
+        unsafe {
+            assert_eq!(
+                t.enter(&dev, Range::whole(a, 16), TO, RefKind::Structured)
+                    .unwrap(),
+                mem
+            );
+            t.exit(&dev, a, 16, FROM, RefKind::Structured, true)
+                .unwrap();
+            t.exit(&dev, a, 16, FROM, RefKind::Dynamic, true).unwrap();
+        }
+        assert_eq!(t.lookup(a, 16), Some(mem));
+        assert!(t.disassociate(a + 1).is_err());
+        t.disassociate(a).unwrap();
+        assert!(t.lookup(a, 16).is_none());
+        assert_eq!(dev.live(), 1, "the user's memory is not freed by the table");
     }
 }

@@ -1,10 +1,15 @@
 //! What every side of `offload` must agree on, in one place:
 //! - [`identity`]: how a region is named (crate + module path + function) and the device symbol that name mangles to;
 //! - [`abi`]: the binary layouts shared by the fat binary, the runtime and the device images;
-//! - `region` (feature `syntax`): the clause model, parsed and validated once for the macro and the outliner.
+//! - `clause`, `region`, `data` (feature `syntax`): the clause model, parsed and validated once for the macros and the
+//!   outliner.
 #![cfg_attr(not(feature = "syntax"), no_std)]
 
 pub mod abi;
+#[cfg(feature = "syntax")]
+pub mod clause;
+#[cfg(feature = "syntax")]
+pub mod data;
 pub mod identity;
 #[cfg(feature = "syntax")]
 pub mod region;

@@ -2,89 +2,12 @@
 //! expands the host side) and the outliner (which writes the kernel entry). Errors are spanned and collected, so a
 //! user sees every mistake at once.
 
-use proc_macro2::{Span, TokenStream};
+use crate::clause::{parse_clauses, Clause, Construct, Errors, Map, MapItem, MapType, Section};
+use proc_macro2::TokenStream;
 use quote::ToTokens;
-use syn::parse::{Parse, ParseStream, Parser};
-use syn::punctuated::Punctuated;
+use syn::parse::Parser;
 use syn::spanned::Spanned;
-use syn::{Expr, FnArg, Ident, ItemFn, Pat, ReturnType, Token, Type};
-
-/// OpenMP map types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MapType {
-    To,
-    From,
-    ToFrom,
-    Alloc,
-}
-
-impl MapType {
-    pub fn name(self) -> &'static str {
-        match self {
-            MapType::To => "to",
-            MapType::From => "from",
-            MapType::ToFrom => "tofrom",
-            MapType::Alloc => "alloc",
-        }
-    }
-
-    /// The map-type bits of [`crate::abi::map_type`].
-    pub fn bits(self) -> u64 {
-        use crate::abi::map_type::*;
-        match self {
-            MapType::To => TO,
-            MapType::From => FROM,
-            MapType::ToFrom => TO | FROM,
-            MapType::Alloc => 0,
-        }
-    }
-
-    fn needs_mut(self) -> bool {
-        self != MapType::To
-    }
-}
-
-/// How a parameter is mapped: explicitly by a clause or implicitly from its type.
-#[derive(Clone, Debug)]
-pub struct Map {
-    pub map_type: MapType,
-    pub always: bool,
-    pub present: bool,
-    pub close: bool,
-    /// Where the clause named the variable; `None` for an implicit map.
-    pub clause_span: Option<Span>,
-}
-
-impl Map {
-    fn implicit(map_type: MapType) -> Self {
-        Map {
-            map_type,
-            always: false,
-            present: false,
-            close: false,
-            clause_span: None,
-        }
-    }
-
-    /// All map-type bits, modifiers included.
-    pub fn bits(&self) -> u64 {
-        use crate::abi::map_type::*;
-        let mut b = self.map_type.bits() | TARGET_PARAM;
-        if self.always {
-            b |= ALWAYS;
-        }
-        if self.present {
-            b |= PRESENT;
-        }
-        if self.close {
-            b |= CLOSE;
-        }
-        if self.clause_span.is_none() {
-            b |= IMPLICIT;
-        }
-        b
-    }
-}
+use syn::{Expr, FnArg, Ident, ItemFn, Pat, ReturnType, Type};
 
 /// What kind of value a parameter is, which decides how it crosses to the device.
 #[derive(Clone, Debug)]
@@ -104,6 +27,8 @@ pub struct Param {
     pub kind: ParamKind,
     /// `None` for by-value parameters.
     pub map: Option<Map>,
+    /// `map(TYPE: x[lo..hi])`: only this part of a slice is transferred and present.
+    pub section: Option<Section>,
 }
 
 /// One kernel argument in the calling convention `(dyn_ptr, a0, .., ak)`.
@@ -136,13 +61,16 @@ impl Region {
     /// Parses the attribute arguments and validates them against the function; every error, combined.
     pub fn parse(args: TokenStream, func: &ItemFn) -> syn::Result<Region> {
         let mut errors = Errors::default();
-        let clauses = match Punctuated::<Clause, Token![,]>::parse_terminated.parse2(args) {
-            Ok(c) => c.into_iter().collect(),
-            Err(e) => {
-                errors.push(e);
-                Vec::new()
-            }
-        };
+        let clauses =
+            match (|input: syn::parse::ParseStream| parse_clauses(input, Construct::Target))
+                .parse2(args)
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    errors.push(e);
+                    Vec::new()
+                }
+            };
         check_signature(func, &mut errors);
         let mut params: Vec<Param> = Vec::new();
         for arg in &func.sig.inputs {
@@ -192,14 +120,6 @@ impl Region {
 
     fn apply_map(&mut self, map: &Map, item: MapItem, errors: &mut Errors) {
         let span = item.ident.span();
-        if let Some(section) = item.section {
-            errors.push(syn::Error::new(
-                section.span(),
-                "array sections in `#[target]` map clauses are not supported yet; map the whole slice, \
-                 or pass the sub-slice `&y[lo..hi]` as the argument",
-            ));
-            return;
-        }
         let Some(param) = self.params.iter_mut().find(|p| p.ident == item.ident) else {
             let names: Vec<String> = self
                 .params
@@ -253,7 +173,14 @@ impl Region {
             ));
             return;
         }
-        if map.map_type.needs_mut() && !mutable {
+        if let (Some(sec), ParamKind::Ref { .. }) = (&item.section, &param.kind) {
+            errors.push(syn::Error::new(
+                sec.span,
+                format!("`{}` is not a slice; sections apply to slices", param.ident),
+            ));
+            return;
+        }
+        if map.map_type != MapType::To && !mutable {
             errors.push(syn::Error::new(
                 span,
                 format!(
@@ -269,6 +196,7 @@ impl Region {
             clause_span: Some(span),
             ..map.clone()
         });
+        param.section = item.section;
     }
 
     /// The kernel arguments, in order: the calling convention both the host stub and the kernel entry follow.
@@ -407,6 +335,7 @@ fn classify_param(arg: &FnArg, errors: &mut Errors) -> Option<Param> {
         ty,
         kind,
         map,
+        section: None,
     })
 }
 
@@ -476,166 +405,6 @@ fn unsupported_type(ty: &Type) -> Option<String> {
                 )),
                 _ => None,
             }
-        }
-    }
-}
-
-/// One clause of `#[target(...)]`.
-enum Clause {
-    Map { map: Map, items: Vec<MapItem> },
-    Device(Ident, Expr),
-    If(Ident, Expr),
-}
-
-struct MapItem {
-    ident: Ident,
-    section: Option<TokenStream>,
-}
-
-impl Parse for MapItem {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
-        let ident: Ident = input.parse()?;
-        let section = if input.peek(syn::token::Bracket) {
-            let content;
-            let b = syn::bracketed!(content in input);
-            let ts: TokenStream = content.parse()?;
-            let mut group = proc_macro2::Group::new(proc_macro2::Delimiter::Bracket, ts);
-            group.set_span(b.span.join());
-            Some(group.into_token_stream())
-        } else {
-            None
-        };
-        Ok(MapItem { ident, section })
-    }
-}
-
-const CLAUSES: &str = "map, device, if";
-
-impl Parse for Clause {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
-        let kw: Ident = input.call(syn::ext::IdentExt::parse_any)?;
-        let name = kw.to_string();
-        match name.as_str() {
-            "map" | "device" | "if" => {
-                if !input.peek(syn::token::Paren) {
-                    return Err(syn::Error::new(kw.span(), format!("`{kw}` takes arguments: `{kw}(...)`")));
-                }
-                let content;
-                syn::parenthesized!(content in input);
-                if name == "map" {
-                    return parse_map(&content, &kw);
-                }
-                let e: Expr = content.parse()?;
-                if !content.is_empty() {
-                    return Err(content.error(format!("`{kw}` takes one expression")));
-                }
-                Ok(if name == "device" { Clause::Device(kw, e) } else { Clause::If(kw, e) })
-            }
-            "teams_distribute_parallel_for" | "teams" | "parallel" | "num_teams" | "thread_limit" | "collapse"
-            | "reduction" | "nowait" => Err(syn::Error::new(
-                kw.span(),
-                format!("`{kw}` is an OpenMP clause this version of offload does not support yet; supported: {CLAUSES}"),
-            )),
-            "is_device_ptr" | "firstprivate" | "private" | "defaultmap" | "depend" => Err(syn::Error::new(
-                kw.span(),
-                format!(
-                    "`{kw}` is not a clause of `#[target]`: the parameter's type decides (by-value parameters are \
-                     firstprivate); supported: {CLAUSES}"
-                ),
-            )),
-            _ => Err(syn::Error::new(kw.span(), format!("unknown clause `{kw}`; supported: {CLAUSES}"))),
-        }
-    }
-}
-
-fn parse_map(content: ParseStream, kw: &Ident) -> syn::Result<Clause> {
-    let mut map = Map::implicit(MapType::ToFrom);
-    map.clause_span = Some(kw.span());
-    // `map([always,] [present,] [close,] TYPE: list)`, or `map(list)` meaning tofrom, as OpenMP.
-    let has_colon = {
-        let fork = content.fork();
-        let mut found = false;
-        while !fork.is_empty() {
-            if fork.peek(Token![:]) && !fork.peek(Token![::]) {
-                found = true;
-                break;
-            }
-            let _: proc_macro2::TokenTree = fork.parse()?;
-        }
-        found
-    };
-    if has_colon {
-        let mut words: Vec<Ident> = Vec::new();
-        while !content.peek(Token![:]) {
-            words.push(content.call(syn::ext::IdentExt::parse_any)?);
-            if content.peek(Token![,]) {
-                let _: Token![,] = content.parse()?;
-            }
-        }
-        let _: Token![:] = content.parse()?;
-        let Some(ty) = words.pop() else {
-            return Err(content.error("expected a map type before `:` (to, from, tofrom, alloc)"));
-        };
-        map.map_type = match ty.to_string().as_str() {
-            "to" => MapType::To,
-            "from" => MapType::From,
-            "tofrom" => MapType::ToFrom,
-            "alloc" => MapType::Alloc,
-            "release" | "delete" => {
-                return Err(syn::Error::new(
-                    ty.span(),
-                    format!("`{ty}` is a map type for exiting a data environment, not for `#[target]`; use to, from, tofrom or alloc"),
-                ))
-            }
-            _ => {
-                return Err(syn::Error::new(
-                    ty.span(),
-                    format!("unknown map type `{ty}`; use to, from, tofrom or alloc"),
-                ))
-            }
-        };
-        for m in words {
-            match m.to_string().as_str() {
-                "always" => map.always = true,
-                "present" => map.present = true,
-                "close" => map.close = true,
-                _ => {
-                    return Err(syn::Error::new(
-                        m.span(),
-                        format!("unknown map-type modifier `{m}`; use always, present or close"),
-                    ))
-                }
-            }
-        }
-    }
-    let items = Punctuated::<MapItem, Token![,]>::parse_terminated(content)?;
-    if items.is_empty() {
-        return Err(syn::Error::new(
-            kw.span(),
-            "`map` needs at least one variable",
-        ));
-    }
-    Ok(Clause::Map {
-        map,
-        items: items.into_iter().collect(),
-    })
-}
-
-#[derive(Default)]
-struct Errors(Option<syn::Error>);
-
-impl Errors {
-    fn push(&mut self, e: syn::Error) {
-        match &mut self.0 {
-            Some(all) => all.combine(e),
-            None => self.0 = Some(e),
-        }
-    }
-
-    fn finish<T>(self, value: T) -> syn::Result<T> {
-        match self.0 {
-            Some(e) => Err(e),
-            None => Ok(value),
         }
     }
 }

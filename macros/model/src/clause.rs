@@ -1,0 +1,361 @@
+//! OpenMP clauses as the macros spell them: `map([always,] [present,] [close,] TYPE: a, b[lo..hi])`, `device(expr)`,
+//! `if(expr)`, with the map types each construct allows. One grammar for `#[target]` and the data constructs.
+
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
+use syn::parse::ParseStream;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Expr, Ident, Token};
+
+/// OpenMP map types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapType {
+    To,
+    From,
+    ToFrom,
+    Alloc,
+    Release,
+    Delete,
+}
+
+impl MapType {
+    pub fn name(self) -> &'static str {
+        match self {
+            MapType::To => "to",
+            MapType::From => "from",
+            MapType::ToFrom => "tofrom",
+            MapType::Alloc => "alloc",
+            MapType::Release => "release",
+            MapType::Delete => "delete",
+        }
+    }
+
+    /// The map-type bits of [`crate::abi::map_type`].
+    pub fn bits(self) -> u64 {
+        use crate::abi::map_type::*;
+        match self {
+            MapType::To => TO,
+            MapType::From => FROM,
+            MapType::ToFrom => TO | FROM,
+            MapType::Alloc | MapType::Release => 0,
+            MapType::Delete => DELETE,
+        }
+    }
+
+    /// Whether the construct writes the host data (so it must be reachable mutably).
+    pub fn writes_host(self) -> bool {
+        matches!(self, MapType::From | MapType::ToFrom)
+    }
+}
+
+/// Which construct a clause list belongs to: it decides the map types allowed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Construct {
+    Target,
+    Data,
+    EnterData,
+    ExitData,
+}
+
+impl Construct {
+    fn name(self) -> &'static str {
+        match self {
+            Construct::Target => "#[target]",
+            Construct::Data => "target_data!",
+            Construct::EnterData => "target_enter_data!",
+            Construct::ExitData => "target_exit_data!",
+        }
+    }
+
+    fn allowed(self) -> &'static [MapType] {
+        use MapType::*;
+        match self {
+            Construct::Target | Construct::Data => &[To, From, ToFrom, Alloc],
+            Construct::EnterData => &[To, Alloc],
+            Construct::ExitData => &[From, Release, Delete],
+        }
+    }
+
+    fn default_map_type(self) -> MapType {
+        match self {
+            Construct::Target | Construct::Data => MapType::ToFrom,
+            Construct::EnterData => MapType::To,
+            Construct::ExitData => MapType::From,
+        }
+    }
+}
+
+/// How a variable is mapped: explicitly by a clause, or implicitly from its type.
+#[derive(Clone, Debug)]
+pub struct Map {
+    pub map_type: MapType,
+    pub always: bool,
+    pub present: bool,
+    pub close: bool,
+    /// Where the clause named the variable; `None` for an implicit map.
+    pub clause_span: Option<Span>,
+}
+
+impl Map {
+    pub fn implicit(map_type: MapType) -> Self {
+        Map {
+            map_type,
+            always: false,
+            present: false,
+            close: false,
+            clause_span: None,
+        }
+    }
+
+    /// All map-type bits, modifiers included.
+    pub fn bits(&self) -> u64 {
+        use crate::abi::map_type::*;
+        let mut b = self.map_type.bits() | TARGET_PARAM;
+        if self.always {
+            b |= ALWAYS;
+        }
+        if self.present {
+            b |= PRESENT;
+        }
+        if self.close {
+            b |= CLOSE;
+        }
+        if self.clause_span.is_none() {
+            b |= IMPLICIT;
+        }
+        b
+    }
+}
+
+/// An array section `x[lo..hi]` (either bound may be left out, `..=` includes `hi`).
+#[derive(Clone, Debug)]
+pub struct Section {
+    pub lo: Option<Expr>,
+    pub hi: Option<Expr>,
+    pub inclusive: bool,
+    pub span: Span,
+}
+
+impl Section {
+    /// `(lo, hi)` as `usize` expressions against a slice of length `len`.
+    pub fn bounds(&self, len: TokenStream) -> (TokenStream, TokenStream) {
+        let lo = self
+            .lo
+            .as_ref()
+            .map_or(quote::quote!(0usize), |e| quote::quote!((#e) as usize));
+        let hi = match (&self.hi, self.inclusive) {
+            (Some(e), false) => quote::quote!((#e) as usize),
+            (Some(e), true) => quote::quote!((#e) as usize + 1),
+            (None, _) => len,
+        };
+        (lo, hi)
+    }
+}
+
+/// A variable in a map clause.
+#[derive(Clone, Debug)]
+pub struct MapItem {
+    pub ident: Ident,
+    pub section: Option<Section>,
+}
+
+pub fn parse_item(input: ParseStream) -> syn::Result<MapItem> {
+    let ident: Ident = input.parse()?;
+    let section = if input.peek(syn::token::Bracket) {
+        let content;
+        let b = syn::bracketed!(content in input);
+        let span = b.span.join();
+        match content.parse::<Expr>()? {
+            Expr::Range(r) => Some(Section {
+                lo: r.start.map(|e| *e),
+                hi: r.end.map(|e| *e),
+                inclusive: matches!(r.limits, syn::RangeLimits::Closed(_)),
+                span,
+            }),
+            other => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "an array section is a range: `x[lo..hi]`, `x[lo..]` or `x[..hi]`",
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    Ok(MapItem { ident, section })
+}
+
+/// One clause.
+pub enum Clause {
+    Map { map: Map, items: Vec<MapItem> },
+    Device(Ident, Expr),
+    If(Ident, Expr),
+}
+
+const CLAUSES: &str = "map, device, if";
+
+/// Parses one clause of `construct`.
+pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Clause> {
+    let kw: Ident = input.call(syn::ext::IdentExt::parse_any)?;
+    let name = kw.to_string();
+    match name.as_str() {
+        "map" | "device" | "if" => {
+            if !input.peek(syn::token::Paren) {
+                return Err(syn::Error::new(kw.span(), format!("`{kw}` takes arguments: `{kw}(...)`")));
+            }
+            let content;
+            syn::parenthesized!(content in input);
+            if name == "map" {
+                return parse_map(&content, &kw, construct);
+            }
+            let e: Expr = content.parse()?;
+            if !content.is_empty() {
+                return Err(content.error(format!("`{kw}` takes one expression")));
+            }
+            Ok(if name == "device" { Clause::Device(kw, e) } else { Clause::If(kw, e) })
+        }
+        "teams_distribute_parallel_for" | "teams" | "parallel" | "num_teams" | "thread_limit" | "collapse"
+        | "reduction" | "nowait" => Err(syn::Error::new(
+            kw.span(),
+            format!("`{kw}` is an OpenMP clause this version of offload does not support yet; supported: {CLAUSES}"),
+        )),
+        "is_device_ptr" | "firstprivate" | "private" | "defaultmap" | "depend" => Err(syn::Error::new(
+            kw.span(),
+            format!(
+                "`{kw}` is not a clause of `{}`: the parameter's type decides (by-value parameters are firstprivate); \
+                 supported: {CLAUSES}",
+                construct.name()
+            ),
+        )),
+        _ => Err(syn::Error::new(kw.span(), format!("unknown clause `{kw}`; supported: {CLAUSES}"))),
+    }
+}
+
+/// Parses `clause, clause, ...` up to the end of `input` or a `=>`.
+pub fn parse_clauses(input: ParseStream, construct: Construct) -> syn::Result<Vec<Clause>> {
+    let mut out = Vec::new();
+    while !input.is_empty() && !input.peek(Token![=>]) {
+        out.push(parse_clause(input, construct)?);
+        if input.is_empty() || input.peek(Token![=>]) {
+            break;
+        }
+        input.parse::<Token![,]>()?;
+    }
+    Ok(out)
+}
+
+fn parse_map(content: ParseStream, kw: &Ident, construct: Construct) -> syn::Result<Clause> {
+    let mut map = Map::implicit(construct.default_map_type());
+    map.clause_span = Some(kw.span());
+    // `map([always,] [present,] [close,] TYPE: list)`, or `map(list)` meaning the construct's default, as OpenMP.
+    let has_colon = {
+        let fork = content.fork();
+        let mut found = false;
+        while !fork.is_empty() {
+            if fork.peek(Token![:]) && !fork.peek(Token![::]) {
+                found = true;
+                break;
+            }
+            let _: proc_macro2::TokenTree = fork.parse()?;
+        }
+        found
+    };
+    if has_colon {
+        let mut words: Vec<Ident> = Vec::new();
+        while !content.peek(Token![:]) {
+            words.push(content.call(syn::ext::IdentExt::parse_any)?);
+            if content.peek(Token![,]) {
+                let _: Token![,] = content.parse()?;
+            }
+        }
+        let _: Token![:] = content.parse()?;
+        let Some(ty) = words.pop() else {
+            return Err(content.error("expected a map type before `:`"));
+        };
+        let allowed = construct.allowed();
+        let names = allowed
+            .iter()
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join(", ");
+        map.map_type = match ty.to_string().as_str() {
+            "to" => MapType::To,
+            "from" => MapType::From,
+            "tofrom" => MapType::ToFrom,
+            "alloc" => MapType::Alloc,
+            "release" => MapType::Release,
+            "delete" => MapType::Delete,
+            _ => {
+                return Err(syn::Error::new(
+                    ty.span(),
+                    format!("unknown map type `{ty}`; use {names}"),
+                ))
+            }
+        };
+        if !allowed.contains(&map.map_type) {
+            return Err(syn::Error::new(
+                ty.span(),
+                format!(
+                    "`{ty}` is not a map type of `{}`; use {names}",
+                    construct.name()
+                ),
+            ));
+        }
+        for m in words {
+            match m.to_string().as_str() {
+                "always" => map.always = true,
+                "present" => map.present = true,
+                "close" => map.close = true,
+                _ => {
+                    return Err(syn::Error::new(
+                        m.span(),
+                        format!("unknown map-type modifier `{m}`; use always, present or close"),
+                    ))
+                }
+            }
+        }
+    }
+    let items = Punctuated::<MapItem, Token![,]>::parse_terminated_with(content, parse_item)?;
+    if items.is_empty() {
+        return Err(syn::Error::new(
+            kw.span(),
+            "`map` needs at least one variable",
+        ));
+    }
+    Ok(Clause::Map {
+        map,
+        items: items.into_iter().collect(),
+    })
+}
+
+/// Errors collected so a user sees every mistake at once.
+#[derive(Default)]
+pub struct Errors(Option<syn::Error>);
+
+impl Errors {
+    pub fn push(&mut self, e: syn::Error) {
+        match &mut self.0 {
+            Some(all) => all.combine(e),
+            None => self.0 = Some(e),
+        }
+    }
+
+    pub fn finish<T>(self, value: T) -> syn::Result<T> {
+        match self.0 {
+            Some(e) => Err(e),
+            None => Ok(value),
+        }
+    }
+}
+
+/// The section's span, for messages.
+pub fn section_span(s: &Option<Section>) -> Option<Span> {
+    s.as_ref().map(|s| s.span)
+}
+
+impl ToTokens for MapItem {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        self.ident.to_tokens(tokens);
+    }
+}

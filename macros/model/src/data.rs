@@ -1,0 +1,166 @@
+//! The data constructs' input: `target_data!(clauses => block)`, `target_enter_data!(clauses)`,
+//! `target_exit_data!(clauses)` and `target_update!(to: a, from: b, device(d), if(c))`.
+
+use crate::clause::{parse_clause, parse_clauses, Clause, Construct, Errors, Map, MapItem};
+use syn::parse::{ParseStream, Parser};
+use syn::{Expr, Ident, Token};
+
+pub struct DataConstruct {
+    pub construct: Construct,
+    pub maps: Vec<(Map, MapItem)>,
+    pub device: Option<Expr>,
+    pub if_cond: Option<Expr>,
+    /// `target_data!`'s block.
+    pub body: Option<syn::Block>,
+}
+
+impl DataConstruct {
+    pub fn parse(
+        tokens: proc_macro2::TokenStream,
+        construct: Construct,
+    ) -> syn::Result<DataConstruct> {
+        let parser = |input: ParseStream| {
+            let clauses = parse_clauses(input, construct)?;
+            let body = if construct == Construct::Data {
+                if !input.peek(Token![=>]) {
+                    return Err(input.error("`target_data!` ends with `=> { block }`: `target_data!(map(to: x) => { .. })`"));
+                }
+                input.parse::<Token![=>]>()?;
+                let b: syn::Block = input.parse()?;
+                if !input.is_empty() {
+                    return Err(input.error("nothing may follow the block"));
+                }
+                Some(b)
+            } else {
+                None
+            };
+            Ok((clauses, body))
+        };
+        let (clauses, body) = parser.parse2(tokens)?;
+        let mut errors = Errors::default();
+        let mut c = DataConstruct {
+            construct,
+            maps: Vec::new(),
+            device: None,
+            if_cond: None,
+            body,
+        };
+        for clause in clauses {
+            match clause {
+                Clause::Map { map, items } => {
+                    for item in items {
+                        if c.maps.iter().any(|(_, i)| i.ident == item.ident) {
+                            errors.push(syn::Error::new(
+                                item.ident.span(),
+                                format!(
+                                    "`{}` is mapped twice; a variable takes one map clause",
+                                    item.ident
+                                ),
+                            ));
+                        } else {
+                            c.maps.push((map.clone(), item));
+                        }
+                    }
+                }
+                Clause::Device(kw, e) => set_once(&mut c.device, kw, e, &mut errors),
+                Clause::If(kw, e) => set_once(&mut c.if_cond, kw, e, &mut errors),
+            }
+        }
+        if c.maps.is_empty() {
+            errors.push(syn::Error::new(
+                proc_macro2::Span::call_site(),
+                "a data construct needs at least one map clause",
+            ));
+        }
+        errors.finish(c)
+    }
+}
+
+fn set_once(slot: &mut Option<Expr>, kw: Ident, e: Expr, errors: &mut Errors) {
+    if slot.is_some() {
+        errors.push(syn::Error::new(
+            kw.span(),
+            format!("`{kw}` is given twice; keep one"),
+        ));
+    } else {
+        *slot = Some(e);
+    }
+}
+
+/// The direction of a `target_update!` item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Motion {
+    To,
+    From,
+}
+
+pub struct Update {
+    pub items: Vec<(Motion, MapItem)>,
+    pub device: Option<Expr>,
+    pub if_cond: Option<Expr>,
+}
+
+impl Update {
+    /// `to: a, b[lo..hi], from: c, device(d), if(e)`, in any order.
+    pub fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Update> {
+        let parser = |input: ParseStream| {
+            let mut u = Update {
+                items: Vec::new(),
+                device: None,
+                if_cond: None,
+            };
+            let mut errors = Errors::default();
+            let mut motion: Option<Motion> = None;
+            while !input.is_empty() {
+                let is_motion = (input.peek(Ident) || input.peek(Token![if]))
+                    && input.peek2(Token![:])
+                    && !input.peek2(Token![::]);
+                if is_motion {
+                    let kw: Ident = input.call(syn::ext::IdentExt::parse_any)?;
+                    input.parse::<Token![:]>()?;
+                    motion = Some(match kw.to_string().as_str() {
+                        "to" => Motion::To,
+                        "from" => Motion::From,
+                        _ => {
+                            return Err(syn::Error::new(
+                                kw.span(),
+                                format!("unknown motion `{kw}:`; use `to:` or `from:`"),
+                            ))
+                        }
+                    });
+                    continue;
+                } else if input.peek2(syn::token::Paren) {
+                    match parse_clause(input, Construct::Data)? {
+                        Clause::Device(kw, e) => set_once(&mut u.device, kw, e, &mut errors),
+                        Clause::If(kw, e) => set_once(&mut u.if_cond, kw, e, &mut errors),
+                        Clause::Map { .. } => {
+                            return Err(input.error(
+                                "`target_update!` takes `to: x` and `from: y`, not map clauses",
+                            ))
+                        }
+                    }
+                } else {
+                    let Some(m) = motion else {
+                        return Err(input.error("name the direction first: `target_update!(to: x)` or `target_update!(from: y)`"));
+                    };
+                    let item = crate::clause::parse_item(input)?;
+                    if u.items.iter().any(|(_, i)| i.ident == item.ident) {
+                        errors.push(syn::Error::new(
+                            item.ident.span(),
+                            format!("`{}` is named twice", item.ident),
+                        ));
+                    }
+                    u.items.push((m, item));
+                }
+                if !input.is_empty() {
+                    input.parse::<Token![,]>()?;
+                }
+            }
+            if u.items.is_empty() {
+                errors.push(input.error("`target_update!` needs `to: x` or `from: y`"));
+            }
+            errors.finish(u)
+        };
+        parser.parse2(tokens)
+    }
+}

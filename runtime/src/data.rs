@@ -1,0 +1,402 @@
+//! Device data environments: what `target_data!`, `target_enter_data!`, `target_exit_data!` and `target_update!`
+//! expand to, and the map-list walk regions share. Plugin-independent: everything goes through the device's
+//! [`MappingTable`](crate::mapping::MappingTable) and the [`Device`](crate::plugin::Device) trait.
+
+use crate::device::{select, DeviceEntry, Host, Selection};
+use crate::icv::{icv, Policy};
+use crate::launch::MapArg;
+use crate::mapping::{MapError, RefKind};
+use crate::plugin::DevicePtr;
+use crate::DeviceCopy;
+use offload_model::abi::map_type::{DELETE, FROM, LITERAL, PRIVATE, TO};
+use std::ops::{Deref, DerefMut};
+
+fn table(dev: &DeviceEntry) -> std::sync::MutexGuard<'_, crate::mapping::MappingTable> {
+    // A panic while holding the lock cannot leave the table half-updated (each operation is one insert/remove).
+    dev.mapping.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Maps every entry of a map list in and returns one kernel argument each (a slice's is the device address of its
+/// base). On error, undoes what it did, copying nothing back.
+///
+/// # Safety
+/// Every non-literal entry describes live host memory.
+pub(crate) unsafe fn enter_list(
+    dev: &DeviceEntry,
+    maps: &[MapArg],
+    kind: RefKind,
+) -> Result<Vec<u64>, MapError> {
+    let mut args = Vec::with_capacity(maps.len());
+    let mut t = None;
+    for (i, m) in maps.iter().enumerate() {
+        let r = if m.map_type & LITERAL != 0 || m.base_size == 0 {
+            // Literals, and zero-length data: no table entry; the kernel gets a dangling, aligned pointer.
+            Ok(m.begin as usize as u64)
+        } else if m.map_type & PRIVATE != 0 || m.size == 0 {
+            // A private copy, or a zero-length section of a non-empty slice: storage of the slice's size so the
+            // region's slice is valid, its contents unspecified.
+            private_in(dev, m).map_err(MapError::Device)
+        } else {
+            let t = t.get_or_insert_with(|| table(dev));
+            // SAFETY: the caller guarantees the host range.
+            unsafe { t.enter(&*dev.dev, m.range(), m.map_type, kind) }
+                .map(|tgt| tgt - (m.begin as usize - m.base as usize) as u64)
+        };
+        match r {
+            Ok(a) => args.push(a),
+            Err(e) => {
+                drop(t);
+                // SAFETY: undo exactly the first `i` entries.
+                let _ = unsafe { exit_list(dev, &maps[..i], &args, kind, false) };
+                return Err(e);
+            }
+        }
+    }
+    Ok(args)
+}
+
+fn private_in(dev: &DeviceEntry, m: &MapArg) -> Result<DevicePtr, String> {
+    let p = dev.dev.alloc(m.base_size.max(m.size))?;
+    if m.map_type & PRIVATE != 0 && m.map_type & TO != 0 {
+        // SAFETY: the macro passes a live value of `size` bytes; `p` was just allocated.
+        if let Err(e) = unsafe { dev.dev.copy_to_device(p, m.begin, m.size) } {
+            // SAFETY: ours, unused.
+            unsafe { dev.dev.free(p) };
+            return Err(e);
+        }
+    }
+    Ok(p)
+}
+
+/// Unmaps what [`enter_list`] mapped (`args[i]` belongs to `maps[i]`); copies back unless `copy_out` is false.
+///
+/// # Safety
+/// As [`enter_list`]; `FROM` ranges are writable.
+pub(crate) unsafe fn exit_list(
+    dev: &DeviceEntry,
+    maps: &[MapArg],
+    args: &[u64],
+    kind: RefKind,
+    copy_out: bool,
+) -> Result<(), MapError> {
+    let mut result = Ok(());
+    let mut t = None;
+    for (m, &a) in maps.iter().zip(args) {
+        if m.map_type & LITERAL != 0 || m.base_size == 0 {
+            continue;
+        }
+        if m.map_type & PRIVATE != 0 || m.size == 0 {
+            if copy_out && m.map_type & PRIVATE != 0 && m.map_type & FROM != 0 {
+                // SAFETY: the return slot is writable for `size` bytes.
+                if let Err(e) = unsafe { dev.dev.copy_from_device(m.begin, a, m.size) } {
+                    result = Err(MapError::Device(e));
+                }
+            }
+            // SAFETY: allocated by `private_in` for this call.
+            unsafe { dev.dev.free(a) };
+            continue;
+        }
+        let t = t.get_or_insert_with(|| table(dev));
+        // SAFETY: the caller guarantees the host range.
+        if let Err(e) = unsafe {
+            t.exit(
+                &*dev.dev,
+                m.begin as usize,
+                m.size,
+                m.map_type,
+                kind,
+                copy_out,
+            )
+        } {
+            result = Err(e);
+        }
+    }
+    result
+}
+
+/// The device a data construct acts on, or `None` for the host (where every map is already satisfied).
+/// Under `MANDATORY` a construct that could not reach a device stops the program.
+#[track_caller]
+fn data_device(construct: &str, device: Option<i32>, cond: bool) -> Option<&'static DeviceEntry> {
+    match select(device, cond) {
+        Selection::Device(dev) => Some(dev),
+        Selection::Host(Host::Unavailable(r)) if icv().policy == Policy::Mandatory => panic!(
+            "offload: {construct} could not reach a device and OMP_TARGET_OFFLOAD=MANDATORY forbids running on the \
+             host: {r}"
+        ),
+        Selection::Host(_) => None,
+    }
+}
+
+#[track_caller]
+fn mapping_failed(construct: &str, dev: &DeviceEntry, e: MapError) -> ! {
+    panic!(
+        "offload: {construct} on device {} ({}): {e}",
+        dev.number, dev.plugin
+    )
+}
+
+/// A `target_data!` region: entered on creation, exited when dropped (every way out of the block). A normal exit
+/// copies back; an unwinding one releases without copying.
+#[must_use]
+pub struct DataScope<'m> {
+    dev: Option<&'static DeviceEntry>,
+    maps: &'m [MapArg],
+    args: Vec<u64>,
+}
+
+impl<'m> DataScope<'m> {
+    /// # Safety
+    /// The map list describes host memory that stays borrowed (by the block's re-bound names) until the scope is
+    /// dropped.
+    #[track_caller]
+    pub unsafe fn begin(device: Option<i32>, cond: bool, maps: &'m [MapArg]) -> Self {
+        let dev = data_device("target_data!", device, cond);
+        let args = match dev {
+            // SAFETY: forwarded from the caller.
+            Some(d) => unsafe { enter_list(d, maps, RefKind::Structured) }
+                .unwrap_or_else(|e| mapping_failed("target_data!", d, e)),
+            None => Vec::new(),
+        };
+        DataScope { dev, maps, args }
+    }
+}
+
+impl Drop for DataScope<'_> {
+    fn drop(&mut self) {
+        let Some(dev) = self.dev else { return };
+        let unwinding = std::thread::panicking();
+        // SAFETY: the borrows of the mapped data end with the block, before this drop.
+        let r = unsafe { exit_list(dev, self.maps, &self.args, RefKind::Structured, !unwinding) };
+        if let (Err(e), false) = (r, unwinding) {
+            mapping_failed("target_data! exit", dev, e)
+        }
+    }
+}
+
+/// A buffer `target_enter_data!` mapped (OpenMP's `target enter data`): owns it, so its memory can be neither freed
+/// nor reused while the mapping lives. Derefs to the host copy. Dropping it exits with `release` (no copy back);
+/// [`Mapped::exit_from`] copies back, [`Mapped::exit_delete`] removes the mapping whatever its reference count. A
+/// forgotten `Mapped` leaks its buffer too.
+pub struct Mapped<V: MapOwner> {
+    value: Option<V>,
+    dev: Option<&'static DeviceEntry>,
+}
+
+/// What `target_enter_data!` takes by value: an owned buffer whose heap address does not move.
+pub trait MapOwner {
+    type Elem: DeviceCopy;
+    fn as_slice(&self) -> &[Self::Elem];
+    fn as_mut_slice(&mut self) -> &mut [Self::Elem];
+}
+
+impl<T: DeviceCopy> MapOwner for Vec<T> {
+    type Elem = T;
+    fn as_slice(&self) -> &[T] {
+        self
+    }
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        self
+    }
+}
+
+impl<T: DeviceCopy> MapOwner for Box<[T]> {
+    type Elem = T;
+    fn as_slice(&self) -> &[T] {
+        self
+    }
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        self
+    }
+}
+
+impl<V: MapOwner> Mapped<V> {
+    /// `target_enter_data!(map(TYPE: v))`: maps `v` with `map_type` (to or alloc, and modifiers).
+    #[track_caller]
+    pub fn enter(mut value: V, map_type: u64, device: Option<i32>, cond: bool) -> Self {
+        let dev = data_device("target_enter_data!", device, cond);
+        if let Some(d) = dev {
+            let m = MapArg::slice(value.as_mut_slice() as *const [V::Elem], map_type);
+            // SAFETY: `value` is owned by the returned `Mapped` for as long as the mapping can live.
+            unsafe { enter_list(d, &[m], RefKind::Dynamic) }
+                .unwrap_or_else(|e| mapping_failed("target_enter_data!", d, e));
+        }
+        Mapped {
+            value: Some(value),
+            dev,
+        }
+    }
+
+    /// `target_exit_data!` with `map_type` (from, release or delete, and modifiers); returns the buffer.
+    #[track_caller]
+    pub fn exit(mut self, map_type: u64) -> V {
+        let mut value = self.value.take().expect("present until exit");
+        if let Some(d) = self.dev {
+            let m = MapArg::slice(value.as_mut_slice() as *const [V::Elem], map_type);
+            // SAFETY: we own the buffer; `from` writes into it through `&mut`.
+            unsafe { exit_list(d, &[m], &[0], RefKind::Dynamic, true) }
+                .unwrap_or_else(|e| mapping_failed("target_exit_data!", d, e));
+        }
+        value
+    }
+
+    /// Exits with `from`: copies the device data back if this was the last reference.
+    #[track_caller]
+    pub fn exit_from(self) -> V {
+        self.exit(FROM)
+    }
+
+    /// Exits with `delete`: removes the mapping whatever its reference count, copying nothing.
+    #[track_caller]
+    pub fn exit_delete(self) -> V {
+        self.exit(DELETE)
+    }
+
+    /// The device the data is mapped on, if any.
+    pub fn device(&self) -> Option<i32> {
+        self.dev.map(|d| d.number)
+    }
+}
+
+impl<V: MapOwner> Drop for Mapped<V> {
+    fn drop(&mut self) {
+        if let (Some(mut value), Some(d)) = (self.value.take(), self.dev) {
+            let m = MapArg::slice(value.as_mut_slice() as *const [V::Elem], 0);
+            // SAFETY: we own the buffer; `release` copies nothing.
+            let _ = unsafe { exit_list(d, &[m], &[0], RefKind::Dynamic, false) };
+        }
+    }
+}
+
+impl<V: MapOwner> Deref for Mapped<V> {
+    type Target = [V::Elem];
+    fn deref(&self) -> &[V::Elem] {
+        self.value.as_ref().expect("present until exit").as_slice()
+    }
+}
+
+impl<V: MapOwner> DerefMut for Mapped<V> {
+    fn deref_mut(&mut self) -> &mut [V::Elem] {
+        self.value
+            .as_mut()
+            .expect("present until exit")
+            .as_mut_slice()
+    }
+}
+
+/// `target_update!`: each entry's `TO`/`FROM` bit says which way; data that is not mapped is skipped.
+///
+/// # Safety
+/// `TO` entries are readable, `FROM` entries writable, host memory.
+#[track_caller]
+pub unsafe fn update(device: Option<i32>, cond: bool, maps: &[MapArg]) {
+    let Some(d) = data_device("target_update!", device, cond) else {
+        return;
+    };
+    let t = table(d);
+    for m in maps.iter().filter(|m| m.size > 0) {
+        // SAFETY: per the contract.
+        if let Err(e) = unsafe { t.update(&*d.dev, m.begin as usize, m.size, m.map_type) } {
+            drop(t);
+            mapping_failed("target_update!", d, e)
+        }
+    }
+}
+
+/// A data source a data construct may name: `Vec<T>`, arrays, slices, `&[T]`, `&mut [T]`, `Mapped<V>`, and
+/// `DeviceCopy` scalars; `target_data!` re-binds the name to [`MapSource::Target`] by reference.
+pub trait MapSource {
+    type Target: ?Sized + MapTarget;
+    fn map_ref(&self) -> &Self::Target;
+}
+
+/// A writable data source (`from`, `tofrom`, `alloc` in `target_data!`, `target_update!(from: ..)`).
+pub trait MapSourceMut: MapSource {
+    fn map_mut(&mut self) -> &mut Self::Target;
+}
+
+/// What a source re-binds to: a slice or a single `DeviceCopy` value.
+pub trait MapTarget {
+    /// The map-list entry for all of it, or for the section `[lo, hi)` of a slice.
+    fn map_arg(this: *const Self, section: Option<(usize, usize)>, map_type: u64) -> MapArg;
+    /// Number of elements (1 for a scalar): where an open-ended section stops.
+    fn len(this: *const Self) -> usize;
+}
+
+impl<T: DeviceCopy> MapTarget for [T] {
+    fn len(this: *const Self) -> usize {
+        this.len()
+    }
+
+    #[track_caller]
+    fn map_arg(this: *const Self, section: Option<(usize, usize)>, map_type: u64) -> MapArg {
+        match section {
+            Some((lo, hi)) => MapArg::section(this, lo, hi, map_type),
+            None => MapArg::slice(this, map_type),
+        }
+    }
+}
+
+macro_rules! scalar_sources {
+    ($($t:ty),*) => {$(
+        impl MapTarget for $t {
+            fn len(_: *const Self) -> usize {
+                1
+            }
+            #[track_caller]
+            fn map_arg(this: *const Self, section: Option<(usize, usize)>, map_type: u64) -> MapArg {
+                assert!(section.is_none(), "offload: a section needs a slice, not a `{}`", stringify!($t));
+                MapArg::object(this, map_type)
+            }
+        }
+        impl MapSource for $t {
+            type Target = $t;
+            fn map_ref(&self) -> &$t { self }
+        }
+        impl MapSourceMut for $t {
+            fn map_mut(&mut self) -> &mut $t { self }
+        }
+    )*};
+}
+scalar_sources!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64);
+
+macro_rules! slice_sources {
+    ($([$($g:tt)*] $t:ty),*) => {$(
+        impl<$($g)*> MapSource for $t {
+            type Target = [T];
+            fn map_ref(&self) -> &[T] { self }
+        }
+        impl<$($g)*> MapSourceMut for $t {
+            fn map_mut(&mut self) -> &mut [T] { self }
+        }
+    )*};
+}
+slice_sources!([T: DeviceCopy] Vec<T>, [T: DeviceCopy] Box<[T]>, [T: DeviceCopy] [T], [T: DeviceCopy, const N: usize] [T; N], [T: DeviceCopy] &mut [T]);
+
+impl<T: DeviceCopy> MapSource for &[T] {
+    type Target = [T];
+    fn map_ref(&self) -> &[T] {
+        self
+    }
+}
+
+impl<V: MapOwner> MapSource for Mapped<V> {
+    type Target = [V::Elem];
+    fn map_ref(&self) -> &[V::Elem] {
+        self
+    }
+}
+
+impl<V: MapOwner> MapSourceMut for Mapped<V> {
+    fn map_mut(&mut self) -> &mut [V::Elem] {
+        self
+    }
+}
+
+/// Splits a borrow into the raw pointer a data construct keeps and the re-bound reference the block uses, derived
+/// from it so the construct's later copy-back through the pointer stays valid.
+pub fn rebind_mut<T: ?Sized>(r: &mut T) -> (*mut T, &mut T) {
+    let p: *mut T = r;
+    // SAFETY: `p` comes from a live `&mut` for the same lifetime.
+    (p, unsafe { &mut *p })
+}

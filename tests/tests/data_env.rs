@@ -1,0 +1,325 @@
+//! OpenMP data environments on the host-elf device (CONFORMANCE 9-16, 22): reference counts decide every copy, so
+//! each test changes the host or device copy where a wrong implementation would copy and checks that it did not.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+use offload::{
+    omp_get_mapped_ptr, omp_target_alloc, omp_target_associate_ptr, omp_target_disassociate_ptr,
+    omp_target_free, omp_target_is_present, omp_target_memcpy, target, target_data,
+    target_enter_data, target_exit_data, target_update,
+};
+use std::ffi::c_void;
+
+const HOST: i32 = 1; // omp_get_initial_device() with the one host-elf device
+
+#[target]
+fn inc(y: &mut [i64]) {
+    for v in y.iter_mut() {
+        *v += 1;
+    }
+}
+
+#[target]
+fn first(y: &[i64]) -> i64 {
+    y[0]
+}
+
+fn present(y: &[i64]) -> bool {
+    omp_target_is_present(y.as_ptr().cast(), 0)
+}
+
+// 9. Inside a data region, regions copy nothing; the host copy changes only at the end.
+#[test]
+fn regions_inside_a_data_region_copy_nothing() {
+    let mut y = vec![1i64; 64];
+    target_data!(map(tofrom: y) => {
+        assert!(present(y));
+        y[0] = 100; // host copy only: not copied in again
+        inc(y);
+        assert_eq!(y[0], 100, "no copy back after the region");
+        // DESIGN promises both spellings compile on a re-bound name.
+        #[allow(clippy::needless_borrow)]
+        inc(&mut y);
+        assert_eq!(first(y), 3, "the device copy never saw 100");
+    });
+    assert!(!present(&y));
+    assert!(
+        y.iter().all(|&v| v == 3),
+        "copied back at the end: {}",
+        y[1]
+    );
+}
+
+// 10. Nested data regions: only the outermost entry copies in, only the outermost exit copies out.
+#[test]
+fn nested_data_regions_copy_at_the_outermost_level_only() {
+    let mut y = vec![5i64; 16];
+    target_data!(map(tofrom: y) => {
+        y[0] = 50;
+        target_data!(map(tofrom: y) => {
+            inc(y);
+        });
+        assert_eq!(y[0], 50, "the inner exit copied nothing out");
+        assert_eq!(first(y), 6, "the inner entry copied nothing in");
+    });
+    assert_eq!(y[0], 6);
+}
+
+// 11. `always` copies although the data is present.
+#[test]
+fn always_forces_the_copy() {
+    let mut y = vec![0i64; 8];
+    target_data!(map(tofrom: y) => {
+        y[0] = 41;
+        target_data!(map(always, to: y) => {});
+        inc(y);
+        assert_eq!(y[0], 41);
+        target_data!(map(always, from: y) => {});
+        assert_eq!(y[0], 42, "always from copied out mid-region");
+    });
+}
+
+// 12. target_update!: to after a host change, from mid-region.
+#[test]
+fn updates_refresh_either_copy_inside_a_region() {
+    let mut y = vec![0i64; 32];
+    target_data!(map(tofrom: y) => {
+        y.iter_mut().for_each(|v| *v = 7);
+        target_update!(to: y);
+        inc(y);
+        assert_eq!(y[0], 7);
+        target_update!(from: y);
+        assert!(y.iter().all(|&v| v == 8));
+        // A section updates only its range.
+        inc(y);
+        target_update!(from: y[4..8]);
+        assert_eq!(&y[2..10], &[8, 8, 9, 9, 9, 9, 8, 8]);
+    });
+    // Data that is not mapped: nothing happens.
+    let mut z = vec![3i64; 4];
+    target_update!(from: z);
+    target_update!(to: z, device(0));
+    assert_eq!(z, [3; 4]);
+}
+
+// 13. enter/exit round-trips; delete removes the mapping.
+#[test]
+fn enter_and_exit_data_round_trip() {
+    let v: Vec<i64> = (0..100).collect();
+    let mut m = target_enter_data!(map(to: v));
+    assert!(present(&m));
+    inc(&mut m);
+    inc(&mut m);
+    assert_eq!(m[10], 10, "the host copy is untouched while mapped");
+    let v = target_exit_data!(map(from: m));
+    assert!(v.iter().enumerate().all(|(i, &x)| x == i as i64 + 2));
+    assert!(!present(&v));
+
+    let b: Box<[i64]> = vec![9; 10].into_boxed_slice();
+    let mut m = target_enter_data!(map(alloc: b));
+    m[0] = 1;
+    inc(&mut m);
+    let b = target_exit_data!(map(delete: m));
+    assert_eq!(b[0], 1, "delete copies nothing");
+    assert!(!present(&b), "the mapping is gone");
+}
+
+#[test]
+fn a_dropped_mapping_is_released_without_copying() {
+    let v = vec![1i64; 10];
+    let addr = v.as_ptr() as usize;
+    let mut m = target_enter_data!(map(to: v));
+    inc(&mut m);
+    drop(m);
+    assert!(!omp_target_is_present(addr as *const c_void, 0));
+}
+
+#[test]
+fn several_buffers_enter_at_once() {
+    let (a, b) = (vec![1i64; 4], vec![2i64; 4]);
+    let (mut ma, mut mb) = target_enter_data!(map(to: a, b), device(0));
+    assert_eq!((ma.device(), mb.device()), (Some(0), Some(0)));
+    inc(&mut ma);
+    inc(&mut mb);
+    let (a, b) = target_exit_data!(map(from: ma), map(release: mb));
+    assert_eq!((a[0], b[0]), (2, 2), "release copies nothing back");
+}
+
+// 14. present: fine when mapped, an error (naming address and size) when not, under every policy.
+#[target(map(present, to: x))]
+fn needs_present(x: &[i64]) -> i64 {
+    x.iter().sum()
+}
+
+#[test]
+fn present_is_checked() {
+    let x = vec![2i64; 5];
+    let err = try_needs_present(&x).expect_err("x is not mapped");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("region data_env::needs_present cannot map its data on device 0 (host-elf)"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!(
+            "host address {:#x}, 40 bytes",
+            x.as_ptr() as usize
+        )),
+        "{msg}"
+    );
+    target_data!(map(to: x) => {
+        assert_eq!(needs_present(x), 10);
+    });
+    // On the host there is nothing to be present: always satisfied.
+    assert_eq!(try_needs_present_on(HOST, &x).unwrap(), 10);
+}
+
+#[target(map(present, to: x), device(dev))]
+fn needs_present_on(dev: i32, x: &[i64]) -> i64 {
+    x.iter().sum()
+}
+
+#[test]
+fn present_in_a_data_construct_panics_with_the_address() {
+    let x = vec![0u8; 3];
+    let p = std::panic::catch_unwind(|| target_data!(map(present, to: x) => {}))
+        .expect_err("not mapped");
+    let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        msg.contains("offload: target_data! on device 0 (host-elf): `present` data is not mapped"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!("{:#x}, 3 bytes", x.as_ptr() as usize)),
+        "{msg}"
+    );
+}
+
+// 15. release drops one reference (here the only one); the mapping table unit tests cover several.
+#[test]
+fn release_drops_the_dynamic_reference() {
+    let v = vec![4i64; 4];
+    let m = target_enter_data!(map(to: v));
+    let v = target_exit_data!(map(release: m));
+    assert!(!present(&v));
+}
+
+// 16. Sections map and transfer only their range; the region still sees the whole slice.
+#[target(map(tofrom: y[2..6]))]
+fn bump_middle(y: &mut [i64]) -> usize {
+    for v in &mut y[2..6] {
+        *v += 10;
+    }
+    y[0] = -1; // outside the section: the host never sees it
+    y.len()
+}
+
+#[test]
+fn sections_map_only_their_range() {
+    let mut y: Vec<i64> = (0..10).collect();
+    assert_eq!(bump_middle(&mut y), 10, "the region keeps the full length");
+    assert_eq!(y, [0, 1, 12, 13, 14, 15, 6, 7, 8, 9]);
+
+    // Only the section is present, and mapping more than it extends the mapping: an error.
+    target_data!(map(tofrom: y[0..4]) => {
+        assert!(omp_target_is_present(y.as_ptr().cast(), 0));
+        assert!(!omp_target_is_present(y[4..].as_ptr().cast(), 0));
+        let err = try_inc(y).expect_err("whole slice extends the section");
+        assert!(err.to_string().contains("OpenMP does not allow extending a mapping"), "{err}");
+    });
+}
+
+// 22 (the part without device-pointer parameters). omp_get_mapped_ptr, omp_target_alloc/memcpy/associate.
+#[test]
+fn device_memory_api() {
+    let y = vec![1i64; 8];
+    assert!(omp_get_mapped_ptr(y.as_ptr().cast(), 0).is_null());
+    assert_eq!(
+        omp_get_mapped_ptr(y.as_ptr().cast(), HOST),
+        y.as_ptr() as *mut c_void
+    );
+    target_data!(map(to: y) => {
+        let d = omp_get_mapped_ptr(y.as_ptr().cast(), 0);
+        assert!(!d.is_null() && d != y.as_ptr() as *mut c_void, "a separate device copy");
+        let mut back = [0i64; 8];
+        let rc = unsafe { omp_target_memcpy(back.as_mut_ptr().cast(), d, 64, 0, 0, HOST, 0) };
+        assert_eq!((rc, back), (0, [1; 8]));
+    });
+
+    // Associate user-allocated device memory with a host buffer: regions use it as is.
+    let mut host = vec![0i64; 4];
+    let dmem = omp_target_alloc(32, 0);
+    assert!(!dmem.is_null());
+    let init = [10i64, 20, 30, 40];
+    unsafe {
+        assert_eq!(
+            omp_target_memcpy(dmem, init.as_ptr().cast(), 32, 0, 0, 0, HOST),
+            0
+        );
+        assert_eq!(
+            omp_target_associate_ptr(host.as_ptr().cast(), dmem, 32, 0, 0),
+            0
+        );
+    }
+    inc(&mut host);
+    assert_eq!(host, [0; 4], "present: nothing copied");
+    let mut out = [0i64; 4];
+    unsafe {
+        assert_eq!(
+            omp_target_memcpy(out.as_mut_ptr().cast(), dmem, 32, 0, 0, HOST, 0),
+            0
+        );
+        assert_eq!(
+            out,
+            [11, 21, 31, 41],
+            "the region worked in the associated memory"
+        );
+        assert_eq!(omp_target_disassociate_ptr(host.as_ptr().cast(), 0), 0);
+        assert_ne!(omp_target_disassociate_ptr(host.as_ptr().cast(), 0), 0);
+        omp_target_free(dmem, 0);
+    }
+    assert!(!omp_target_is_present(host.as_ptr().cast(), 0));
+}
+
+// 27. Many host threads, one device, shared mapped data: no update lost, no deadlock.
+#[target]
+fn count(hits: &[AtomicU64], y: &mut [i64]) {
+    hits[0].fetch_add(1, Ordering::Relaxed);
+    for v in y.iter_mut() {
+        *v += 1;
+    }
+}
+
+#[test]
+fn many_threads_share_the_device() {
+    const THREADS: usize = 8;
+    const ROUNDS: usize = 200;
+    let hits = [AtomicU64::new(0)];
+    let start = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let hits = &hits;
+            s.spawn(move || {
+                let mut own = vec![t as i64; 100];
+                for r in 0..ROUNDS {
+                    if r % 3 == 0 {
+                        target_data!(map(tofrom: own) => { count(hits, own); });
+                    } else {
+                        count(hits, &mut own);
+                    }
+                }
+                assert!(own.iter().all(|&v| v == (t + ROUNDS) as i64), "thread {t}");
+            });
+        }
+    });
+    assert_eq!(
+        hits[0].load(Ordering::Relaxed),
+        (THREADS * ROUNDS) as u64,
+        "lost updates"
+    );
+    assert!(!omp_target_is_present(hits.as_ptr().cast(), 0));
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(60),
+        "took {:?}",
+        start.elapsed()
+    );
+}
