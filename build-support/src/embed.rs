@@ -100,6 +100,8 @@ fn object_file(pkg: &Package, images: &[&BuiltImage]) -> object::write::Result<V
         let mut rec = vec![0u8; DeviceImageRecord::SIZE];
         rec[0..4].copy_from_slice(&DeviceImageRecord::VERSION.to_le_bytes());
         rec[8..16].copy_from_slice(&id.to_le_bytes());
+        let tag = DeviceImageRecord::PACKAGE_TAG;
+        rec[tag..tag + 8].copy_from_slice(&pkg.tag.to_le_bytes());
         let at = obj.append_section_data(records, &rec, 8);
         for (field, addend) in [
             (DeviceImageRecord::IMAGE_START, start),

@@ -50,6 +50,8 @@ pub struct Package {
     pub targets: Vec<Target>,
     /// `[package.metadata.offload] targets`.
     pub metadata_targets: Option<Vec<String>>,
+    /// Ties the package's images to its offload entries (the macro computes the same from `CARGO_MANIFEST_DIR`).
+    pub tag: u64,
 }
 
 impl Package {
@@ -141,6 +143,16 @@ impl Package {
             workspace_root: canon(Path::new(&s(&meta["workspace_root"]))),
             targets,
             metadata_targets,
+            // The same string the macro sees: cargo's own `CARGO_MANIFEST_DIR` when building, else the manifest's.
+            tag: offload_model::identity::package_tag(
+                &std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| {
+                    manifest
+                        .parent()
+                        .unwrap_or(Path::new(""))
+                        .display()
+                        .to_string()
+                }),
+            ),
         })
     }
 

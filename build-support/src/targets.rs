@@ -35,13 +35,23 @@ impl DeviceTarget {
 }
 
 pub fn configured(pkg: &Package) -> Result<Vec<DeviceTarget>, Error> {
+    // `host,nvptx64:sm_80,sm_90;amdgcn:gfx90a`: a word after a comma that names no target continues the previous
+    // target's architecture list, as in `-fopenmp-targets=` with `--offload-arch`.
     let list: Vec<String> = match std::env::var("OFFLOAD_TARGETS") {
-        Ok(v) => v
-            .split(';')
-            .flat_map(|s| s.split(','))
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect(),
+        Ok(v) => {
+            let mut list: Vec<String> = Vec::new();
+            for word in v.split([',', ';']).map(str::trim).filter(|w| !w.is_empty()) {
+                let starts_target = word == "host" || word.contains(':') || !word.contains('_');
+                match list.last_mut() {
+                    Some(last) if !starts_target => {
+                        last.push(',');
+                        last.push_str(word);
+                    }
+                    _ => list.push(word.to_string()),
+                }
+            }
+            list
+        }
         Err(_) => pkg
             .metadata_targets
             .clone()

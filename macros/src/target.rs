@@ -118,7 +118,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             let id = &p.ident;
             quote!(::offload::__private::MapArg::value(&#id))
         }
-        KernelArg::Return => quote!(::offload::__private::MapArg::ret(&mut __offload_ret)),
+        KernelArg::Return => quote!(::offload::__private::MapArg::ret(__offload_ret)),
     });
 
     let device = match &region.device {
@@ -144,6 +144,16 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         .iter()
         .filter(|i| clause_idents.contains(&i.to_string()))
         .map(|i| quote!(let _ = &#i;));
+    let touch: Vec<TokenStream> = touch.collect();
+    // Wrapping an untouched body would draw `unused_braces` on single-expression bodies.
+    let host_body = if touch.is_empty() {
+        quote!(#block)
+    } else {
+        quote!({ #(#touch)* #block })
+    };
+    let tag = offload_model::identity::package_tag(
+        &std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default(),
+    );
     let lint_attrs = attrs.iter().filter(|a| {
         a.path().get_ident().is_some_and(|i| {
             ["allow", "warn", "deny", "expect", "forbid"].contains(&&*i.to_string())
@@ -167,7 +177,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         {
             #(#lint_attrs)*
             #[allow(clippy::too_many_arguments)]
-            #unsafety fn __offload_host #generics (#inputs) #output { #(#touch)* #block }
+            #unsafety fn __offload_host #generics (#inputs) #output #host_body
 
             const __OFFLOAD_NAME: &str = ::core::concat!(::core::module_path!(), "::", #name_str);
             static __OFFLOAD_SYMBOL: [u8; ::offload::__private::mangled_len(__OFFLOAD_NAME) + 1] =
@@ -175,7 +185,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             #[::offload::__private::linkme::distributed_slice(::offload::__private::OFFLOAD_ENTRIES)]
             #[linkme(crate = ::offload::__private::linkme)]
             static __OFFLOAD_ENTRY: ::offload::__private::OffloadEntry =
-                ::offload::__private::OffloadEntry::kernel(__offload_host as *const ::core::ffi::c_void, &__OFFLOAD_SYMBOL);
+                ::offload::__private::OffloadEntry::kernel(__offload_host as *const ::core::ffi::c_void, &__OFFLOAD_SYMBOL, #tag);
             static __OFFLOAD_REGION: ::offload::__private::RegionInfo = ::offload::__private::RegionInfo {
                 name: __OFFLOAD_NAME,
                 file: ::core::file!(),
@@ -184,10 +194,13 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             };
 
             #(#checks)*
-            #(#raw)*
-            let mut __offload_ret = ::core::mem::MaybeUninit::<#ret_ty>::uninit();
+            // Clauses first: they may read the parameters, which the raw pointers below must not see change.
             let __offload_device = #device;
             let __offload_if = #if_cond;
+            #(#raw)*
+            let mut __offload_ret_slot = ::core::mem::MaybeUninit::<#ret_ty>::uninit();
+            // One raw pointer to the slot serves the map list and the runtime, so neither invalidates the other.
+            let __offload_ret = ::core::ptr::addr_of_mut!(__offload_ret_slot);
             #[allow(unused_unsafe)]
             // SAFETY: the map list describes live parameters (raw pointers taken above, used only by this call) and
             // the return slot, in the kernel argument order the outliner's entry unpacks; by-value types were
@@ -199,7 +212,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
                     __offload_device,
                     __offload_if,
                     &__offload_maps,
-                    &mut __offload_ret,
+                    __offload_ret,
                     move || #call_host,
                 )
             }

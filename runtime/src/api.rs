@@ -10,6 +10,9 @@ thread_local! {
     static DEFAULT_DEVICE: Cell<i32> = Cell::new(icv().default_device);
 }
 
+/// OpenMP 5.1's `omp_initial_device`: a device number that always means the host.
+pub const OMP_INITIAL_DEVICE: i32 = -1;
+
 /// Number of offload devices (0 under `OMP_TARGET_OFFLOAD=DISABLED`).
 pub fn omp_get_num_devices() -> i32 {
     devices().len() as i32
@@ -39,7 +42,7 @@ pub fn omp_is_initial_device() -> bool {
 /// Whether the host data at `ptr` has a device copy on `device`. Always true for the initial device.
 pub fn omp_target_is_present(ptr: *const c_void, device: i32) -> bool {
     let devs = devices();
-    if device == devs.len() as i32 {
+    if device == devs.len() as i32 || device == OMP_INITIAL_DEVICE {
         return true;
     }
     match usize::try_from(device).ok().and_then(|d| devs.get(d)) {
@@ -56,7 +59,7 @@ pub fn omp_target_is_present(ptr: *const c_void, device: i32) -> bool {
 /// The device entry for a device number, or `None` for the initial device; `Err` for numbers that name nothing.
 fn device_or_host(device: i32) -> Result<Option<&'static crate::device::DeviceEntry>, ()> {
     let devs = devices();
-    if device == devs.len() as i32 {
+    if device == devs.len() as i32 || device == OMP_INITIAL_DEVICE {
         return Ok(None);
     }
     usize::try_from(device)

@@ -81,7 +81,8 @@ pub(crate) unsafe fn exit_list(
 ) -> Result<(), MapError> {
     let mut result = Ok(());
     let mut t = None;
-    for (m, &a) in maps.iter().zip(args) {
+    // Last to first, as libomptarget's targetDataEnd: a section exits before the slice holding it.
+    for (m, &a) in maps.iter().zip(args).rev() {
         if m.map_type & LITERAL != 0 || m.base_size == 0 {
             continue;
         }

@@ -36,7 +36,8 @@ impl DeviceEntry {
             match self.dev.load_image(image) {
                 Ok(loaded) => {
                     for (slot, entry) in kernels.iter_mut().zip(desc.entries) {
-                        if slot.is_none() {
+                        // Another package's image may hold a kernel of the same name (two versions of a crate).
+                        if slot.is_none() && entry.data == image.package_tag {
                             *slot = loaded.kernel(entry_symbol(entry));
                         }
                     }
@@ -158,8 +159,9 @@ pub fn select(device: Option<i32>, cond: bool) -> Selection {
     let devs = devices();
     let n = devs.len() as i32;
     let d = match device {
-        Some(d) if d == n => {
-            return Selection::Host(Host::Chosen("device(n) names the initial device"))
+        // OpenMP 5.1's `omp_initial_device` is -1; `omp_get_initial_device()` is `n`.
+        Some(d) if d == n || d == crate::api::OMP_INITIAL_DEVICE => {
+            return Selection::Host(Host::Chosen("device(..) names the initial device"))
         }
         Some(d) => d,
         None if n == 0 => {

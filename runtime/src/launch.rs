@@ -120,8 +120,8 @@ impl MapArg {
 
     /// The return slot, a private `from` copy.
     #[inline]
-    pub fn ret<R>(slot: &mut MaybeUninit<R>) -> Self {
-        Self::object(slot.as_mut_ptr(), FROM | PRIVATE)
+    pub fn ret<R>(slot: *mut MaybeUninit<R>) -> Self {
+        Self::object(slot as *mut R, FROM | PRIVATE)
     }
 
     pub(crate) fn range(&self) -> Range {
@@ -149,13 +149,13 @@ pub unsafe fn target<R>(
     device: Option<i32>,
     cond: bool,
     maps: &[MapArg],
-    ret: &mut MaybeUninit<R>,
+    ret: *mut MaybeUninit<R>,
     fallback: impl FnOnce() -> R,
 ) -> Result<R, Error> {
     // SAFETY: forwarded from the caller.
     let why = match unsafe { run_on_device(region, device, cond, maps) } {
         // SAFETY: the kernel wrote the return slot (or `R` is `()`).
-        Ok(()) => return Ok(unsafe { ret.assume_init_read() }),
+        Ok(()) => return Ok(unsafe { (*ret).assume_init_read() }),
         Err(NotRun::Failed(e)) => return Err(e),
         Err(NotRun::Host(why)) => why,
     };

@@ -22,6 +22,8 @@ pub struct Image {
     pub triple: &'static str,
     pub arch: &'static str,
     pub package: &'static str,
+    /// Only entries with this tag (in their `data` field) are looked up in the image.
+    pub package_tag: u64,
 }
 
 /// The binary descriptor: every image once, and the host entries every image may implement.
@@ -67,6 +69,7 @@ pub fn descriptor() -> &'static BinDesc {
                 triple,
                 arch,
                 package,
+                package_tag: rec.package_tag,
             });
         }
         BinDesc {

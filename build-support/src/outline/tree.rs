@@ -62,6 +62,11 @@ impl ModuleTree {
             return None;
         }
         let src = std::fs::read_to_string(path).ok()?;
+        // syn skips a byte-order mark; the mirror's columns must count from the same place.
+        let src = src
+            .strip_prefix('\u{feff}')
+            .map(String::from)
+            .unwrap_or(src);
         let ast = match syn::parse_file(&src) {
             Ok(a) => a,
             Err(e) => {

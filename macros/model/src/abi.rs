@@ -42,8 +42,9 @@ impl OffloadEntry {
     /// `OFK_OpenMP` in LLVM's `OffloadKind`.
     pub const KIND_OPENMP: u16 = 1;
 
-    /// The entry of a kernel region whose host id is `address` and device symbol is `symbol` (NUL-terminated).
-    pub const fn kernel(address: *const c_void, symbol: &'static [u8]) -> Self {
+    /// The entry of a kernel region whose host id is `address` and device symbol is `symbol` (NUL-terminated);
+    /// `data` holds the package tag ([`crate::identity::package_tag`]) that picks the images to search.
+    pub const fn kernel(address: *const c_void, symbol: &'static [u8], package_tag: u64) -> Self {
         OffloadEntry {
             reserved: 0,
             version: Self::VERSION,
@@ -52,7 +53,7 @@ impl OffloadEntry {
             address,
             symbol_name: symbol.as_ptr() as *const c_char,
             size: 0,
-            data: 0,
+            data: package_tag,
             aux_addr: core::ptr::null(),
         }
     }
@@ -74,6 +75,8 @@ pub struct DeviceImageRecord {
     pub arch: *const c_char,
     /// NUL-terminated name of the package whose regions the image holds.
     pub package: *const c_char,
+    /// [`crate::identity::package_tag`] of that package: only its entries are looked up in this image.
+    pub package_tag: u64,
 }
 
 // SAFETY: records are immutable and point into read-only data.
@@ -81,14 +84,18 @@ unsafe impl Sync for DeviceImageRecord {}
 
 impl DeviceImageRecord {
     pub const VERSION: u32 = 1;
-    pub const SIZE: usize = 56;
+    pub const SIZE: usize = 64;
     /// Byte offsets of the pointer fields, for writers that emit relocations.
     pub const IMAGE_START: usize = 16;
     pub const IMAGE_END: usize = 24;
     pub const TRIPLE: usize = 32;
     pub const ARCH: usize = 40;
     pub const PACKAGE: usize = 48;
+    pub const PACKAGE_TAG: usize = 56;
 }
+
+/// The most kernel arguments (after `dyn_ptr`) a region may have: each slice counts two, the return slot one.
+pub const MAX_KERNEL_ARGS: usize = 64;
 
 /// Room for a panic message and file name reported by a host-image kernel.
 pub const FAILURE_MESSAGE_CAP: usize = 1024;
@@ -116,14 +123,6 @@ impl HostFailure {
         self.column = column;
         self.failed = 1;
     }
-
-    pub fn message(&self) -> &str {
-        utf8_prefix(&self.message[..(self.message_len as usize).min(FAILURE_MESSAGE_CAP)])
-    }
-
-    pub fn file(&self) -> &str {
-        utf8_prefix(&self.file[..(self.file_len as usize).min(FAILURE_FILE_CAP)])
-    }
 }
 
 fn copy_truncated(dst: &mut [u8], src: &str) -> usize {
@@ -133,14 +132,6 @@ fn copy_truncated(dst: &mut [u8], src: &str) -> usize {
     }
     dst[..n].copy_from_slice(&src.as_bytes()[..n]);
     n
-}
-
-fn utf8_prefix(b: &[u8]) -> &str {
-    match core::str::from_utf8(b) {
-        Ok(s) => s,
-        // SAFETY: `valid_up_to` bytes are valid UTF-8.
-        Err(e) => unsafe { core::str::from_utf8_unchecked(&b[..e.valid_up_to()]) },
-    }
 }
 
 /// What the host-elf plugin passes as the kernel's `dyn_ptr`: the launch geometry this thread runs in, team-shared

@@ -101,6 +101,17 @@ impl Region {
             if_cond: None,
         };
         region.apply_clauses(clauses, &mut errors);
+        let n = region.kernel_args().len();
+        if n > crate::abi::MAX_KERNEL_ARGS {
+            errors.push(syn::Error::new(
+                region.ident.span(),
+                format!(
+                    "this region has {n} kernel arguments (a slice counts two, a return value one); at most {} fit: \
+                     group parameters into `#[declare_target]` `#[repr(C)]` structs",
+                    crate::abi::MAX_KERNEL_ARGS
+                ),
+            ));
+        }
         errors.finish(region)
     }
 

@@ -30,10 +30,10 @@ impl Plugin for HostElf {
         // Like LLVM's host plugin, which offers several devices, the count is configurable so `device(n)` can be
         // exercised; one by default.
         let n = match std::env::var("OFFLOAD_HOST_DEVICES") {
-            Ok(v) => v
-                .trim()
-                .parse::<usize>()
-                .map_err(|_| format!("OFFLOAD_HOST_DEVICES={v:?} is not a count"))?,
+            Ok(v) => v.trim().parse::<usize>().unwrap_or_else(|_| {
+                eprintln!("offload: ignoring OFFLOAD_HOST_DEVICES={v:?}; expected a count");
+                1
+            }),
             Err(_) => 1,
         };
         Ok((0..n)
@@ -205,12 +205,45 @@ impl Device for HostElfDevice {
         if failed == 0 {
             return Ok(());
         }
-        // SAFETY: the kernel filled the record before setting `failed`.
-        let f = unsafe { failure.assume_init_ref() };
+        // SAFETY: the kernel wrote the lengths and those prefixes of the buffers before setting `failed`.
+        let (message, file, line, column) = unsafe { read_failure(failure.as_ptr()) };
         Err(KernelFailure {
-            message: f.message().to_string(),
-            location: (f.file_len > 0).then(|| (f.file().to_string(), f.line, f.column)),
+            message,
+            location: (!file.is_empty()).then_some((file, line, column)),
             device_lost: false,
         })
+    }
+}
+
+/// Reads a failure record whose buffers are written only up to their recorded lengths:
+/// (message, file, line, column).
+///
+/// # Safety
+/// `p` points to a record `HostFailure::record` filled.
+unsafe fn read_failure(p: *const HostFailure) -> (String, String, u32, u32) {
+    use offload_model::abi::{FAILURE_FILE_CAP, FAILURE_MESSAGE_CAP};
+    use std::ptr::addr_of;
+    // SAFETY: per the contract, each buffer's prefix of its recorded length is initialised.
+    unsafe {
+        let text = |buf: *const u8, len: u32, cap: usize| {
+            String::from_utf8_lossy(std::slice::from_raw_parts(buf, (len as usize).min(cap)))
+                .into_owned()
+        };
+        let message = text(
+            addr_of!((*p).message).cast(),
+            addr_of!((*p).message_len).read(),
+            FAILURE_MESSAGE_CAP,
+        );
+        let file = text(
+            addr_of!((*p).file).cast(),
+            addr_of!((*p).file_len).read(),
+            FAILURE_FILE_CAP,
+        );
+        (
+            message,
+            file,
+            addr_of!((*p).line).read(),
+            addr_of!((*p).column).read(),
+        )
     }
 }

@@ -4,8 +4,8 @@
 
 use std::ffi::c_void;
 
-/// The most kernel arguments a host-image kernel may take.
-pub const MAX_ARGS: usize = 64;
+/// The most kernel arguments a host-image kernel may take (the arity list below goes this far).
+pub const MAX_ARGS: usize = offload_model::abi::MAX_KERNEL_ARGS;
 
 macro_rules! by_arity {
     ($f:ident, $env:ident, $a:ident; [$($done:tt)*]; $k:tt $($rest:tt)*) => {{
