@@ -4,7 +4,7 @@
 //! The link rules (measured, see TOOLCHAIN.md): the record section needs `SHF_ALLOC | SHF_WRITE | SHF_GNU_RETAIN`
 //! or `--gc-sections` drops it; the archive must be linked `+whole-archive`; names must be unique per package.
 
-use crate::nested::{hash_of, BuiltImage, Group};
+use crate::nested::{hash_of, BuiltImage};
 use crate::package::{Kind, Package};
 use crate::Error;
 use object::write::{Object, Relocation, StandardSection, Symbol, SymbolSection};
@@ -23,8 +23,8 @@ pub fn embed(pkg: &Package, images: &[BuiltImage], out_dir: &Path) -> Result<(),
         "{:08x}",
         hash_of(&[pkg.manifest_dir.as_os_str().as_encoded_bytes()]) as u32
     );
-    for group in [Group::Lib, Group::Targets] {
-        let imgs: Vec<&BuiltImage> = images.iter().filter(|i| i.group == group).collect();
+    for kind in [Kind::Lib, Kind::Bin, Kind::Example, Kind::Test, Kind::Bench] {
+        let imgs: Vec<&BuiltImage> = images.iter().filter(|i| i.kind == kind).collect();
         if imgs.is_empty() {
             continue;
         }
@@ -33,11 +33,11 @@ pub fn embed(pkg: &Package, images: &[BuiltImage], out_dir: &Path) -> Result<(),
         let name = format!(
             "offload_images_{}_{}_{tag}",
             pkg.name.replace('-', "_"),
-            group.name()
+            kind.name()
         );
         let obj_path = out_dir.join(format!("{name}.o"));
-        match group {
-            Group::Lib => {
+        match kind {
+            Kind::Lib => {
                 let mut archive = std::io::Cursor::new(Vec::new());
                 let member = ar_archive_writer::NewArchiveMember::new(
                     obj,
@@ -59,21 +59,15 @@ pub fn embed(pkg: &Package, images: &[BuiltImage], out_dir: &Path) -> Result<(),
                 println!("cargo:rustc-link-search=native={}", out_dir.display());
                 println!("cargo:rustc-link-lib=static:+whole-archive={name}");
             }
-            Group::Targets => {
+            _ => {
                 std::fs::write(&obj_path, &obj)
                     .map_err(Error::io(format!("writing {}", obj_path.display())))?;
-                // An object on the link line is linked whole; each kind of target gets it only if it exists (Cargo
-                // rejects the directive otherwise).
-                for (kind, directive) in [
-                    (Kind::Bin, "bins"),
-                    (Kind::Example, "examples"),
-                    (Kind::Test, "tests"),
-                    (Kind::Bench, "benches"),
-                ] {
-                    if pkg.targets.iter().any(|t| t.kind == kind) {
-                        println!("cargo:rustc-link-arg-{directive}={}", obj_path.display());
-                    }
-                }
+                // An object on the link line is linked whole.
+                println!(
+                    "cargo:rustc-link-arg-{}={}",
+                    kind.plural(),
+                    obj_path.display()
+                );
             }
         }
     }

@@ -3,34 +3,19 @@
 //! and skipped when the generated crate did not change.
 
 use crate::outline::Outlined;
-use crate::package::Package;
+use crate::package::{Kind, Package};
 use crate::targets::DeviceTarget;
 use crate::Error;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// Which targets an image serves. A package's library and its other targets get separate images: the library's
-/// reaches every binary that links the library, the others' is linked into the package's own binaries, tests,
-/// examples and benches, so no binary carries a kernel twice.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Group {
-    Lib,
-    Targets,
-}
-
-impl Group {
-    pub fn name(self) -> &'static str {
-        match self {
-            Group::Lib => "lib",
-            Group::Targets => "targets",
-        }
-    }
-}
-
+/// A device image. Each kind of target gets its own: the library's reaches every binary that links the library;
+/// the binaries', examples', tests' and benches' are linked into the targets of that kind. No binary carries a
+/// kernel twice, and names need only be unique within a kind.
 pub struct BuiltImage {
     pub target: DeviceTarget,
-    pub group: Group,
+    pub kind: Kind,
     pub bytes: Vec<u8>,
     /// Files outside the generated crates the image depends on (device-std's sources), for `rerun-if-changed`.
     pub inputs: Vec<PathBuf>,
@@ -100,10 +85,10 @@ pub fn build_images(
         format!("{}/", display_root.display())
     };
     // (group, image package name, `[dependencies]` lines, `extern crate` lines)
-    let mut groups: Vec<(Group, String, String, String)> = Vec::new();
+    let mut groups: Vec<(Kind, String, String, String)> = Vec::new();
     // Targets without regions need no device crate (regions across crates come later).
     for c in outlined.crates.iter().filter(|c| !c.regions.is_empty()) {
-        let group = if c.is_lib { Group::Lib } else { Group::Targets };
+        let group = c.kind;
         let crate_dir = src.join(&c.key);
         let name = format!("offload-dev-{}", c.key)
             .to_ascii_lowercase()
@@ -246,7 +231,7 @@ pub fn build_images(
             let inputs = dep_info(&path.with_extension("d"), dir);
             Ok(BuiltImage {
                 target: target.clone(),
-                group: *group,
+                kind: *group,
                 bytes,
                 inputs,
             })

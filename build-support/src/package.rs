@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     Lib,
     Bin,
@@ -16,6 +16,17 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Cargo's plural for `rustc-link-arg-KINDS`, which passes flags to every target of a kind.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Lib => "lib",
+            Kind::Bin => "bins",
+            Kind::Example => "examples",
+            Kind::Test => "tests",
+            Kind::Bench => "benches",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::Lib => "lib",

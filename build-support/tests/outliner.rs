@@ -106,3 +106,31 @@ fn kept_items_stay_on_their_lines() {
     assert!(lib.contains("export_name = \"__omp_offloading_rs_12mirror_lines5apply\""));
     assert!(lib.contains("export_name = \"__omp_offloading_rs_12mirror_lines6inline5twice\""));
 }
+
+#[test]
+fn names_are_unique_per_kind_of_target_only() {
+    let dir = fixture("shared_names");
+    let out = offload_build::outline_dir(&dir, &gen_dir("shared_names"))
+        .expect("an example and a bench may share a name");
+    let mut got: Vec<(String, String)> = out
+        .crates
+        .iter()
+        .flat_map(|c| {
+            c.regions
+                .iter()
+                .map(|r| (c.key.clone(), r.identity.clone()))
+        })
+        .collect();
+    got.sort();
+    let want = [
+        ("bench-saxpy", "saxpy::saxpy"),
+        ("bin-shared-names", "shared_names::kernels::twice"),
+        ("example-saxpy", "saxpy::saxpy"),
+        ("lib-shared_names", "shared_names::kernels::twice"),
+    ];
+    assert_eq!(
+        got,
+        want.map(|(a, b)| (a.to_string(), b.to_string())),
+        "the shared module keeps its kernel in both"
+    );
+}

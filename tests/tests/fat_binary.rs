@@ -64,13 +64,13 @@ fn exports(image: &[u8]) -> Vec<String> {
 fn each_kernel_is_embedded_once_in_an_x86_64_image() {
     let bytes = probe();
     let images: Vec<Vec<String>> = embedded_images(&bytes).into_iter().map(exports).collect();
-    // The library's regions come through the library; the other targets' (these tests) through the binary's own
-    // link line: two images, neither linked twice.
+    // The library's regions come through the library, the binary's own through its link line: one image each,
+    // neither linked twice, and nothing from another kind of target (these tests) in a binary.
     assert_eq!(images.len(), 2, "{images:?}");
     for k in [
         "__omp_offloading_rs_13offload_tests7kernels6double",
         "__omp_offloading_rs_13offload_tests7kernels8scale_on",
-        "__omp_offloading_rs_11conformance7add_one",
+        "__omp_offloading_rs_5probe6negate",
     ] {
         let holders = images
             .iter()
@@ -78,6 +78,10 @@ fn each_kernel_is_embedded_once_in_an_x86_64_image() {
             .count();
         assert_eq!(holders, 1, "{k} must be in exactly one image: {images:?}");
     }
+    assert!(
+        images.iter().flatten().all(|e| !e.contains("conformance")),
+        "test kernels stay out of binaries"
+    );
     assert!(
         images.iter().flatten().all(|e| !e.contains("saxpy")),
         "nothing from other packages"

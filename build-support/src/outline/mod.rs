@@ -14,7 +14,7 @@ mod tree;
 pub use kernel::KernelAbi;
 
 use crate::diag::Diagnostic;
-use crate::package::Package;
+use crate::package::{Kind, Package};
 use mirror::Mirror;
 use offload_model::identity::mangle_string;
 use offload_model::region::Region;
@@ -40,8 +40,8 @@ pub struct RegionSite {
 pub struct DeviceCrate {
     /// `kind-name`, unique in the package.
     pub key: String,
-    /// The package's library (whose image reaches every crate that links it).
-    pub is_lib: bool,
+    /// The kind of target: each kind gets its own image.
+    pub kind: Kind,
     pub root: PathBuf,
     pub files: Vec<(PathBuf, String)>,
     pub regions: Vec<RegionSite>,
@@ -69,7 +69,9 @@ pub fn outline_package(
 ) -> Result<Outlined, Vec<Diagnostic>> {
     let mut out = Outlined::default();
     let mut diags = Vec::new();
-    let mut seen: HashMap<String, (PathBuf, usize)> = HashMap::new();
+    // Each kind of target gets its own image (see `nested`), so a region name need only be unique within a kind:
+    // an example and a bench may share a name, and a file shared by a library and a binary keeps its kernel in both.
+    let mut seen: HashMap<(Kind, String), (PathBuf, usize)> = HashMap::new();
     for target in &pkg.targets {
         let key = format!("{}-{}", target.kind.name(), target.name);
         let tree = match ModuleTree::load(pkg, target, &gen_dir.join(&key)) {
@@ -80,14 +82,10 @@ pub fn outline_package(
             }
         };
         out.files.extend(tree.files.iter().map(|f| f.path.clone()));
-        let mut krate = Outliner::new(pkg, &tree, abi).run(key, &mut diags);
-        krate.is_lib = target.kind == crate::package::Kind::Lib;
-        // A file shared by two targets of one crate name (a lib and a bin both named after the package) yields the
-        // same identity twice: one kernel is enough; two different regions with one name are an error.
-        krate.regions.retain(|r| match seen.get(&r.identity) {
-            Some((f, l)) if (f, *l) == (&r.file, r.line) => false,
-            Some((f, l)) => {
-                diags.push(Diagnostic {
+        let mut krate = Outliner::new(pkg, &tree, abi).run(key, target.kind, &mut diags);
+        for r in &krate.regions {
+            match seen.get(&(target.kind, r.identity.clone())) {
+                Some((f, l)) => diags.push(Diagnostic {
                     message: format!("two regions are named `{}`", r.identity),
                     file: pkg.display_path(&r.file),
                     abs_file: r.file.clone(),
@@ -98,14 +96,13 @@ pub fn outline_package(
                         "the other is at {}:{l}; rename one",
                         pkg.display_path(f).display()
                     )),
-                });
-                false
+                }),
+                None => {
+                    seen.insert((target.kind, r.identity.clone()), (r.file.clone(), r.line));
+                }
             }
-            None => {
-                seen.insert(r.identity.clone(), (r.file.clone(), r.line));
-                true
-            }
-        });
+        }
+        krate.regions.sort_by(|a, b| a.identity.cmp(&b.identity));
         out.crates.push(krate);
     }
     out.files.sort();
@@ -176,7 +173,7 @@ impl<'a> Outliner<'a> {
         }
     }
 
-    fn run(mut self, key: String, diags: &mut Vec<Diagnostic>) -> DeviceCrate {
+    fn run(mut self, key: String, kind: Kind, diags: &mut Vec<Diagnostic>) -> DeviceCrate {
         diags.extend(check::calls(self.pkg, self.tree));
         let mut files = Vec::new();
         for (i, f) in self.tree.files.iter().enumerate() {
@@ -185,7 +182,7 @@ impl<'a> Outliner<'a> {
         }
         DeviceCrate {
             key,
-            is_lib: false,
+            kind,
             root: self.tree.mirror_path(0),
             files,
             regions: self.regions,
