@@ -71,11 +71,22 @@ fn struct_impl(s: &syn::ItemStruct, errors: &mut Vec<syn::Error>) -> TokenStream
     let (impl_g, ty_g, where_c) = s.generics.split_for_impl();
     let checks = field_types(&s.fields)
         .map(|ty| quote_spanned!(ty.span()=> ::offload::__private::assert_device_copy::<#ty>();));
+    // Atomic fields would be copied byte by byte while other host threads use them: not allowed in structs. An
+    // item-level const is always evaluated (generic structs cannot name their parameters there; they go unchecked).
+    let no_atomics = field_types(&s.fields).filter(|_| s.generics.params.is_empty()).map(|ty| {
+        quote_spanned!(ty.span()=>
+            const _: () = assert!(
+                <#ty as ::offload::DeviceCopy>::HOST_ATOMIC == 0,
+                "atomics cannot be fields of a #[declare_target] struct; pass them as a `&[AtomicT]` parameter"
+            );
+        )
+    });
     quote! {
         const _: () = {
             #[allow(dead_code)]
             fn __offload_fields_are_device_copy #impl_g () #where_c { #(#checks)* }
         };
+        #(#no_atomics)*
         // SAFETY: `#[repr(C)]` and every field is `DeviceCopy` (checked above).
         unsafe impl #impl_g ::offload::DeviceCopy for #name #ty_g #where_c {}
     }

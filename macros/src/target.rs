@@ -69,8 +69,8 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         let id = &p.ident;
         let ptr = format_ident!("__offload_ptr_{}", id);
         match &p.kind {
-            ParamKind::Slice { elem, mutable } | ParamKind::Ref { ty: elem, mutable } => {
-                checks.push(quote_spanned!(elem.span()=> ::offload::__private::assert_device_copy::<#elem>();));
+            ParamKind::Slice { mutable, .. } | ParamKind::Ref { mutable, .. } => {
+                // `DeviceCopy` is checked by the map-list constructors below, spanned at this type.
                 if *mutable {
                     raw.push(quote!(let #ptr = ::core::ptr::from_mut(#id);));
                     fallback_args.push(quote!(&mut *#ptr));
@@ -97,12 +97,13 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         KernelArg::SlicePtr(p) => {
             let ptr = format_ident!("__offload_ptr_{}", p.ident);
             let bits = p.map.as_ref().map_or(0, |m| m.bits());
+            let ParamKind::Slice { elem, .. } = &p.kind else { unreachable!("a slice parameter") };
             match &p.section {
                 Some(s) => {
                     let (lo, hi) = s.bounds(quote!(#ptr.len()));
-                    quote!(::offload::__private::MapArg::section(#ptr as *const [_], #lo, #hi, #bits))
+                    quote_spanned!(elem.span()=> ::offload::__private::MapArg::section::<#elem>(#ptr, #lo, #hi, #bits))
                 }
-                None => quote!(::offload::__private::MapArg::slice(#ptr as *const [_], #bits)),
+                None => quote_spanned!(elem.span()=> ::offload::__private::MapArg::slice::<#elem>(#ptr, #bits)),
             }
         }
         KernelArg::SliceLen(p) => {
@@ -112,7 +113,8 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         KernelArg::RefPtr(p) => {
             let ptr = format_ident!("__offload_ptr_{}", p.ident);
             let bits = p.map.as_ref().map_or(0, |m| m.bits());
-            quote!(::offload::__private::MapArg::object(#ptr as *const _, #bits))
+            let ParamKind::Ref { ty, .. } = &p.kind else { unreachable!("a reference parameter") };
+            quote_spanned!(ty.span()=> ::offload::__private::MapArg::object::<#ty>(#ptr, #bits))
         }
         KernelArg::Value(p) => {
             let id = &p.ident;

@@ -12,7 +12,8 @@ use crate::icv::{icv, info, info_level, Policy};
 use crate::mapping::{MapError, Range, RefKind};
 use crate::plugin::LaunchParams;
 use crate::tables::{entry_index, entry_symbol};
-use offload_model::abi::map_type::{FROM, LITERAL, PRIVATE, TO};
+use crate::DeviceCopy;
+use offload_model::abi::map_type::{FROM, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL, PRIVATE, TO};
 use offload_model::abi::OffloadEntry;
 use std::mem::{size_of, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -50,14 +51,25 @@ impl MapArg {
         }
     }
 
+    /// Atomic element data (see `DeviceCopy::HOST_ATOMIC`): flagged for atomic copies, and an implicit `to` map
+    /// of a shared reference becomes `tofrom`, since the region writes through it.
+    const fn with_atomics<T: DeviceCopy>(map_type: u64) -> u64 {
+        if T::HOST_ATOMIC == 0 {
+            return map_type;
+        }
+        let implicit_from = if map_type & IMPLICIT != 0 { FROM } else { 0 };
+        map_type | implicit_from | (T::HOST_ATOMIC << HOST_ATOMIC_SHIFT)
+    }
+
     #[inline]
-    pub fn slice<T>(p: *const [T], map_type: u64) -> Self {
+    pub fn slice<T: DeviceCopy>(p: *const [T], map_type: u64) -> Self {
         let size = size_of::<T>() * p.len();
+        let begin = p as *const T as *mut u8;
         MapArg {
-            begin: p as *const T as *mut u8,
+            begin,
             size,
-            map_type,
-            base: p as *const T as *mut u8,
+            map_type: Self::with_atomics::<T>(map_type),
+            base: begin,
             base_size: size,
         }
     }
@@ -65,7 +77,7 @@ impl MapArg {
     /// The section `[lo, hi)` of a slice; out-of-bounds sections panic, as slicing does.
     #[inline]
     #[track_caller]
-    pub fn section<T>(p: *const [T], lo: usize, hi: usize, map_type: u64) -> Self {
+    pub fn section<T: DeviceCopy>(p: *const [T], lo: usize, hi: usize, map_type: u64) -> Self {
         let len = p.len();
         if lo > hi || hi > len {
             panic!(
@@ -76,6 +88,7 @@ impl MapArg {
         let sz = size_of::<T>();
         // SAFETY: `lo <= len`, so the offset stays within (or one past) the slice.
         let begin = unsafe { base.add(lo * sz) };
+        let map_type = Self::with_atomics::<T>(map_type);
         MapArg {
             begin,
             size: (hi - lo) * sz,
@@ -86,7 +99,11 @@ impl MapArg {
     }
 
     #[inline]
-    pub fn object<T>(p: *const T, map_type: u64) -> Self {
+    pub fn object<T: DeviceCopy>(p: *const T, map_type: u64) -> Self {
+        Self::raw_object(p, Self::with_atomics::<T>(map_type))
+    }
+
+    fn raw_object<T>(p: *const T, map_type: u64) -> Self {
         MapArg {
             begin: p as *mut u8,
             size: size_of::<T>(),
@@ -114,14 +131,14 @@ impl MapArg {
             };
             Self::literal(bits)
         } else {
-            Self::object(v, TO | PRIVATE)
+            Self::raw_object(v, TO | PRIVATE)
         }
     }
 
     /// The return slot, a private `from` copy.
     #[inline]
     pub fn ret<R>(slot: *mut MaybeUninit<R>) -> Self {
-        Self::object(slot as *mut R, FROM | PRIVATE)
+        Self::raw_object(slot as *mut R, FROM | PRIVATE)
     }
 
     pub(crate) fn range(&self) -> Range {

@@ -7,8 +7,11 @@
 //! `always`. A section's allocation covers its whole slice, so a region handed the slice may form it on the device.
 
 use crate::plugin::{Device, DevicePtr};
-use offload_model::abi::map_type::{ALWAYS, DELETE, FROM, PRESENT, TO};
+use offload_model::abi::map_type::{
+    ALWAYS, DELETE, FROM, HOST_ATOMIC_MASK, HOST_ATOMIC_SHIFT, PRESENT, TO,
+};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 #[derive(Debug)]
 struct MapEntry {
@@ -158,7 +161,7 @@ impl MappingTable {
                 let tgt = e.tgt + (r.begin - b) as u64;
                 if map_type & (TO | ALWAYS) == TO | ALWAYS {
                     // SAFETY: per the contract; the device range lies inside the entry.
-                    unsafe { dev.copy_to_device(tgt, r.begin as *const u8, r.size) }
+                    unsafe { copy_in(dev, tgt, r.begin, r.size, map_type) }
                         .map_err(MapError::Device)?;
                 }
                 match kind {
@@ -180,8 +183,7 @@ impl MappingTable {
                 let tgt = alloc + (r.begin - r.base) as u64;
                 if map_type & TO != 0 {
                     // SAFETY: per the contract; `tgt..tgt+size` lies in the new allocation.
-                    if let Err(e) = unsafe { dev.copy_to_device(tgt, r.begin as *const u8, r.size) }
-                    {
+                    if let Err(e) = unsafe { copy_in(dev, tgt, r.begin, r.size, map_type) } {
                         // SAFETY: ours, unused.
                         unsafe { dev.free(alloc) };
                         return Err(MapError::Device(e));
@@ -243,7 +245,7 @@ impl MappingTable {
         let tgt = e.tgt + (begin - b) as u64;
         let result = if copy_out && map_type & FROM != 0 && (dies || map_type & ALWAYS != 0) {
             // SAFETY: per the contract.
-            unsafe { dev.copy_from_device(begin as *mut u8, tgt, size) }.map_err(MapError::Device)
+            unsafe { copy_to_host(dev, begin, tgt, size, map_type) }.map_err(MapError::Device)
         } else {
             Ok(())
         };
@@ -279,12 +281,10 @@ impl MappingTable {
         // SAFETY: per the contract; the device range lies inside the entry.
         unsafe {
             if motion & TO != 0 {
-                dev.copy_to_device(tgt, begin as *const u8, size)
-                    .map_err(MapError::Device)?;
+                copy_in(dev, tgt, begin, size, motion).map_err(MapError::Device)?;
             }
             if motion & FROM != 0 {
-                dev.copy_from_device(begin as *mut u8, tgt, size)
-                    .map_err(MapError::Device)?;
+                copy_to_host(dev, begin, tgt, size, motion).map_err(MapError::Device)?;
             }
         }
         Ok(())
@@ -328,6 +328,78 @@ impl MappingTable {
             _ => Err(MapError::NotAssociated { begin }),
         }
     }
+}
+
+/// Copies host data to the device. Atomic elements (other host threads may be using them) are read one by one with
+/// atomic loads into a staging buffer first: a plain copy would race with them.
+///
+/// # Safety
+/// The host range is readable and the device range lies in one allocation.
+unsafe fn copy_in(
+    dev: &dyn Device,
+    tgt: DevicePtr,
+    host: usize,
+    size: usize,
+    map_type: u64,
+) -> Result<(), String> {
+    let elem = ((map_type & HOST_ATOMIC_MASK) >> HOST_ATOMIC_SHIFT) as usize;
+    if elem == 0 {
+        // SAFETY: per the contract.
+        return unsafe { dev.copy_to_device(tgt, host as *const u8, size) };
+    }
+    let mut staging = vec![0u8; size];
+    for (i, chunk) in staging.chunks_exact_mut(elem).enumerate() {
+        let p = host + i * elem;
+        // SAFETY: `p` is an aligned atomic of `elem` bytes inside the host range.
+        let v: u64 = unsafe {
+            match elem {
+                1 => AtomicU8::from_ptr(p as *mut u8).load(Relaxed).into(),
+                2 => AtomicU16::from_ptr(p as *mut u16).load(Relaxed).into(),
+                4 => AtomicU32::from_ptr(p as *mut u32).load(Relaxed).into(),
+                _ => AtomicU64::from_ptr(p as *mut u64).load(Relaxed),
+            }
+        };
+        chunk.copy_from_slice(&v.to_ne_bytes()[..elem]);
+    }
+    // SAFETY: per the contract.
+    unsafe { dev.copy_to_device(tgt, staging.as_ptr(), size) }
+}
+
+/// Copies device data to the host; atomic elements are written with atomic stores, as [`copy_in`] reads them.
+///
+/// # Safety
+/// The host range is writable (atomics: valid atomics) and the device range lies in one allocation.
+unsafe fn copy_to_host(
+    dev: &dyn Device,
+    host: usize,
+    tgt: DevicePtr,
+    size: usize,
+    map_type: u64,
+) -> Result<(), String> {
+    let elem = ((map_type & HOST_ATOMIC_MASK) >> HOST_ATOMIC_SHIFT) as usize;
+    if elem == 0 {
+        // SAFETY: per the contract.
+        return unsafe { dev.copy_from_device(host as *mut u8, tgt, size) };
+    }
+    let mut staging = vec![0u8; size];
+    // SAFETY: per the contract.
+    unsafe { dev.copy_from_device(staging.as_mut_ptr(), tgt, size) }?;
+    for (i, chunk) in staging.chunks_exact(elem).enumerate() {
+        let p = host + i * elem;
+        let mut b = [0u8; 8];
+        b[..elem].copy_from_slice(chunk);
+        let v = u64::from_ne_bytes(b);
+        // SAFETY: `p` is an aligned atomic of `elem` bytes inside the host range; truncation keeps its own bytes.
+        unsafe {
+            match elem {
+                1 => AtomicU8::from_ptr(p as *mut u8).store(v as u8, Relaxed),
+                2 => AtomicU16::from_ptr(p as *mut u16).store(v as u16, Relaxed),
+                4 => AtomicU32::from_ptr(p as *mut u32).store(v as u32, Relaxed),
+                _ => AtomicU64::from_ptr(p as *mut u64).store(v, Relaxed),
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -653,5 +725,29 @@ mod tests {
         t.disassociate(a).unwrap();
         assert!(t.lookup(a, 16).is_none());
         assert_eq!(dev.live(), 1, "the user's memory is not freed by the table");
+    }
+
+    #[test]
+    fn atomic_host_data_is_copied_element_by_element() {
+        use offload_model::abi::map_type::HOST_ATOMIC_SHIFT;
+        let dev = FakeDevice::default();
+        let mut t = MappingTable::default();
+        let host: Vec<AtomicU32> = (0..8).map(AtomicU32::new).collect();
+        let bits = TO | FROM | (4 << HOST_ATOMIC_SHIFT);
+        let r = Range::whole(host.as_ptr() as usize, 32);
+        // Another thread updating the host atomics while they are copied is not a data race.
+        std::thread::scope(|s| {
+            s.spawn(|| host[7].fetch_add(100, Relaxed));
+            unsafe {
+                let tgt = t.enter(&dev, r, bits, RefKind::Structured).unwrap();
+                dev.write(tgt, &5u32.to_ne_bytes());
+            }
+        });
+        unsafe {
+            t.exit(&dev, r.begin, 32, bits, RefKind::Structured, true)
+                .unwrap()
+        };
+        assert_eq!(host[0].load(Relaxed), 5);
+        assert_eq!(host[1].load(Relaxed), 1);
     }
 }

@@ -11,7 +11,12 @@
     label = "not plain data: device memory receives and returns raw bytes",
     note = "use numbers, arrays of them, integer atomics, or a `#[declare_target]` `#[repr(C)]` struct of those"
 )]
-pub unsafe trait DeviceCopy: 'static {}
+pub unsafe trait DeviceCopy: 'static {
+    /// For integer atomics, their size: the runtime then copies host data with atomic loads and stores, and a
+    /// shared `&[AtomicT]` is mapped `tofrom` (the region writes through it). 0 for everything else.
+    #[doc(hidden)]
+    const HOST_ATOMIC: u64 = 0;
+}
 
 /// Values a region may take by value (firstprivate): every `Copy` [`DeviceCopy`] type, and `bool`, `char` and
 /// `#[declare_target]` enums, which are only ever copied from a valid host value and never written back.
@@ -46,7 +51,10 @@ device_copy!(
     ()
 );
 use core::sync::atomic::*;
-device_copy!(
+macro_rules! atomics {
+    ($($t:ty),*) => { $(unsafe impl DeviceCopy for $t { const HOST_ATOMIC: u64 = core::mem::size_of::<$t>() as u64; })* };
+}
+atomics!(
     AtomicU8,
     AtomicU16,
     AtomicU32,

@@ -380,3 +380,39 @@ fn a_region_with_42_kernel_arguments() {
         .enumerate()
         .all(|(j, o)| o[0] == 3 * (j as u32 + 1)));
 }
+
+// Atomics are recognised by type, not name: shared atomics come back, a struct called `Atomic..` is plain data.
+#[declare_target]
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct AtomicPair {
+    pub a: u32,
+    pub b: u32,
+}
+
+#[target]
+fn bump_atomics(
+    one: &core::sync::atomic::AtomicU64,
+    many: &[AtomicU32],
+    pairs: &[AtomicPair],
+) -> u32 {
+    one.fetch_add(1, Ordering::Relaxed);
+    for m in many {
+        m.fetch_add(2, Ordering::Relaxed);
+    }
+    pairs.iter().map(|p| p.a + p.b).sum()
+}
+
+#[test]
+fn shared_atomics_are_tofrom_and_plain_data_is_to() {
+    let one = core::sync::atomic::AtomicU64::new(10);
+    let many: Vec<AtomicU32> = (0..5).map(AtomicU32::new).collect();
+    // A promoted constant: read-only memory, which a wrong `tofrom` would write into.
+    let pairs: &[AtomicPair] = &[AtomicPair { a: 1, b: 2 }, AtomicPair { a: 3, b: 4 }];
+    assert_eq!(bump_atomics(&one, &many, pairs), 10);
+    assert_eq!(one.load(Ordering::Relaxed), 11);
+    assert!(many
+        .iter()
+        .enumerate()
+        .all(|(i, m)| m.load(Ordering::Relaxed) == i as u32 + 2));
+}

@@ -16,6 +16,10 @@ pub mod map_type {
     pub const IMPLICIT: u64 = 0x200;
     pub const CLOSE: u64 = 0x400;
     pub const PRESENT: u64 = 0x1000;
+    /// Ours, in bits LLVM leaves unused: the host data are atomics of this many bytes each, so the runtime copies
+    /// them with atomic loads and stores (other host threads may use them meanwhile).
+    pub const HOST_ATOMIC_SHIFT: u32 = 36;
+    pub const HOST_ATOMIC_MASK: u64 = 0xf << HOST_ATOMIC_SHIFT;
 }
 
 /// LLVM 22's `__tgt_offload_entry` (56 bytes, version 1). `address` is the host function's address (the region's

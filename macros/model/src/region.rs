@@ -325,15 +325,12 @@ fn classify_param(arg: &FnArg, errors: &mut Errors) -> Option<Param> {
         _ => ParamKind::Value,
     };
     let map = match &kind {
-        ParamKind::Slice { elem, mutable } => {
-            // Atomics are written through a shared reference.
-            let atomic = is_atomic(elem);
-            Some(Map::implicit(if *mutable || atomic {
-                MapType::ToFrom
-            } else {
-                MapType::To
-            }))
-        }
+        // A shared slice of atomics becomes `tofrom` in the runtime, which knows the element type.
+        ParamKind::Slice { mutable, .. } => Some(Map::implicit(if *mutable {
+            MapType::ToFrom
+        } else {
+            MapType::To
+        })),
         ParamKind::Ref { mutable, .. } => Some(Map::implicit(if *mutable {
             MapType::ToFrom
         } else {
@@ -357,11 +354,6 @@ fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
         Type::Paren(p) => last_segment(&p.elem),
         _ => None,
     }
-}
-
-/// `AtomicU32` and friends, by name.
-pub fn is_atomic(ty: &Type) -> bool {
-    last_segment(ty).is_some_and(|s| s.ident.to_string().starts_with("Atomic"))
 }
 
 /// Why a type cannot cross into a region, or `None` if it may (the trait bounds the expansion emits check the rest).
