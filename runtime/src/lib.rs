@@ -34,9 +34,9 @@ pub use types::{DeviceCopy, Firstprivate};
 pub mod __private {
     pub use crate::data::{rebind_mut, update, DataScope, MapSource, MapSourceMut, MapTarget};
     pub use crate::launch::{fail, target, MapArg, RegionInfo};
-    pub use crate::tables::OFFLOAD_ENTRIES;
+    pub use crate::tables::{OFFLOAD_ENTRIES, OFFLOAD_IMAGES};
     pub use crate::types::{assert_device_copy, assert_firstprivate, DeviceNum};
     pub use linkme;
-    pub use offload_model::abi::OffloadEntry;
+    pub use offload_model::abi::{DeviceImageRecord, OffloadEntry};
     pub use offload_model::identity::{mangle, mangled_len};
 }

@@ -245,3 +245,24 @@ fn a_region_in_a_binary_runs_on_the_device() {
         r.describe()
     );
 }
+
+#[test]
+fn a_corrupt_image_disables_itself_and_nothing_else() {
+    let out = Command::new(env!("CARGO_BIN_EXE_bad_image"))
+        .env("OFFLOAD_INFO", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("ran_on=device"),
+        "the good images still run regions:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("results_correct=true"));
+    assert!(
+        stderr.contains("offload: device 0 (host-elf): cannot load the x86_64-unknown-linux-gnu (x86_64) image of package `truncated` (64 bytes)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("image of package `not-elf` (16 bytes): not an ELF shared object; its regions will run on the host"), "{stderr}");
+}

@@ -1,0 +1,51 @@
+//! A binary carrying, beside its real images, two broken x86_64 images: one truncated ELF and one that is not an
+//! ELF at all (what a corrupt download or a bad build would leave). tests/policy.rs checks that each disables itself
+//! with a message while the regions still run on the device.
+
+use offload::__private::{linkme, DeviceImageRecord, OFFLOAD_IMAGES};
+use offload_tests::kernels::double;
+use std::ffi::c_char;
+
+const TRIPLE: &[u8] = b"x86_64-unknown-linux-gnu\0";
+static TRUNCATED: [u8; 64] = {
+    let mut b = [0u8; 64];
+    b[0] = 0x7f;
+    b[1] = b'E';
+    b[2] = b'L';
+    b[3] = b'F';
+    b
+};
+static NOT_ELF: [u8; 16] = *b"PK\x03\x04 a zip file!";
+
+const fn record(bytes: &'static [u8], package: &'static [u8], id: u64) -> DeviceImageRecord {
+    DeviceImageRecord {
+        version: DeviceImageRecord::VERSION,
+        flags: 0,
+        id,
+        image_start: bytes.as_ptr(),
+        // SAFETY: one past the end of the same array.
+        image_end: unsafe { bytes.as_ptr().add(bytes.len()) },
+        triple: TRIPLE.as_ptr() as *const c_char,
+        arch: b"x86_64\0".as_ptr() as *const c_char,
+        package: package.as_ptr() as *const c_char,
+        package_tag: 1,
+    }
+}
+
+#[linkme::distributed_slice(OFFLOAD_IMAGES)]
+#[linkme(crate = linkme)]
+static TRUNCATED_IMAGE: DeviceImageRecord = record(&TRUNCATED, b"truncated\0", 1);
+
+#[linkme::distributed_slice(OFFLOAD_IMAGES)]
+#[linkme(crate = linkme)]
+static NOT_ELF_IMAGE: DeviceImageRecord = record(&NOT_ELF, b"not-elf\0", 2);
+
+fn main() {
+    let mut y: Vec<i64> = (0..10).collect();
+    let on_host = double(&mut y);
+    println!("ran_on={}", offload_tests::ran_on(on_host));
+    println!(
+        "results_correct={}",
+        y.iter().enumerate().all(|(i, &v)| v == 2 * i as i64)
+    );
+}
