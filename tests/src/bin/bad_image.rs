@@ -4,9 +4,8 @@
 
 use offload::__private::{linkme, DeviceImageRecord, OFFLOAD_IMAGES};
 use offload_tests::kernels::double;
-use std::ffi::c_char;
+use std::ffi::CStr;
 
-const TRIPLE: &[u8] = b"x86_64-unknown-linux-gnu\0";
 static TRUNCATED: [u8; 64] = {
     let mut b = [0u8; 64];
     b[0] = 0x7f;
@@ -17,7 +16,7 @@ static TRUNCATED: [u8; 64] = {
 };
 static NOT_ELF: [u8; 16] = *b"PK\x03\x04 a zip file!";
 
-const fn record(bytes: &'static [u8], package: &'static [u8], id: u64) -> DeviceImageRecord {
+const fn record(bytes: &'static [u8], package: &'static CStr, id: u64) -> DeviceImageRecord {
     DeviceImageRecord {
         version: DeviceImageRecord::VERSION,
         flags: 0,
@@ -25,20 +24,20 @@ const fn record(bytes: &'static [u8], package: &'static [u8], id: u64) -> Device
         image_start: bytes.as_ptr(),
         // SAFETY: one past the end of the same array.
         image_end: unsafe { bytes.as_ptr().add(bytes.len()) },
-        triple: TRIPLE.as_ptr() as *const c_char,
-        arch: b"x86_64\0".as_ptr() as *const c_char,
-        package: package.as_ptr() as *const c_char,
+        triple: c"x86_64-unknown-linux-gnu".as_ptr(),
+        arch: c"x86_64".as_ptr(),
+        package: package.as_ptr(),
         package_tag: 1,
     }
 }
 
 #[linkme::distributed_slice(OFFLOAD_IMAGES)]
 #[linkme(crate = linkme)]
-static TRUNCATED_IMAGE: DeviceImageRecord = record(&TRUNCATED, b"truncated\0", 1);
+static TRUNCATED_IMAGE: DeviceImageRecord = record(&TRUNCATED, c"truncated", 1);
 
 #[linkme::distributed_slice(OFFLOAD_IMAGES)]
 #[linkme(crate = linkme)]
-static NOT_ELF_IMAGE: DeviceImageRecord = record(&NOT_ELF, b"not-elf\0", 2);
+static NOT_ELF_IMAGE: DeviceImageRecord = record(&NOT_ELF, c"not-elf", 2);
 
 fn main() {
     let mut y: Vec<i64> = (0..10).collect();
