@@ -56,7 +56,11 @@ pub fn target_data(input: TokenStream) -> TokenStream {
                 rebinds.push(quote!());
             } else {
                 binds.push(quote_spanned!(id.span()=>
-                    let (#p, #id) = ::offload::__private::rebind_mut(::offload::__private::MapSourceMut::map_mut(&mut #id));
+                    // Method syntax reborrows through a `&mut` binding instead of needing `let mut`.
+                    let (#p, #id) = ::offload::__private::rebind_mut({
+                        use ::offload::__private::MapSourceMut as _;
+                        #id.map_mut()
+                    });
                     let #p = #p as *const _;
                 ));
                 rebinds.push(quote!(#[allow(unused_mut)] let mut #id = #id;));
@@ -136,7 +140,7 @@ pub fn target_update(input: TokenStream) -> TokenStream {
                 Motion::To => quote_spanned!(id.span()=>
                     let #p = ::offload::__private::MapSource::map_ref(&#id) as *const _;),
                 Motion::From => quote_spanned!(id.span()=>
-                    let #p = ::offload::__private::MapSourceMut::map_mut(&mut #id) as *mut _ as *const _;),
+                    let #p = { use ::offload::__private::MapSourceMut as _; #id.map_mut() } as *mut _ as *const _;),
             });
             let sec = section(&item.section, &p);
             maps.push(quote!(::offload::__private::MapTarget::map_arg(#p, #sec, #bits)));

@@ -372,12 +372,31 @@ macro_rules! slice_sources {
         }
     )*};
 }
-slice_sources!([T: DeviceCopy] Vec<T>, [T: DeviceCopy] Box<[T]>, [T: DeviceCopy] [T], [T: DeviceCopy, const N: usize] [T; N], [T: DeviceCopy] &mut [T]);
+slice_sources!(
+    [T: DeviceCopy] Vec<T>,
+    [T: DeviceCopy] Box<[T]>,
+    [T: DeviceCopy] [T],
+    [T: DeviceCopy, const N: usize] [T; N]
+);
 
-impl<T: DeviceCopy> MapSource for &[T] {
-    type Target = [T];
-    fn map_ref(&self) -> &[T] {
-        self
+// References to sources: a re-bound `&mut [T]`, a `&mut Vec<T>` from a pattern, a `&[T]` parameter.
+impl<S: MapSource + ?Sized> MapSource for &S {
+    type Target = S::Target;
+    fn map_ref(&self) -> &S::Target {
+        (**self).map_ref()
+    }
+}
+
+impl<S: MapSource + ?Sized> MapSource for &mut S {
+    type Target = S::Target;
+    fn map_ref(&self) -> &S::Target {
+        (**self).map_ref()
+    }
+}
+
+impl<S: MapSourceMut + ?Sized> MapSourceMut for &mut S {
+    fn map_mut(&mut self) -> &mut S::Target {
+        (**self).map_mut()
     }
 }
 

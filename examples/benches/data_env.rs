@@ -1,0 +1,152 @@
+//! Data-environment costs, side by side in one run with the peer: clang-22's OpenMP offloading on libomptarget's
+//! x86_64 host plugin, built from `benches/peer/data_env.c` when `clang-22` is installed
+//! (`apt-get install clang-22 libomp-22-dev liboffload-22-dev`). `cargo bench -p offload-examples --bench data_env`
+//!
+//! (a) enter plus exit of an already-present buffer; (b) a region launch with 16 present mapped arguments.
+//! Target (issue 3): ours/theirs <= 0.5 on both.
+
+use offload::{target, target_data};
+use std::hint::black_box;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+const N: usize = 1024;
+
+#[allow(clippy::too_many_arguments)]
+#[target]
+fn touch16(
+    a0: &mut [f32],
+    a1: &mut [f32],
+    a2: &mut [f32],
+    a3: &mut [f32],
+    a4: &mut [f32],
+    a5: &mut [f32],
+    a6: &mut [f32],
+    a7: &mut [f32],
+    a8: &mut [f32],
+    a9: &mut [f32],
+    a10: &mut [f32],
+    a11: &mut [f32],
+    a12: &mut [f32],
+    a13: &mut [f32],
+    a14: &mut [f32],
+    a15: &mut [f32],
+) {
+    a0[0] += a1[0]
+        + a2[0]
+        + a3[0]
+        + a4[0]
+        + a5[0]
+        + a6[0]
+        + a7[0]
+        + a8[0]
+        + a9[0]
+        + a10[0]
+        + a11[0]
+        + a12[0]
+        + a13[0]
+        + a14[0]
+        + a15[0];
+}
+
+fn best_ns(iters: u32, mut f: impl FnMut()) -> f64 {
+    (0..7)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..iters {
+                f();
+            }
+            t.elapsed().as_nanos() as f64 / iters as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn ours() -> (f64, f64) {
+    let mut bufs: Vec<Vec<f32>> = (0..16).map(|_| vec![0f32; N]).collect();
+    let [a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15] = &mut bufs[..]
+    else {
+        unreachable!()
+    };
+    target_data!(map(tofrom: a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15) => {
+        let enter_exit = best_ns(200_000, || {
+            target_data!(map(tofrom: a0) => { black_box(&a0); });
+        });
+        let launch16 = best_ns(50_000, || {
+            touch16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);
+        });
+        (enter_exit, launch16)
+    })
+}
+
+/// The peer's figures, or why there are none.
+fn theirs() -> Result<Vec<(String, f64)>, String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peer/data_env.c");
+    let exe = std::env::temp_dir().join("offload-peer-data-env");
+    let built = Command::new("clang-22")
+        .args(["-O2", "-fopenmp", "-fopenmp-targets=x86_64-pc-linux-gnu", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .map_err(|e| format!("clang-22 not found ({e}); apt-get install clang-22 libomp-22-dev liboffload-22-dev"))?;
+    if !built.status.success() {
+        return Err(format!(
+            "clang-22 failed:\n{}",
+            String::from_utf8_lossy(&built.stderr)
+        ));
+    }
+    let run = Command::new(&exe)
+        .env_remove("OMP_TARGET_OFFLOAD")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !run.status.success() {
+        return Err(format!(
+            "the peer failed:\n{}",
+            String::from_utf8_lossy(&run.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&run.stdout)
+        .lines()
+        .filter_map(|l| {
+            l.split_once(' ')
+                .and_then(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+        })
+        .collect())
+}
+
+fn main() {
+    assert_eq!(
+        offload::omp_get_num_devices(),
+        1,
+        "run with the host-elf device available"
+    );
+    let (enter_exit, launch16) = ours();
+    println!("ours  enter+exit of a present buffer     : {enter_exit:8.1} ns/op");
+    println!("ours  launch with 16 present mapped args : {launch16:8.1} ns/op");
+    match theirs() {
+        Ok(peer) => {
+            let get = |k: &str| {
+                peer.iter()
+                    .find(|(n, _)| n == k)
+                    .map_or(f64::NAN, |(_, v)| *v)
+            };
+            let (pe, pu, pl) = (
+                get("enter_exit"),
+                get("enter_exit_unstructured"),
+                get("launch16"),
+            );
+            println!("clang enter+exit (target data)            : {pe:8.1} ns/op");
+            println!("clang enter+exit (target enter/exit data) : {pu:8.1} ns/op");
+            println!("clang launch with 16 present mapped args  : {pl:8.1} ns/op");
+            println!(
+                "ratio ours/clang enter+exit  : {:.2}  (target <= 0.5)",
+                enter_exit / pe
+            );
+            println!(
+                "ratio ours/clang launch16    : {:.2}  (target <= 0.5)",
+                launch16 / pl
+            );
+        }
+        Err(why) => println!("peer not measured: {why}"),
+    }
+}
