@@ -14,6 +14,9 @@ pub mod __prelude {
     pub use crate::math::FloatExt;
 }
 
+mod memory;
+pub use memory::{DeviceBuffer, DevicePtr};
+
 /// False: this code is running on an offload device.
 #[inline]
 pub fn omp_is_initial_device() -> bool {
@@ -79,6 +82,21 @@ pub mod __rt {
     pub unsafe fn object_mut<'a, T>(p: u64) -> &'a mut T {
         // SAFETY: per the contract.
         unsafe { &mut *(p as *mut T) }
+    }
+
+    /// # Safety
+    /// `a` is a device address of `T`s.
+    #[inline(always)]
+    pub unsafe fn device_ptr<T>(a: u64) -> crate::DevicePtr<T> {
+        crate::DevicePtr::from_addr(a)
+    }
+
+    /// # Safety
+    /// `p` is the device address of `len` `T`s valid for the kernel's run.
+    #[inline(always)]
+    pub unsafe fn device_buffer<T>(p: u64, len: u64) -> crate::DeviceBuffer<T> {
+        // SAFETY: per the contract.
+        unsafe { crate::DeviceBuffer::from_raw(p as *mut T, len as usize) }
     }
 
     /// # Safety

@@ -86,6 +86,8 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
                 );
                 fallback_args.push(quote!(#id));
             }
+            // Passed as is; such a region has no host fallback.
+            ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. } => {}
         }
     }
     if let Some(t) = &region.ret {
@@ -121,6 +123,18 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             quote!(::offload::__private::MapArg::value(&#id))
         }
         KernelArg::Return => quote!(::offload::__private::MapArg::ret(__offload_ret)),
+        KernelArg::DevicePtr(p) => {
+            let id = &p.ident;
+            quote!(::offload::__private::MapArg::device_ptr(#id))
+        }
+        KernelArg::BufferPtr(p) => {
+            let id = &p.ident;
+            quote!(::offload::__private::MapArg::device_ptr(#id.as_device_ptr()))
+        }
+        KernelArg::BufferLen(p) => {
+            let id = &p.ident;
+            quote!(::offload::__private::MapArg::literal(#id.len() as u64))
+        }
     });
 
     let device = match &region.device {
@@ -161,6 +175,34 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             ["allow", "warn", "deny", "expect", "forbid"].contains(&&*i.to_string())
         })
     });
+    // A region taking device memory runs on its device or fails: its body exists only in the device crate, and the
+    // host function is just the region's id.
+    let (host_fn, launch) = if region.needs_device() {
+        (
+            quote!(
+                fn __offload_host() {}
+            ),
+            quote!(::offload::__private::target_on_device(
+                &__OFFLOAD_REGION,
+                __offload_device,
+                __offload_if,
+                &__offload_maps,
+                __offload_ret
+            )),
+        )
+    } else {
+        (
+            quote!(
+                #(#lint_attrs)*
+                #[allow(clippy::too_many_arguments)]
+                #unsafety fn __offload_host #generics (#inputs) #output #host_body
+            ),
+            quote!(::offload::__private::target(
+                &__OFFLOAD_REGION, __offload_device, __offload_if, &__offload_maps, __offload_ret,
+                move || #call_host,
+            )),
+        )
+    };
     let try_doc = format!("Runs the region [`{name_str}`], returning a device failure as an `Err` instead of panicking.");
 
     quote! {
@@ -177,9 +219,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         #vis #unsafety fn #try_name #generics (#(#outer_inputs),*)
             -> ::core::result::Result<#ret_ty, ::offload::Error>
         {
-            #(#lint_attrs)*
-            #[allow(clippy::too_many_arguments)]
-            #unsafety fn __offload_host #generics (#inputs) #output #host_body
+            #host_fn
 
             const __OFFLOAD_NAME: &str = ::core::concat!(::core::module_path!(), "::", #name_str);
             static __OFFLOAD_SYMBOL: [u8; ::offload::__private::mangled_len(__OFFLOAD_NAME) + 1] =
@@ -209,14 +249,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             // checked `Firstprivate` above.
             unsafe {
                 let __offload_maps = [#(#maps),*];
-                ::offload::__private::target(
-                    &__OFFLOAD_REGION,
-                    __offload_device,
-                    __offload_if,
-                    &__offload_maps,
-                    __offload_ret,
-                    move || #call_host,
-                )
+                #launch
             }
         }
     }

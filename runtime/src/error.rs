@@ -23,6 +23,22 @@ pub enum Error {
         plugin: &'static str,
         message: String,
     },
+    /// A device operation (allocation, copy) failed, or the device does not exist.
+    #[error("offload: device {device} ({plugin}): {message}")]
+    Device {
+        device: i32,
+        plugin: &'static str,
+        message: String,
+    },
+    /// A region taking device memory (`DevicePtr`, `DeviceBuffer`) could not run on the device holding it; it has
+    /// no host fallback, since the host cannot dereference device memory.
+    #[error(
+        "offload: region {region} takes device memory and could not run on its device: {reason}"
+    )]
+    DeviceRequired {
+        region: &'static str,
+        reason: String,
+    },
     /// `OMP_TARGET_OFFLOAD=MANDATORY` and the region could not start on a device.
     #[error("offload: region {region} could not run on a device and OMP_TARGET_OFFLOAD=MANDATORY forbids the host fallback: {reason}")]
     Mandatory {

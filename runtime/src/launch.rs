@@ -13,7 +13,9 @@ use crate::mapping::{MapError, Range, RefKind};
 use crate::plugin::LaunchParams;
 use crate::tables::{entry_index, entry_symbol};
 use crate::DeviceCopy;
-use offload_model::abi::map_type::{FROM, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL, PRIVATE, TO};
+use offload_model::abi::map_type::{
+    DEVICE_MEMORY, FROM, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL, PRIVATE, TO,
+};
 use offload_model::abi::OffloadEntry;
 use std::mem::{size_of, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -113,6 +115,15 @@ impl MapArg {
         }
     }
 
+    /// Device memory passed as is: its address, and the device it must run on.
+    #[inline]
+    pub fn device_ptr<T>(p: crate::DevicePtr<T>) -> Self {
+        let mut m = Self::literal(p.addr());
+        m.map_type |= DEVICE_MEMORY;
+        m.base_size = p.device() as u32 as usize;
+        m
+    }
+
     /// A firstprivate value: its bits if it fits in 8 bytes, else a private device copy.
     ///
     /// # Safety
@@ -210,6 +221,30 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("(non-string panic)")
 }
 
+/// Runs a region that takes device memory: on its device, or not at all (no host fallback: the host cannot
+/// dereference device memory).
+///
+/// # Safety
+/// As [`target`].
+pub unsafe fn target_on_device<R>(
+    region: &'static RegionInfo,
+    device: Option<i32>,
+    cond: bool,
+    maps: &[MapArg],
+    ret: *mut MaybeUninit<R>,
+) -> Result<R, Error> {
+    // SAFETY: forwarded from the caller.
+    match unsafe { run_on_device(region, device, cond, maps) } {
+        // SAFETY: the kernel wrote the return slot (or `R` is `()`).
+        Ok(()) => Ok(unsafe { (*ret).assume_init_read() }),
+        Err(NotRun::Failed(e)) => Err(e),
+        Err(NotRun::Host(why)) => Err(Error::DeviceRequired {
+            region: region.name,
+            reason: why.reason().to_string(),
+        }),
+    }
+}
+
 /// Panics with a region failure (`saxpy` calls this when `try_saxpy` fails).
 #[cold]
 #[track_caller]
@@ -229,6 +264,18 @@ unsafe fn run_on_device(
         Selection::Host(h) => return host(h),
     };
     let d = dev.number;
+    if let Some(m) = maps
+        .iter()
+        .find(|m| m.map_type & DEVICE_MEMORY != 0 && m.base_size as u32 as i32 != d)
+    {
+        return Err(NotRun::Failed(Error::DeviceRequired {
+            region: region.name,
+            reason: format!(
+                "it takes memory of device {} but was to run on device {d}",
+                m.base_size as u32 as i32
+            ),
+        }));
+    }
     let Some(kernel) = dev.kernel(entry_index(region.entry)) else {
         return host(Host::Unavailable(
             format!(

@@ -11,6 +11,7 @@
 //! select a device, map, launch, unmap, or fall back), [`icv`] (the environment).
 
 mod api;
+mod buffer;
 mod data;
 mod device;
 mod error;
@@ -22,6 +23,7 @@ mod tables;
 mod types;
 
 pub use api::*;
+pub use buffer::{DeviceBuffer, DevicePtr};
 pub use data::{MapOwner, Mapped};
 pub use error::Error;
 pub use offload_macros::{
@@ -33,7 +35,7 @@ pub use types::{DeviceCopy, Firstprivate};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::data::{rebind_mut, update, DataScope, MapSource, MapSourceMut, MapTarget};
-    pub use crate::launch::{fail, target, MapArg, RegionInfo};
+    pub use crate::launch::{fail, target, target_on_device, MapArg, RegionInfo};
     pub use crate::tables::{OFFLOAD_ENTRIES, OFFLOAD_IMAGES};
     pub use crate::types::{assert_device_copy, assert_firstprivate, DeviceNum};
     pub use linkme;

@@ -323,3 +323,61 @@ fn many_threads_share_the_device() {
         start.elapsed()
     );
 }
+
+// 22. Device memory passed as is (OpenMP's is_device_ptr); such regions never fall back to the host.
+use offload::{DeviceBuffer, DevicePtr};
+
+#[target]
+fn scale_buffer(k: i64, buf: &mut DeviceBuffer<i64>) -> i64 {
+    for v in buf.iter_mut() {
+        *v *= k;
+    }
+    buf.len() as i64
+}
+
+#[target(if(on_device), device(dev))]
+fn sum_buffer(on_device: bool, dev: i32, buf: &DeviceBuffer<i64>) -> i64 {
+    buf.iter().sum()
+}
+
+#[target]
+fn fill_raw(p: DevicePtr<i64>, n: usize) {
+    // SAFETY: the test allocated `n` elements for this pointer.
+    let s = unsafe { p.as_slice_mut(n) };
+    for (i, v) in s.iter_mut().enumerate() {
+        *v = 100 + i as i64;
+    }
+}
+
+#[test]
+fn device_memory_is_passed_as_is_and_never_falls_back() {
+    let mut buf = DeviceBuffer::from_slice(&[1i64, 2, 3], 0).unwrap();
+    assert_eq!(scale_buffer(10, &mut buf), 3);
+    assert_eq!(buf.to_vec().unwrap(), [10, 20, 30]);
+    assert_eq!(sum_buffer(true, 0, &buf), 60);
+
+    let err = try_sum_buffer(false, 0, &buf).expect_err("no host fallback for device memory");
+    assert!(
+        err.to_string().contains(
+            "takes device memory and could not run on its device: the if clause is false"
+        ),
+        "{err}"
+    );
+    let err = try_sum_buffer(true, 5, &buf).expect_err("device 5 does not exist");
+    assert!(err.to_string().contains("device 5 does not exist"), "{err}");
+
+    let raw = omp_target_alloc(4 * 8, 0);
+    // SAFETY: 4 i64 of device 0's memory, freed below.
+    let p = unsafe { DevicePtr::<i64>::from_raw(raw, 0) };
+    fill_raw(p, 4);
+    let mut out = [0i64; 4];
+    unsafe {
+        assert_eq!(
+            omp_target_memcpy(out.as_mut_ptr().cast(), raw, 32, 0, 0, HOST, 0),
+            0
+        );
+        omp_target_free(raw, 0);
+    }
+    assert_eq!(out, [100, 101, 102, 103]);
+    assert!(DeviceBuffer::<i64>::new(4, 7).is_err(), "no device 7");
+}

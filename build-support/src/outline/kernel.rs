@@ -20,6 +20,7 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
         .collect();
     let mut call_args = Vec::new();
     let mut ret = None;
+    let mut lets = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let a = &arg_names[i];
@@ -42,13 +43,28 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
                 call_args.push(quote!(::offload::__rt::#f(#a)));
             }
             KernelArg::Value(_) => call_args.push(quote!(::offload::__rt::value(#a))),
+            KernelArg::DevicePtr(_) => call_args.push(quote!(::offload::__rt::device_ptr(#a))),
+            KernelArg::BufferPtr(p) => {
+                // The region takes `&DeviceBuffer<T>`: the view lives in the entry's frame.
+                let len = &arg_names[i + 1];
+                let b = format_ident!("__offload_buf{}", i);
+                lets.push(
+                    quote!(let mut #b = unsafe { ::offload::__rt::device_buffer(#a, #len) };),
+                );
+                call_args.push(match p.kind {
+                    ParamKind::DeviceBuffer { mutable: true } => quote!(&mut #b),
+                    _ => quote!(&#b),
+                });
+                i += 1; // the length
+            }
+            KernelArg::BufferLen(_) => unreachable!("follows its pointer"),
             KernelArg::Return => ret = Some(a.clone()),
         }
         i += 1;
     }
     let name = &region.ident;
     let kernel_name = format_ident!("__offload_kernel_{}", name);
-    let call = quote!(#[allow(unused_unsafe)] let __offload_r = unsafe { #name(#(#call_args),*) };);
+    let call = quote!(#(#lets)* #[allow(unused_unsafe)] let __offload_r = unsafe { #name(#(#call_args),*) };);
     let store = ret.map(|r| quote!(::offload::__rt::write_return(#r, __offload_r);));
     match abi {
         KernelAbi::Host => quote! {

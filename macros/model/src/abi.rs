@@ -20,6 +20,9 @@ pub mod map_type {
     /// them with atomic loads and stores (other host threads may use them meanwhile).
     pub const HOST_ATOMIC_SHIFT: u32 = 36;
     pub const HOST_ATOMIC_MASK: u64 = 0xf << HOST_ATOMIC_SHIFT;
+    /// Ours: a literal that is device memory (`DevicePtr`, `DeviceBuffer`); the map-list entry's `base_size` holds
+    /// the device it lives on.
+    pub const DEVICE_MEMORY: u64 = 1 << 41;
 }
 
 /// LLVM 22's `__tgt_offload_entry` (56 bytes, version 1). `address` is the host function's address (the region's

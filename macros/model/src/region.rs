@@ -18,6 +18,10 @@ pub enum ParamKind {
     Ref { ty: Type, mutable: bool },
     /// A `Copy` value, firstprivate: one kernel argument (the bits if 8 bytes or less, else a private copy's address).
     Value,
+    /// `offload::DevicePtr<T>`: device memory passed as is (OpenMP's `is_device_ptr`); one argument (the address).
+    DevicePtr,
+    /// `&offload::DeviceBuffer<T>` / `&mut ..`: device memory passed as is; two arguments (address, length).
+    DeviceBuffer { mutable: bool },
 }
 
 #[derive(Clone, Debug)]
@@ -42,6 +46,12 @@ pub enum KernelArg<'a> {
     RefPtr(&'a Param),
     /// A firstprivate value.
     Value(&'a Param),
+    /// A `DevicePtr`'s address.
+    DevicePtr(&'a Param),
+    /// A `DeviceBuffer`'s address.
+    BufferPtr(&'a Param),
+    /// A `DeviceBuffer`'s length.
+    BufferLen(&'a Param),
     /// Device address of the return slot (mapped `from`).
     Return,
 }
@@ -156,6 +166,16 @@ impl Region {
                 (*mutable, if *mutable { "&mut [T]" } else { "&[T]" })
             }
             ParamKind::Ref { mutable, .. } => (*mutable, if *mutable { "&mut T" } else { "&T" }),
+            ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. } => {
+                errors.push(syn::Error::new(
+                    span,
+                    format!(
+                        "`{}` is device memory, passed to the region as is; it takes no map clause",
+                        param.ident
+                    ),
+                ));
+                return;
+            }
             ParamKind::Value => {
                 errors.push(syn::Error::new(
                     span,
@@ -221,12 +241,27 @@ impl Region {
                 }
                 ParamKind::Ref { .. } => args.push(KernelArg::RefPtr(p)),
                 ParamKind::Value => args.push(KernelArg::Value(p)),
+                ParamKind::DevicePtr => args.push(KernelArg::DevicePtr(p)),
+                ParamKind::DeviceBuffer { .. } => {
+                    args.push(KernelArg::BufferPtr(p));
+                    args.push(KernelArg::BufferLen(p));
+                }
             }
         }
         if self.ret.is_some() {
             args.push(KernelArg::Return);
         }
         args
+    }
+
+    /// Whether the region takes device memory: then it runs on a device or fails, never in a host fallback.
+    pub fn needs_device(&self) -> bool {
+        self.params.iter().any(|p| {
+            matches!(
+                p.kind,
+                ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. }
+            )
+        })
     }
 }
 
@@ -308,7 +343,12 @@ fn classify_param(arg: &FnArg, errors: &mut Errors) -> Option<Param> {
         ));
         return None;
     }
+    let named = |t: &Type, n: &str| last_segment(t).is_some_and(|s| s.ident == n);
     let kind = match &ty {
+        Type::Reference(r) if named(&r.elem, "DeviceBuffer") => ParamKind::DeviceBuffer {
+            mutable: r.mutability.is_some(),
+        },
+        t if named(t, "DevicePtr") => ParamKind::DevicePtr,
         Type::Reference(r) => {
             let mutable = r.mutability.is_some();
             match &*r.elem {
@@ -336,7 +376,7 @@ fn classify_param(arg: &FnArg, errors: &mut Errors) -> Option<Param> {
         } else {
             MapType::To
         })),
-        ParamKind::Value => None,
+        ParamKind::Value | ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. } => None,
     };
     Some(Param {
         ident,

@@ -1,0 +1,202 @@
+//! Device memory the program manages itself, passed to regions as is (OpenMP's `is_device_ptr`): `DevicePtr<T>`, a
+//! raw device address, and `DeviceBuffer<T>`, a safe owning buffer. A region taking either runs only on the device
+//! that holds the memory: it never falls back to the host, which cannot dereference device memory.
+
+use crate::device::{devices, DeviceEntry};
+use crate::error::Error;
+use crate::DeviceCopy;
+use std::marker::PhantomData;
+use std::mem::size_of;
+
+/// The device address of `T`s on device `device`. Copy; only region code may dereference it.
+#[derive(Debug)]
+pub struct DevicePtr<T> {
+    addr: u64,
+    device: i32,
+    _t: PhantomData<*mut T>,
+}
+
+impl<T> Clone for DevicePtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for DevicePtr<T> {}
+// SAFETY: an address on a device; sending it between host threads touches nothing.
+unsafe impl<T> Send for DevicePtr<T> {}
+unsafe impl<T> Sync for DevicePtr<T> {}
+
+impl<T> DevicePtr<T> {
+    /// Wraps device memory from [`crate::omp_target_alloc`] (or another device allocation).
+    ///
+    /// # Safety
+    /// `ptr` is device memory of `device` holding as many `T`s as regions will touch, for as long as they do.
+    pub unsafe fn from_raw(ptr: *mut std::ffi::c_void, device: i32) -> Self {
+        DevicePtr {
+            addr: ptr as usize as u64,
+            device,
+            _t: PhantomData,
+        }
+    }
+
+    pub fn addr(self) -> u64 {
+        self.addr
+    }
+
+    pub fn device(self) -> i32 {
+        self.device
+    }
+}
+
+/// `len` `T`s of device memory on one device, zero-filled, freed on drop.
+pub struct DeviceBuffer<T: DeviceCopy> {
+    ptr: DevicePtr<T>,
+    len: usize,
+    dev: &'static DeviceEntry,
+}
+
+// SAFETY: the buffer owns device memory; `&self` methods only read it through the plugin.
+unsafe impl<T: DeviceCopy> Send for DeviceBuffer<T> {}
+unsafe impl<T: DeviceCopy> Sync for DeviceBuffer<T> {}
+
+fn device_error(device: i32, plugin: &'static str, message: String) -> Error {
+    Error::Device {
+        device,
+        plugin,
+        message,
+    }
+}
+
+impl<T: DeviceCopy> DeviceBuffer<T> {
+    /// Allocates `len` zero-filled elements on offload device `device`.
+    pub fn new(len: usize, device: i32) -> Result<Self, Error> {
+        let dev = usize::try_from(device)
+            .ok()
+            .and_then(|d| devices().get(d))
+            .ok_or_else(|| {
+                device_error(
+                    device,
+                    "none",
+                    format!(
+                        "there is no offload device {device} ({} devices)",
+                        devices().len()
+                    ),
+                )
+            })?;
+        let bytes = len.checked_mul(size_of::<T>()).ok_or_else(|| {
+            device_error(
+                device,
+                dev.plugin,
+                format!("{len} elements of {} bytes overflow", size_of::<T>()),
+            )
+        })?;
+        let addr = dev
+            .dev
+            .alloc(bytes.max(1))
+            .map_err(|m| device_error(device, dev.plugin, m))?;
+        Ok(DeviceBuffer {
+            ptr: DevicePtr {
+                addr,
+                device,
+                _t: PhantomData,
+            },
+            len,
+            dev,
+        })
+    }
+
+    /// A device copy of `data`.
+    pub fn from_slice(data: &[T], device: i32) -> Result<Self, Error> {
+        let mut b = Self::new(data.len(), device)?;
+        b.copy_from_host(data)?;
+        Ok(b)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn device(&self) -> i32 {
+        self.ptr.device
+    }
+
+    pub fn as_device_ptr(&self) -> DevicePtr<T> {
+        self.ptr
+    }
+
+    fn check_len(&self, n: usize) -> Result<(), Error> {
+        if n == self.len {
+            return Ok(());
+        }
+        Err(device_error(
+            self.device(),
+            self.dev.plugin,
+            format!("host slice has {n} elements, buffer {}", self.len),
+        ))
+    }
+
+    /// Overwrites the buffer with `src` (same length).
+    pub fn copy_from_host(&mut self, src: &[T]) -> Result<(), Error> {
+        self.check_len(src.len())?;
+        // SAFETY: `src` is readable; the buffer holds `len` elements.
+        unsafe {
+            self.dev
+                .dev
+                .copy_to_device(self.ptr.addr, src.as_ptr().cast(), size_of_val(src))
+        }
+        .map_err(|m| device_error(self.device(), self.dev.plugin, m))
+    }
+
+    /// Copies the buffer into `dst` (same length).
+    pub fn copy_to_host(&self, dst: &mut [T]) -> Result<(), Error> {
+        self.check_len(dst.len())?;
+        // SAFETY: `dst` is writable and `T: DeviceCopy` accepts any bytes; the buffer holds `len` elements.
+        unsafe {
+            self.dev
+                .dev
+                .copy_from_device(dst.as_mut_ptr().cast(), self.ptr.addr, size_of_val(dst))
+        }
+        .map_err(|m| device_error(self.device(), self.dev.plugin, m))
+    }
+
+    /// The buffer's contents as a `Vec`.
+    pub fn to_vec(&self) -> Result<Vec<T>, Error> {
+        let mut v: Vec<T> = Vec::with_capacity(self.len);
+        // SAFETY: `T: DeviceCopy` accepts any bytes; the copy fills all `len` elements before `set_len`.
+        unsafe {
+            self.dev
+                .dev
+                .copy_from_device(
+                    v.as_mut_ptr().cast(),
+                    self.ptr.addr,
+                    self.len * size_of::<T>(),
+                )
+                .map_err(|m| device_error(self.device(), self.dev.plugin, m))?;
+            v.set_len(self.len);
+        }
+        Ok(v)
+    }
+}
+
+impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new`, and a region borrowing the buffer has returned.
+        unsafe { self.dev.dev.free(self.ptr.addr) };
+    }
+}
+
+impl<T: DeviceCopy> std::fmt::Debug for DeviceBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeviceBuffer {{ device: {}, len: {}, addr: {:#x} }}",
+            self.device(),
+            self.len,
+            self.ptr.addr
+        )
+    }
+}
