@@ -381,3 +381,28 @@ fn device_memory_is_passed_as_is_and_never_falls_back() {
     assert_eq!(out, [100, 101, 102, 103]);
     assert!(DeviceBuffer::<i64>::new(4, 7).is_err(), "no device 7");
 }
+
+#[test]
+fn unwinding_out_of_a_data_region_releases_without_copying() {
+    let mut y = vec![1i64; 8];
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        target_data!(map(tofrom: y) => {
+            inc(y);
+            panic!("the block fails");
+        })
+    }));
+    assert!(r.is_err());
+    assert_eq!(y, [1; 8], "no copy back on unwind");
+    assert!(!present(&y), "released");
+
+    // Leaving by `return` or `?` is a normal exit: it copies back.
+    fn early(y: &mut Vec<i64>) -> Option<()> {
+        target_data!(map(tofrom: y) => {
+            inc(y);
+            None?;
+            Some(())
+        })
+    }
+    assert_eq!(early(&mut y), None);
+    assert_eq!(y, [2; 8]);
+}
