@@ -37,7 +37,16 @@ fn kept_items_stay_on_their_lines() {
     let krate = &out.crates[0];
     assert_eq!(krate.key, "lib-mirror_lines");
     let ids: Vec<&str> = out.regions().map(|r| r.identity.as_str()).collect();
-    assert_eq!(ids, ["mirror_lines::apply", "mirror_lines::inline::twice"]);
+    // `larger` calls `core::cmp::max`, imported by name, though a host `max` exists: not an error.
+    assert_eq!(
+        ids,
+        [
+            "mirror_lines::apply",
+            "mirror_lines::biggest",
+            "mirror_lines::inline::twice",
+            "mirror_lines::moved::larger"
+        ]
+    );
     assert_eq!(
         out.regions().next().unwrap().symbol,
         "__omp_offloading_rs_12mirror_lines5apply"
@@ -104,6 +113,17 @@ fn kept_items_stay_on_their_lines() {
         "entries go before the inline module's brace"
     );
     assert!(lib.contains("export_name = \"__omp_offloading_rs_12mirror_lines5apply\""));
+    let find = |text: &str| lib.lines().position(|l| l.contains(text)).map(|i| i + 1);
+    let host_use = src_line("mirror_lines", "src/lib.rs", "use crate::nested::max;");
+    assert_eq!(
+        line(host_use),
+        "",
+        "an import of a host function is dropped even if kept code says `max`"
+    );
+    assert_eq!(
+        find("pub type Real = f32;"),
+        Some(src_line("mirror_lines", "src/lib.rs", "pub type Real"))
+    );
     assert!(lib.contains("export_name = \"__omp_offloading_rs_12mirror_lines6inline5twice\""));
 }
 
@@ -133,4 +153,13 @@ fn names_are_unique_per_kind_of_target_only() {
         want.map(|(a, b)| (a.to_string(), b.to_string())),
         "the shared module keeps its kernel in both"
     );
+}
+
+/// The line number of the first line of a fixture file containing `text`.
+fn src_line(fixture_name: &str, file: &str, text: &str) -> usize {
+    let src = std::fs::read_to_string(fixture(fixture_name).join(file)).unwrap();
+    src.lines()
+        .position(|l| l.contains(text))
+        .expect("text in fixture")
+        + 1
 }

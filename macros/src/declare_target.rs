@@ -16,7 +16,7 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         Err(e) => return e.to_compile_error(),
     };
     let extra = match &parsed {
-        Item::Fn(_) | Item::Const(_) | Item::Impl(_) => quote!(),
+        Item::Fn(_) | Item::Const(_) | Item::Impl(_) | Item::Type(_) => quote!(),
         Item::Struct(s) => struct_impl(s, &mut errors),
         Item::Enum(e) => enum_impl(e),
         Item::Static(s) => {
@@ -30,7 +30,7 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         other => {
             errors.push(syn::Error::new(
                 other.span(),
-                "`#[declare_target]` goes on functions, consts, `#[repr(C)]` structs, `Copy` enums and their \
+                "`#[declare_target]` goes on functions, consts, type aliases, `#[repr(C)]` structs, `Copy` enums and their \
                  `impl` blocks",
             ));
             quote!()

@@ -53,6 +53,12 @@ pub fn calls(pkg: &Package, tree: &ModuleTree) -> Vec<Diagnostic> {
     for (i, file) in tree.files.iter().enumerate() {
         collect(&file.ast.items, i, tree, &mut fns);
     }
+    // Names a file imports from elsewhere (`use core::cmp::max;`): calling them is not calling a crate function.
+    let imported: Vec<HashSet<String>> = tree
+        .files
+        .iter()
+        .map(|f| imported_names(&f.ast.items))
+        .collect();
     let mut diags = Vec::new();
     for &(file, func, region) in &fns.bodies {
         let mut v = Calls {
@@ -66,7 +72,7 @@ pub fn calls(pkg: &Package, tree: &ModuleTree) -> Vec<Diagnostic> {
                 segs.len() == 1 || ["crate", "self", "super"].contains(&segs[0].as_str());
             let name = segs.last().cloned().unwrap_or_default();
             if !crate_local
-                || (segs.len() == 1 && v.locals.contains(&name))
+                || (segs.len() == 1 && (v.locals.contains(&name) || imported[file].contains(&name)))
                 || fns.device.contains(&name)
             {
                 continue;
@@ -126,4 +132,34 @@ impl<'ast> Visit<'ast> for Calls {
 
     // Items nested in the body are their own scope.
     fn visit_item(&mut self, _: &'ast Item) {}
+}
+
+/// Names brought in by a file's top-level `use` items rooted outside the crate.
+fn imported_names(items: &[Item]) -> HashSet<String> {
+    fn walk(t: &syn::UseTree, out: &mut HashSet<String>) {
+        match t {
+            syn::UseTree::Path(p) => walk(&p.tree, out),
+            syn::UseTree::Name(n) => {
+                out.insert(n.ident.to_string());
+            }
+            syn::UseTree::Rename(r) => {
+                out.insert(r.rename.to_string());
+            }
+            syn::UseTree::Group(g) => g.items.iter().for_each(|t| walk(t, out)),
+            syn::UseTree::Glob(_) => {}
+        }
+    }
+    let mut out = HashSet::new();
+    for item in items {
+        if let Item::Use(u) = item {
+            let root = match &u.tree {
+                syn::UseTree::Path(p) => p.ident.to_string(),
+                _ => String::new(),
+            };
+            if !["crate", "self", "super"].contains(&root.as_str()) {
+                walk(&u.tree, &mut out);
+            }
+        }
+    }
+    out
 }

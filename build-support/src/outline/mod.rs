@@ -155,20 +155,25 @@ struct Outliner<'a> {
     abi: KernelAbi,
     /// Every identifier kept code mentions: a `use` leaf survives only if its name is among them.
     mentioned: BTreeSet<String>,
+    /// Names of kept items and modules: a `use crate::..` leaf survives only if it names one.
+    kept: BTreeSet<String>,
     regions: Vec<RegionSite>,
 }
 
 impl<'a> Outliner<'a> {
     fn new(pkg: &'a Package, tree: &'a ModuleTree, abi: KernelAbi) -> Self {
         let mut mentioned = BTreeSet::new();
+        let mut kept = BTreeSet::new();
         for f in &tree.files {
             collect_mentions(&f.ast.items, &mut mentioned);
+            collect_kept(&f.ast.items, &mut kept);
         }
         Outliner {
             pkg,
             tree,
             abi,
             mentioned,
+            kept,
             regions: Vec::new(),
         }
     }
@@ -253,6 +258,9 @@ impl<'a> Outliner<'a> {
                 Item::Impl(i) if has_attr(&i.attrs, "declare_target") => {
                     keep_item(m, item, &i.attrs)
                 }
+                Item::Type(i) if has_attr(&i.attrs, "declare_target") => {
+                    keep_item(m, item, &i.attrs)
+                }
                 Item::Impl(i) => {
                     for it in &i.items {
                         if let syn::ImplItem::Fn(f2) = it {
@@ -303,7 +311,7 @@ impl<'a> Outliner<'a> {
 
     /// Keeps the leaves of a `use` that kept code mentions, rooted where a device crate can reach.
     fn mirror_use(&self, m: &mut Mirror, u: &syn::ItemUse) {
-        let Some(tree) = filter_use(&u.tree, true, &self.mentioned) else {
+        let Some(tree) = filter_use(&u.tree, None, self) else {
             return;
         };
         let r = m.range(u.span());
@@ -377,35 +385,68 @@ fn blank_attrs(m: &mut Mirror, attrs: &[Attribute]) {
     }
 }
 
-fn filter_use(tree: &UseTree, root: bool, mentioned: &BTreeSet<String>) -> Option<UseTree> {
+/// The part of a `use` tree a device crate can resolve: paths rooted at `crate`/`self`/`super` keep the leaves that
+/// name kept items or modules; paths rooted at `offload`/`core` keep the leaves kept code mentions.
+fn filter_use(tree: &UseTree, root: Option<&str>, o: &Outliner) -> Option<UseTree> {
+    let local = matches!(root, Some("crate" | "self" | "super"));
+    let keep = |name: &syn::Ident, alias: &syn::Ident| {
+        if local {
+            o.kept.contains(&name.to_string())
+        } else {
+            o.mentioned.contains(&alias.to_string())
+        }
+    };
     match tree {
         UseTree::Path(p) => {
-            if root && !USE_ROOTS.contains(&p.ident.to_string().as_str()) {
-                return None;
-            }
-            let inner = filter_use(&p.tree, false, mentioned)?;
+            let here = p.ident.to_string();
+            let root = match root {
+                Some(r) => r,
+                None => *USE_ROOTS.iter().find(|r| **r == here)?,
+            };
+            let inner = filter_use(&p.tree, Some(root), o)?;
             Some(UseTree::Path(syn::UsePath {
                 tree: Box::new(inner),
                 ..p.clone()
             }))
         }
-        UseTree::Name(n) => (!root
-            && (n.ident == "self" || mentioned.contains(&n.ident.to_string())))
-        .then(|| tree.clone()),
-        UseTree::Rename(r) => {
-            (!root && mentioned.contains(&r.rename.to_string())).then(|| tree.clone())
-        }
-        UseTree::Glob(_) => (!root).then(|| tree.clone()),
+        UseTree::Name(n) => (root.is_some() && (n.ident == "self" || keep(&n.ident, &n.ident)))
+            .then(|| tree.clone()),
+        UseTree::Rename(r) => (root.is_some() && keep(&r.ident, &r.rename)).then(|| tree.clone()),
+        UseTree::Glob(_) => root.is_some().then(|| tree.clone()),
         UseTree::Group(g) => {
             let items: syn::punctuated::Punctuated<UseTree, syn::Token![,]> = g
                 .items
                 .iter()
-                .filter_map(|t| filter_use(t, root, mentioned))
+                .filter_map(|t| filter_use(t, root, o))
                 .collect();
             (!items.is_empty()).then_some(UseTree::Group(syn::UseGroup {
                 brace_token: g.brace_token,
                 items,
             }))
+        }
+    }
+}
+
+/// Names of items the device crate keeps, and of every module (all modules are mirrored).
+fn collect_kept(items: &[Item], out: &mut BTreeSet<String>) {
+    for item in items {
+        let (attrs, name) = match item {
+            Item::Fn(i) => (&i.attrs, &i.sig.ident),
+            Item::Const(i) => (&i.attrs, &i.ident),
+            Item::Struct(i) => (&i.attrs, &i.ident),
+            Item::Enum(i) => (&i.attrs, &i.ident),
+            Item::Type(i) => (&i.attrs, &i.ident),
+            Item::Mod(m) => {
+                out.insert(m.ident.to_string());
+                if let Some((_, inner)) = &m.content {
+                    collect_kept(inner, out);
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        if has_attr(attrs, "target") || has_attr(attrs, "declare_target") {
+            out.insert(name.to_string().trim_start_matches("r#").to_string());
         }
     }
 }
@@ -419,6 +460,7 @@ fn collect_mentions(items: &[Item], out: &mut BTreeSet<String>) {
             Item::Struct(i) => has_attr(&i.attrs, "declare_target"),
             Item::Enum(i) => has_attr(&i.attrs, "declare_target"),
             Item::Impl(i) => has_attr(&i.attrs, "declare_target"),
+            Item::Type(i) => has_attr(&i.attrs, "declare_target"),
             Item::Mod(md) => {
                 if let Some((_, inner)) = &md.content {
                     collect_mentions(inner, out);
