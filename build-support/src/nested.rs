@@ -273,7 +273,15 @@ fn run_cargo(
     .stderr(Stdio::piped());
     // Only what cargo and rustup need to find the same toolchain, and the outer build's jobserver
     // (`CARGO_MAKEFLAGS`, so the nested build shares its job slots); nothing else of the outer build leaks in.
-    for k in ["PATH", "HOME", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "TMPDIR", "CARGO_MAKEFLAGS"] {
+    for k in [
+        "PATH",
+        "HOME",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+        "RUSTUP_TOOLCHAIN",
+        "TMPDIR",
+        "CARGO_MAKEFLAGS",
+    ] {
         if let Some(v) = std::env::var_os(k) {
             cmd.env(k, v);
         }

@@ -6,7 +6,7 @@ use crate::device::{select, DeviceEntry, Host, Selection};
 use crate::icv::{icv, Policy};
 use crate::launch::MapArg;
 use crate::mapping::{MapError, RefKind};
-use crate::plugin::DevicePtr;
+use crate::plugin::{Arg, DevicePtr};
 use crate::DeviceCopy;
 use offload_model::abi::map_type::{DELETE, FROM, LITERAL, PRIVATE, TO};
 use std::ops::{Deref, DerefMut};
@@ -25,22 +25,24 @@ pub(crate) unsafe fn enter_list(
     dev: &DeviceEntry,
     maps: &[MapArg],
     kind: RefKind,
-) -> Result<Vec<u64>, MapError> {
+) -> Result<Vec<Arg>, MapError> {
     let mut args = Vec::with_capacity(maps.len());
     let mut t = None;
     for (i, m) in maps.iter().enumerate() {
-        let r = if m.map_type & LITERAL != 0 || m.base_size == 0 {
-            // Literals, and zero-length data: no table entry; the kernel gets a dangling, aligned pointer.
-            Ok(m.begin as usize as u64)
+        let r = if m.map_type & LITERAL != 0 {
+            Ok(m.literal)
+        } else if m.base_size == 0 {
+            // Zero-length data: no table entry; the kernel gets a dangling, aligned pointer.
+            Ok(Arg::new(m.begin as usize as u64))
         } else if m.map_type & PRIVATE != 0 || m.size == 0 {
             // A private copy, or a zero-length section of a non-empty slice: storage of the slice's size so the
             // region's slice is valid, its contents unspecified.
-            private_in(dev, m).map_err(MapError::Device)
+            private_in(dev, m).map(Arg::new).map_err(MapError::Device)
         } else {
             let t = t.get_or_insert_with(|| table(dev));
             // SAFETY: the caller guarantees the host range.
             unsafe { t.enter(&*dev.dev, m.range(), m.map_type, kind) }
-                .map(|tgt| tgt - (m.begin as usize - m.base as usize) as u64)
+                .map(|tgt| Arg::new(tgt - (m.begin as usize - m.base as usize) as u64))
         };
         match r {
             Ok(a) => args.push(a),
@@ -75,7 +77,7 @@ fn private_in(dev: &DeviceEntry, m: &MapArg) -> Result<DevicePtr, String> {
 pub(crate) unsafe fn exit_list(
     dev: &DeviceEntry,
     maps: &[MapArg],
-    args: &[u64],
+    args: &[Arg],
     kind: RefKind,
     copy_out: bool,
 ) -> Result<(), MapError> {
@@ -87,6 +89,8 @@ pub(crate) unsafe fn exit_list(
             continue;
         }
         if m.map_type & PRIVATE != 0 || m.size == 0 {
+            // SAFETY: `enter_list` wrote this private copy's device address.
+            let a = unsafe { a.assume_init() };
             if copy_out && m.map_type & PRIVATE != 0 && m.map_type & FROM != 0 {
                 // SAFETY: the return slot is writable for `size` bytes.
                 if let Err(e) = unsafe { dev.dev.copy_from_device(m.begin, a, m.size) } {
@@ -143,7 +147,7 @@ fn mapping_failed(construct: &str, dev: &DeviceEntry, e: MapError) -> ! {
 pub struct DataScope<'m> {
     dev: Option<&'static DeviceEntry>,
     maps: &'m [MapArg],
-    args: Vec<u64>,
+    args: Vec<Arg>,
 }
 
 impl<'m> DataScope<'m> {
@@ -235,7 +239,7 @@ impl<V: MapOwner> Mapped<V> {
         if let Some(d) = self.dev {
             let m = MapArg::slice(value.as_mut_slice() as *const [V::Elem], map_type);
             // SAFETY: we own the buffer; `from` writes into it through `&mut`.
-            unsafe { exit_list(d, &[m], &[0], RefKind::Dynamic, true) }
+            unsafe { exit_list(d, &[m], &[Arg::new(0)], RefKind::Dynamic, true) }
                 .unwrap_or_else(|e| mapping_failed("target_exit_data!", d, e));
         }
         value
@@ -264,7 +268,7 @@ impl<V: MapOwner> Drop for Mapped<V> {
         if let (Some(mut value), Some(d)) = (self.value.take(), self.dev) {
             let m = MapArg::slice(value.as_mut_slice() as *const [V::Elem], 0);
             // SAFETY: we own the buffer; `release` copies nothing.
-            let _ = unsafe { exit_list(d, &[m], &[0], RefKind::Dynamic, false) };
+            let _ = unsafe { exit_list(d, &[m], &[Arg::new(0)], RefKind::Dynamic, false) };
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::device::{select, Host, Selection};
 use crate::error::{Error, Location};
 use crate::icv::{icv, info, info_level, Policy};
 use crate::mapping::{MapError, Range, RefKind};
-use crate::plugin::LaunchParams;
+use crate::plugin::{Arg, LaunchParams};
 use crate::tables::{entry_index, entry_symbol};
 use crate::DeviceCopy;
 use offload_model::abi::map_type::{
@@ -31,7 +31,7 @@ pub struct RegionInfo {
 
 /// One map-list entry as the host sees it: libomptarget's (base, begin, size, map type). `[begin, begin+size)` is
 /// what is mapped (a section, or all of `[base, base+base_size)`); a region gets the device address of `base`. A
-/// literal carries its value in `begin`.
+/// literal carries its kernel argument in `literal`.
 #[derive(Clone, Copy, Debug)]
 pub struct MapArg {
     pub begin: *mut u8,
@@ -39,17 +39,24 @@ pub struct MapArg {
     pub map_type: u64,
     pub base: *mut u8,
     pub base_size: usize,
+    pub literal: Arg,
 }
 
 impl MapArg {
     #[inline]
     pub fn literal(v: u64) -> Self {
+        Self::literal_bits(Arg::new(v))
+    }
+
+    fn literal_bits(literal: Arg) -> Self {
+        let null = std::ptr::null_mut();
         MapArg {
-            begin: v as usize as *mut u8,
+            begin: null,
             size: 0,
             map_type: LITERAL,
-            base: std::ptr::null_mut(),
+            base: null,
             base_size: 0,
+            literal,
         }
     }
 
@@ -73,6 +80,7 @@ impl MapArg {
             map_type: Self::with_atomics::<T>(map_type),
             base: begin,
             base_size: size,
+            literal: Arg::uninit(),
         }
     }
 
@@ -97,6 +105,7 @@ impl MapArg {
             map_type,
             base,
             base_size: len * sz,
+            literal: Arg::uninit(),
         }
     }
 
@@ -112,6 +121,7 @@ impl MapArg {
             map_type,
             base: p as *mut u8,
             base_size: size_of::<T>(),
+            literal: Arg::uninit(),
         }
     }
 
@@ -131,16 +141,17 @@ impl MapArg {
     #[inline]
     pub unsafe fn value<T>(v: &T) -> Self {
         if size_of::<T>() <= 8 {
-            let mut bits = 0u64;
-            // SAFETY: `T` fits in `bits`; `Firstprivate` types are plain data.
+            // The value's bytes, padding (uninitialised) included: they travel as `Arg`, never read as a number.
+            let mut bits = Arg::zeroed();
+            // SAFETY: `T` fits in `bits`; `Firstprivate` types hold no pointers.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     v as *const T as *const u8,
-                    &mut bits as *mut u64 as *mut u8,
+                    bits.as_mut_ptr() as *mut u8,
                     size_of::<T>(),
                 )
             };
-            Self::literal(bits)
+            Self::literal_bits(bits)
         } else {
             Self::raw_object(v, TO | PRIVATE)
         }
@@ -340,5 +351,32 @@ unsafe fn run_on_device(
             failed(f.message, f.location)
         }
         (Ok(()), Err(e)) => failed(format!("copying results back failed: {e}"), None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Padded {
+        tag: u8,
+        value: u32,
+    }
+
+    /// Under Miri: building a literal from a value with padding reads no uninitialised byte as a number.
+    #[test]
+    fn small_values_with_padding_become_literals_without_reading_padding() {
+        let p = Padded { tag: 7, value: 42 };
+        // SAFETY: `Padded` is plain data.
+        let m = unsafe { MapArg::value(&p) };
+        assert_eq!(m.map_type, LITERAL);
+        // The initialised bytes are the value's fields.
+        let bytes = m.literal.as_ptr() as *const u8;
+        // SAFETY: bytes 0 and 4..8 were copied from initialised fields.
+        let (tag, value) = unsafe { (*bytes, (bytes.add(4) as *const u32).read_unaligned()) };
+        assert_eq!((tag, value), (7, 42));
+        assert_eq!(p.tag + p.value as u8, 49);
     }
 }

@@ -496,7 +496,7 @@ mod tests {
         unsafe fn launch(
             &self,
             _: Kernel,
-            _: &[u64],
+            _: &[crate::plugin::Arg],
             _: LaunchParams,
         ) -> Result<(), KernelFailure> {
             unreachable!()

@@ -416,3 +416,22 @@ fn shared_atomics_are_tofrom_and_plain_data_is_to() {
         .enumerate()
         .all(|(i, m)| m.load(Ordering::Relaxed) == i as u32 + 2));
 }
+
+// A small by-value struct with padding travels as kernel-argument bits (its padding is never read as a number).
+#[declare_target]
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Padded {
+    pub tag: u8,
+    pub value: u32,
+}
+
+#[target]
+fn unpack(p: Padded) -> u32 {
+    p.tag as u32 * 1000 + p.value
+}
+
+#[test]
+fn a_padded_struct_by_value() {
+    assert_eq!(unpack(Padded { tag: 7, value: 42 }), 7042);
+}

@@ -159,7 +159,7 @@ impl Device for HostElfDevice {
     unsafe fn launch(
         &self,
         kernel: Kernel,
-        args: &[u64],
+        args: &[super::Arg],
         params: LaunchParams,
     ) -> Result<(), KernelFailure> {
         let fail = |message: String| KernelFailure {

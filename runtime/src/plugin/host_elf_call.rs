@@ -2,6 +2,7 @@
 //! System V ABI needs the count at the call site, so each arity is its own call (what libffi does for LLVM's host
 //! plugin). The macro walks the indices, emitting `if a.len() == k { f(env, a[0], .., a[k-1]) }` for each `k`.
 
+use super::super::Arg;
 use std::ffi::c_void;
 
 /// The most kernel arguments a host-image kernel may take (the arity list below goes this far).
@@ -10,7 +11,8 @@ pub const MAX_ARGS: usize = offload_model::abi::MAX_KERNEL_ARGS;
 macro_rules! by_arity {
     ($f:ident, $env:ident, $a:ident; [$($done:tt)*]; $k:tt $($rest:tt)*) => {{
         if $a.len() == $k {
-            let f: extern "C" fn(*mut c_void $(, by_arity!(@u64 $done))*) = core::mem::transmute($f);
+            // `Arg` has `u64`'s ABI: the kernel receives its parameters as `u64`s.
+            let f: extern "C" fn(*mut c_void $(, by_arity!(@arg $done))*) = core::mem::transmute($f);
             return f($env $(, $a[$done])*);
         }
         by_arity!($f, $env, $a; [$($done)* $k]; $($rest)*)
@@ -18,13 +20,13 @@ macro_rules! by_arity {
     ($f:ident, $env:ident, $a:ident; [$($done:tt)*];) => {
         unreachable!("checked against MAX_ARGS by the caller")
     };
-    (@u64 $i:tt) => { u64 };
+    (@arg $i:tt) => { Arg };
 }
 
 /// # Safety
 /// `f` is a kernel taking `dyn_ptr` and exactly `a.len()` `u64` arguments, `a.len() <= MAX_ARGS`.
 #[allow(clippy::type_complexity)]
-pub unsafe fn call(f: *const c_void, env: *mut c_void, a: &[u64]) {
+pub unsafe fn call(f: *const c_void, env: *mut c_void, a: &[Arg]) {
     // SAFETY: per the function's contract, the transmuted signature is the kernel's.
     unsafe {
         by_arity!(f, env, a; [];

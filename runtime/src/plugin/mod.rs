@@ -9,6 +9,10 @@ use std::ffi::CStr;
 /// A device address.
 pub type DevicePtr = u64;
 
+/// One kernel argument: 8 bytes, passed as a `u64` (same ABI). A small by-value parameter's padding bytes are
+/// uninitialised, so the bits are never read as a number on the host.
+pub type Arg = std::mem::MaybeUninit<u64>;
+
 /// What a kernel launch asks for.
 #[derive(Clone, Copy, Debug)]
 pub struct LaunchParams {
@@ -70,7 +74,7 @@ pub trait Device: Send + Sync {
     unsafe fn launch(
         &self,
         kernel: Kernel,
-        args: &[u64],
+        args: &[Arg],
         params: LaunchParams,
     ) -> Result<(), KernelFailure>;
 }
