@@ -6,7 +6,8 @@ use offload_model::data::{DataConstruct, Motion, Update};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 
-fn device_and_if(
+/// The `device(..)` and `if(..)` clauses as runtime values (`Option<i32>`, `bool`), for every construct.
+pub fn device_and_if(
     device: &Option<syn::Expr>,
     if_cond: &Option<syn::Expr>,
 ) -> (TokenStream, TokenStream) {

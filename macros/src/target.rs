@@ -137,16 +137,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         }
     });
 
-    let device = match &region.device {
-        Some(e) => {
-            quote!(::core::option::Option::Some(::offload::__private::DeviceNum::device_num(#e)))
-        }
-        None => quote!(::core::option::Option::None),
-    };
-    let if_cond = match &region.if_cond {
-        Some(e) => quote!({ let __offload_if: bool = #e; __offload_if }),
-        None => quote!(true),
-    };
+    let (device, if_cond) = crate::data::device_and_if(&region.device, &region.if_cond);
     let call_host = match unsafety {
         Some(_) => quote!(unsafe { __offload_host(#(#fallback_args),*) }),
         None => quote!(__offload_host(#(#fallback_args),*)),

@@ -2,7 +2,6 @@
 //! `if(expr)`, with the map types each construct allows. One grammar for `#[target]` and the data constructs.
 
 use proc_macro2::{Span, TokenStream};
-use quote::ToTokens;
 use syn::parse::ParseStream;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -329,6 +328,18 @@ fn parse_map(content: ParseStream, kw: &Ident, construct: Construct) -> syn::Res
     })
 }
 
+/// Records a `device`/`if` clause, or an error if the clause was already given.
+pub fn set_once(slot: &mut Option<Expr>, kw: Ident, e: Expr, errors: &mut Errors) {
+    if slot.is_some() {
+        errors.push(syn::Error::new(
+            kw.span(),
+            format!("`{kw}` is given twice; keep one"),
+        ));
+    } else {
+        *slot = Some(e);
+    }
+}
+
 /// Errors collected so a user sees every mistake at once.
 #[derive(Default)]
 pub struct Errors(Option<syn::Error>);
@@ -346,16 +357,5 @@ impl Errors {
             Some(e) => Err(e),
             None => Ok(value),
         }
-    }
-}
-
-/// The section's span, for messages.
-pub fn section_span(s: &Option<Section>) -> Option<Span> {
-    s.as_ref().map(|s| s.span)
-}
-
-impl ToTokens for MapItem {
-    fn to_tokens(&self, tokens: &mut TokenStream) {
-        self.ident.to_tokens(tokens);
     }
 }

@@ -1,7 +1,9 @@
 //! The data constructs' input: `target_data!(clauses => block)`, `target_enter_data!(clauses)`,
 //! `target_exit_data!(clauses)` and `target_update!(to: a, from: b, device(d), if(c))`.
 
-use crate::clause::{parse_clause, parse_clauses, Clause, Construct, Errors, Map, MapItem};
+use crate::clause::{
+    parse_clause, parse_clauses, set_once, Clause, Construct, Errors, Map, MapItem,
+};
 use syn::parse::{ParseStream, Parser};
 use syn::{Expr, Ident, Token};
 
@@ -73,17 +75,6 @@ impl DataConstruct {
             ));
         }
         errors.finish(c)
-    }
-}
-
-fn set_once(slot: &mut Option<Expr>, kw: Ident, e: Expr, errors: &mut Errors) {
-    if slot.is_some() {
-        errors.push(syn::Error::new(
-            kw.span(),
-            format!("`{kw}` is given twice; keep one"),
-        ));
-    } else {
-        *slot = Some(e);
     }
 }
 

@@ -2,7 +2,9 @@
 //! expands the host side) and the outliner (which writes the kernel entry). Errors are spanned and collected, so a
 //! user sees every mistake at once.
 
-use crate::clause::{parse_clauses, Clause, Construct, Errors, Map, MapItem, MapType, Section};
+use crate::clause::{
+    parse_clauses, set_once, Clause, Construct, Errors, Map, MapItem, MapType, Section,
+};
 use proc_macro2::TokenStream;
 use quote::ToTokens;
 use syn::parse::Parser;
@@ -133,8 +135,8 @@ impl Region {
                         self.apply_map(&map, item, errors);
                     }
                 }
-                Clause::Device(kw, e) => set_once(&mut self.device, e, kw, errors),
-                Clause::If(kw, e) => set_once(&mut self.if_cond, e, kw, errors),
+                Clause::Device(kw, e) => set_once(&mut self.device, kw, e, errors),
+                Clause::If(kw, e) => set_once(&mut self.if_cond, kw, e, errors),
             }
         }
     }
@@ -262,17 +264,6 @@ impl Region {
                 ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. }
             )
         })
-    }
-}
-
-fn set_once(slot: &mut Option<Expr>, e: Expr, kw: Ident, errors: &mut Errors) {
-    if slot.is_some() {
-        errors.push(syn::Error::new(
-            kw.span(),
-            format!("`{kw}` is given twice; keep one"),
-        ));
-    } else {
-        *slot = Some(e);
     }
 }
 
