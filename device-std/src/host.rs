@@ -50,3 +50,24 @@ pub unsafe fn entry(dyn_ptr: *mut c_void, body: impl FnOnce()) {
         unsafe { (*(*env).failure).record(&msg, &file, line, col) };
     }
 }
+
+fn env() -> Option<&'static HostLaunchEnv> {
+    // SAFETY: set by `entry` for the kernel call this thread is running.
+    ENV.with(|e| unsafe { e.get().as_ref() })
+}
+
+/// (team, teams, thread, threads) of the running kernel thread.
+pub fn geometry() -> (u32, u32, u32, u32) {
+    env().map_or((0, 1, 0, 1), |e| {
+        (e.team_num, e.num_teams, e.thread_num, e.num_threads)
+    })
+}
+
+pub fn barrier() {
+    let Some(e) = env() else { return };
+    let Some(wait) = e.barrier else { return };
+    // SAFETY: the plugin passes its team barrier and the matching context for the kernel's duration.
+    if unsafe { wait(e.barrier_ctx) } != 0 {
+        panic!("offload: another thread of this team failed; leaving the barrier");
+    }
+}

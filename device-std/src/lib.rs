@@ -17,6 +17,44 @@ pub mod __prelude {
 mod memory;
 pub use memory::{DeviceBuffer, DevicePtr};
 
+/// The team this thread belongs to.
+#[cfg(feature = "host")]
+pub fn omp_get_team_num() -> i32 {
+    host::geometry().0 as i32
+}
+
+/// Teams in this launch.
+#[cfg(feature = "host")]
+pub fn omp_get_num_teams() -> i32 {
+    host::geometry().1 as i32
+}
+
+/// This thread's number in its team.
+#[cfg(feature = "host")]
+pub fn omp_get_thread_num() -> i32 {
+    host::geometry().2 as i32
+}
+
+/// Threads in this thread's team.
+#[cfg(feature = "host")]
+pub fn omp_get_num_threads() -> i32 {
+    host::geometry().3 as i32
+}
+
+/// Waits until every thread of this team reaches the barrier (`teams, parallel` regions only).
+#[cfg(feature = "host")]
+pub fn barrier() {
+    host::barrier()
+}
+
+/// Whether this is team 0, thread 0: the thread whose value a region returns.
+#[doc(hidden)]
+#[cfg(feature = "host")]
+pub fn __first_thread() -> bool {
+    let (t, _, i, _) = host::geometry();
+    t == 0 && i == 0
+}
+
 /// False: this code is running on an offload device.
 #[inline]
 pub fn omp_is_initial_device() -> bool {

@@ -138,13 +138,29 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     });
 
     let (device, if_cond) = crate::data::device_and_if(&region.device, &region.if_cond);
+    let count = |e: &Option<syn::Expr>| match e {
+        Some(e) => quote!(::core::option::Option::Some(::offload::__private::count(#e))),
+        None => quote!(::core::option::Option::None),
+    };
+    let (spmd, num_teams, thread_limit) = (
+        region.spmd,
+        count(&region.num_teams),
+        count(&region.thread_limit),
+    );
+    let geometry = quote!(::offload::__private::Launch { spmd: #spmd, num_teams: #num_teams, thread_limit: #thread_limit });
     let call_host = match unsafety {
         Some(_) => quote!(unsafe { __offload_host(#(#fallback_args),*) }),
         None => quote!(__offload_host(#(#fallback_args),*)),
     };
     // Parameters used only by clauses (`device(dev)`) are used, as far as the user is concerned.
     let mut clause_idents = std::collections::BTreeSet::new();
-    for e in region.device.iter().chain(&region.if_cond) {
+    for e in region
+        .device
+        .iter()
+        .chain(&region.if_cond)
+        .chain(&region.num_teams)
+        .chain(&region.thread_limit)
+    {
         collect_idents(e.to_token_stream(), &mut clause_idents);
     }
     let touch = idents
@@ -166,6 +182,19 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             ["allow", "warn", "deny", "expect", "forbid"].contains(&&*i.to_string())
         })
     });
+    // A parallel region's host fallback runs the body on teams of host threads too. Only shared data (atomics for
+    // writes) reaches such a body in safe code, so sharing the call across threads is sound.
+    let fallback = if region.spmd {
+        quote!(move || {
+            let __offload_body = ::offload::__private::AssertSync(move || #call_host);
+            match ::offload::__private::run_fallback(__offload_launch, &|| __offload_body.call()) {
+                ::core::result::Result::Ok(r) => r,
+                ::core::result::Result::Err(m) => ::core::panic!("{}", m),
+            }
+        })
+    } else {
+        quote!(move || #call_host)
+    };
     // A region taking device memory runs on its device or fails: its body exists only in the device crate, and the
     // host function is just the region's id.
     let (host_fn, launch) = if region.needs_device() {
@@ -177,6 +206,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
                 &__OFFLOAD_REGION,
                 __offload_device,
                 __offload_if,
+                __offload_launch,
                 &__offload_maps,
                 __offload_ret
             )),
@@ -189,8 +219,8 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
                 #unsafety fn __offload_host #generics (#inputs) #output #host_body
             ),
             quote!(::offload::__private::target(
-                &__OFFLOAD_REGION, __offload_device, __offload_if, &__offload_maps, __offload_ret,
-                move || #call_host,
+                &__OFFLOAD_REGION, __offload_device, __offload_if, __offload_launch, &__offload_maps, __offload_ret,
+                #fallback,
             )),
         )
     };
@@ -230,6 +260,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             // Clauses first: they may read the parameters, which the raw pointers below must not see change.
             let __offload_device = #device;
             let __offload_if = #if_cond;
+            let __offload_launch = #geometry;
             #(#raw)*
             let mut __offload_ret_slot = ::core::mem::MaybeUninit::<#ret_ty>::uninit();
             // One raw pointer to the slot serves the map list and the runtime, so neither invalidates the other.

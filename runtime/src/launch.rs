@@ -12,6 +12,7 @@ use crate::icv::{icv, info, info_level, Policy};
 use crate::mapping::{MapError, Range, RefKind};
 use crate::plugin::{Arg, LaunchParams};
 use crate::tables::{entry_index, entry_symbol};
+use crate::team::Launch;
 use crate::DeviceCopy;
 use offload_model::abi::map_type::{
     DEVICE_MEMORY, FROM, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL, PRIVATE, TO,
@@ -187,12 +188,13 @@ pub unsafe fn target<R>(
     region: &'static RegionInfo,
     device: Option<i32>,
     cond: bool,
+    launch: Launch,
     maps: &[MapArg],
     ret: *mut MaybeUninit<R>,
     fallback: impl FnOnce() -> R,
 ) -> Result<R, Error> {
     // SAFETY: forwarded from the caller.
-    let why = match unsafe { run_on_device(region, device, cond, maps) } {
+    let why = match unsafe { run_on_device(region, device, cond, launch, maps) } {
         // SAFETY: the kernel wrote the return slot (or `R` is `()`).
         Ok(()) => return Ok(unsafe { (*ret).assume_init_read() }),
         Err(NotRun::Failed(e)) => return Err(e),
@@ -241,11 +243,12 @@ pub unsafe fn target_on_device<R>(
     region: &'static RegionInfo,
     device: Option<i32>,
     cond: bool,
+    launch: Launch,
     maps: &[MapArg],
     ret: *mut MaybeUninit<R>,
 ) -> Result<R, Error> {
     // SAFETY: forwarded from the caller.
-    match unsafe { run_on_device(region, device, cond, maps) } {
+    match unsafe { run_on_device(region, device, cond, launch, maps) } {
         // SAFETY: the kernel wrote the return slot (or `R` is `()`).
         Ok(()) => Ok(unsafe { (*ret).assume_init_read() }),
         Err(NotRun::Failed(e)) => Err(e),
@@ -267,6 +270,7 @@ unsafe fn run_on_device(
     region: &'static RegionInfo,
     device: Option<i32>,
     cond: bool,
+    launch: Launch,
     maps: &[MapArg],
 ) -> Result<(), NotRun> {
     let host = |h| Err(NotRun::Host(h));
@@ -324,9 +328,10 @@ unsafe fn run_on_device(
             dev.plugin
         );
     }
+    let (num_teams, num_threads) = launch.geometry();
     let params = LaunchParams {
-        num_teams: 1,
-        num_threads: 1,
+        num_teams,
+        num_threads,
     };
     // SAFETY: the kernel came from this device and the arguments follow the region's calling convention.
     let launched = unsafe { dev.dev.launch(kernel, &args, params) };

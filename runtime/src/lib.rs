@@ -20,6 +20,8 @@ mod launch;
 mod mapping;
 mod plugin;
 mod tables;
+mod team;
+mod team_api;
 mod types;
 
 pub use api::*;
@@ -29,6 +31,7 @@ pub use error::Error;
 pub use offload_macros::{
     declare_target, target, target_data, target_enter_data, target_exit_data, target_update,
 };
+pub use team_api::*;
 pub use types::{DeviceCopy, Firstprivate};
 
 /// Used by the code `#[target]` and `#[declare_target]` expand to; not a public API.
@@ -36,8 +39,25 @@ pub use types::{DeviceCopy, Firstprivate};
 pub mod __private {
     pub use crate::data::{rebind_mut, update, DataScope, MapSource, MapSourceMut, MapTarget};
     pub use crate::launch::{fail, target, target_on_device, MapArg, RegionInfo};
+    pub use crate::team::{run_fallback, Launch};
+
+    /// Lets a parallel region's host fallback run its body on several threads. The expansion wraps only regions
+    /// whose shared data is `&T`/`&[T]` (atomics for writes) or that are `unsafe fn`.
+    pub struct AssertSync<F>(pub F);
+    // SAFETY: see above: the body only shares what is safe to share, or the user took responsibility.
+    unsafe impl<F> Sync for AssertSync<F> {}
+
+    impl<F> AssertSync<F> {
+        /// Calls the body through the wrapper, so a closure calling this captures the wrapper, not the body.
+        pub fn call<R>(&self) -> R
+        where
+            F: Fn() -> R,
+        {
+            (self.0)()
+        }
+    }
     pub use crate::tables::{OFFLOAD_ENTRIES, OFFLOAD_IMAGES};
-    pub use crate::types::{assert_device_copy, assert_firstprivate, DeviceNum};
+    pub use crate::types::{assert_device_copy, assert_firstprivate, count, DeviceNum};
     pub use linkme;
     pub use offload_model::abi::{DeviceImageRecord, OffloadEntry};
     pub use offload_model::identity::{mangle, mangled_len};

@@ -79,6 +79,12 @@ pub const fn assert_device_copy<T: ?Sized + DeviceCopy>() {}
 #[inline(always)]
 pub const fn assert_firstprivate<T: Firstprivate>() {}
 
+/// A `num_teams(expr)` / `thread_limit(expr)` value: any integer; zero or less means one.
+#[doc(hidden)]
+pub fn count(n: impl DeviceNum) -> u32 {
+    n.device_num().max(1) as u32
+}
+
 /// A `device(expr)` value: any integer; numbers that fit no device are simply not a device.
 pub trait DeviceNum {
     fn device_num(self) -> i32;

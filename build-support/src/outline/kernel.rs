@@ -65,7 +65,8 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
     let name = &region.ident;
     let kernel_name = format_ident!("__offload_kernel_{}", name);
     let call = quote!(#(#lets)* #[allow(unused_unsafe)] let __offload_r = unsafe { #name(#(#call_args),*) };);
-    let store = ret.map(|r| quote!(::offload::__rt::write_return(#r, __offload_r);));
+    // Every thread of a parallel region computes the value; team 0, thread 0's is returned.
+    let store = ret.map(|r| quote!(if ::offload::__first_thread() { ::offload::__rt::write_return(#r, __offload_r); }));
     match abi {
         KernelAbi::Host => quote! {
             #[doc(hidden)]

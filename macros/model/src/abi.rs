@@ -152,5 +152,8 @@ pub struct HostLaunchEnv {
     pub team_shared: *mut u8,
     pub team_shared_len: usize,
     pub failure: *mut HostFailure,
-    pub reserved: *mut c_void,
+    /// The team's barrier: returns 0, or nonzero when a thread of the team failed (the caller must then stop).
+    /// `None` for a team of one thread.
+    pub barrier: Option<unsafe extern "C" fn(ctx: *const c_void) -> u32>,
+    pub barrier_ctx: *const c_void,
 }

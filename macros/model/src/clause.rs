@@ -187,12 +187,20 @@ pub fn parse_item(input: ParseStream) -> syn::Result<MapItem> {
 
 /// One clause.
 pub enum Clause {
-    Map { map: Map, items: Vec<MapItem> },
+    Map {
+        map: Map,
+        items: Vec<MapItem>,
+    },
     Device(Ident, Expr),
     If(Ident, Expr),
+    /// `teams`, `parallel`: construct words of `#[target]`.
+    Construct(Ident),
+    NumTeams(Ident, Expr),
+    ThreadLimit(Ident, Expr),
 }
 
-const CLAUSES: &str = "map, device, if";
+const CLAUSES: &str =
+    "map, device, if, and on `#[target]`: teams, parallel, num_teams, thread_limit";
 
 /// Parses one clause of `construct`.
 pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Clause> {
@@ -214,8 +222,20 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
             }
             Ok(if name == "device" { Clause::Device(kw, e) } else { Clause::If(kw, e) })
         }
-        "teams_distribute_parallel_for" | "teams" | "parallel" | "num_teams" | "thread_limit" | "collapse"
-        | "reduction" | "nowait" => Err(syn::Error::new(
+        "teams" | "parallel" if construct == Construct::Target => Ok(Clause::Construct(kw)),
+        "num_teams" | "thread_limit" if construct == Construct::Target => {
+            if !input.peek(syn::token::Paren) {
+                return Err(syn::Error::new(kw.span(), format!("`{kw}` takes arguments: `{kw}(...)`")));
+            }
+            let content;
+            syn::parenthesized!(content in input);
+            let e: Expr = content.parse()?;
+            if !content.is_empty() {
+                return Err(content.error(format!("`{kw}` takes one expression")));
+            }
+            Ok(if name == "num_teams" { Clause::NumTeams(kw, e) } else { Clause::ThreadLimit(kw, e) })
+        }
+        "teams_distribute_parallel_for" | "collapse" | "reduction" | "nowait" => Err(syn::Error::new(
             kw.span(),
             format!("`{kw}` is an OpenMP clause this version of offload does not support yet; supported: {CLAUSES}"),
         )),

@@ -66,6 +66,9 @@ impl DataConstruct {
                 }
                 Clause::Device(kw, e) => set_once(&mut c.device, kw, e, &mut errors),
                 Clause::If(kw, e) => set_once(&mut c.if_cond, kw, e, &mut errors),
+                Clause::Construct(_) | Clause::NumTeams(..) | Clause::ThreadLimit(..) => {
+                    unreachable!("parse_clause yields these for #[target] only")
+                }
             }
         }
         if c.maps.is_empty() {
@@ -124,6 +127,9 @@ impl Update {
                     match parse_clause(input, Construct::Data)? {
                         Clause::Device(kw, e) => set_once(&mut u.device, kw, e, &mut errors),
                         Clause::If(kw, e) => set_once(&mut u.if_cond, kw, e, &mut errors),
+                        Clause::Construct(_) | Clause::NumTeams(..) | Clause::ThreadLimit(..) => {
+                            unreachable!("parse_clause yields these for #[target] only")
+                        }
                         Clause::Map { .. } => {
                             return Err(input.error(
                                 "`target_update!` takes `to: x` and `from: y`, not map clauses",

@@ -67,6 +67,12 @@ pub struct Region {
     pub ret: Option<Type>,
     pub device: Option<Expr>,
     pub if_cond: Option<Expr>,
+    /// `teams, parallel`: the body runs in every thread of every team (SPMD).
+    pub spmd: bool,
+    pub num_teams: Option<Expr>,
+    pub thread_limit: Option<Expr>,
+    /// Declared `unsafe fn`: opts out of the race-freedom rules.
+    pub is_unsafe: bool,
 }
 
 impl Region {
@@ -111,6 +117,10 @@ impl Region {
             ret,
             device: None,
             if_cond: None,
+            spmd: false,
+            num_teams: None,
+            thread_limit: None,
+            is_unsafe: func.sig.unsafety.is_some(),
         };
         region.apply_clauses(clauses, &mut errors);
         let n = region.kernel_args().len();
@@ -128,6 +138,7 @@ impl Region {
     }
 
     fn apply_clauses(&mut self, clauses: Vec<Clause>, errors: &mut Errors) {
+        let mut words: Vec<Ident> = Vec::new();
         for clause in clauses {
             match clause {
                 Clause::Map { map, items } => {
@@ -137,6 +148,56 @@ impl Region {
                 }
                 Clause::Device(kw, e) => set_once(&mut self.device, kw, e, errors),
                 Clause::If(kw, e) => set_once(&mut self.if_cond, kw, e, errors),
+                Clause::NumTeams(kw, e) => set_once(&mut self.num_teams, kw, e, errors),
+                Clause::ThreadLimit(kw, e) => set_once(&mut self.thread_limit, kw, e, errors),
+                Clause::Construct(kw) => words.push(kw),
+            }
+        }
+        let has = |w: &str| words.iter().any(|k| k == w);
+        match (has("teams"), has("parallel")) {
+            (true, true) => self.spmd = true,
+            (false, false) => {}
+            _ => {
+                let kw = &words[0];
+                errors.push(syn::Error::new(
+                    kw.span(),
+                    "write `teams, parallel` for a region whose whole body runs in every thread of every team \
+                     (SPMD); `teams` or `parallel` alone is not supported",
+                ));
+            }
+        }
+        if !self.spmd {
+            for (name, e) in [
+                ("num_teams", &self.num_teams),
+                ("thread_limit", &self.thread_limit),
+            ] {
+                if let Some(e) = e {
+                    errors.push(syn::Error::new(
+                        e.span(),
+                        format!("`{name}` applies to a parallel region: add `teams, parallel`"),
+                    ));
+                }
+            }
+        }
+        if self.spmd && !self.is_unsafe {
+            // Every thread runs the whole body: a `&mut` would be written by all of them at once.
+            for p in &self.params {
+                if matches!(
+                    p.kind,
+                    ParamKind::Slice { mutable: true, .. }
+                        | ParamKind::Ref { mutable: true, .. }
+                        | ParamKind::DeviceBuffer { mutable: true }
+                ) {
+                    errors.push(syn::Error::new(
+                        p.ty.span(),
+                        format!(
+                            "in a `teams, parallel` region every thread runs the whole body, so `{}` would be written \
+                             by all of them at once; take `&[AtomicT]` and write through atomics, or declare the region \
+                             `unsafe fn` and keep the writes apart yourself",
+                            p.ident
+                        ),
+                    ));
+                }
             }
         }
     }

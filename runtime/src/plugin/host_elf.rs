@@ -9,6 +9,7 @@ use super::{
     Device, DevicePtr, Kernel, KernelFailure, LaunchParams, LoadedImage, LoadedImageOps, Plugin,
 };
 use crate::tables::Image;
+use crate::team::{run_teams, TeamBarrier};
 use offload_model::abi::{HostFailure, HostLaunchEnv};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::{c_void, CStr, CString};
@@ -174,45 +175,64 @@ impl Device for HostElfDevice {
                 call::MAX_ARGS
             )));
         }
-        if params.num_teams != 1 || params.num_threads != 1 {
-            return Err(fail(
-                "the host-elf device runs one team of one thread in this version".into(),
-            ));
+        let (teams, threads) = (params.num_teams.max(1), params.num_threads.max(1));
+        if teams * threads == 1 {
+            // SAFETY: per the trait's contract.
+            return unsafe { run_thread(kernel, args, (0, 1, 0, 1), None) };
         }
-        let mut failure = MaybeUninit::<HostFailure>::uninit();
-        // SAFETY: only `failed` is read unless the kernel set it, after writing the rest.
-        unsafe { std::ptr::addr_of_mut!((*failure.as_mut_ptr()).failed).write(0) };
-        let mut env = HostLaunchEnv {
-            team_num: 0,
-            num_teams: 1,
-            thread_num: 0,
-            num_threads: 1,
-            team_shared: std::ptr::null_mut(),
-            team_shared_len: 0,
-            failure: failure.as_mut_ptr(),
-            reserved: std::ptr::null_mut(),
-        };
-        // SAFETY: per the trait's contract; the image's entry catches every panic, so nothing unwinds into us.
-        unsafe {
-            call::call(
-                kernel.0 as *const c_void,
-                &mut env as *mut HostLaunchEnv as *mut c_void,
-                args,
-            )
-        };
-        // SAFETY: `failed` was initialised above.
-        let failed = unsafe { std::ptr::addr_of!((*failure.as_ptr()).failed).read() };
-        if failed == 0 {
-            return Ok(());
-        }
-        // SAFETY: the kernel wrote the lengths and those prefixes of the buffers before setting `failed`.
-        let (message, file, line, column) = unsafe { read_failure(failure.as_ptr()) };
-        Err(KernelFailure {
-            message,
-            location: (!file.is_empty()).then_some((file, line, column)),
-            device_lost: false,
+        run_teams(teams, threads, &|t, i, b| {
+            // SAFETY: per the trait's contract; `b` outlives the kernel call.
+            unsafe { run_thread(kernel, args, (t, teams, i, threads), Some(b)) }
         })
     }
+}
+
+/// Runs one thread of a kernel: team `g.0` of `g.1`, thread `g.2` of `g.3`.
+///
+/// # Safety
+/// As [`Device::launch`].
+unsafe fn run_thread(
+    kernel: Kernel,
+    args: &[super::Arg],
+    g: (u32, u32, u32, u32),
+    barrier: Option<&TeamBarrier>,
+) -> Result<(), KernelFailure> {
+    let mut failure = MaybeUninit::<HostFailure>::uninit();
+    // SAFETY: only `failed` is read unless the kernel set it, after writing the rest.
+    unsafe { std::ptr::addr_of_mut!((*failure.as_mut_ptr()).failed).write(0) };
+    let mut env = HostLaunchEnv {
+        team_num: g.0,
+        num_teams: g.1,
+        thread_num: g.2,
+        num_threads: g.3,
+        team_shared: std::ptr::null_mut(),
+        team_shared_len: 0,
+        failure: failure.as_mut_ptr(),
+        barrier: barrier.map(|_| TeamBarrier::wait_c as unsafe extern "C" fn(*const c_void) -> u32),
+        barrier_ctx: barrier.map_or(std::ptr::null(), |b| {
+            b as *const TeamBarrier as *const c_void
+        }),
+    };
+    // SAFETY: per the contract; the image's entry catches every panic, so nothing unwinds into us.
+    unsafe {
+        call::call(
+            kernel.0 as *const c_void,
+            &mut env as *mut HostLaunchEnv as *mut c_void,
+            args,
+        )
+    };
+    // SAFETY: `failed` was initialised above.
+    let failed = unsafe { std::ptr::addr_of!((*failure.as_ptr()).failed).read() };
+    if failed == 0 {
+        return Ok(());
+    }
+    // SAFETY: the kernel wrote the lengths and those prefixes of the buffers before setting `failed`.
+    let (message, file, line, column) = unsafe { read_failure(failure.as_ptr()) };
+    Err(KernelFailure {
+        message,
+        location: (!file.is_empty()).then_some((file, line, column)),
+        device_lost: false,
+    })
 }
 
 /// Reads a failure record whose buffers are written only up to their recorded lengths:

@@ -1,0 +1,129 @@
+//! `teams, parallel` (SPMD) regions on the host-elf device and in the host fallback (CONFORMANCE 24, 26, and 28 for
+//! parallel regions): every thread of every team runs the body, team and thread numbers are in range and distinct,
+//! a barrier orders a team's writes before its reads, and a failing thread never leaves its team waiting.
+
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use offload::{
+    barrier, omp_get_num_teams, omp_get_num_threads, omp_get_team_num, omp_get_thread_num,
+    omp_is_initial_device, target,
+};
+
+/// Each thread counts itself in `slots[team * threads + thread]`; returns the geometry it saw.
+#[target(
+    teams,
+    parallel,
+    num_teams(teams),
+    thread_limit(threads),
+    if(on_device)
+)]
+fn census(
+    on_device: bool,
+    teams: u32,
+    threads: u32,
+    slots: &[AtomicU32],
+    bad: &[AtomicU32],
+) -> u32 {
+    let (t, n, i, m) = (
+        omp_get_team_num(),
+        omp_get_num_teams(),
+        omp_get_thread_num(),
+        omp_get_num_threads(),
+    );
+    if t < 0 || t >= n || i < 0 || i >= m || omp_is_initial_device() == on_device {
+        bad[0].fetch_add(1, Relaxed);
+    }
+    slots[(t * m + i) as usize].fetch_add(1, Relaxed);
+    (n * 1000 + m) as u32
+}
+
+#[test]
+fn every_thread_of_every_team_runs_once() {
+    for on_device in [true, false] {
+        for (teams, threads) in [(1, 1), (3, 4), (7, 1), (2, 5)] {
+            let slots: Vec<AtomicU32> = (0..teams * threads).map(|_| AtomicU32::new(0)).collect();
+            let bad = [AtomicU32::new(0)];
+            let seen = census(on_device, teams, threads, &slots, &bad);
+            assert_eq!(
+                seen,
+                teams * 1000 + threads,
+                "geometry (device: {on_device})"
+            );
+            assert_eq!(bad[0].load(Relaxed), 0, "numbers in range, right device");
+            assert!(
+                slots.iter().all(|s| s.load(Relaxed) == 1),
+                "each (team, thread) once: {slots:?}"
+            );
+        }
+    }
+}
+
+/// Phase 1: each thread writes its slot. Barrier. Phase 2: each reads its neighbour's, which must be written.
+#[target(teams, parallel, num_teams(2), thread_limit(4), if(on_device))]
+fn ordered(on_device: bool, stage: &[AtomicU32], seen: &[AtomicU32]) {
+    let m = omp_get_num_threads();
+    let me = (omp_get_team_num() * m + omp_get_thread_num()) as usize;
+    stage[me].store(me as u32 + 1, Relaxed);
+    barrier();
+    let neighbour = (omp_get_team_num() * m + (omp_get_thread_num() + 1) % m) as usize;
+    seen[me].store(stage[neighbour].load(Relaxed), Relaxed);
+}
+
+#[test]
+fn a_barrier_orders_writes_before_reads() {
+    for on_device in [true, false] {
+        for _ in 0..20 {
+            let stage: Vec<AtomicU32> = (0..8).map(|_| AtomicU32::new(0)).collect();
+            let seen: Vec<AtomicU32> = (0..8).map(|_| AtomicU32::new(0)).collect();
+            ordered(on_device, &stage, &seen);
+            assert!(
+                seen.iter().all(|s| s.load(Relaxed) != 0),
+                "read before the neighbour wrote: {seen:?}"
+            );
+        }
+    }
+}
+
+/// Thread 1 of team 0 fails before the barrier the others wait at.
+#[target(teams, parallel, num_teams(2), thread_limit(3), if(on_device))]
+fn one_fails(on_device: bool, reached: &[AtomicU32]) {
+    if omp_get_team_num() == 0 && omp_get_thread_num() == 1 {
+        panic!("thread 1 gives up");
+    }
+    barrier();
+    reached[0].fetch_add(1, Relaxed);
+}
+
+#[test]
+fn a_failing_thread_does_not_hang_its_team() {
+    let reached = [AtomicU32::new(0)];
+    let err = try_one_fails(true, &reached).expect_err("a thread panicked");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("region parallel::one_fails failed on device 0 (host-elf): thread 1 gives up"),
+        "{msg}"
+    );
+    // Team 1 never saw the failure; team 0's others left the barrier instead of waiting.
+    let p = std::panic::catch_unwind(|| one_fails(false, &reached))
+        .expect_err("the fallback fails too");
+    let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        msg.contains("region parallel::one_fails panicked in the host fallback: thread 1 gives up"),
+        "{msg}"
+    );
+}
+
+/// `unsafe fn` opts out of the SPMD rule against `&mut`: the region keeps its threads' writes apart itself.
+#[target(teams, parallel, num_teams(2), thread_limit(2))]
+unsafe fn disjoint(out: &mut [u32]) {
+    let me = (omp_get_team_num() * omp_get_num_threads() + omp_get_thread_num()) as usize;
+    // SAFETY (the region's contract): each thread writes only its own element.
+    unsafe { *(out.as_ptr() as *mut u32).add(me) = me as u32 * 10 };
+}
+
+#[test]
+fn an_unsafe_spmd_region_may_take_mut() {
+    let mut out = [0u32; 4];
+    // SAFETY: `disjoint` writes one element per thread.
+    unsafe { disjoint(&mut out) };
+    assert_eq!(out, [0, 10, 20, 30]);
+}
