@@ -47,6 +47,16 @@ pub fn barrier() {
     host::barrier()
 }
 
+/// The share of a work-shared loop's iterations this thread runs; the outliner wraps the loop in it.
+#[doc(hidden)]
+#[cfg(feature = "host")]
+pub fn __share<I: Iterator>(it: I) -> core::iter::Take<core::iter::Skip<I>> {
+    let (t, n, i, m) = host::geometry();
+    let len = it.size_hint().1.unwrap_or(usize::MAX);
+    let (lo, hi) = offload_model::abi::block_share(len, (t * m + i) as usize, (n * m) as usize);
+    it.skip(lo).take(hi - lo)
+}
+
 /// Whether this is team 0, thread 0: the thread whose value a region returns.
 #[doc(hidden)]
 #[cfg(feature = "host")]

@@ -142,12 +142,11 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         Some(e) => quote!(::core::option::Option::Some(::offload::__private::count(#e))),
         None => quote!(::core::option::Option::None),
     };
-    let (spmd, num_teams, thread_limit) = (
-        region.spmd,
-        count(&region.num_teams),
-        count(&region.thread_limit),
-    );
-    let geometry = quote!(::offload::__private::Launch { spmd: #spmd, num_teams: #num_teams, thread_limit: #thread_limit });
+    let (spmd, work_shared) = (region.spmd, region.work_shared);
+    let (num_teams, thread_limit) = (count(&region.num_teams), count(&region.thread_limit));
+    let geometry = quote!(::offload::__private::Launch {
+        spmd: #spmd, work_shared: #work_shared, num_teams: #num_teams, thread_limit: #thread_limit
+    });
     let call_host = match unsafety {
         Some(_) => quote!(unsafe { __offload_host(#(#fallback_args),*) }),
         None => quote!(__offload_host(#(#fallback_args),*)),
@@ -169,6 +168,11 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         .map(|i| quote!(let _ = &#i;));
     let touch: Vec<TokenStream> = touch.collect();
     // Wrapping an untouched body would draw `unused_braces` on single-expression bodies.
+    // A work-shared loop gives each thread its share of the iterations: its `a..b` becomes `__share(a..b)`.
+    let mut block = block;
+    if region.work_shared {
+        share_loop(&mut block);
+    }
     let host_body = if touch.is_empty() {
         quote!(#block)
     } else {
@@ -184,7 +188,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     });
     // A parallel region's host fallback runs the body on teams of host threads too. Only shared data (atomics for
     // writes) reaches such a body in safe code, so sharing the call across threads is sound.
-    let fallback = if region.spmd {
+    let fallback = if region.spmd || region.work_shared {
         quote!(move || {
             let __offload_body = ::offload::__private::AssertSync(move || #call_host);
             match ::offload::__private::run_fallback(__offload_launch, &|| __offload_body.call()) {
@@ -285,6 +289,24 @@ fn collect_idents(ts: TokenStream, out: &mut std::collections::BTreeSet<String>)
             }
             proc_macro2::TokenTree::Group(g) => collect_idents(g.stream(), out),
             _ => {}
+        }
+    }
+}
+
+/// Wraps the body's work-shared loop's iterator in `::offload::__share(..)` (the outliner does the same to the device
+/// copy, on the same line).
+fn share_loop(block: &mut syn::Block) {
+    let mut errors = offload_model::clause::Errors::default();
+    let Some(ws) = offload_model::worksharing::find(block, &mut errors) else {
+        return;
+    };
+    let target: *const syn::ExprForLoop = ws.for_loop;
+    for stmt in &mut block.stmts {
+        if let syn::Stmt::Expr(syn::Expr::ForLoop(f), _) = stmt {
+            if std::ptr::eq(f, target) {
+                let e = f.expr.clone();
+                *f.expr = syn::parse_quote_spanned!(e.span()=> ::offload::__share(#e));
+            }
         }
     }
 }

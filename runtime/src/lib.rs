@@ -31,6 +31,8 @@ pub use error::Error;
 pub use offload_macros::{
     declare_target, target, target_data, target_enter_data, target_exit_data, target_update,
 };
+#[doc(hidden)]
+pub use team::share as __share;
 pub use team_api::*;
 pub use types::{DeviceCopy, Firstprivate};
 

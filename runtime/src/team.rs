@@ -9,6 +9,7 @@ use std::sync::{Condvar, Mutex};
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Launch {
     pub spmd: bool,
+    pub work_shared: bool,
     pub num_teams: Option<u32>,
     pub thread_limit: Option<u32>,
 }
@@ -17,21 +18,20 @@ pub struct Launch {
 const MAX_TEAM_THREADS: u32 = 256;
 
 impl Launch {
-    pub const SERIAL: Launch = Launch {
-        spmd: false,
-        num_teams: None,
-        thread_limit: None,
-    };
-
-    /// (teams, threads per team). A serial region is one team of one thread; an SPMD one defaults to as many teams,
-    /// and threads per team, as the host has hardware threads. Zero means one.
+    /// (teams, threads per team). A serial region is one team of one thread. A parallel one defaults to as many
+    /// teams as the host has hardware threads, with one thread each for a work-shared loop and as many as the host
+    /// has for an SPMD body (which exists to use several). Zero means one.
     pub fn geometry(self) -> (u32, u32) {
-        if !self.spmd {
+        if !self.spmd && !self.work_shared {
             return (1, 1);
         }
         let hw = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         let teams = self.num_teams.unwrap_or(hw).max(1);
-        let threads = self.thread_limit.unwrap_or(hw).clamp(1, MAX_TEAM_THREADS);
+        let default_threads = if self.spmd { hw } else { 1 };
+        let threads = self
+            .thread_limit
+            .unwrap_or(default_threads)
+            .clamp(1, MAX_TEAM_THREADS);
         (teams, threads)
     }
 }
@@ -192,4 +192,14 @@ pub fn host_barrier() {
     if !unsafe { &*b }.wait() {
         panic!("offload: another thread of this team failed; leaving the barrier");
     }
+}
+
+/// The share of a work-shared loop's iterations this thread runs (the host fallback's threads; the host image has
+/// its twin in device-std). The outliner and the macro wrap the loop's `a..b` / `(a..b).step_by(s)` in this.
+#[doc(hidden)]
+pub fn share<I: Iterator>(it: I) -> core::iter::Take<core::iter::Skip<I>> {
+    let (t, n, i, m) = host_geometry();
+    let len = it.size_hint().1.unwrap_or(usize::MAX);
+    let (lo, hi) = offload_model::abi::block_share(len, (t * m + i) as usize, (n * m) as usize);
+    it.skip(lo).take(hi - lo)
 }

@@ -127,3 +127,59 @@ fn an_unsafe_spmd_region_may_take_mut() {
     unsafe { disjoint(&mut out) };
     assert_eq!(out, [0, 10, 20, 30]);
 }
+
+// 23. teams_distribute_parallel_for: every iteration exactly once, across all teams and threads.
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(teams),
+    thread_limit(threads),
+    if(on_device)
+)]
+fn iterate(on_device: bool, teams: u32, threads: u32, hits: &[AtomicU32], out: &mut [u64]) -> u64 {
+    let base = 1000u64 * teams as u64;
+    for i in 0..out.len() {
+        hits[i].fetch_add(1, Relaxed);
+        out[i] = base + i as u64;
+    }
+    base
+}
+
+#[target(teams_distribute_parallel_for, num_teams(3), if(on_device))]
+fn every_fourth(on_device: bool, start: usize, hits: &[AtomicU32], out: &mut [u32]) {
+    for i in (start..out.len()).step_by(4) {
+        hits[i].fetch_add(1, Relaxed);
+        out[i] = i as u32;
+    }
+}
+
+#[test]
+fn each_iteration_runs_exactly_once() {
+    for on_device in [true, false] {
+        for (teams, threads) in [(1, 1), (3, 2), (4, 1), (2, 3)] {
+            for n in [0usize, 1, 97, 10_007] {
+                let hits: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+                let mut out = vec![0u64; n];
+                let r = iterate(on_device, teams, threads, &hits, &mut out);
+                assert_eq!(r, 1000 * teams as u64, "team 0 thread 0's tail value");
+                let where_ = format!("device {on_device}, {teams}x{threads}, n = {n}");
+                assert!(
+                    hits.iter().all(|h| h.load(Relaxed) == 1),
+                    "{where_}: {:?}",
+                    &hits[..n.min(8)]
+                );
+                assert!(
+                    out.iter().enumerate().all(|(i, &v)| v == r + i as u64),
+                    "{where_}"
+                );
+            }
+        }
+        let hits: Vec<AtomicU32> = (0..103).map(|_| AtomicU32::new(0)).collect();
+        let mut out = vec![u32::MAX; 103];
+        every_fourth(on_device, 2, &hits, &mut out);
+        for (i, (h, &o)) in hits.iter().zip(&out).enumerate() {
+            let mine = i >= 2 && (i - 2) % 4 == 0;
+            assert_eq!(h.load(Relaxed), mine as u32, "step_by: iteration {i}");
+            assert_eq!(o, if mine { i as u32 } else { u32::MAX });
+        }
+    }
+}

@@ -233,6 +233,16 @@ impl<'a> Outliner<'a> {
                     let Ok(region) = Region::parse(args, func) else {
                         continue;
                     };
+                    if region.work_shared {
+                        // Each thread runs its share of the loop: `for i in ::offload::__share(a..b)`, same line.
+                        let mut errors = offload_model::clause::Errors::default();
+                        if let Some(ws) = offload_model::worksharing::find(&func.block, &mut errors)
+                        {
+                            let r = m.range(ws.for_loop.expr.span());
+                            m.insert(r.start, "::offload::__share(");
+                            m.insert(r.end, ")");
+                        }
+                    }
                     let identity = format!("{}::{}", module_path.join("::"), func.sig.ident);
                     let symbol = mangle_string(&identity);
                     tail.push('\n');

@@ -157,3 +157,18 @@ pub struct HostLaunchEnv {
     pub barrier: Option<unsafe extern "C" fn(ctx: *const c_void) -> u32>,
     pub barrier_ctx: *const c_void,
 }
+
+/// The iterations `[lo, hi)` of `n` that global thread `g` of `total` runs in a work-shared loop: contiguous blocks
+/// (what suits caches on a host), the first `n % total` threads taking one more. Host fallback and device images
+/// share it, so both split a loop the same way.
+pub const fn block_share(n: usize, g: usize, total: usize) -> (usize, usize) {
+    let total = if total == 0 { 1 } else { total };
+    let base = n / total;
+    let extra = n % total;
+    let lo = g * base + if g < extra { g } else { extra };
+    let len = base + if g < extra { 1 } else { 0 };
+    if g >= total {
+        return (n, n);
+    }
+    (lo, lo + len)
+}

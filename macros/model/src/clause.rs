@@ -222,7 +222,9 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
             }
             Ok(if name == "device" { Clause::Device(kw, e) } else { Clause::If(kw, e) })
         }
-        "teams" | "parallel" if construct == Construct::Target => Ok(Clause::Construct(kw)),
+        "teams" | "parallel" | "teams_distribute_parallel_for" if construct == Construct::Target => {
+            Ok(Clause::Construct(kw))
+        }
         "num_teams" | "thread_limit" if construct == Construct::Target => {
             if !input.peek(syn::token::Paren) {
                 return Err(syn::Error::new(kw.span(), format!("`{kw}` takes arguments: `{kw}(...)`")));
@@ -235,7 +237,7 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
             }
             Ok(if name == "num_teams" { Clause::NumTeams(kw, e) } else { Clause::ThreadLimit(kw, e) })
         }
-        "teams_distribute_parallel_for" | "collapse" | "reduction" | "nowait" => Err(syn::Error::new(
+        "collapse" | "reduction" | "nowait" => Err(syn::Error::new(
             kw.span(),
             format!("`{kw}` is an OpenMP clause this version of offload does not support yet; supported: {CLAUSES}"),
         )),

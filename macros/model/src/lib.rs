@@ -13,3 +13,5 @@ pub mod data;
 pub mod identity;
 #[cfg(feature = "syntax")]
 pub mod region;
+#[cfg(feature = "syntax")]
+pub mod worksharing;

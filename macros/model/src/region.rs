@@ -69,6 +69,8 @@ pub struct Region {
     pub if_cond: Option<Expr>,
     /// `teams, parallel`: the body runs in every thread of every team (SPMD).
     pub spmd: bool,
+    /// `teams_distribute_parallel_for`: the body's one loop is shared out over every team and thread.
+    pub work_shared: bool,
     pub num_teams: Option<Expr>,
     pub thread_limit: Option<Expr>,
     /// Declared `unsafe fn`: opts out of the race-freedom rules.
@@ -118,11 +120,17 @@ impl Region {
             device: None,
             if_cond: None,
             spmd: false,
+            work_shared: false,
             num_teams: None,
             thread_limit: None,
             is_unsafe: func.sig.unsafety.is_some(),
         };
         region.apply_clauses(clauses, &mut errors);
+        if region.work_shared {
+            if let Some(ws) = crate::worksharing::find(&func.block, &mut errors) {
+                crate::worksharing::check_races(&region, &func.block, &ws, &mut errors);
+            }
+        }
         let n = region.kernel_args().len();
         if n > crate::abi::MAX_KERNEL_ARGS {
             errors.push(syn::Error::new(
@@ -154,7 +162,13 @@ impl Region {
             }
         }
         let has = |w: &str| words.iter().any(|k| k == w);
+        self.work_shared = has("teams_distribute_parallel_for");
         match (has("teams"), has("parallel")) {
+            (true, true) if self.work_shared => errors.push(syn::Error::new(
+                words[0].span(),
+                "choose one construct: `teams_distribute_parallel_for` shares a loop out, `teams, parallel` runs the \
+                 whole body in every thread",
+            )),
             (true, true) => self.spmd = true,
             (false, false) => {}
             _ => {
@@ -166,7 +180,7 @@ impl Region {
                 ));
             }
         }
-        if !self.spmd {
+        if !self.spmd && !self.work_shared {
             for (name, e) in [
                 ("num_teams", &self.num_teams),
                 ("thread_limit", &self.thread_limit),
@@ -174,7 +188,10 @@ impl Region {
                 if let Some(e) = e {
                     errors.push(syn::Error::new(
                         e.span(),
-                        format!("`{name}` applies to a parallel region: add `teams, parallel`"),
+                        format!(
+                            "`{name}` applies to a parallel region: add `teams_distribute_parallel_for` or \
+                             `teams, parallel`"
+                        ),
                     ));
                 }
             }
