@@ -24,13 +24,10 @@ pub fn device_and_if(
     (device, cond)
 }
 
-/// `Some((lo, hi))` for a section of the target behind raw pointer `p`.
-fn section(s: &Option<Section>, p: &syn::Ident) -> TokenStream {
+/// The runtime's `Section`: `None`, or `Some((lo, Some(hi) | None))`, the bounds typed `usize` at their spans.
+fn section(s: &Option<Section>) -> TokenStream {
     match s {
-        Some(s) => {
-            let (lo, hi) = s.bounds(quote!(::offload::__private::MapTarget::len(#p)));
-            quote!(::core::option::Option::Some((#lo, #hi)))
-        }
+        Some(s) => s.runtime_bounds(),
         None => quote!(::core::option::Option::None),
     }
 }
@@ -42,41 +39,41 @@ fn or_error(r: syn::Result<TokenStream>) -> TokenStream {
 pub fn target_data(input: TokenStream) -> TokenStream {
     or_error(DataConstruct::parse(input, Construct::Data).map(|c| {
         let (device, cond) = device_and_if(&c.device, &c.if_cond);
-        let mut binds = Vec::new();
-        let mut maps = Vec::new();
+        let mut guards = Vec::new();
         let mut rebinds = Vec::new();
         for (map, item) in &c.maps {
             let id = &item.ident;
-            let p = format_ident!("__offload_p_{}", id);
-            let bits = map.bits();
+            let g = format_ident!("__offload_mapped_{}", id);
+            let (bits, sec) = (map.bits(), section(&item.section));
+            // Each guard borrows its source until the region's exit, and the block's name borrows the guard, so
+            // neither the source nor a reference into it can be touched or escape before the copy back.
             if map.map_type == MapType::To {
-                binds.push(quote_spanned!(id.span()=>
-                    let #id = ::offload::__private::MapSource::map_ref(&#id);
-                    let #p = #id as *const _;
+                guards.push(quote_spanned!(id.span()=>
+                    let #g = ::offload::__private::MappedRef::enter(
+                        __offload_dev, { use ::offload::__private::MapSource as _; #id.map_ref() }, #sec, #bits);
                 ));
-                rebinds.push(quote!());
+                rebinds.push(quote!(#[allow(unused_variables)] let #id = #g.get();));
             } else {
-                binds.push(quote_spanned!(id.span()=>
-                    // Method syntax reborrows through a `&mut` binding instead of needing `let mut`.
-                    let (#p, #id) = ::offload::__private::rebind_mut({
-                        use ::offload::__private::MapSourceMut as _;
-                        #id.map_mut()
-                    });
-                    let #p = #p as *const _;
+                guards.push(quote_spanned!(id.span()=>
+                    let mut #g = ::offload::__private::MappedMut::enter(
+                        __offload_dev, { use ::offload::__private::MapSourceMut as _; #id.map_mut() }, #sec, #bits);
                 ));
-                rebinds.push(quote!(#[allow(unused_mut)] let mut #id = #id;));
+                rebinds.push(quote!(#[allow(unused_mut, unused_variables)] let mut #id = #g.get_mut();));
             }
-            let sec = section(&item.section, &p);
-            maps.push(quote!(::offload::__private::MapTarget::map_arg(#p, #sec, #bits)));
         }
         let body = c.body.as_ref().expect("target_data! has a block");
+        // The block's value is bound in a `let`, so its temporaries die before the guards (edition 2021 would keep a
+        // tail expression's temporaries past them); a block that always diverges draws no lint on our scaffolding.
         quote!({
-            #(#binds)*
-            let __offload_maps = [#(#maps),*];
-            // SAFETY: every entry points into data the block's re-bound names borrow until the scope ends.
-            let __offload_scope = unsafe { ::offload::__private::DataScope::begin(#device, #cond, &__offload_maps) };
-            #(#rebinds)*
-            #body
+            #[allow(unreachable_code)]
+            let __offload_value = {
+                let __offload_dev = ::offload::__private::DataDevice::select("target_data!", #device, #cond);
+                #(#guards)*
+                #(#rebinds)*
+                let __offload_value = #body;
+                __offload_value
+            };
+            __offload_value
         })
     }))
 }
@@ -128,29 +125,21 @@ pub fn target_exit_data(input: TokenStream) -> TokenStream {
 pub fn target_update(input: TokenStream) -> TokenStream {
     or_error(Update::parse(input).map(|u| {
         let (device, cond) = device_and_if(&u.device, &u.if_cond);
-        let mut binds = Vec::new();
-        let mut maps = Vec::new();
-        for (motion, item) in &u.items {
+        // One call per item: its borrow is taken before its section bounds are evaluated, in the same expression,
+        // so a bound cannot change the data behind the runtime's back.
+        let updates = u.items.iter().map(|(motion, item)| {
             let id = &item.ident;
-            let p = format_ident!("__offload_p_{}", id);
-            let bits = match motion {
-                Motion::To => offload_model::abi::map_type::TO,
-                Motion::From => offload_model::abi::map_type::FROM,
-            };
-            binds.push(match motion {
-                Motion::To => quote_spanned!(id.span()=>
-                    let #p = ::offload::__private::MapSource::map_ref(&#id) as *const _;),
-                Motion::From => quote_spanned!(id.span()=>
-                    let #p = { use ::offload::__private::MapSourceMut as _; #id.map_mut() } as *mut _ as *const _;),
-            });
-            let sec = section(&item.section, &p);
-            maps.push(quote!(::offload::__private::MapTarget::map_arg(#p, #sec, #bits)));
-        }
+            let sec = section(&item.section);
+            match motion {
+                Motion::To => quote_spanned!(id.span()=> ::offload::__private::update_to(
+                    __offload_dev, { use ::offload::__private::MapSource as _; #id.map_ref() }, #sec);),
+                Motion::From => quote_spanned!(id.span()=> ::offload::__private::update_from(
+                    __offload_dev, { use ::offload::__private::MapSourceMut as _; #id.map_mut() }, #sec);),
+            }
+        });
         quote!({
-            #(#binds)*
-            // SAFETY: `to` entries point at data borrowed for reading, `from` entries at data borrowed mutably just
-            // above; nothing else touches it during the update.
-            unsafe { ::offload::__private::update(#device, #cond, &[#(#maps),*]) }
+            let __offload_dev = ::offload::__private::DataDevice::select("target_update!", #device, #cond);
+            #(#updates)*
         })
     }))
 }

@@ -101,8 +101,8 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             let bits = p.map.as_ref().map_or(0, |m| m.bits());
             let ParamKind::Slice { elem, .. } = &p.kind else { unreachable!("a slice parameter") };
             match &p.section {
-                Some(s) => {
-                    let (lo, hi) = s.bounds(quote!(#ptr.len()));
+                Some(_) => {
+                    let (lo, hi) = (format_ident!("__offload_lo_{}", p.ident), format_ident!("__offload_hi_{}", p.ident));
                     quote_spanned!(elem.span()=> ::offload::__private::MapArg::section::<#elem>(#ptr, #lo, #hi, #bits))
                 }
                 None => quote_spanned!(elem.span()=> ::offload::__private::MapArg::slice::<#elem>(#ptr, #bits)),
@@ -138,6 +138,17 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     });
 
     let (device, if_cond) = crate::data::device_and_if(&region.device, &region.if_cond);
+    // Section bounds too are evaluated before the raw pointers are taken.
+    let section_bounds = region.params.iter().filter_map(|p| {
+        let s = p.section.as_ref()?;
+        let id = &p.ident;
+        let (lo, hi) = s.bounds(quote!(#id.len()));
+        let (l, h) = (
+            format_ident!("__offload_lo_{}", id),
+            format_ident!("__offload_hi_{}", id),
+        );
+        Some(quote!(let #l: usize = #lo; let #h: usize = #hi;))
+    });
     let count = |e: &Option<syn::Expr>| match e {
         Some(e) => quote!(::core::option::Option::Some(::offload::__private::count(#e))),
         None => quote!(::core::option::Option::None),
@@ -161,6 +172,11 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         .chain(&region.thread_limit)
     {
         collect_idents(e.to_token_stream(), &mut clause_idents);
+    }
+    for s in region.params.iter().filter_map(|p| p.section.as_ref()) {
+        for e in s.lo.iter().chain(&s.hi) {
+            collect_idents(e.to_token_stream(), &mut clause_idents);
+        }
     }
     let touch = idents
         .iter()
@@ -265,6 +281,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             let __offload_device = #device;
             let __offload_if = #if_cond;
             let __offload_launch = #geometry;
+            #(#section_bounds)*
             #(#raw)*
             let mut __offload_ret_slot = ::core::mem::MaybeUninit::<#ret_ty>::uninit();
             // One raw pointer to the slot serves the map list and the runtime, so neither invalidates the other.

@@ -4,6 +4,7 @@
 
 use crate::device::{devices, DeviceEntry};
 use crate::error::Error;
+use crate::mapping::{copy_in, copy_to_host};
 use crate::DeviceCopy;
 use std::marker::PhantomData;
 use std::mem::size_of;
@@ -55,9 +56,14 @@ pub struct DeviceBuffer<T: DeviceCopy> {
     dev: &'static DeviceEntry,
 }
 
-// SAFETY: the buffer owns device memory; `&self` methods only read it through the plugin.
+// SAFETY: the buffer owns its device memory. Not `Sync`: a region on one thread and a copy on another could then
+// touch the same device memory at once (a race for atomic elements).
 unsafe impl<T: DeviceCopy> Send for DeviceBuffer<T> {}
-unsafe impl<T: DeviceCopy> Sync for DeviceBuffer<T> {}
+
+/// The map-type bits that make the copy helpers treat `T`s as atomics.
+fn atomics<T: DeviceCopy>() -> u64 {
+    T::HOST_ATOMIC << offload_model::abi::map_type::HOST_ATOMIC_SHIFT
+}
 
 fn device_error(device: i32, plugin: &'static str, message: String) -> Error {
     Error::Device {
@@ -142,11 +148,15 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Overwrites the buffer with `src` (same length).
     pub fn copy_from_host(&mut self, src: &[T]) -> Result<(), Error> {
         self.check_len(src.len())?;
-        // SAFETY: `src` is readable; the buffer holds `len` elements.
+        // SAFETY: `src` is readable; the buffer holds `len` elements. Atomics are read one by one, atomically.
         unsafe {
-            self.dev
-                .dev
-                .copy_to_device(self.ptr.addr, src.as_ptr().cast(), size_of_val(src))
+            copy_in(
+                &*self.dev.dev,
+                self.ptr.addr,
+                src.as_ptr() as usize,
+                size_of_val(src),
+                atomics::<T>(),
+            )
         }
         .map_err(|m| device_error(self.device(), self.dev.plugin, m))
     }
@@ -156,9 +166,13 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         self.check_len(dst.len())?;
         // SAFETY: `dst` is writable and `T: DeviceCopy` accepts any bytes; the buffer holds `len` elements.
         unsafe {
-            self.dev
-                .dev
-                .copy_from_device(dst.as_mut_ptr().cast(), self.ptr.addr, size_of_val(dst))
+            copy_to_host(
+                &*self.dev.dev,
+                dst.as_mut_ptr() as usize,
+                self.ptr.addr,
+                size_of_val(dst),
+                atomics::<T>(),
+            )
         }
         .map_err(|m| device_error(self.device(), self.dev.plugin, m))
     }
@@ -168,14 +182,15 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let mut v: Vec<T> = Vec::with_capacity(self.len);
         // SAFETY: `T: DeviceCopy` accepts any bytes; the copy fills all `len` elements before `set_len`.
         unsafe {
-            self.dev
-                .dev
-                .copy_from_device(
-                    v.as_mut_ptr().cast(),
-                    self.ptr.addr,
-                    self.len * size_of::<T>(),
-                )
-                .map_err(|m| device_error(self.device(), self.dev.plugin, m))?;
+            let bytes = self.len * size_of::<T>();
+            copy_to_host(
+                &*self.dev.dev,
+                v.as_mut_ptr() as usize,
+                self.ptr.addr,
+                bytes,
+                atomics::<T>(),
+            )
+            .map_err(|m| device_error(self.device(), self.dev.plugin, m))?;
             v.set_len(self.len);
         }
         Ok(v)

@@ -8,7 +8,8 @@ use crate::launch::MapArg;
 use crate::mapping::{MapError, RefKind};
 use crate::plugin::{Arg, DevicePtr};
 use crate::DeviceCopy;
-use offload_model::abi::map_type::{DELETE, FROM, LITERAL, PRIVATE, TO};
+use offload_model::abi::map_type::{DELETE, FROM, LITERAL, PRESENT, PRIVATE, TO};
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 
 fn table(dev: &DeviceEntry) -> std::sync::MutexGuard<'_, crate::mapping::MappingTable> {
@@ -34,9 +35,18 @@ pub(crate) unsafe fn enter_list(
         } else if m.base_size == 0 {
             // Zero-length data: no table entry; the kernel gets a dangling, aligned pointer.
             Ok(Arg::new(m.begin as usize as u64))
-        } else if m.map_type & PRIVATE != 0 || m.size == 0 {
-            // A private copy, or a zero-length section of a non-empty slice: storage of the slice's size so the
-            // region's slice is valid, its contents unspecified.
+        } else if m.size == 0 && m.map_type & PRIVATE == 0 {
+            // A zero-length section of a non-empty slice: the present copy if its slice is mapped (as libomptarget
+            // looks it up), else storage of the slice's size so the region's slice is valid, contents unspecified.
+            match t.get_or_insert_with(|| table(dev)).slice_base(m.range()) {
+                Some(base) => Ok(Arg::new(base)),
+                None if m.map_type & PRESENT != 0 => Err(MapError::NotPresent {
+                    begin: m.begin as usize,
+                    size: 0,
+                }),
+                None => private_in(dev, m).map(Arg::new).map_err(MapError::Device),
+            }
+        } else if m.map_type & PRIVATE != 0 {
             private_in(dev, m).map(Arg::new).map_err(MapError::Device)
         } else {
             let t = t.get_or_insert_with(|| table(dev));
@@ -88,9 +98,18 @@ pub(crate) unsafe fn exit_list(
         if m.map_type & LITERAL != 0 || m.base_size == 0 {
             continue;
         }
-        if m.map_type & PRIVATE != 0 || m.size == 0 {
-            // SAFETY: `enter_list` wrote this private copy's device address.
-            let a = unsafe { a.assume_init() };
+        // SAFETY: `enter_list` wrote a device address for every non-literal entry.
+        let addr = unsafe { a.assume_init() };
+        if m.size == 0 && m.map_type & PRIVATE == 0 {
+            let tt = t.get_or_insert_with(|| table(dev));
+            if tt.slice_base(m.range()) != Some(addr) {
+                // SAFETY: our private block for this call, not the present copy.
+                unsafe { dev.dev.free(addr) };
+            }
+            continue;
+        }
+        if m.map_type & PRIVATE != 0 {
+            let a = addr;
             if copy_out && m.map_type & PRIVATE != 0 && m.map_type & FROM != 0 {
                 // SAFETY: the return slot is writable for `size` bytes.
                 if let Err(e) = unsafe { dev.dev.copy_from_device(m.begin, a, m.size) } {
@@ -141,41 +160,153 @@ fn mapping_failed(construct: &str, dev: &DeviceEntry, e: MapError) -> ! {
     )
 }
 
-/// A `target_data!` region: entered on creation, exited when dropped (every way out of the block). A normal exit
-/// copies back; an unwinding one releases without copying.
-#[must_use]
-pub struct DataScope<'m> {
-    dev: Option<&'static DeviceEntry>,
-    maps: &'m [MapArg],
-    args: Vec<Arg>,
-}
+/// The device a data construct acts on (`None`: the host, where every map is already satisfied), chosen once for
+/// all its variables. Under `MANDATORY` a construct that could not reach a device stops the program.
+#[derive(Clone, Copy)]
+pub struct DataDevice(Option<&'static DeviceEntry>);
 
-impl<'m> DataScope<'m> {
-    /// # Safety
-    /// The map list describes host memory that stays borrowed (by the block's re-bound names) until the scope is
-    /// dropped.
+impl DataDevice {
     #[track_caller]
-    pub unsafe fn begin(device: Option<i32>, cond: bool, maps: &'m [MapArg]) -> Self {
-        let dev = data_device("target_data!", device, cond);
-        let args = match dev {
-            // SAFETY: forwarded from the caller.
-            Some(d) => unsafe { enter_list(d, maps, RefKind::Structured) }
-                .unwrap_or_else(|e| mapping_failed("target_data!", d, e)),
-            None => Vec::new(),
-        };
-        DataScope { dev, maps, args }
+    pub fn select(construct: &'static str, device: Option<i32>, cond: bool) -> Self {
+        DataDevice(data_device(construct, device, cond))
     }
 }
 
-impl Drop for DataScope<'_> {
-    fn drop(&mut self) {
-        let Some(dev) = self.dev else { return };
-        let unwinding = std::thread::panicking();
-        // SAFETY: the borrows of the mapped data end with the block, before this drop.
-        let r = unsafe { exit_list(dev, self.maps, &self.args, RefKind::Structured, !unwinding) };
+/// What one variable of a `target_data!` region holds: its map-list entry and kernel argument on the device.
+struct Entered {
+    dev: Option<&'static DeviceEntry>,
+    map: MapArg,
+    arg: Arg,
+    /// The region began during an unwind (inside a destructor): its own exit still copies back.
+    began_unwinding: bool,
+}
+
+impl Entered {
+    #[track_caller]
+    fn enter<T: ?Sized + MapTarget>(
+        dev: DataDevice,
+        p: *const T,
+        section: Section,
+        map_type: u64,
+    ) -> Self {
+        let map = T::map_arg(p, section, map_type);
+        let arg = match dev.0 {
+            // SAFETY: the guard holding this borrows the data until the exit.
+            Some(d) => unsafe { enter_list(d, &[map], RefKind::Structured) }
+                .unwrap_or_else(|e| mapping_failed("target_data!", d, e))[0],
+            None => Arg::new(0),
+        };
+        Entered {
+            dev: dev.0,
+            map,
+            arg,
+            began_unwinding: std::thread::panicking(),
+        }
+    }
+
+    fn exit(&mut self) {
+        let Some(dev) = self.dev.take() else { return };
+        let unwinding = std::thread::panicking() && !self.began_unwinding;
+        // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
+        let r = unsafe {
+            exit_list(
+                dev,
+                &[self.map],
+                &[self.arg],
+                RefKind::Structured,
+                !unwinding,
+            )
+        };
         if let (Err(e), false) = (r, unwinding) {
             mapping_failed("target_data! exit", dev, e)
         }
+    }
+}
+
+/// A `map(to: x)` variable of `target_data!`: borrows `x` until the region's exit; the block sees it through
+/// [`MappedRef::get`], which cannot outlive the guard.
+pub struct MappedRef<'a, T: ?Sized> {
+    inner: Entered,
+    data: &'a T,
+}
+
+impl<'a, T: ?Sized + MapTarget> MappedRef<'a, T> {
+    #[track_caller]
+    pub fn enter(dev: DataDevice, data: &'a T, section: Section, map_type: u64) -> Self {
+        MappedRef {
+            inner: Entered::enter(dev, data, section, map_type),
+            data,
+        }
+    }
+
+    pub fn get(&self) -> &T {
+        self.data
+    }
+}
+
+// Implementing `Drop` on the guard itself (not only on a field) makes the borrow last until the exit.
+impl<T: ?Sized> Drop for MappedRef<'_, T> {
+    fn drop(&mut self) {
+        self.inner.exit()
+    }
+}
+
+/// A `map(from|tofrom|alloc: y)` variable of `target_data!`: borrows `y` exclusively until the region's exit, which
+/// copies back into it; the block sees it through [`MappedMut::get_mut`], which cannot outlive the guard.
+pub struct MappedMut<'a, T: ?Sized> {
+    inner: Entered,
+    data: *mut T,
+    _borrow: PhantomData<&'a mut T>,
+}
+
+impl<'a, T: ?Sized + MapTarget> MappedMut<'a, T> {
+    #[track_caller]
+    pub fn enter(dev: DataDevice, data: &'a mut T, section: Section, map_type: u64) -> Self {
+        let data: *mut T = data;
+        MappedMut {
+            inner: Entered::enter(dev, data, section, map_type),
+            data,
+            _borrow: PhantomData,
+        }
+    }
+
+    pub fn get_mut(&mut self) -> &mut T {
+        // SAFETY: the guard holds the exclusive borrow; the runtime touches the data only at entry and exit.
+        unsafe { &mut *self.data }
+    }
+}
+
+impl<T: ?Sized> Drop for MappedMut<'_, T> {
+    fn drop(&mut self) {
+        self.inner.exit()
+    }
+}
+
+/// `target_update!(to: x)` for one variable; data that is not mapped is left alone.
+#[track_caller]
+pub fn update_to<T: ?Sized + MapTarget>(dev: DataDevice, data: &T, section: Section) {
+    // SAFETY: `data` is borrowed for the call.
+    unsafe { update_one(dev, T::map_arg(data, section, TO)) }
+}
+
+/// `target_update!(from: y)` for one variable.
+#[track_caller]
+pub fn update_from<T: ?Sized + MapTarget>(dev: DataDevice, data: &mut T, section: Section) {
+    // SAFETY: `data` is borrowed exclusively for the call.
+    unsafe { update_one(dev, T::map_arg(data, section, FROM)) }
+}
+
+#[track_caller]
+unsafe fn update_one(dev: DataDevice, m: MapArg) {
+    let Some(d) = dev.0 else { return };
+    if m.size == 0 {
+        return;
+    }
+    let t = table(d);
+    // SAFETY: per the callers.
+    if let Err(e) = unsafe { t.update(&*d.dev, m.begin as usize, m.size, m.map_type) } {
+        drop(t);
+        mapping_failed("target_update!", d, e)
     }
 }
 
@@ -189,13 +320,18 @@ pub struct Mapped<V: MapOwner> {
 }
 
 /// What `target_enter_data!` takes by value: an owned buffer whose heap address does not move.
-pub trait MapOwner {
+///
+/// # Safety
+/// The slices returned must be the value's own storage, at one address for the value's whole life and freed only
+/// when it is dropped: `Mapped` relies on it to keep the mapping's host memory alive.
+pub unsafe trait MapOwner {
     type Elem: DeviceCopy;
     fn as_slice(&self) -> &[Self::Elem];
     fn as_mut_slice(&mut self) -> &mut [Self::Elem];
 }
 
-impl<T: DeviceCopy> MapOwner for Vec<T> {
+// SAFETY: a Vec's buffer moves only when it grows, which `Mapped` never lets happen.
+unsafe impl<T: DeviceCopy> MapOwner for Vec<T> {
     type Elem = T;
     fn as_slice(&self) -> &[T] {
         self
@@ -205,7 +341,8 @@ impl<T: DeviceCopy> MapOwner for Vec<T> {
     }
 }
 
-impl<T: DeviceCopy> MapOwner for Box<[T]> {
+// SAFETY: a boxed slice's storage never moves.
+unsafe impl<T: DeviceCopy> MapOwner for Box<[T]> {
     type Elem = T;
     fn as_slice(&self) -> &[T] {
         self
@@ -289,25 +426,6 @@ impl<V: MapOwner> DerefMut for Mapped<V> {
     }
 }
 
-/// `target_update!`: each entry's `TO`/`FROM` bit says which way; data that is not mapped is skipped.
-///
-/// # Safety
-/// `TO` entries are readable, `FROM` entries writable, host memory.
-#[track_caller]
-pub unsafe fn update(device: Option<i32>, cond: bool, maps: &[MapArg]) {
-    let Some(d) = data_device("target_update!", device, cond) else {
-        return;
-    };
-    let t = table(d);
-    for m in maps.iter().filter(|m| m.size > 0) {
-        // SAFETY: per the contract.
-        if let Err(e) = unsafe { t.update(&*d.dev, m.begin as usize, m.size, m.map_type) } {
-            drop(t);
-            mapping_failed("target_update!", d, e)
-        }
-    }
-}
-
 /// A data source a data construct may name: `Vec<T>`, arrays, slices, `&[T]`, `&mut [T]`, `Mapped<V>`, and
 /// `DeviceCopy` scalars; `target_data!` re-binds the name to [`MapSource::Target`] by reference.
 pub trait MapSource {
@@ -321,22 +439,19 @@ pub trait MapSourceMut: MapSource {
 }
 
 /// What a source re-binds to: a slice or a single `DeviceCopy` value.
+/// A section `[lo, hi)` (`hi` `None`: to the end), or `None` for all of the data.
+pub type Section = Option<(usize, Option<usize>)>;
+
 pub trait MapTarget {
-    /// The map-list entry for all of it, or for the section `[lo, hi)` of a slice.
-    fn map_arg(this: *const Self, section: Option<(usize, usize)>, map_type: u64) -> MapArg;
-    /// Number of elements (1 for a scalar): where an open-ended section stops.
-    fn len(this: *const Self) -> usize;
+    /// The map-list entry for all of it, or for a section of a slice.
+    fn map_arg(this: *const Self, section: Section, map_type: u64) -> MapArg;
 }
 
 impl<T: DeviceCopy> MapTarget for [T] {
-    fn len(this: *const Self) -> usize {
-        this.len()
-    }
-
     #[track_caller]
-    fn map_arg(this: *const Self, section: Option<(usize, usize)>, map_type: u64) -> MapArg {
+    fn map_arg(this: *const Self, section: Section, map_type: u64) -> MapArg {
         match section {
-            Some((lo, hi)) => MapArg::section(this, lo, hi, map_type),
+            Some((lo, hi)) => MapArg::section(this, lo, hi.unwrap_or(this.len()), map_type),
             None => MapArg::slice(this, map_type),
         }
     }
@@ -345,11 +460,8 @@ impl<T: DeviceCopy> MapTarget for [T] {
 macro_rules! scalar_sources {
     ($($t:ty),*) => {$(
         impl MapTarget for $t {
-            fn len(_: *const Self) -> usize {
-                1
-            }
             #[track_caller]
-            fn map_arg(this: *const Self, section: Option<(usize, usize)>, map_type: u64) -> MapArg {
+            fn map_arg(this: *const Self, section: Section, map_type: u64) -> MapArg {
                 assert!(section.is_none(), "offload: a section needs a slice, not a `{}`", stringify!($t));
                 MapArg::object(this, map_type)
             }
@@ -415,12 +527,4 @@ impl<V: MapOwner> MapSourceMut for Mapped<V> {
     fn map_mut(&mut self) -> &mut [V::Elem] {
         self
     }
-}
-
-/// Splits a borrow into the raw pointer a data construct keeps and the re-bound reference the block uses, derived
-/// from it so the construct's later copy-back through the pointer stays valid.
-pub fn rebind_mut<T: ?Sized>(r: &mut T) -> (*mut T, &mut T) {
-    let p: *mut T = r;
-    // SAFETY: `p` comes from a live `&mut` for the same lifetime.
-    (p, unsafe { &mut *p })
 }

@@ -39,7 +39,10 @@ pub use types::{DeviceCopy, Firstprivate};
 /// Used by the code `#[target]` and `#[declare_target]` expand to; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::data::{rebind_mut, update, DataScope, MapSource, MapSourceMut, MapTarget};
+    pub use crate::data::{
+        update_from, update_to, DataDevice, MapSource, MapSourceMut, MapTarget, MappedMut,
+        MappedRef,
+    };
     pub use crate::launch::{fail, target, target_on_device, MapArg, RegionInfo};
     pub use crate::team::{run_fallback, Launch};
 

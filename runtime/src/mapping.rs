@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Rel
 #[derive(Debug)]
 struct MapEntry {
     end: usize,
+    /// The host range the device allocation covers (a section's whole slice): a region's slice must lie in it.
+    extent: (usize, usize),
     /// Device address of the entry's first host byte.
     tgt: DevicePtr,
     /// The allocation to free when the entry dies; `None` for `omp_target_associate_ptr` memory (the user's).
@@ -130,6 +132,17 @@ impl MappingTable {
         }
     }
 
+    /// The device address of a zero-length section's slice base `r.base`, if the slice lies in a present entry's
+    /// allocation.
+    pub fn slice_base(&self, r: Range) -> Option<DevicePtr> {
+        let (&b, e) = self.entries.range(..=r.begin).next_back()?;
+        let inside = r.begin >= b
+            && r.begin <= e.end
+            && r.base >= e.extent.0
+            && r.base + r.base_size <= e.extent.1;
+        inside.then(|| e.tgt + (r.begin - b) as u64 - (r.begin - r.base) as u64)
+    }
+
     /// The reference counts (structured, dynamic) of the entry holding `begin`.
     #[cfg(test)]
     pub fn counts(&self, begin: usize) -> Option<(u64, u64)> {
@@ -158,6 +171,15 @@ impl MappingTable {
         match self.find(r.begin, r.size)? {
             Found::Inside(b) => {
                 let e = self.entries.get_mut(&b).expect("found above");
+                // The region forms the whole slice on the device: it must lie in the existing allocation.
+                if r.base < e.extent.0 || r.base + r.base_size > e.extent.1 {
+                    return Err(MapError::Extends {
+                        begin: r.base,
+                        end: r.base + r.base_size,
+                        mapped_begin: e.extent.0,
+                        mapped_end: e.extent.1,
+                    });
+                }
                 let tgt = e.tgt + (r.begin - b) as u64;
                 if map_type & (TO | ALWAYS) == TO | ALWAYS {
                     // SAFETY: per the contract; the device range lies inside the entry.
@@ -193,8 +215,10 @@ impl MappingTable {
                     RefKind::Structured => (1, 0),
                     RefKind::Dynamic => (0, 1),
                 };
+                let extent = (r.base, r.base + r.base_size.max(r.size));
                 let e = MapEntry {
                     end: r.begin + r.size,
+                    extent,
                     tgt,
                     alloc: Some(alloc),
                     structured,
@@ -231,7 +255,10 @@ impl MappingTable {
         let e = self.entries.get_mut(&b).expect("found above");
         if map_type & DELETE != 0 {
             e.structured = 0;
-            e.dynamic = 0;
+            // An associated pointer stays until it is disassociated, as in libomptarget.
+            if e.dynamic != INFINITE {
+                e.dynamic = 0;
+            }
         } else {
             match kind {
                 RefKind::Structured => e.structured = e.structured.saturating_sub(1),
@@ -307,6 +334,7 @@ impl MappingTable {
             Found::Absent => {
                 let e = MapEntry {
                     end: begin + size.max(1),
+                    extent: (begin, begin + size.max(1)),
                     tgt,
                     alloc: None,
                     structured: 0,
@@ -335,7 +363,7 @@ impl MappingTable {
 ///
 /// # Safety
 /// The host range is readable and the device range lies in one allocation.
-unsafe fn copy_in(
+pub(crate) unsafe fn copy_in(
     dev: &dyn Device,
     tgt: DevicePtr,
     host: usize,
@@ -369,7 +397,7 @@ unsafe fn copy_in(
 ///
 /// # Safety
 /// The host range is writable (atomics: valid atomics) and the device range lies in one allocation.
-unsafe fn copy_to_host(
+pub(crate) unsafe fn copy_to_host(
     dev: &dyn Device,
     host: usize,
     tgt: DevicePtr,

@@ -406,3 +406,82 @@ fn unwinding_out_of_a_data_region_releases_without_copying() {
     assert_eq!(early(&mut y), None);
     assert_eq!(y, [2; 8]);
 }
+
+#[target(map(to: x[8..10]))]
+fn second_to_last(x: &[i64]) -> i64 {
+    x[8]
+}
+
+#[test]
+fn a_region_slice_larger_than_the_present_allocation_is_an_error() {
+    let y: Vec<i64> = (0..10).collect();
+    let tail = &y[8..];
+    target_data!(map(to: tail) => {
+        // Present: y[8..10]; but the region would form all of `y` on the device, beyond that allocation.
+        let err = try_second_to_last(&y).expect_err("the slice exceeds the present allocation");
+        assert!(err.to_string().contains("OpenMP does not allow extending a mapping"), "{err}");
+        let _ = tail;
+    });
+    assert_eq!(
+        second_to_last(&y),
+        8,
+        "fine when nothing smaller is present"
+    );
+}
+
+#[test]
+fn delete_leaves_an_associated_pointer_alone() {
+    let v = vec![3i64; 4];
+    let dmem = omp_target_alloc(32, 0);
+    unsafe {
+        assert_eq!(
+            omp_target_associate_ptr(v.as_ptr().cast(), dmem, 32, 0, 0),
+            0
+        )
+    };
+    let addr = v.as_ptr();
+    let m = target_enter_data!(map(to: v));
+    let v = m.exit_delete();
+    assert!(omp_target_is_present(addr.cast(), 0), "still associated");
+    unsafe {
+        assert_eq!(omp_target_disassociate_ptr(v.as_ptr().cast(), 0), 0);
+        omp_target_free(dmem, 0);
+    }
+}
+
+#[target(map(tofrom: y[0..n]))]
+fn head_len(n: usize, y: &mut [i64]) -> i64 {
+    y[0]
+}
+
+#[test]
+fn a_zero_length_section_of_present_data_sees_the_device_copy() {
+    let mut y = vec![5i64; 4];
+    target_data!(map(tofrom: y) => {
+        y[0] = 99; // host copy only
+        assert_eq!(head_len(1, y), 5);
+        assert_eq!(head_len(0, y), 5, "zero-length: the present copy, not fresh storage");
+    });
+}
+
+struct CopiesBackOnDrop(Vec<i64>);
+
+impl Drop for CopiesBackOnDrop {
+    fn drop(&mut self) {
+        let y = &mut self.0;
+        target_data!(map(tofrom: y) => { inc(y); });
+        assert_eq!(
+            y[0], 1,
+            "a data region inside a destructor copies back even during an unwind"
+        );
+    }
+}
+
+#[test]
+fn a_data_region_in_a_destructor_during_an_unwind_copies_back() {
+    let r = std::panic::catch_unwind(|| {
+        let _guard = CopiesBackOnDrop(vec![0; 4]);
+        panic!("unwinding");
+    });
+    assert!(r.is_err());
+}

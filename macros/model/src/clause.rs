@@ -137,19 +137,41 @@ pub struct Section {
 }
 
 impl Section {
-    /// `(lo, hi)` as `usize` expressions against a slice of length `len`.
+    /// `(lo, hi)` as `usize` expressions, `hi` defaulting to `len`; each bound is typed `usize` at its own span.
     pub fn bounds(&self, len: TokenStream) -> (TokenStream, TokenStream) {
-        let lo = self
-            .lo
-            .as_ref()
-            .map_or(quote::quote!(0usize), |e| quote::quote!((#e) as usize));
-        let hi = match (&self.hi, self.inclusive) {
-            (Some(e), false) => quote::quote!((#e) as usize),
-            (Some(e), true) => quote::quote!((#e) as usize + 1),
-            (None, _) => len,
+        let lo = self.lo.as_ref().map_or(quote::quote!(0usize), usize_at);
+        let hi = match &self.hi {
+            Some(e) if self.inclusive => {
+                let e = usize_at(e);
+                quote::quote!(#e + 1)
+            }
+            Some(e) => usize_at(e),
+            None => len,
         };
         (lo, hi)
     }
+
+    /// The runtime's `Section` value: `Some((lo, Some(hi)))`, or `Some((lo, None))` to the end.
+    pub fn runtime_bounds(&self) -> TokenStream {
+        let lo = self.lo.as_ref().map_or(quote::quote!(0usize), usize_at);
+        let hi = match &self.hi {
+            Some(e) if self.inclusive => {
+                let e = usize_at(e);
+                quote::quote!(::core::option::Option::Some(#e + 1))
+            }
+            Some(e) => {
+                let e = usize_at(e);
+                quote::quote!(::core::option::Option::Some(#e))
+            }
+            None => quote::quote!(::core::option::Option::None),
+        };
+        quote::quote!(::core::option::Option::Some((#lo, #hi)))
+    }
+}
+
+/// `e` as a `usize`, with a type error at `e` itself if it is not one.
+fn usize_at(e: &Expr) -> TokenStream {
+    quote::quote_spanned!(e.span()=> ::core::convert::identity::<usize>(#e))
 }
 
 /// A variable in a map clause.
@@ -160,6 +182,12 @@ pub struct MapItem {
 }
 
 pub fn parse_item(input: ParseStream) -> syn::Result<MapItem> {
+    if input.peek(Token![self]) || (input.peek(Ident) && input.peek2(Token![.])) {
+        return Err(input.error(
+            "map clauses name variables; bind a field or expression first: `let buf = &mut self.buf;` then \
+             `map(tofrom: buf)`",
+        ));
+    }
     let ident: Ident = input.parse()?;
     let section = if input.peek(syn::token::Bracket) {
         let content;
