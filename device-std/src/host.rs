@@ -71,3 +71,59 @@ pub fn barrier() {
         panic!("offload: another thread of this team failed; leaving the barrier");
     }
 }
+
+std::thread_local! {
+    /// This thread's reduction variable's initial value, recorded by `__reduce_init` (at most 16 bytes).
+    static REDUCE_INIT: Cell<[u8; 16]> = const { Cell::new([0; 16]) };
+}
+
+pub fn record_init<T: Copy>(v: T) {
+    assert!(
+        core::mem::size_of::<T>() <= 16,
+        "reduction values are at most 16 bytes"
+    );
+    let mut b = [0u8; 16];
+    // SAFETY: `T` fits; reduction types are plain numbers without padding.
+    unsafe { core::ptr::write_unaligned(b.as_mut_ptr() as *mut T, v) };
+    REDUCE_INIT.with(|c| c.set(b));
+}
+
+fn recorded_init<T: Copy>() -> T {
+    let b = REDUCE_INIT.with(|c| c.get());
+    // SAFETY: written by `record_init::<T>` on this thread for this kernel.
+    unsafe { core::ptr::read_unaligned(b.as_ptr() as *const T) }
+}
+
+/// The end of a reduction region's thread: its partial goes into the team's shared slots, the team's first thread
+/// combines them in order into `out[team]`, and team 0's first thread adds the initial value as `out[teams]`; the
+/// host combines the teams.
+///
+/// # Safety
+/// `out` is the device address of `teams + 1` slots of `T`, and the launch gave each team `threads * 16` bytes of
+/// team-shared memory.
+pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(partial: T, out: u64) {
+    let (team, teams, thread, threads) = geometry();
+    let out = out as *mut T;
+    let mut team_value = partial;
+    if threads > 1 {
+        let e = env().expect("a parallel launch");
+        let slot = |k: u32| (e.team_shared as *mut u8).wrapping_add(k as usize * 16) as *mut T;
+        // SAFETY: each thread writes its own slot; the barrier orders the writes before thread 0's reads.
+        unsafe { core::ptr::write_unaligned(slot(thread), partial) };
+        barrier();
+        if thread != 0 {
+            return;
+        }
+        team_value = unsafe { core::ptr::read_unaligned(slot(0)) };
+        for k in 1..threads {
+            team_value = Op::combine(team_value, unsafe { core::ptr::read_unaligned(slot(k)) });
+        }
+    }
+    // SAFETY: per the contract; one writer per slot.
+    unsafe {
+        core::ptr::write_unaligned(out.add(team as usize), team_value);
+        if team == 0 {
+            core::ptr::write_unaligned(out.add(teams as usize), recorded_init::<T>());
+        }
+    }
+}

@@ -57,6 +57,18 @@ pub fn __share<I: Iterator>(it: I) -> core::iter::Take<core::iter::Skip<I>> {
     it.skip(lo).take(hi - lo)
 }
 
+#[doc(hidden)]
+pub use offload_model::reduce as __reduce;
+
+/// What a reduction variable's initial value becomes: recorded (it is combined once, at the end) while the
+/// thread's private copy starts at the operator's identity.
+#[doc(hidden)]
+#[cfg(feature = "host")]
+pub fn __reduce_init<Op: __reduce::ReduceOp<T>, T: Copy>(init: T) -> T {
+    host::record_init(init);
+    Op::identity()
+}
+
 /// Whether this is team 0, thread 0: the thread whose value a region returns.
 #[doc(hidden)]
 #[cfg(feature = "host")]
@@ -75,7 +87,7 @@ pub fn omp_is_initial_device() -> bool {
 #[doc(hidden)]
 pub mod __rt {
     #[cfg(feature = "host")]
-    pub use crate::host::entry;
+    pub use crate::host::{entry, reduce_team};
 
     /// A firstprivate value: its bits when it fits in 8 bytes, else the address of a private copy.
     ///

@@ -122,6 +122,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             let id = &p.ident;
             quote!(::offload::__private::MapArg::value(&#id))
         }
+        KernelArg::Return if region.reduction.is_some() => quote!(::offload::__private::MapArg::reduction::<#ret_ty>()),
         KernelArg::Return => quote!(::offload::__private::MapArg::ret(__offload_ret)),
         KernelArg::DevicePtr(p) => {
             let id = &p.ident;
@@ -156,6 +157,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     let (spmd, work_shared) = (region.spmd, region.work_shared);
     let (num_teams, thread_limit) = (count(&region.num_teams), count(&region.thread_limit));
     let geometry = quote!(::offload::__private::Launch {
+        device: __offload_device, cond: __offload_if,
         spmd: #spmd, work_shared: #work_shared, num_teams: #num_teams, thread_limit: #thread_limit
     });
     let call_host = match unsafety {
@@ -187,7 +189,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     // A work-shared loop gives each thread its share of the iterations: its `a..b` becomes `__share(a..b)`.
     let mut block = block;
     if region.work_shared {
-        share_loop(&mut block);
+        share_loop(&mut block, region.reduction.as_ref());
     }
     let host_body = if touch.is_empty() {
         quote!(#block)
@@ -204,7 +206,27 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     });
     // A parallel region's host fallback runs the body on teams of host threads too. Only shared data (atomics for
     // writes) reaches such a body in safe code, so sharing the call across threads is sound.
-    let fallback = if region.spmd || region.work_shared {
+    let reduce_op = region
+        .reduction
+        .as_ref()
+        .map(|(op, _)| format_ident!("{}", op));
+    let reduce = match &reduce_op {
+        Some(op) => quote!(::core::option::Option::Some(
+            ::offload::__private::fold::<::offload::__reduce::#op, #ret_ty> as fn(#ret_ty, &[#ret_ty]) -> #ret_ty
+        )),
+        None => quote!(::core::option::Option::None),
+    };
+    let fallback = if let Some(op) = &reduce_op {
+        quote!(move || {
+            let __offload_body = ::offload::__private::AssertSync(move || #call_host);
+            match ::offload::__private::run_fallback_reduce::<::offload::__reduce::#op, #ret_ty>(
+                __offload_launch, &|| __offload_body.call()
+            ) {
+                ::core::result::Result::Ok(r) => r,
+                ::core::result::Result::Err(m) => ::core::panic!("{}", m),
+            }
+        })
+    } else if region.spmd || region.work_shared {
         quote!(move || {
             let __offload_body = ::offload::__private::AssertSync(move || #call_host);
             match ::offload::__private::run_fallback(__offload_launch, &|| __offload_body.call()) {
@@ -224,11 +246,10 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             ),
             quote!(::offload::__private::target_on_device(
                 &__OFFLOAD_REGION,
-                __offload_device,
-                __offload_if,
                 __offload_launch,
                 &__offload_maps,
-                __offload_ret
+                __offload_ret,
+                #reduce
             )),
         )
     } else {
@@ -239,8 +260,8 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
                 #unsafety fn __offload_host #generics (#inputs) #output #host_body
             ),
             quote!(::offload::__private::target(
-                &__OFFLOAD_REGION, __offload_device, __offload_if, __offload_launch, &__offload_maps, __offload_ret,
-                #fallback,
+                &__OFFLOAD_REGION, __offload_launch, &__offload_maps, __offload_ret,
+                #reduce, #fallback,
             )),
         )
     };
@@ -312,12 +333,30 @@ fn collect_idents(ts: TokenStream, out: &mut std::collections::BTreeSet<String>)
 
 /// Wraps the body's work-shared loop's iterator in `::offload::__share(..)` (the outliner does the same to the device
 /// copy, on the same line).
-fn share_loop(block: &mut syn::Block) {
+fn share_loop(block: &mut syn::Block, reduction: Option<&(&'static str, syn::Ident)>) {
     let mut errors = offload_model::clause::Errors::default();
     let Some(ws) = offload_model::worksharing::find(block, &mut errors) else {
         return;
     };
     let target: *const syn::ExprForLoop = ws.for_loop;
+    // A reduction variable starts at the identity; its initial value is recorded (the outliner does the same).
+    let init: Option<*const syn::Expr> = reduction
+        .and_then(|(_, var)| offload_model::worksharing::reduction_init(&ws, var))
+        .map(|e| e as *const _);
+    if let (Some(init), Some((op, _))) = (init, reduction) {
+        let op = format_ident!("{}", op);
+        for stmt in &mut block.stmts {
+            if let syn::Stmt::Local(l) = stmt {
+                if let Some(i) = &mut l.init {
+                    if std::ptr::eq(&*i.expr, init) {
+                        let e = i.expr.clone();
+                        *i.expr = syn::parse_quote_spanned!(e.span()=>
+                            ::offload::__reduce_init::<::offload::__reduce::#op, _>(#e));
+                    }
+                }
+            }
+        }
+    }
     for stmt in &mut block.stmts {
         if let syn::Stmt::Expr(syn::Expr::ForLoop(f), _) = stmt {
             if std::ptr::eq(f, target) {

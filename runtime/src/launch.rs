@@ -15,7 +15,7 @@ use crate::tables::{entry_index, entry_symbol};
 use crate::team::Launch;
 use crate::DeviceCopy;
 use offload_model::abi::map_type::{
-    DEVICE_MEMORY, FROM, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL, PRIVATE, TO,
+    DEVICE_MEMORY, FROM, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL, PRIVATE, REDUCTION, TO,
 };
 use offload_model::abi::OffloadEntry;
 use std::mem::{size_of, MaybeUninit};
@@ -158,6 +158,21 @@ impl MapArg {
         }
     }
 
+    /// A reduction's output: one slot of `R` per team, then the initial value; the runtime sizes it at launch.
+    #[inline]
+    pub fn reduction<R>() -> Self {
+        let null = std::ptr::null_mut();
+        let size = size_of::<R>();
+        MapArg {
+            begin: null,
+            size,
+            map_type: FROM | PRIVATE | REDUCTION,
+            base: null,
+            base_size: size,
+            literal: Arg::uninit(),
+        }
+    }
+
     /// The return slot, a private `from` copy.
     #[inline]
     pub fn ret<R>(slot: *mut MaybeUninit<R>) -> Self {
@@ -186,17 +201,16 @@ enum NotRun {
 /// `ret` is the slot the map list's return entry points at (if the region returns a value).
 pub unsafe fn target<R>(
     region: &'static RegionInfo,
-    device: Option<i32>,
-    cond: bool,
     launch: Launch,
     maps: &[MapArg],
     ret: *mut MaybeUninit<R>,
+    reduce: Option<fn(R, &[R]) -> R>,
     fallback: impl FnOnce() -> R,
 ) -> Result<R, Error> {
     // SAFETY: forwarded from the caller.
-    let why = match unsafe { run_on_device(region, device, cond, launch, maps) } {
-        // SAFETY: the kernel wrote the return slot (or `R` is `()`).
-        Ok(()) => return Ok(unsafe { (*ret).assume_init_read() }),
+    let why = match unsafe { run_on_device(region, launch, maps) } {
+        // SAFETY: forwarded from the caller.
+        Ok(reduced) => return Ok(unsafe { finish(reduced, reduce, ret) }),
         Err(NotRun::Failed(e)) => return Err(e),
         Err(NotRun::Host(why)) => why,
     };
@@ -241,21 +255,46 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
 /// As [`target`].
 pub unsafe fn target_on_device<R>(
     region: &'static RegionInfo,
-    device: Option<i32>,
-    cond: bool,
     launch: Launch,
     maps: &[MapArg],
     ret: *mut MaybeUninit<R>,
+    reduce: Option<fn(R, &[R]) -> R>,
 ) -> Result<R, Error> {
     // SAFETY: forwarded from the caller.
-    match unsafe { run_on_device(region, device, cond, launch, maps) } {
-        // SAFETY: the kernel wrote the return slot (or `R` is `()`).
-        Ok(()) => Ok(unsafe { (*ret).assume_init_read() }),
+    match unsafe { run_on_device(region, launch, maps) } {
+        // SAFETY: forwarded from the caller.
+        Ok(reduced) => Ok(unsafe { finish(reduced, reduce, ret) }),
         Err(NotRun::Failed(e)) => Err(e),
         Err(NotRun::Host(why)) => Err(Error::DeviceRequired {
             region: region.name,
             reason: why.reason().to_string(),
         }),
+    }
+}
+
+/// A region's value after a device run: the reduction of the teams' partials and the initial value, or the return
+/// slot.
+///
+/// # Safety
+/// `reduced` holds what the device wrote for a reduction region, `ret` the return slot otherwise.
+unsafe fn finish<R>(
+    reduced: Vec<u8>,
+    reduce: Option<fn(R, &[R]) -> R>,
+    ret: *mut MaybeUninit<R>,
+) -> R {
+    match reduce {
+        Some(fold) => {
+            let n = reduced.len() / size_of::<R>().max(1);
+            // SAFETY: `reduced` holds `n` values of `R` (the teams' partials, then the initial value), each written
+            // by the device; the byte buffer need not be aligned for `R`.
+            let at = |k: usize| unsafe {
+                std::ptr::read_unaligned((reduced.as_ptr() as *const R).add(k))
+            };
+            let partials: Vec<R> = (0..n - 1).map(at).collect();
+            fold(at(n - 1), &partials)
+        }
+        // SAFETY: the kernel wrote the return slot (or `R` is `()`).
+        None => unsafe { (*ret).assume_init_read() },
     }
 }
 
@@ -268,13 +307,11 @@ pub fn fail(e: Error) -> ! {
 
 unsafe fn run_on_device(
     region: &'static RegionInfo,
-    device: Option<i32>,
-    cond: bool,
     launch: Launch,
     maps: &[MapArg],
-) -> Result<(), NotRun> {
+) -> Result<Vec<u8>, NotRun> {
     let host = |h| Err(NotRun::Host(h));
-    let dev = match select(device, cond) {
+    let dev = match select(launch.device, launch.cond) {
         Selection::Device(dev) => dev,
         Selection::Host(h) => return host(h),
     };
@@ -300,6 +337,23 @@ unsafe fn run_on_device(
             )
             .into(),
         ));
+    };
+    let (num_teams, num_threads) = launch.geometry();
+    // A reduction's output holds a slot per team and the initial value, copied back into `reduced`.
+    let mut reduced = Vec::new();
+    let mut team_shared = 0;
+    let mut owned;
+    let maps = match maps.iter().position(|m| m.map_type & REDUCTION != 0) {
+        None => maps,
+        Some(k) => {
+            reduced = vec![0u8; maps[k].size * (num_teams as usize + 1)];
+            team_shared = num_threads as usize * offload_model::reduce::SLOT;
+            owned = maps.to_vec();
+            let m = &mut owned[k];
+            (m.begin, m.base) = (reduced.as_mut_ptr(), reduced.as_mut_ptr());
+            (m.size, m.base_size) = (reduced.len(), reduced.len());
+            &owned[..]
+        }
     };
     // SAFETY: forwarded from the caller.
     let args = match unsafe { enter_list(dev, maps, RefKind::Structured) } {
@@ -328,10 +382,10 @@ unsafe fn run_on_device(
             dev.plugin
         );
     }
-    let (num_teams, num_threads) = launch.geometry();
     let params = LaunchParams {
         num_teams,
         num_threads,
+        team_shared,
     };
     // SAFETY: the kernel came from this device and the arguments follow the region's calling convention.
     let launched = unsafe { dev.dev.launch(kernel, &args, params) };
@@ -348,7 +402,7 @@ unsafe fn run_on_device(
         }))
     };
     match (launched, unmapped) {
-        (Ok(()), Ok(())) => Ok(()),
+        (Ok(()), Ok(())) => Ok(reduced),
         (Err(f), _) => {
             if f.device_lost {
                 dev.mark_lost();

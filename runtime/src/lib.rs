@@ -32,7 +32,9 @@ pub use offload_macros::{
     declare_target, target, target_data, target_enter_data, target_exit_data, target_update,
 };
 #[doc(hidden)]
-pub use team::share as __share;
+pub use offload_model::reduce as __reduce;
+#[doc(hidden)]
+pub use team::{reduce_init as __reduce_init, share as __share};
 pub use team_api::*;
 pub use types::{DeviceCopy, Firstprivate};
 
@@ -44,7 +46,8 @@ pub mod __private {
         MappedRef,
     };
     pub use crate::launch::{fail, target, target_on_device, MapArg, RegionInfo};
-    pub use crate::team::{run_fallback, Launch};
+    pub use crate::team::{run_fallback, run_fallback_reduce, Launch};
+    pub use offload_model::reduce::fold;
 
     /// Lets a parallel region's host fallback run its body on several threads. The expansion wraps only regions
     /// whose shared data is `&T`/`&[T]` (atomics for writes) or that are `unsafe fn`.

@@ -2,12 +2,15 @@
 //! its threads at once (a barrier never waits for a thread that is not running), and a thread that fails poisons
 //! its team's barrier, so the others stop instead of waiting forever.
 
+use offload_model::reduce::{fold, ReduceOp};
 use std::cell::Cell;
 use std::sync::{Condvar, Mutex};
 
-/// Launch geometry a region asks for (`num_teams`, `thread_limit`, and whether it is SPMD).
+/// Where and how a region asks to run: `device(..)`, `if(..)`, its construct, `num_teams`, `thread_limit`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Launch {
+    pub device: Option<i32>,
+    pub cond: bool,
     pub spmd: bool,
     pub work_shared: bool,
     pub num_teams: Option<u32>,
@@ -90,17 +93,17 @@ impl TeamBarrier {
 }
 
 /// Runs `f(team, thread)` for every thread of `teams` x `threads`: each team's threads at once, as many teams at a
-/// time as the host has hardware threads for. Returns `f(0, 0)`'s result, or the first failure (recorded before the
-/// failing thread's team barrier is poisoned, so the others leaving it never mask the cause).
+/// time as the host has hardware threads for. Returns every result in (team, thread) order, or the first failure
+/// (recorded before the failing thread's team barrier is poisoned, so the others leaving it never mask the cause).
 pub fn run_teams<R: Send, E: Send>(
     teams: u32,
     threads: u32,
     f: &(dyn Fn(u32, u32, &TeamBarrier) -> Result<R, E> + Sync),
-) -> Result<R, E> {
+) -> Result<Vec<R>, E> {
     let hw = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let wave = (hw / threads).max(1);
     let first_failure: Mutex<Option<E>> = Mutex::new(None);
-    let mut first: Option<R> = None;
+    let mut all: Vec<R> = Vec::with_capacity((teams * threads) as usize);
     let mut team = 0;
     while team < teams
         && first_failure
@@ -111,13 +114,13 @@ pub fn run_teams<R: Send, E: Send>(
         let end = (team + wave).min(teams);
         let barriers: Vec<TeamBarrier> = (team..end).map(|_| TeamBarrier::new(threads)).collect();
         let failure = &first_failure;
-        let zero: Option<R> = std::thread::scope(|s| {
+        std::thread::scope(|s| {
             let handles: Vec<_> = (team..end)
                 .flat_map(|t| (0..threads).map(move |i| (t, i)))
                 .map(|(t, i)| {
                     let b = &barriers[(t - team) as usize];
                     s.spawn(move || match f(t, i, b) {
-                        Ok(v) => (t == 0 && i == 0).then_some(v),
+                        Ok(v) => Some(v),
                         Err(e) => {
                             failure
                                 .lock()
@@ -129,15 +132,12 @@ pub fn run_teams<R: Send, E: Send>(
                     })
                 })
                 .collect();
-            let mut zero = None;
             for h in handles {
                 if let Some(v) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)) {
-                    zero = Some(v);
+                    all.push(v);
                 }
             }
-            zero
         });
-        first = first.or(zero);
         team = end;
     }
     match first_failure
@@ -145,7 +145,7 @@ pub fn run_teams<R: Send, E: Send>(
         .unwrap_or_else(|p| p.into_inner())
     {
         Some(e) => Err(e),
-        None => Ok(first.expect("team 0 thread 0 ran")),
+        None => Ok(all),
     }
 }
 
@@ -155,12 +155,10 @@ thread_local! {
 }
 
 /// Runs a parallel region's host fallback on teams of host threads; the body sees its team and thread numbers
-/// through `omp_get_team_num()` and friends, and `barrier()` synchronises its team.
-pub fn run_fallback<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<R, String> {
+/// through `omp_get_team_num()` and friends, and `barrier()` synchronises its team. Returns every thread's result in
+/// (team, thread) order.
+fn run_all<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<Vec<R>, String> {
     let (teams, threads) = launch.geometry();
-    if teams * threads == 1 {
-        return Ok(body());
-    }
     run_teams(teams, threads, &|t, i, b| {
         let prev = HOST.with(|h| h.replace((t, teams, i, threads, b as *const TeamBarrier)));
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
@@ -172,6 +170,46 @@ pub fn run_fallback<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> R
                 .unwrap_or_else(|| "panic".into())
         })
     })
+}
+
+/// The host fallback of a parallel region: team 0, thread 0's value.
+pub fn run_fallback<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<R, String> {
+    let (teams, threads) = launch.geometry();
+    if teams * threads == 1 {
+        return Ok(body());
+    }
+    Ok(run_all(launch, body)?.swap_remove(0))
+}
+
+/// The host fallback of a reduction region: every thread's partial (its private copy started at the identity),
+/// combined in order after the initial value team 0, thread 0 computed.
+pub fn run_fallback_reduce<Op: ReduceOp<R>, R: Send + Copy + 'static>(
+    launch: Launch,
+    body: &(dyn Fn() -> R + Sync),
+) -> Result<R, String> {
+    let results = run_all(launch, &|| {
+        let partial = body();
+        let init = REDUCE_INIT
+            .with(|r| r.borrow_mut().take())
+            .and_then(|b| b.downcast::<R>().ok());
+        (partial, init.map(|b| *b))
+    })?;
+    let initial = results[0].1.unwrap_or_else(Op::identity);
+    let partials: Vec<R> = results.iter().map(|r| r.0).collect();
+    Ok(fold::<Op, R>(initial, &partials))
+}
+
+thread_local! {
+    /// The initial value of this thread's reduction variable, recorded by `__reduce_init`.
+    static REDUCE_INIT: std::cell::RefCell<Option<Box<dyn std::any::Any>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// What a reduction variable's initial value is rewritten to: records `init` (combined once, at the end) and
+/// starts the thread's private copy at the operator's identity.
+#[doc(hidden)]
+pub fn reduce_init<Op: ReduceOp<T>, T: 'static>(init: T) -> T {
+    REDUCE_INIT.with(|r| *r.borrow_mut() = Some(Box::new(init)));
+    Op::identity()
 }
 
 /// The host twins of the device's team queries.

@@ -183,3 +183,138 @@ fn each_iteration_runs_exactly_once() {
         }
     }
 }
+
+// 25. Reductions: private copies start at the identity; the result is `initial op combine(partials)`.
+#[target(teams_distribute_parallel_for, num_teams(teams), thread_limit(threads), reduction(+: s), if(on_device))]
+fn sum_ones(on_device: bool, teams: u32, threads: u32, x: &[f64]) -> f64 {
+    let mut s = 10.0;
+    for i in 0..x.len() {
+        s += x[i];
+    }
+    s
+}
+
+#[target(teams_distribute_parallel_for, num_teams(3), thread_limit(2), reduction(*: p), if(on_device))]
+fn product(on_device: bool, x: &[i64]) -> i64 {
+    let mut p = 3;
+    for i in 0..x.len() {
+        p *= x[i];
+    }
+    p
+}
+
+#[target(teams_distribute_parallel_for, num_teams(4), reduction(min: m), if(on_device))]
+fn minimum(on_device: bool, x: &[i32]) -> i32 {
+    let mut m: i32 = 0;
+    for i in 0..x.len() {
+        m = m.min(x[i]);
+    }
+    m
+}
+
+#[target(teams_distribute_parallel_for, num_teams(4), reduction(max: m), if(on_device))]
+fn maximum(on_device: bool, x: &[f32]) -> f32 {
+    let mut m: f32 = -1.0e30;
+    for i in 0..x.len() {
+        m = m.max(x[i]);
+    }
+    m
+}
+
+#[target(teams_distribute_parallel_for, num_teams(3), thread_limit(3), reduction(&: a), if(on_device))]
+fn all_bits(on_device: bool, x: &[u32]) -> u32 {
+    let mut a = 0xffff_fff0;
+    for i in 0..x.len() {
+        a &= x[i];
+    }
+    a
+}
+
+#[target(teams_distribute_parallel_for, num_teams(3), reduction(|: o), if(on_device))]
+fn any_bits(on_device: bool, x: &[u32]) -> u32 {
+    let mut o = 0x1_0000;
+    for i in 0..x.len() {
+        o |= x[i];
+    }
+    o
+}
+
+#[target(teams_distribute_parallel_for, num_teams(5), reduction(^: h), if(on_device))]
+fn parity(on_device: bool, x: &[u64]) -> u64 {
+    let mut h = 0xabc;
+    for i in 0..x.len() {
+        h ^= x[i];
+    }
+    h
+}
+
+#[target(teams_distribute_parallel_for, num_teams(3), thread_limit(2), reduction(&&: ok), if(on_device))]
+fn all_even(on_device: bool, x: &[u32]) -> bool {
+    let mut ok = true;
+    for i in 0..x.len() {
+        ok = ok && x[i].is_multiple_of(2);
+    }
+    ok
+}
+
+#[target(teams_distribute_parallel_for, num_teams(3), reduction(||: any), if(on_device))]
+fn any_seven(on_device: bool, x: &[u32]) -> bool {
+    let mut any = false;
+    for i in 0..x.len() {
+        any = any || x[i] == 7;
+    }
+    any
+}
+
+#[test]
+fn every_reduction_operator_matches_the_sequential_loop() {
+    for on_device in [true, false] {
+        for (teams, threads) in [(1, 1), (3, 2), (7, 3)] {
+            for n in [0usize, 1, 97, 10_007] {
+                let ones = vec![1.0f64; n];
+                assert_eq!(
+                    sum_ones(on_device, teams, threads, &ones),
+                    10.0 + n as f64,
+                    "+ with initial 10"
+                );
+            }
+        }
+        let x: Vec<i64> = (0..40).map(|i| if i % 7 == 0 { -2 } else { 1 }).collect();
+        assert_eq!(product(on_device, &x), 3 * x.iter().product::<i64>());
+        let y: Vec<i32> = (0..1000).map(|i| (i * 37 % 1001) - 500).collect();
+        assert_eq!(minimum(on_device, &y), *y.iter().min().unwrap());
+        assert_eq!(
+            minimum(on_device, &[5, 9]),
+            0,
+            "the initial value takes part"
+        );
+        let f: Vec<f32> = (0..1000).map(|i| ((i * 13) % 997) as f32 * 0.5).collect();
+        assert_eq!(
+            maximum(on_device, &f),
+            f.iter().cloned().fold(f32::MIN, f32::max)
+        );
+        let b: Vec<u32> = (0..64).map(|i| !(1u32 << (i % 4))).collect();
+        assert_eq!(
+            all_bits(on_device, &b),
+            b.iter().fold(0xffff_fff0, |a, &v| a & v)
+        );
+        assert_eq!(any_bits(on_device, &[1, 2, 4, 64]), 0x1_0000 | 71);
+        let h: Vec<u64> = (0..999).map(|i| i * 0x9e37_79b9).collect();
+        assert_eq!(parity(on_device, &h), h.iter().fold(0xabc, |a, &v| a ^ v));
+        assert!(all_even(on_device, &[2, 4, 6, 8, 10]));
+        assert!(!all_even(on_device, &[2, 4, 6, 8, 11]));
+        assert!(any_seven(on_device, &[1, 2, 7, 3]));
+        assert!(!any_seven(on_device, &[1, 2, 3]));
+        assert!(all_even(on_device, &[]), "identity of &&");
+    }
+}
+
+#[test]
+fn float_sums_are_within_a_stated_tolerance() {
+    let x: Vec<f64> = (0..100_000).map(|i| 1.0 / (1.0 + i as f64)).collect();
+    let seq = 10.0 + x.iter().sum::<f64>();
+    for on_device in [true, false] {
+        let par = sum_ones(on_device, 7, 3, &x);
+        assert!((par - seq).abs() <= 1e-12 * seq.abs(), "{par} vs {seq}");
+    }
+}

@@ -241,6 +241,16 @@ impl<'a> Outliner<'a> {
                             let r = m.range(ws.for_loop.expr.span());
                             m.insert(r.start, "::offload::__share(");
                             m.insert(r.end, ")");
+                            // A reduction variable starts at the identity; its initial value is recorded.
+                            if let Some((op, var)) = &region.reduction {
+                                if let Some(init) =
+                                    offload_model::worksharing::reduction_init(&ws, var)
+                                {
+                                    let r = m.range(init.span());
+                                    m.insert(r.start, format!("::offload::__reduce_init::<::offload::__reduce::{op}, _>("));
+                                    m.insert(r.end, ")");
+                                }
+                            }
                         }
                     }
                     let identity = format!("{}::{}", module_path.join("::"), func.sig.ident);

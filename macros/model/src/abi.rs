@@ -23,6 +23,8 @@ pub mod map_type {
     /// Ours: a literal that is device memory (`DevicePtr`, `DeviceBuffer`); the map-list entry's `base_size` holds
     /// the device it lives on.
     pub const DEVICE_MEMORY: u64 = 1 << 41;
+    /// Ours: a reduction's output, one slot per team plus the initial value; `size` is one slot.
+    pub const REDUCTION: u64 = 1 << 42;
 }
 
 /// LLVM 22's `__tgt_offload_entry` (56 bytes, version 1). `address` is the host function's address (the region's

@@ -223,6 +223,8 @@ pub enum Clause {
     If(Ident, Expr),
     /// `teams`, `parallel`: construct words of `#[target]`.
     Construct(Ident),
+    /// `reduction(op: a, b)`: the operator's type name in `offload_model::reduce`, its span, and the variables.
+    Reduction(&'static str, proc_macro2::Span, Vec<Ident>),
     NumTeams(Ident, Expr),
     ThreadLimit(Ident, Expr),
 }
@@ -265,7 +267,15 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
             }
             Ok(if name == "num_teams" { Clause::NumTeams(kw, e) } else { Clause::ThreadLimit(kw, e) })
         }
-        "collapse" | "reduction" | "nowait" => Err(syn::Error::new(
+        "reduction" if construct == Construct::Target => {
+            let content;
+            syn::parenthesized!(content in input);
+            let op = parse_reduce_op(&content)?;
+            content.parse::<Token![:]>()?;
+            let vars = Punctuated::<Ident, Token![,]>::parse_separated_nonempty(&content)?;
+            Ok(Clause::Reduction(op.0, op.1, vars.into_iter().collect()))
+        }
+        "collapse" | "nowait" => Err(syn::Error::new(
             kw.span(),
             format!("`{kw}` is an OpenMP clause this version of offload does not support yet; supported: {CLAUSES}"),
         )),
@@ -279,6 +289,48 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
         )),
         _ => Err(syn::Error::new(kw.span(), format!("unknown clause `{kw}`; supported: {CLAUSES}"))),
     }
+}
+
+/// A reduction operator: `+ * & | ^ && ||`, `min` or `max`, as the name of its type in `offload_model::reduce`.
+fn parse_reduce_op(input: ParseStream) -> syn::Result<(&'static str, proc_macro2::Span)> {
+    let span = input.span();
+    let op = if input.peek(Token![&&]) {
+        input.parse::<Token![&&]>()?;
+        "And"
+    } else if input.peek(Token![||]) {
+        input.parse::<Token![||]>()?;
+        "Or"
+    } else if input.peek(Token![+]) {
+        input.parse::<Token![+]>()?;
+        "Add"
+    } else if input.peek(Token![*]) {
+        input.parse::<Token![*]>()?;
+        "Mul"
+    } else if input.peek(Token![&]) {
+        input.parse::<Token![&]>()?;
+        "BitAnd"
+    } else if input.peek(Token![|]) {
+        input.parse::<Token![|]>()?;
+        "BitOr"
+    } else if input.peek(Token![^]) {
+        input.parse::<Token![^]>()?;
+        "BitXor"
+    } else {
+        let id: Ident = input
+            .parse()
+            .map_err(|_| input.error("expected a reduction operator: + * min max & | ^ && ||"))?;
+        match id.to_string().as_str() {
+            "min" => "Min",
+            "max" => "Max",
+            _ => {
+                return Err(syn::Error::new(
+                    id.span(),
+                    "unknown reduction operator; use + * min max & | ^ && ||",
+                ))
+            }
+        }
+    };
+    Ok((op, span))
 }
 
 /// Parses `clause, clause, ...` up to the end of `input` or a `=>`.

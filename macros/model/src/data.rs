@@ -66,7 +66,10 @@ impl DataConstruct {
                 }
                 Clause::Device(kw, e) => set_once(&mut c.device, kw, e, &mut errors),
                 Clause::If(kw, e) => set_once(&mut c.if_cond, kw, e, &mut errors),
-                Clause::Construct(_) | Clause::NumTeams(..) | Clause::ThreadLimit(..) => {
+                Clause::Construct(_)
+                | Clause::NumTeams(..)
+                | Clause::ThreadLimit(..)
+                | Clause::Reduction(..) => {
                     unreachable!("parse_clause yields these for #[target] only")
                 }
             }
@@ -127,7 +130,10 @@ impl Update {
                     match parse_clause(input, Construct::Data)? {
                         Clause::Device(kw, e) => set_once(&mut u.device, kw, e, &mut errors),
                         Clause::If(kw, e) => set_once(&mut u.if_cond, kw, e, &mut errors),
-                        Clause::Construct(_) | Clause::NumTeams(..) | Clause::ThreadLimit(..) => {
+                        Clause::Construct(_)
+                        | Clause::NumTeams(..)
+                        | Clause::ThreadLimit(..)
+                        | Clause::Reduction(..) => {
                             unreachable!("parse_clause yields these for #[target] only")
                         }
                         Clause::Map { .. } => {

@@ -75,6 +75,8 @@ pub struct Region {
     pub thread_limit: Option<Expr>,
     /// Declared `unsafe fn`: opts out of the race-freedom rules.
     pub is_unsafe: bool,
+    /// `reduction(op: var)`: the operator's type in `offload_model::reduce` and the variable.
+    pub reduction: Option<(&'static str, Ident)>,
 }
 
 impl Region {
@@ -124,12 +126,21 @@ impl Region {
             num_teams: None,
             thread_limit: None,
             is_unsafe: func.sig.unsafety.is_some(),
+            reduction: None,
         };
         region.apply_clauses(clauses, &mut errors);
         if region.work_shared {
             if let Some(ws) = crate::worksharing::find(&func.block, &mut errors) {
                 crate::worksharing::check_races(&region, &func.block, &ws, &mut errors);
+                if let Some((_, var)) = &region.reduction {
+                    crate::worksharing::check_reduction(&func.block, &ws, var, &mut errors);
+                }
             }
+        } else if let Some((_, var)) = &region.reduction {
+            errors.push(syn::Error::new(
+                var.span(),
+                "`reduction` combines a work-shared loop's partial results: add `teams_distribute_parallel_for`",
+            ));
         }
         let n = region.kernel_args().len();
         if n > crate::abi::MAX_KERNEL_ARGS {
@@ -159,6 +170,16 @@ impl Region {
                 Clause::NumTeams(kw, e) => set_once(&mut self.num_teams, kw, e, errors),
                 Clause::ThreadLimit(kw, e) => set_once(&mut self.thread_limit, kw, e, errors),
                 Clause::Construct(kw) => words.push(kw),
+                Clause::Reduction(op, span, vars) => {
+                    if self.reduction.is_some() || vars.len() > 1 {
+                        errors.push(syn::Error::new(
+                            span,
+                            "one reduction variable per region in this version",
+                        ));
+                    } else {
+                        self.reduction = Some((op, vars[0].clone()));
+                    }
+                }
             }
         }
         let has = |w: &str| words.iter().any(|k| k == w);

@@ -114,6 +114,16 @@ pub fn check_races(region: &Region, block: &Block, ws: &WorkShared, errors: &mut
             _ => None,
         })
         .collect();
+    // The reduction variable is each thread's private copy, combined at the end: the loop may update it.
+    let outer: Vec<String> = outer
+        .into_iter()
+        .filter(|n| {
+            region
+                .reduction
+                .as_ref()
+                .is_none_or(|(_, v)| v != n.as_str())
+        })
+        .collect();
     let mut c = Races {
         exclusive: &exclusive,
         outer: &outer,
@@ -216,7 +226,7 @@ impl Races<'_> {
                     left.span(),
                     format!(
                         "`{n}` is declared before the work-shared loop, so every thread updates its own copy and only \
-                         one would be returned; declare it inside the loop (`reduction(op: {n})` is not supported yet)"
+                         one would be returned; declare it inside the loop, or combine the copies with `reduction(op: {n})`"
                     ),
                 ));
             }
@@ -239,4 +249,40 @@ fn is_compound_assign(op: &syn::BinOp) -> bool {
             | ShlAssign(_)
             | ShrAssign(_)
     )
+}
+
+/// The `let mut var = INIT;` of a reduction variable among the per-thread `let`s, whose `INIT` the lowering
+/// replaces by the operator's identity (the initial value is combined once, at the end).
+pub fn reduction_init<'a>(ws: &WorkShared<'a>, var: &syn::Ident) -> Option<&'a Expr> {
+    ws.lets.iter().find_map(|l| {
+        let id = match &l.pat {
+            Pat::Ident(p) => p,
+            Pat::Type(t) => match &*t.pat {
+                Pat::Ident(p) => p,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        (id.ident == *var && id.mutability.is_some())
+            .then(|| l.init.as_ref().map(|i| &*i.expr))
+            .flatten()
+    })
+}
+
+/// A reduction variable is a `let mut var = INIT;` before the loop, and the body's tail is exactly `var`.
+pub fn check_reduction(block: &Block, ws: &WorkShared, var: &syn::Ident, errors: &mut Errors) {
+    if reduction_init(ws, var).is_none() {
+        errors.push(syn::Error::new(
+            var.span(),
+            format!("declare the reduction variable before the loop with its initial value: `let mut {var} = ..;`"),
+        ));
+    }
+    let tail_is_var = matches!(block.stmts.last(), Some(Stmt::Expr(e, None)) if name(e).is_some_and(|n| *var == n));
+    if !tail_is_var {
+        let span = block.stmts.last().map_or(block.span(), |s| s.span());
+        errors.push(syn::Error::new(
+            span,
+            format!("a reduction region ends with its variable: make the tail `{var}`"),
+        ));
+    }
 }

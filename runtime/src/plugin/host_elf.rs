@@ -176,14 +176,30 @@ impl Device for HostElfDevice {
             )));
         }
         let (teams, threads) = (params.num_teams.max(1), params.num_threads.max(1));
+        // Team-shared memory: one zeroed block per team, in 16-byte units so any slot type is aligned.
+        let units = params.team_shared.div_ceil(16);
+        let shared: Vec<std::sync::Mutex<Vec<u128>>> = (0..if units > 0 { teams } else { 0 })
+            .map(|_| std::sync::Mutex::new(vec![0u128; units]))
+            .collect();
+        let shared_ptr = |t: u32| -> (*mut u8, usize) {
+            match shared.get(t as usize) {
+                // The block outlives the launch; its threads coordinate their accesses with the team barrier.
+                Some(m) => (
+                    m.lock().unwrap_or_else(|p| p.into_inner()).as_mut_ptr() as *mut u8,
+                    units * 16,
+                ),
+                None => (std::ptr::null_mut(), 0),
+            }
+        };
         if teams * threads == 1 {
             // SAFETY: per the trait's contract.
-            return unsafe { run_thread(kernel, args, (0, 1, 0, 1), None) };
+            return unsafe { run_thread(kernel, args, (0, 1, 0, 1), None, shared_ptr(0)) };
         }
         run_teams(teams, threads, &|t, i, b| {
-            // SAFETY: per the trait's contract; `b` outlives the kernel call.
-            unsafe { run_thread(kernel, args, (t, teams, i, threads), Some(b)) }
+            // SAFETY: per the trait's contract; `b` and the team's block outlive the kernel call.
+            unsafe { run_thread(kernel, args, (t, teams, i, threads), Some(b), shared_ptr(t)) }
         })
+        .map(drop)
     }
 }
 
@@ -196,6 +212,7 @@ unsafe fn run_thread(
     args: &[super::Arg],
     g: (u32, u32, u32, u32),
     barrier: Option<&TeamBarrier>,
+    shared: (*mut u8, usize),
 ) -> Result<(), KernelFailure> {
     let mut failure = MaybeUninit::<HostFailure>::uninit();
     // SAFETY: only `failed` is read unless the kernel set it, after writing the rest.
@@ -205,8 +222,8 @@ unsafe fn run_thread(
         num_teams: g.1,
         thread_num: g.2,
         num_threads: g.3,
-        team_shared: std::ptr::null_mut(),
-        team_shared_len: 0,
+        team_shared: shared.0,
+        team_shared_len: shared.1,
         failure: failure.as_mut_ptr(),
         barrier: barrier.map(|_| TeamBarrier::wait_c as unsafe extern "C" fn(*const c_void) -> u32),
         barrier_ctx: barrier.map_or(std::ptr::null(), |b| {

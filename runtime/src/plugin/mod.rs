@@ -18,6 +18,8 @@ pub type Arg = std::mem::MaybeUninit<u64>;
 pub struct LaunchParams {
     pub num_teams: u32,
     pub num_threads: u32,
+    /// Bytes of team-shared memory each team gets (zero-filled, 16-byte aligned).
+    pub team_shared: usize,
 }
 
 /// A failure inside a kernel that started.
