@@ -57,6 +57,18 @@ pub fn __share<I: Iterator>(it: I) -> core::iter::Take<core::iter::Skip<I>> {
     it.skip(lo).take(hi - lo)
 }
 
+/// The share of a `collapse(2)` loop nest this thread runs, as `(i, j)` pairs.
+#[doc(hidden)]
+#[cfg(feature = "host")]
+pub fn __share2<A, B>(a: A, b: B) -> impl Iterator<Item = (A::Item, B::Item)>
+where
+    A: Iterator + Clone,
+    B: Iterator + Clone,
+{
+    let (t, n, i, m) = host::geometry();
+    offload_model::abi::flat_share(a, b, (t * m + i) as usize, (n * m) as usize)
+}
+
 #[doc(hidden)]
 pub use offload_model::reduce as __reduce;
 

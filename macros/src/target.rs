@@ -189,7 +189,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     // A work-shared loop gives each thread its share of the iterations: its `a..b` becomes `__share(a..b)`.
     let mut block = block;
     if region.work_shared {
-        share_loop(&mut block, region.reduction.as_ref());
+        share_loop(&mut block, region.reduction.as_ref(), region.collapse);
     }
     let host_body = if touch.is_empty() {
         quote!(#block)
@@ -333,9 +333,13 @@ fn collect_idents(ts: TokenStream, out: &mut std::collections::BTreeSet<String>)
 
 /// Wraps the body's work-shared loop's iterator in `::offload::__share(..)` (the outliner does the same to the device
 /// copy, on the same line).
-fn share_loop(block: &mut syn::Block, reduction: Option<&(&'static str, syn::Ident)>) {
+fn share_loop(
+    block: &mut syn::Block,
+    reduction: Option<&(&'static str, syn::Ident)>,
+    collapse: usize,
+) {
     let mut errors = offload_model::clause::Errors::default();
-    let Some(ws) = offload_model::worksharing::find(block, &mut errors) else {
+    let Some(ws) = offload_model::worksharing::find(block, collapse, &mut errors) else {
         return;
     };
     let target: *const syn::ExprForLoop = ws.for_loop;
@@ -361,7 +365,21 @@ fn share_loop(block: &mut syn::Block, reduction: Option<&(&'static str, syn::Ide
         if let syn::Stmt::Expr(syn::Expr::ForLoop(f), _) = stmt {
             if std::ptr::eq(f, target) {
                 let e = f.expr.clone();
-                *f.expr = syn::parse_quote_spanned!(e.span()=> ::offload::__share(#e));
+                if collapse == 2 {
+                    // `for i in A { for j in B { body } }` -> `for (i, j) in __share2(A, B) { body }`
+                    let Some(syn::Stmt::Expr(syn::Expr::ForLoop(inner), _)) =
+                        f.body.stmts.first().cloned()
+                    else {
+                        return;
+                    };
+                    let (outer_pat, inner_pat, b) =
+                        (f.pat.clone(), inner.pat.clone(), inner.expr.clone());
+                    *f.pat = syn::parse_quote!((#outer_pat, #inner_pat));
+                    *f.expr = syn::parse_quote_spanned!(e.span()=> ::offload::__share2(#e, #b));
+                    f.body = inner.body;
+                } else {
+                    *f.expr = syn::parse_quote_spanned!(e.span()=> ::offload::__share(#e));
+                }
             }
         }
     }

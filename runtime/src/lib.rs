@@ -34,7 +34,7 @@ pub use offload_macros::{
 #[doc(hidden)]
 pub use offload_model::reduce as __reduce;
 #[doc(hidden)]
-pub use team::{reduce_init as __reduce_init, share as __share};
+pub use team::{reduce_init as __reduce_init, share as __share, share2 as __share2};
 pub use team_api::*;
 pub use types::{DeviceCopy, Firstprivate};
 

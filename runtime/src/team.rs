@@ -2,6 +2,7 @@
 //! its threads at once (a barrier never waits for a thread that is not running), and a thread that fails poisons
 //! its team's barrier, so the others stop instead of waiting forever.
 
+use offload_model::abi::flat_share;
 use offload_model::reduce::{fold, ReduceOp};
 use std::cell::Cell;
 use std::sync::{Condvar, Mutex};
@@ -240,4 +241,16 @@ pub fn share<I: Iterator>(it: I) -> core::iter::Take<core::iter::Skip<I>> {
     let len = it.size_hint().1.unwrap_or(usize::MAX);
     let (lo, hi) = offload_model::abi::block_share(len, (t * m + i) as usize, (n * m) as usize);
     it.skip(lo).take(hi - lo)
+}
+
+/// The share of a `collapse(2)` loop nest this thread runs: a block of the flattened `a x b` iteration space, as
+/// `(i, j)` pairs.
+#[doc(hidden)]
+pub fn share2<A, B>(a: A, b: B) -> impl Iterator<Item = (A::Item, B::Item)>
+where
+    A: Iterator + Clone,
+    B: Iterator + Clone,
+{
+    let (t, n, i, m) = host_geometry();
+    flat_share(a, b, (t * m + i) as usize, (n * m) as usize)
 }

@@ -318,3 +318,40 @@ fn float_sums_are_within_a_stated_tolerance() {
         assert!((par - seq).abs() <= 1e-12 * seq.abs(), "{par} vs {seq}");
     }
 }
+
+// collapse(2): the (i, j) space is shared out as one; each pair exactly once.
+#[target(
+    teams_distribute_parallel_for,
+    collapse(2),
+    num_teams(teams),
+    thread_limit(2),
+    if(on_device)
+)]
+fn grid(on_device: bool, teams: u32, n: usize, m: usize, hits: &[AtomicU32], out: &mut [u32]) {
+    for i in 0..n {
+        for j in 0..m {
+            hits[i * m + j].fetch_add(1, Relaxed);
+            out[i * m + j] = (i * 1000 + j) as u32;
+        }
+    }
+}
+
+#[test]
+fn collapse_2_runs_each_pair_exactly_once() {
+    for on_device in [true, false] {
+        for (teams, n, m) in [(1, 1, 1), (3, 0, 5), (3, 7, 0), (4, 13, 17), (5, 101, 3)] {
+            let hits: Vec<AtomicU32> = (0..n * m).map(|_| AtomicU32::new(0)).collect();
+            let mut out = vec![u32::MAX; n * m];
+            grid(on_device, teams, n, m, &hits, &mut out);
+            assert!(
+                hits.iter().all(|h| h.load(Relaxed) == 1),
+                "device {on_device}, {n}x{m}"
+            );
+            for i in 0..n {
+                for j in 0..m {
+                    assert_eq!(out[i * m + j], (i * 1000 + j) as u32);
+                }
+            }
+        }
+    }
+}

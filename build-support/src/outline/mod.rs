@@ -242,11 +242,32 @@ impl<'a> Outliner<'a> {
                     if region.work_shared {
                         // Each thread runs its share of the loop: `for i in ::offload::__share(a..b)`, same line.
                         let mut errors = offload_model::clause::Errors::default();
-                        if let Some(ws) = offload_model::worksharing::find(&func.block, &mut errors)
-                        {
+                        if let Some(ws) = offload_model::worksharing::find(
+                            &func.block,
+                            region.collapse,
+                            &mut errors,
+                        ) {
                             let r = m.range(ws.for_loop.expr.span());
-                            m.insert(r.start, "::offload::__share(");
-                            m.insert(r.end, ")");
+                            match &ws.inner {
+                                // `for i in A { for j in B {` -> `for (i, j) in __share2(A, B) {`, the inner
+                                // header and its closing brace blanked: every line stays where it was.
+                                Some((inner, _, _)) => {
+                                    let p = m.range(ws.for_loop.pat.span());
+                                    m.insert(p.start, "(");
+                                    m.insert(p.end, format!(", {})", inner.pat.to_token_stream()));
+                                    m.insert(r.start, "::offload::__share2(");
+                                    m.insert(r.end, format!(", {})", inner.expr.to_token_stream()));
+                                    let head = m.offset(inner.for_token.span.start())
+                                        ..m.range(inner.body.brace_token.span.open()).end;
+                                    m.blank(head);
+                                    let close = m.range(inner.body.brace_token.span.close());
+                                    m.blank(close);
+                                }
+                                None => {
+                                    m.insert(r.start, "::offload::__share(");
+                                    m.insert(r.end, ")");
+                                }
+                            }
                             // A reduction variable starts at the identity; its initial value is recorded.
                             if let Some((op, var)) = &region.reduction {
                                 if let Some(init) =

@@ -174,3 +174,21 @@ pub const fn block_share(n: usize, g: usize, total: usize) -> (usize, usize) {
     }
     (lo, lo + len)
 }
+
+/// The `(i, j)` pairs of the flattened `a x b` space that global thread `g` of `total` runs (`collapse(2)`), in
+/// row-major order; `nth` on ranges is O(1), so each pair costs a division.
+pub fn flat_share<A, B>(
+    a: A,
+    b: B,
+    g: usize,
+    total: usize,
+) -> impl Iterator<Item = (A::Item, B::Item)>
+where
+    A: Iterator + Clone,
+    B: Iterator + Clone,
+{
+    let na = a.size_hint().1.unwrap_or(0);
+    let nb = b.size_hint().1.unwrap_or(0);
+    let (lo, hi) = block_share(na.saturating_mul(nb), g, total);
+    (lo..hi).filter_map(move |k| Some((a.clone().nth(k / nb)?, b.clone().nth(k % nb)?)))
+}

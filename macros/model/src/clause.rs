@@ -223,6 +223,8 @@ pub enum Clause {
     If(Ident, Expr),
     /// `teams`, `parallel`: construct words of `#[target]`.
     Construct(Ident),
+    /// `collapse(n)`.
+    Collapse(Ident, usize),
     /// `reduction(op: a, b)`: the operator's type name in `offload_model::reduce`, its span, and the variables.
     Reduction(&'static str, proc_macro2::Span, Vec<Ident>),
     NumTeams(Ident, Expr),
@@ -275,7 +277,13 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
             let vars = Punctuated::<Ident, Token![,]>::parse_separated_nonempty(&content)?;
             Ok(Clause::Reduction(op.0, op.1, vars.into_iter().collect()))
         }
-        "collapse" | "nowait" => Err(syn::Error::new(
+        "collapse" if construct == Construct::Target => {
+            let content;
+            syn::parenthesized!(content in input);
+            let n: syn::LitInt = content.parse()?;
+            Ok(Clause::Collapse(kw, n.base10_parse()?))
+        }
+        "nowait" => Err(syn::Error::new(
             kw.span(),
             format!("`{kw}` is an OpenMP clause this version of offload does not support yet; supported: {CLAUSES}"),
         )),

@@ -69,7 +69,8 @@ impl DataConstruct {
                 Clause::Construct(_)
                 | Clause::NumTeams(..)
                 | Clause::ThreadLimit(..)
-                | Clause::Reduction(..) => {
+                | Clause::Reduction(..)
+                | Clause::Collapse(..) => {
                     unreachable!("parse_clause yields these for #[target] only")
                 }
             }
@@ -133,7 +134,8 @@ impl Update {
                         Clause::Construct(_)
                         | Clause::NumTeams(..)
                         | Clause::ThreadLimit(..)
-                        | Clause::Reduction(..) => {
+                        | Clause::Reduction(..)
+                        | Clause::Collapse(..) => {
                             unreachable!("parse_clause yields these for #[target] only")
                         }
                         Clause::Map { .. } => {

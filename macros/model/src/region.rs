@@ -77,6 +77,8 @@ pub struct Region {
     pub is_unsafe: bool,
     /// `reduction(op: var)`: the operator's type in `offload_model::reduce` and the variable.
     pub reduction: Option<(&'static str, Ident)>,
+    /// `collapse(n)`: how many perfectly nested loops are shared out as one (1 without the clause).
+    pub collapse: usize,
 }
 
 impl Region {
@@ -127,10 +129,11 @@ impl Region {
             thread_limit: None,
             is_unsafe: func.sig.unsafety.is_some(),
             reduction: None,
+            collapse: 1,
         };
         region.apply_clauses(clauses, &mut errors);
         if region.work_shared {
-            if let Some(ws) = crate::worksharing::find(&func.block, &mut errors) {
+            if let Some(ws) = crate::worksharing::find(&func.block, region.collapse, &mut errors) {
                 crate::worksharing::check_races(&region, &func.block, &ws, &mut errors);
                 if let Some((_, var)) = &region.reduction {
                     crate::worksharing::check_reduction(&func.block, &ws, var, &mut errors);
@@ -158,6 +161,7 @@ impl Region {
 
     fn apply_clauses(&mut self, clauses: Vec<Clause>, errors: &mut Errors) {
         let mut words: Vec<Ident> = Vec::new();
+        let mut collapse_kw: Option<Ident> = None;
         for clause in clauses {
             match clause {
                 Clause::Map { map, items } => {
@@ -170,6 +174,17 @@ impl Region {
                 Clause::NumTeams(kw, e) => set_once(&mut self.num_teams, kw, e, errors),
                 Clause::ThreadLimit(kw, e) => set_once(&mut self.thread_limit, kw, e, errors),
                 Clause::Construct(kw) => words.push(kw),
+                Clause::Collapse(kw, n) => {
+                    if !(1..=2).contains(&n) {
+                        errors.push(syn::Error::new(
+                            kw.span(),
+                            "`collapse(1)` or `collapse(2)` in this version",
+                        ));
+                    } else {
+                        self.collapse = n;
+                        collapse_kw = Some(kw);
+                    }
+                }
                 Clause::Reduction(op, span, vars) => {
                     if self.reduction.is_some() || vars.len() > 1 {
                         errors.push(syn::Error::new(
@@ -184,6 +199,12 @@ impl Region {
         }
         let has = |w: &str| words.iter().any(|k| k == w);
         self.work_shared = has("teams_distribute_parallel_for");
+        if let (Some(kw), false) = (&collapse_kw, self.work_shared) {
+            errors.push(syn::Error::new(
+                kw.span(),
+                "`collapse` applies to `teams_distribute_parallel_for`",
+            ));
+        }
         match (has("teams"), has("parallel")) {
             (true, true) if self.work_shared => errors.push(syn::Error::new(
                 words[0].span(),

@@ -14,10 +14,12 @@ pub struct WorkShared<'a> {
     pub for_loop: &'a ExprForLoop,
     /// The loop variable.
     pub index: syn::Ident,
+    /// Under `collapse(2)`: the inner loop, its variable, and its bound `m` when it is `0..m`.
+    pub inner: Option<(&'a ExprForLoop, syn::Ident, Option<&'a Expr>)>,
 }
 
 /// Finds the loop and checks the body's shape and the loop's form.
-pub fn find<'a>(block: &'a Block, errors: &mut Errors) -> Option<WorkShared<'a>> {
+pub fn find<'a>(block: &'a Block, collapse: usize, errors: &mut Errors) -> Option<WorkShared<'a>> {
     let mut lets = Vec::new();
     let mut found: Option<&ExprForLoop> = None;
     let n = block.stmts.len();
@@ -62,11 +64,76 @@ pub fn find<'a>(block: &'a Block, errors: &mut Errors) -> Option<WorkShared<'a>>
         ));
         return None;
     }
+    let inner = if collapse == 2 {
+        Some(find_inner(for_loop, &index, errors)?)
+    } else {
+        None
+    };
     Some(WorkShared {
         lets,
         for_loop,
         index,
+        inner,
     })
+}
+
+/// The loop nested in `outer` for `collapse(2)`: the outer body must be exactly that loop, over a range that does
+/// not depend on the outer variable.
+fn find_inner<'a>(
+    outer: &'a ExprForLoop,
+    outer_index: &syn::Ident,
+    errors: &mut Errors,
+) -> Option<(&'a ExprForLoop, syn::Ident, Option<&'a Expr>)> {
+    let inner = match outer.body.stmts.as_slice() {
+        [Stmt::Expr(Expr::ForLoop(f), _)] => f,
+        _ => {
+            errors.push(syn::Error::new(
+                outer.body.span(),
+                "`collapse(2)` needs perfectly nested loops: the outer loop's body is exactly one `for` loop",
+            ));
+            return None;
+        }
+    };
+    let Pat::Ident(p) = &*inner.pat else {
+        errors.push(syn::Error::new(
+            inner.pat.span(),
+            "the inner loop's variable must be a plain name, like `j`",
+        ));
+        return None;
+    };
+    let mut mentions = std::collections::BTreeSet::new();
+    collect_idents(
+        quote::ToTokens::to_token_stream(&*inner.expr),
+        &mut mentions,
+    );
+    if !shareable(&inner.expr) || mentions.contains(&outer_index.to_string()) {
+        errors.push(syn::Error::new(
+            inner.expr.span(),
+            "the inner loop of `collapse(2)` runs over `a..b` or `(a..b).step_by(s)` independent of the outer variable",
+        ));
+        return None;
+    }
+    let bound = match &*inner.expr {
+        Expr::Range(r) if r.start.as_deref().is_some_and(is_zero) => r.end.as_deref(),
+        _ => None,
+    };
+    Some((inner, p.ident.clone(), bound))
+}
+
+fn is_zero(e: &Expr) -> bool {
+    matches!(e, Expr::Lit(l) if matches!(&l.lit, syn::Lit::Int(i) if i.base10_digits() == "0"))
+}
+
+fn collect_idents(ts: proc_macro2::TokenStream, out: &mut std::collections::BTreeSet<String>) {
+    for tt in ts {
+        match tt {
+            proc_macro2::TokenTree::Ident(i) => {
+                out.insert(i.to_string());
+            }
+            proc_macro2::TokenTree::Group(g) => collect_idents(g.stream(), out),
+            _ => {}
+        }
+    }
 }
 
 fn shareable(e: &Expr) -> bool {
@@ -124,10 +191,18 @@ pub fn check_races(region: &Region, block: &Block, ws: &WorkShared, errors: &mut
                 .is_none_or(|(_, v)| v != n.as_str())
         })
         .collect();
+    // Under `collapse(2)` each thread owns `(i, j)` pairs: `y[i * m + j]` (with `m` the inner bound) is its own.
+    let collapsed = ws.inner.as_ref().map(|(_, j, m)| {
+        (
+            j.to_string(),
+            m.map(|m| quote::ToTokens::to_token_stream(m).to_string()),
+        )
+    });
     let mut c = Races {
         exclusive: &exclusive,
         outer: &outer,
         index: ws.index.to_string(),
+        collapsed,
         in_loop: false,
         errors: Vec::new(),
     };
@@ -151,6 +226,8 @@ struct Races<'a> {
     exclusive: &'a [String],
     outer: &'a [String],
     index: String,
+    /// Under `collapse(2)`: the inner variable and the inner bound's tokens.
+    collapsed: Option<(String, Option<String>)>,
     in_loop: bool,
     errors: Vec<(Span, String)>,
 }
@@ -172,13 +249,19 @@ impl<'ast> Visit<'ast> for Races<'_> {
                     && name(&m.receiver).is_some_and(|n| self.exclusive.contains(&n)) => {}
             Expr::Index(ix) if name(&ix.expr).is_some_and(|n| self.exclusive.contains(&n)) => {
                 let n = name(&ix.expr).unwrap_or_default();
-                let own = name(&ix.index).is_some_and(|i| i == self.index);
+                let own = match &self.collapsed {
+                    None => name(&ix.index).is_some_and(|i| i == self.index),
+                    Some((j, m)) => self.is_flat_index(&ix.index, j, m.as_deref()),
+                };
                 if !(self.in_loop && own) {
                     let msg = if self.in_loop {
                         format!(
                             "`{n}` is `&mut` and every thread has it: index it with the loop variable (`{n}[{}]`) so \
                              each element is written by one thread only, or declare the region `unsafe fn`",
-                            self.index
+                            match &self.collapsed {
+                                Some((j, Some(m))) => format!("{} * {m} + {j}", self.index),
+                                _ => self.index.clone(),
+                            }
                         )
                     } else {
                         format!(
@@ -219,6 +302,25 @@ impl<'ast> Visit<'ast> for Races<'_> {
 }
 
 impl Races<'_> {
+    /// `i * m + j`, with `i` the outer variable, `j` the inner one and `m` the inner loop's bound as written.
+    fn is_flat_index(&self, e: &Expr, j: &str, m: Option<&str>) -> bool {
+        let (Expr::Binary(add), Some(m)) = (e, m) else {
+            return false;
+        };
+        let syn::BinOp::Add(_) = add.op else {
+            return false;
+        };
+        let Expr::Binary(mul) = &*add.left else {
+            return false;
+        };
+        let syn::BinOp::Mul(_) = mul.op else {
+            return false;
+        };
+        name(&mul.left).is_some_and(|i| i == self.index)
+            && quote::ToTokens::to_token_stream(&*mul.right).to_string() == m
+            && name(&add.right).is_some_and(|n| n == j)
+    }
+
     fn check_assigned(&mut self, left: &Expr) {
         if let Some(n) = name(left) {
             if self.outer.contains(&n) {
