@@ -127,3 +127,10 @@ pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(parti
         }
     }
 }
+
+/// The running team's shared block (address, bytes).
+pub fn team_shared() -> (*mut u8, usize) {
+    env().map_or((core::ptr::null_mut(), 0), |e| {
+        (e.team_shared, e.team_shared_len)
+    })
+}

@@ -8,6 +8,11 @@ extern crate std;
 #[cfg(feature = "host")]
 mod host;
 mod math;
+#[cfg(feature = "host")]
+pub use math::{
+    abs, ceil, cos, exp, floor, ln, log2, max, min, mul_add, powf, powi, sin, sqrt, tan, tanh,
+    Float,
+};
 
 /// `use offload::__prelude::*;` is put into every device module by the outliner: float methods that `core` lacks.
 pub mod __prelude {
@@ -80,6 +85,24 @@ pub fn __reduce_init<Op: __reduce::ReduceOp<T>, T: Copy>(init: T) -> T {
     host::record_init(init);
     Op::identity()
 }
+
+/// The first `len` atomics of this team's shared memory (zeroed at launch): `teams, parallel` regions only.
+#[cfg(feature = "host")]
+pub fn team_shared<T: offload_model::abi::SharedAtomic>(len: usize) -> &'static [T] {
+    // SAFETY: the plugin gave the running team this block for the kernel's run.
+    unsafe { offload_model::abi::shared_atomics(host::team_shared(), len) }
+}
+
+/// This team's shared memory as raw bytes (address, length).
+///
+/// # Safety
+/// The caller keeps the team's threads' accesses apart (with `barrier()`), and uses it only during the region.
+#[cfg(feature = "host")]
+pub unsafe fn team_shared_raw() -> (*mut u8, usize) {
+    host::team_shared()
+}
+
+pub use offload_model::abi::SharedAtomic;
 
 /// Whether this is team 0, thread 0: the thread whose value a region returns.
 #[doc(hidden)]

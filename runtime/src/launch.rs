@@ -341,13 +341,17 @@ unsafe fn run_on_device(
     let (num_teams, num_threads) = launch.geometry();
     // A reduction's output holds a slot per team and the initial value, copied back into `reduced`.
     let mut reduced = Vec::new();
-    let mut team_shared = 0;
+    let mut team_shared = if launch.spmd {
+        offload_model::abi::TEAM_SHARED_BYTES
+    } else {
+        0
+    };
     let mut owned;
     let maps = match maps.iter().position(|m| m.map_type & REDUCTION != 0) {
         None => maps,
         Some(k) => {
             reduced = vec![0u8; maps[k].size * (num_teams as usize + 1)];
-            team_shared = num_threads as usize * offload_model::reduce::SLOT;
+            team_shared = team_shared.max(num_threads as usize * offload_model::reduce::SLOT);
             owned = maps.to_vec();
             let m = &mut owned[k];
             (m.begin, m.base) = (reduced.as_mut_ptr(), reduced.as_mut_ptr());

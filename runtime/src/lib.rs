@@ -18,6 +18,7 @@ mod error;
 mod icv;
 mod launch;
 mod mapping;
+mod math;
 mod plugin;
 mod tables;
 mod team;
@@ -28,9 +29,11 @@ pub use api::*;
 pub use buffer::{DeviceBuffer, DevicePtr};
 pub use data::{MapOwner, Mapped};
 pub use error::Error;
+pub use math::*;
 pub use offload_macros::{
     declare_target, target, target_data, target_enter_data, target_exit_data, target_update,
 };
+pub use offload_model::abi::SharedAtomic;
 #[doc(hidden)]
 pub use offload_model::reduce as __reduce;
 #[doc(hidden)]

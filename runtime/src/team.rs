@@ -153,6 +153,8 @@ pub fn run_teams<R: Send, E: Send>(
 thread_local! {
     /// The host fallback's view of where this thread runs: (team, teams, thread, threads, barrier).
     static HOST: Cell<(u32, u32, u32, u32, *const TeamBarrier)> = const { Cell::new((0, 1, 0, 1, std::ptr::null())) };
+    /// The host fallback's team-shared memory for this thread's team: (address, bytes).
+    static HOST_SHARED: Cell<(*mut u8, usize)> = const { Cell::new((std::ptr::null_mut(), 0)) };
 }
 
 /// Runs a parallel region's host fallback on teams of host threads; the body sees its team and thread numbers
@@ -160,10 +162,25 @@ thread_local! {
 /// (team, thread) order.
 fn run_all<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<Vec<R>, String> {
     let (teams, threads) = launch.geometry();
+    // Each team's shared block, in 16-byte units (aligned for any atomic), zero-filled.
+    let units = if launch.spmd {
+        offload_model::abi::TEAM_SHARED_BYTES / 16
+    } else {
+        0
+    };
+    let shared: Vec<Mutex<Vec<u128>>> =
+        (0..teams).map(|_| Mutex::new(vec![0u128; units])).collect();
     run_teams(teams, threads, &|t, i, b| {
+        // The block outlives the team's threads, which coordinate through atomics and the team barrier.
+        let block = shared[t as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut_ptr() as *mut u8;
         let prev = HOST.with(|h| h.replace((t, teams, i, threads, b as *const TeamBarrier)));
+        let prev_shared = HOST_SHARED.with(|s| s.replace((block, units * 16)));
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
         HOST.with(|h| h.set(prev));
+        HOST_SHARED.with(|s| s.set(prev_shared));
         r.map_err(|p| {
             p.downcast_ref::<&str>()
                 .map(|s| s.to_string())
@@ -253,4 +270,9 @@ where
 {
     let (t, n, i, m) = host_geometry();
     flat_share(a, b, (t * m + i) as usize, (n * m) as usize)
+}
+
+/// The host fallback's team-shared memory for this thread's team (null outside a `teams, parallel` region).
+pub fn host_team_shared() -> (*mut u8, usize) {
+    HOST_SHARED.with(|s| s.get())
 }

@@ -29,3 +29,19 @@ pub fn omp_get_num_threads() -> i32 {
 pub fn barrier() {
     host_barrier()
 }
+
+/// The first `len` atomics of this team's shared memory (zeroed at launch, shared by the team's threads, gone when the
+/// region ends). Only `teams, parallel` regions have team-shared memory: 48 KiB per team.
+pub fn team_shared<T: offload_model::abi::SharedAtomic>(len: usize) -> &'static [T] {
+    // SAFETY: the fallback runner sets this thread's team block for the body's run.
+    unsafe { offload_model::abi::shared_atomics(crate::team::host_team_shared(), len) }
+}
+
+/// This team's shared memory as raw bytes (address, length), for data that is not atomic.
+///
+/// # Safety
+/// The caller keeps the team's threads' accesses apart (with `barrier()`), and uses the memory only during the
+/// region.
+pub unsafe fn team_shared_raw() -> (*mut u8, usize) {
+    crate::team::host_team_shared()
+}

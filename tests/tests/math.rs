@@ -49,3 +49,36 @@ fn float_methods_match_the_host_bit_for_bit() {
     }
     assert!(yd.iter().all(|v| v.is_finite()));
 }
+
+#[target(if(on_device))]
+fn free_functions(on_device: bool, x: &[f32], y: &mut [f32]) {
+    for i in 0..x.len() {
+        let v = x[i];
+        y[i] = offload::sqrt(v)
+            + offload::exp(v / 10.0)
+            + offload::ln(v)
+            + offload::log2(v)
+            + offload::sin(v)
+            + offload::cos(v)
+            + offload::tan(v / 100.0)
+            + offload::tanh(v)
+            + offload::powf(v, 0.5)
+            + offload::powi(v, 2)
+            + offload::mul_add(v, 2.0, 1.0)
+            + offload::abs(-v)
+            + offload::floor(v)
+            + offload::ceil(v)
+            + offload::min(v, 3.0)
+            + offload::max(v, 3.0);
+    }
+}
+
+#[test]
+fn free_math_functions_match_the_host() {
+    let x: Vec<f32> = (1..100).map(|i| i as f32 * 0.7).collect();
+    let (mut d, mut h) = (vec![0f32; x.len()], vec![0f32; x.len()]);
+    free_functions(true, &x, &mut d);
+    free_functions(false, &x, &mut h);
+    assert!(d.iter().zip(&h).all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(d.iter().all(|v| v.is_finite() && *v > 0.0));
+}

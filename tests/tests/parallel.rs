@@ -355,3 +355,38 @@ fn collapse_2_runs_each_pair_exactly_once() {
         }
     }
 }
+
+// 26. A barrier orders a team's writes to team-shared memory before its reads; each team has its own block.
+#[target(teams, parallel, num_teams(3), thread_limit(4), if(on_device))]
+fn shared_stages(on_device: bool, seen: &[AtomicU32]) {
+    let slots: &[AtomicU32] = offload::team_shared(4);
+    let (t, i, m) = (
+        omp_get_team_num() as u32,
+        omp_get_thread_num() as u32,
+        omp_get_num_threads() as u32,
+    );
+    slots[i as usize].store(t * 100 + i + 1, Relaxed);
+    barrier();
+    let next = (i + 1) % m;
+    seen[(t * m + i) as usize].store(slots[next as usize].load(Relaxed), Relaxed);
+}
+
+#[test]
+fn a_barrier_orders_team_shared_memory() {
+    for on_device in [true, false] {
+        for _ in 0..10 {
+            let seen: Vec<AtomicU32> = (0..12).map(|_| AtomicU32::new(0)).collect();
+            shared_stages(on_device, &seen);
+            for t in 0..3u32 {
+                for i in 0..4u32 {
+                    let want = t * 100 + (i + 1) % 4 + 1;
+                    assert_eq!(
+                        seen[(t * 4 + i) as usize].load(Relaxed),
+                        want,
+                        "team {t} thread {i} (device {on_device})"
+                    );
+                }
+            }
+        }
+    }
+}

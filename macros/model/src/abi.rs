@@ -106,6 +106,9 @@ impl DeviceImageRecord {
 /// The most kernel arguments (after `dyn_ptr`) a region may have: each slice counts two, the return slot one.
 pub const MAX_KERNEL_ARGS: usize = 64;
 
+/// Team-shared memory every team of a `teams, parallel` launch gets (what a CUDA block may use statically).
+pub const TEAM_SHARED_BYTES: usize = 48 * 1024;
+
 /// Room for a panic message and file name reported by a host-image kernel.
 pub const FAILURE_MESSAGE_CAP: usize = 1024;
 pub const FAILURE_FILE_CAP: usize = 512;
@@ -191,4 +194,40 @@ where
     let nb = b.size_hint().1.unwrap_or(0);
     let (lo, hi) = block_share(na.saturating_mul(nb), g, total);
     (lo..hi).filter_map(move |k| Some((a.clone().nth(k / nb)?, b.clone().nth(k % nb)?)))
+}
+
+/// Atomics a team may share through team-shared memory (every bit pattern valid, zero a valid start).
+///
+/// # Safety
+/// Implemented only for the integer atomics.
+pub unsafe trait SharedAtomic: Sized + Sync {}
+macro_rules! shared_atomics {
+    ($($t:ty),*) => { $(unsafe impl SharedAtomic for $t {})* };
+}
+shared_atomics!(
+    core::sync::atomic::AtomicU8,
+    core::sync::atomic::AtomicU16,
+    core::sync::atomic::AtomicU32,
+    core::sync::atomic::AtomicU64,
+    core::sync::atomic::AtomicUsize,
+    core::sync::atomic::AtomicI8,
+    core::sync::atomic::AtomicI16,
+    core::sync::atomic::AtomicI32,
+    core::sync::atomic::AtomicI64,
+    core::sync::atomic::AtomicIsize
+);
+
+/// The first `len` atomics of a team-shared block `(ptr, bytes)`; panics if the block is absent or too small.
+///
+/// # Safety
+/// The block is the running team's, 16-byte aligned and zero-initialised, and outlives the region's run.
+pub unsafe fn shared_atomics<'a, T: SharedAtomic>(block: (*mut u8, usize), len: usize) -> &'a [T] {
+    let bytes = len.saturating_mul(core::mem::size_of::<T>());
+    assert!(
+        !block.0.is_null() && bytes <= block.1,
+        "offload::team_shared: {bytes} bytes asked, the team has {} (only `teams, parallel` regions have team-shared memory)",
+        if block.0.is_null() { 0 } else { block.1 }
+    );
+    // SAFETY: per the contract; atomics accept the zeroed bytes and are shared by design.
+    unsafe { core::slice::from_raw_parts(block.0 as *const T, len) }
 }
