@@ -5,10 +5,10 @@
 //! (a) enter plus exit of an already-present buffer; (b) a region launch with 16 present mapped arguments.
 //! Target (issue 3): ours/theirs <= 0.5 on both.
 
+mod peer;
+
 use offload::{target, target_data};
 use std::hint::black_box;
-use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 const N: usize = 1024;
@@ -79,41 +79,6 @@ fn ours() -> (f64, f64) {
     })
 }
 
-/// The peer's figures, or why there are none.
-fn theirs() -> Result<Vec<(String, f64)>, String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peer/data_env.c");
-    let exe = std::env::temp_dir().join("offload-peer-data-env");
-    let built = Command::new("clang-22")
-        .args(["-O2", "-fopenmp", "-fopenmp-targets=x86_64-pc-linux-gnu", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .map_err(|e| format!("clang-22 not found ({e}); apt-get install clang-22 libomp-22-dev liboffload-22-dev"))?;
-    if !built.status.success() {
-        return Err(format!(
-            "clang-22 failed:\n{}",
-            String::from_utf8_lossy(&built.stderr)
-        ));
-    }
-    let run = Command::new(&exe)
-        .env_remove("OMP_TARGET_OFFLOAD")
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !run.status.success() {
-        return Err(format!(
-            "the peer failed:\n{}",
-            String::from_utf8_lossy(&run.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&run.stdout)
-        .lines()
-        .filter_map(|l| {
-            l.split_once(' ')
-                .and_then(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
-        })
-        .collect())
-}
-
 fn main() {
     assert_eq!(
         offload::omp_get_num_devices(),
@@ -123,7 +88,7 @@ fn main() {
     let (enter_exit, launch16) = ours();
     println!("ours  enter+exit of a present buffer     : {enter_exit:8.1} ns/op");
     println!("ours  launch with 16 present mapped args : {launch16:8.1} ns/op");
-    match theirs() {
+    match peer::run("data_env", &[], &[]) {
         Ok(peer) => {
             let get = |k: &str| {
                 peer.iter()

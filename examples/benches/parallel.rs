@@ -5,11 +5,11 @@
 //! Targets (issue 4): at least 0.9x rayon and at least 1.0x the clang peer on both, and for dot at least 1.0x clang's
 //! `teams distribute parallel for simd reduction`.
 
+mod peer;
+
 use offload::{target, target_data};
 use rayon::prelude::*;
 use std::hint::black_box;
-use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 const N: usize = 1 << 26;
@@ -43,40 +43,6 @@ fn best(mut f: impl FnMut()) -> f64 {
 
 fn gbs(arrays: usize, secs: f64) -> f64 {
     (arrays * N * 4) as f64 / secs / 1e9
-}
-
-fn peer() -> Result<Vec<(String, f64)>, String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peer/parallel.c");
-    let exe = std::env::temp_dir().join("offload-peer-parallel");
-    let built = Command::new("clang-22")
-        .args(["-O3", "-march=native", "-fopenmp", "-fopenmp-targets=x86_64-pc-linux-gnu", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .map_err(|e| format!("clang-22 not found ({e}); apt-get install clang-22 libomp-22-dev liboffload-22-dev"))?;
-    if !built.status.success() {
-        return Err(format!(
-            "clang-22 failed:\n{}",
-            String::from_utf8_lossy(&built.stderr)
-        ));
-    }
-    let run = Command::new(&exe)
-        .arg(N.to_string())
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !run.status.success() {
-        return Err(format!(
-            "the peer failed:\n{}",
-            String::from_utf8_lossy(&run.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&run.stdout)
-        .lines()
-        .filter_map(|l| {
-            l.split_once(' ')
-                .and_then(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
-        })
-        .collect())
 }
 
 fn main() {
@@ -121,7 +87,7 @@ fn main() {
         rayon_triad / dev_triad,
         rayon_dot / dev_dot
     );
-    match peer() {
+    match peer::run("parallel", &["-march=native"], &[N.to_string()]) {
         Ok(p) => {
             let get = |k: &str| p.iter().find(|(n, _)| n == k).map_or(f64::NAN, |(_, v)| *v);
             println!("clang-22 peer on libomptarget's host plugin (GB/s): triad {:.2}, dot {:.2}, dot simd {:.2}", get("triad"), get("dot"), get("dot_simd"));

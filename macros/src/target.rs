@@ -173,11 +173,11 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         .chain(&region.num_teams)
         .chain(&region.thread_limit)
     {
-        collect_idents(e.to_token_stream(), &mut clause_idents);
+        offload_model::worksharing::collect_idents(e.to_token_stream(), &mut clause_idents);
     }
     for s in region.params.iter().filter_map(|p| p.section.as_ref()) {
         for e in s.lo.iter().chain(&s.hi) {
-            collect_idents(e.to_token_stream(), &mut clause_idents);
+            offload_model::worksharing::collect_idents(e.to_token_stream(), &mut clause_idents);
         }
     }
     let touch = idents
@@ -315,18 +315,6 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
                 let __offload_maps = [#(#maps),*];
                 #launch
             }
-        }
-    }
-}
-
-fn collect_idents(ts: TokenStream, out: &mut std::collections::BTreeSet<String>) {
-    for tt in ts {
-        match tt {
-            proc_macro2::TokenTree::Ident(i) => {
-                out.insert(i.to_string());
-            }
-            proc_macro2::TokenTree::Group(g) => collect_idents(g.stream(), out),
-            _ => {}
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod clause;
 #[cfg(feature = "syntax")]
 pub mod data;
 pub mod identity;
+mod math;
 pub mod reduce;
 #[cfg(feature = "syntax")]
 pub mod region;

@@ -124,7 +124,8 @@ fn is_zero(e: &Expr) -> bool {
     matches!(e, Expr::Lit(l) if matches!(&l.lit, syn::Lit::Int(i) if i.base10_digits() == "0"))
 }
 
-fn collect_idents(ts: proc_macro2::TokenStream, out: &mut std::collections::BTreeSet<String>) {
+/// Every identifier in a token stream, groups included.
+pub fn collect_idents(ts: proc_macro2::TokenStream, out: &mut std::collections::BTreeSet<String>) {
     for tt in ts {
         match tt {
             proc_macro2::TokenTree::Ident(i) => {
