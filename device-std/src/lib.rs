@@ -55,11 +55,10 @@ pub fn barrier() {
 /// The share of a work-shared loop's iterations this thread runs; the outliner wraps the loop in it.
 #[doc(hidden)]
 #[cfg(feature = "host")]
-pub fn __share<I: Iterator>(it: I) -> core::iter::Take<core::iter::Skip<I>> {
+#[inline(always)]
+pub fn __share<I: offload_model::abi::Share>(it: I) -> I::Part {
     let (t, n, i, m) = host::geometry();
-    let len = it.size_hint().1.unwrap_or(usize::MAX);
-    let (lo, hi) = offload_model::abi::block_share(len, (t * m + i) as usize, (n * m) as usize);
-    it.skip(lo).take(hi - lo)
+    it.share((t * m + i) as usize, (n * m) as usize)
 }
 
 /// The share of a `collapse(2)` loop nest this thread runs, as `(i, j)` pairs.

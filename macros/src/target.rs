@@ -349,6 +349,7 @@ fn share_loop(
             }
         }
     }
+    let mut lowered: Option<syn::Expr> = None;
     for stmt in &mut block.stmts {
         if let syn::Stmt::Expr(syn::Expr::ForLoop(f), _) = stmt {
             if std::ptr::eq(f, target) {
@@ -365,10 +366,55 @@ fn share_loop(
                     *f.pat = syn::parse_quote!((#outer_pat, #inner_pat));
                     *f.expr = syn::parse_quote_spanned!(e.span()=> ::offload::__share2(#e, #b));
                     f.body = inner.body;
+                } else if let Some((op, var)) = reduction {
+                    // `LANES` private copies per thread, as the outliner lowers the device copy.
+                    let (pat, op, lanes) = (
+                        &f.pat,
+                        format_ident!("{}", op),
+                        offload_model::worksharing::LANES,
+                    );
+                    let mut body = f.body.clone();
+                    syn::visit_mut::VisitMut::visit_block_mut(&mut RenameToLane(var), &mut body);
+                    // Generated tokens keep the call site's span; the user's pieces keep theirs.
+                    lowered = Some(syn::parse_quote!({
+                        let mut __offload_acc = [#var; #lanes];
+                        let mut __offload_it = ::offload::__share(#e);
+                        'offload_lanes: loop {
+                            for __offload_lane in 0..#lanes {
+                                let ::core::option::Option::Some(#pat) = __offload_it.next() else { break 'offload_lanes };
+                                #body
+                            }
+                        }
+                        #var = ::offload::__reduce::fold::<::offload::__reduce::#op, _>(__offload_acc[0], &__offload_acc[1..]);
+                    }));
                 } else {
                     *f.expr = syn::parse_quote_spanned!(e.span()=> ::offload::__share(#e));
                 }
             }
         }
     }
+    if let Some(lowered) = lowered {
+        for stmt in &mut block.stmts {
+            if matches!(stmt, syn::Stmt::Expr(syn::Expr::ForLoop(f), _) if std::ptr::eq(f, target))
+            {
+                *stmt = syn::Stmt::Expr(lowered, None);
+                break;
+            }
+        }
+    }
+}
+
+/// Renames a reduction variable in the loop body to the current lane's private copy.
+struct RenameToLane<'a>(&'a syn::Ident);
+
+impl syn::visit_mut::VisitMut for RenameToLane<'_> {
+    fn visit_expr_mut(&mut self, e: &mut syn::Expr) {
+        if matches!(e, syn::Expr::Path(p) if p.qself.is_none() && p.path.is_ident(self.0)) {
+            *e = syn::parse_quote!(__offload_acc[__offload_lane]);
+            return;
+        }
+        syn::visit_mut::visit_expr_mut(self, e);
+    }
+
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }

@@ -253,11 +253,9 @@ pub fn host_barrier() {
 /// The share of a work-shared loop's iterations this thread runs (the host fallback's threads; the host image has
 /// its twin in device-std). The outliner and the macro wrap the loop's `a..b` / `(a..b).step_by(s)` in this.
 #[doc(hidden)]
-pub fn share<I: Iterator>(it: I) -> core::iter::Take<core::iter::Skip<I>> {
+pub fn share<I: offload_model::abi::Share>(it: I) -> I::Part {
     let (t, n, i, m) = host_geometry();
-    let len = it.size_hint().1.unwrap_or(usize::MAX);
-    let (lo, hi) = offload_model::abi::block_share(len, (t * m + i) as usize, (n * m) as usize);
-    it.skip(lo).take(hi - lo)
+    it.share((t * m + i) as usize, (n * m) as usize)
 }
 
 /// The share of a `collapse(2)` loop nest this thread runs: a block of the flattened `a x b` iteration space, as

@@ -263,6 +263,47 @@ impl<'a> Outliner<'a> {
                                     let close = m.range(inner.body.brace_token.span.close());
                                     m.blank(close);
                                 }
+                                // A reduction loop runs its share `LANES` iterations at a time, each into its own
+                                // private copy (latency-bound chains in parallel), combined after the loop:
+                                // `{ let mut acc = [s; L]; let mut it = __share(A); 'l: loop { for lane in 0..L {
+                                // let Some(i) = it.next() else { break 'l }; BODY[s -> acc[lane]] } } s = fold(acc) }`
+                                None if region.reduction.is_some() => {
+                                    let (op, var) = region.reduction.as_ref().expect("checked");
+                                    let f = ws.for_loop;
+                                    let lanes = offload_model::worksharing::LANES;
+                                    let head = m.offset(f.for_token.span.start())
+                                        ..m.range(f.in_token.span).end;
+                                    m.replace(
+                                        head,
+                                        format!(
+                                            "{{ let mut __offload_acc = [{var}; {lanes}]; \
+                                             let mut __offload_it = ::offload::__share("
+                                        ),
+                                    );
+                                    m.insert(
+                                        r.end,
+                                        format!(
+                                            "); 'offload_lanes: loop {{ for __offload_lane in 0..{lanes} {{ \
+                                             let ::core::option::Option::Some({}) = __offload_it.next() else \
+                                             {{ break 'offload_lanes }};",
+                                            f.pat.to_token_stream()
+                                        ),
+                                    );
+                                    for u in
+                                        offload_model::worksharing::reduction_uses(&f.body, var)
+                                    {
+                                        let r = m.range(u.span());
+                                        m.replace(r, "__offload_acc[__offload_lane]");
+                                    }
+                                    let close = m.range(f.body.brace_token.span.close()).end;
+                                    m.insert(
+                                        close,
+                                        format!(
+                                            " }} }} {var} = ::offload::__reduce::fold::<::offload::__reduce::{op}, _>\
+                                             (__offload_acc[0], &__offload_acc[1..]); }}"
+                                        ),
+                                    );
+                                }
                                 None => {
                                     m.insert(r.start, "::offload::__share(");
                                     m.insert(r.end, ")");

@@ -231,3 +231,38 @@ pub unsafe fn shared_atomics<'a, T: SharedAtomic>(block: (*mut u8, usize), len: 
     // SAFETY: per the contract; atomics accept the zeroed bytes and are shared by design.
     unsafe { core::slice::from_raw_parts(block.0 as *const T, len) }
 }
+
+/// A work-shared loop's iterator and the part of it one thread runs ([`block_share`]). A range's part is again a
+/// range, clamped to the range's end: the clamp changes nothing, but it lets the compiler prove `i < end`, and so
+/// drop `x[i]`'s bounds check when the loop is `for i in 0..x.len()`.
+pub trait Share: Iterator + Sized {
+    type Part: Iterator<Item = Self::Item>;
+    fn share(self, g: usize, total: usize) -> Self::Part;
+}
+
+macro_rules! share_ranges {
+    ($($t:ty),*) => {$(
+        impl Share for core::ops::Range<$t> {
+            type Part = core::ops::Range<$t>;
+            #[inline(always)]
+            fn share(self, g: usize, total: usize) -> Self::Part {
+                let n = self.size_hint().1.unwrap_or(0);
+                let (lo, hi) = block_share(n, g, total);
+                // `lo <= hi <= n = end - start`: the sums stay in range.
+                let start = self.start.wrapping_add(lo as $t);
+                let end = self.start.wrapping_add(hi as $t);
+                start.min(self.end)..end.min(self.end)
+            }
+        }
+        impl Share for core::iter::StepBy<core::ops::Range<$t>> {
+            type Part = core::iter::Take<core::iter::Skip<Self>>;
+            #[inline(always)]
+            fn share(self, g: usize, total: usize) -> Self::Part {
+                let n = self.size_hint().1.unwrap_or(0);
+                let (lo, hi) = block_share(n, g, total);
+                self.skip(lo).take(hi - lo)
+            }
+        }
+    )*};
+}
+share_ranges!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);

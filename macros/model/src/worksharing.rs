@@ -389,3 +389,30 @@ pub fn check_reduction(block: &Block, ws: &WorkShared, var: &syn::Ident, errors:
         ));
     }
 }
+
+/// Private copies per thread in a reduction loop: independent chains that hide the operator's latency (a float add
+/// takes 4 cycles and two can start per cycle).
+pub const LANES: usize = 8;
+
+/// Every use of the reduction variable `var` in the loop body (as a plain path), which the lowering renames to the
+/// current lane's private copy.
+pub fn reduction_uses<'a>(body: &'a Block, var: &syn::Ident) -> Vec<&'a syn::ExprPath> {
+    struct Uses<'a, 'v> {
+        var: &'v syn::Ident,
+        out: Vec<&'a syn::ExprPath>,
+    }
+    impl<'a> Visit<'a> for Uses<'a, '_> {
+        fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {
+            if p.qself.is_none() && p.path.is_ident(self.var) {
+                self.out.push(p);
+            }
+        }
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+    }
+    let mut u = Uses {
+        var,
+        out: Vec::new(),
+    };
+    u.visit_block(body);
+    u.out
+}
