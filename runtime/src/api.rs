@@ -46,12 +46,7 @@ pub fn omp_target_is_present(ptr: *const c_void, device: i32) -> bool {
         return true;
     }
     match usize::try_from(device).ok().and_then(|d| devs.get(d)) {
-        Some(dev) => dev
-            .mapping
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .lookup(ptr as usize, 1)
-            .is_some(),
+        Some(dev) => dev.table().lookup(ptr as usize, 1).is_some(),
         None => false,
     }
 }
@@ -149,9 +144,7 @@ pub fn omp_get_mapped_ptr(ptr: *const c_void, device: i32) -> *mut c_void {
     match device_or_host(device) {
         Ok(None) => ptr as *mut c_void,
         Ok(Some(d)) => d
-            .mapping
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .table()
             .lookup(ptr as usize, 1)
             .map_or(std::ptr::null_mut(), |t| t as usize as *mut c_void),
         Err(()) => std::ptr::null_mut(),
@@ -173,7 +166,7 @@ pub unsafe fn omp_target_associate_ptr(
     match device_or_host(device) {
         Ok(Some(d)) => {
             let tgt = device_ptr as usize as u64 + device_offset as u64;
-            let mut t = d.mapping.lock().unwrap_or_else(|p| p.into_inner());
+            let mut t = d.table();
             if t.associate(host_ptr as usize, size, tgt).is_ok() {
                 0
             } else {
@@ -192,7 +185,7 @@ pub unsafe fn omp_target_associate_ptr(
 pub unsafe fn omp_target_disassociate_ptr(host_ptr: *const c_void, device: i32) -> i32 {
     match device_or_host(device) {
         Ok(Some(d)) => {
-            let mut t = d.mapping.lock().unwrap_or_else(|p| p.into_inner());
+            let mut t = d.table();
             if t.disassociate(host_ptr as usize).is_ok() {
                 0
             } else {

@@ -12,11 +12,6 @@ use offload_model::abi::map_type::{DELETE, FROM, LITERAL, PRESENT, PRIVATE, TO};
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 
-fn table(dev: &DeviceEntry) -> std::sync::MutexGuard<'_, crate::mapping::MappingTable> {
-    // A panic while holding the lock cannot leave the table half-updated (each operation is one insert/remove).
-    dev.mapping.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// Maps every entry of a map list in and returns one kernel argument each (a slice's is the device address of its
 /// base). On error, undoes what it did, copying nothing back.
 ///
@@ -38,7 +33,7 @@ pub(crate) unsafe fn enter_list(
         } else if m.size == 0 && m.map_type & PRIVATE == 0 {
             // A zero-length section of a non-empty slice: the present copy if its slice is mapped (as libomptarget
             // looks it up), else storage of the slice's size so the region's slice is valid, contents unspecified.
-            match t.get_or_insert_with(|| table(dev)).slice_base(m.range()) {
+            match t.get_or_insert_with(|| dev.table()).slice_base(m.range()) {
                 Some(base) => Ok(Arg::new(base)),
                 None if m.map_type & PRESENT != 0 => Err(MapError::NotPresent {
                     begin: m.begin as usize,
@@ -49,7 +44,7 @@ pub(crate) unsafe fn enter_list(
         } else if m.map_type & PRIVATE != 0 {
             private_in(dev, m).map(Arg::new).map_err(MapError::Device)
         } else {
-            let t = t.get_or_insert_with(|| table(dev));
+            let t = t.get_or_insert_with(|| dev.table());
             // SAFETY: the caller guarantees the host range.
             unsafe { t.enter(&*dev.dev, m.range(), m.map_type, kind) }
                 .map(|tgt| Arg::new(tgt - (m.begin as usize - m.base as usize) as u64))
@@ -101,7 +96,7 @@ pub(crate) unsafe fn exit_list(
         // SAFETY: `enter_list` wrote a device address for every non-literal entry.
         let addr = unsafe { a.assume_init() };
         if m.size == 0 && m.map_type & PRIVATE == 0 {
-            let tt = t.get_or_insert_with(|| table(dev));
+            let tt = t.get_or_insert_with(|| dev.table());
             if tt.slice_base(m.range()) != Some(addr) {
                 // SAFETY: our private block for this call, not the present copy.
                 unsafe { dev.dev.free(addr) };
@@ -120,7 +115,7 @@ pub(crate) unsafe fn exit_list(
             unsafe { dev.dev.free(a) };
             continue;
         }
-        let t = t.get_or_insert_with(|| table(dev));
+        let t = t.get_or_insert_with(|| dev.table());
         // SAFETY: the caller guarantees the host range.
         if let Err(e) = unsafe {
             t.exit(
@@ -302,7 +297,7 @@ unsafe fn update_one(dev: DataDevice, m: MapArg) {
     if m.size == 0 {
         return;
     }
-    let t = table(d);
+    let t = d.table();
     // SAFETY: per the callers.
     if let Err(e) = unsafe { t.update(&*d.dev, m.begin as usize, m.size, m.map_type) } {
         drop(t);

@@ -14,7 +14,7 @@ pub struct DeviceEntry {
     pub dev: Box<dyn Device>,
     /// Kernel per offload entry (by entry index), filled when the device first runs a region.
     kernels: OnceLock<Vec<Option<Kernel>>>,
-    pub mapping: Mutex<MappingTable>,
+    mapping: Mutex<MappingTable>,
     lost: AtomicBool,
 }
 
@@ -56,6 +56,12 @@ impl DeviceEntry {
             }
         }
         kernels
+    }
+
+    /// The device's present table. A panic while it was held cannot have left it half-updated (each operation is
+    /// one insert or remove), so a poisoned lock is taken over.
+    pub fn table(&self) -> std::sync::MutexGuard<'_, MappingTable> {
+        self.mapping.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn is_lost(&self) -> bool {
