@@ -29,7 +29,7 @@ impl Launch {
         if !self.spmd && !self.work_shared {
             return (1, 1);
         }
-        let hw = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let hw = hardware_threads();
         let teams = self.num_teams.unwrap_or(hw).max(1);
         let default_threads = if self.spmd { hw } else { 1 };
         let threads = self
@@ -38,6 +38,13 @@ impl Launch {
             .clamp(1, MAX_TEAM_THREADS);
         (teams, threads)
     }
+}
+
+/// The host's hardware threads, read once: `available_parallelism` reads cgroup files on Linux, too slow for every
+/// launch.
+fn hardware_threads() -> u32 {
+    static HW: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *HW.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
 }
 
 /// A team barrier that can be poisoned.
@@ -101,7 +108,7 @@ pub fn run_teams<R: Send, E: Send>(
     threads: u32,
     f: &(dyn Fn(u32, u32, &TeamBarrier) -> Result<R, E> + Sync),
 ) -> Result<Vec<R>, E> {
-    let hw = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let hw = hardware_threads();
     let wave = (hw / threads).max(1);
     let first_failure: Mutex<Option<E>> = Mutex::new(None);
     let mut all: Vec<R> = Vec::with_capacity((teams * threads) as usize);
