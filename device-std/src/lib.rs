@@ -74,6 +74,8 @@ where
 }
 
 #[doc(hidden)]
+pub use offload_model::lanes as __lanes;
+#[doc(hidden)]
 pub use offload_model::reduce as __reduce;
 
 /// What a reduction variable's initial value becomes: recorded (it is combined once, at the end) while the

@@ -189,7 +189,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     // A work-shared loop gives each thread its share of the iterations: its `a..b` becomes `__share(a..b)`.
     let mut block = block;
     if region.work_shared {
-        share_loop(&mut block, region.reduction.as_ref(), region.collapse);
+        share_loop(&mut block, region);
     }
     let host_body = if touch.is_empty() {
         quote!(#block)
@@ -319,13 +319,11 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     }
 }
 
-/// Wraps the body's work-shared loop's iterator in `::offload::__share(..)` (the outliner does the same to the device
-/// copy, on the same line).
-fn share_loop(
-    block: &mut syn::Block,
-    reduction: Option<&(&'static str, syn::Ident)>,
-    collapse: usize,
-) {
+/// Lowers the body's work-shared loop to the thread's share of it (the outliner does the same to the device copy, on
+/// the same lines): `__share2` for a collapsed nest, else the body as a closure run by `__lanes::each` or, with its
+/// private copies, `__lanes::reduce`.
+fn share_loop(block: &mut syn::Block, region: &Region) {
+    let (reduction, collapse) = (region.reduction.as_ref(), region.collapse);
     let mut errors = offload_model::clause::Errors::default();
     let Some(ws) = offload_model::worksharing::find(block, collapse, &mut errors) else {
         return;
@@ -335,6 +333,21 @@ fn share_loop(
     let init: Option<*const syn::Expr> = reduction
         .and_then(|(_, var)| offload_model::worksharing::reduction_init(&ws, var))
         .map(|e| e as *const _);
+    // What a reduction loop's body, made a closure, changes: the variable's uses and the loop's `continue`s.
+    let lens = offload_model::worksharing::indexed_slices(region, &ws);
+    let rename = Rename {
+        uses: reduction.map_or_else(Vec::new, |(_, var)| {
+            offload_model::worksharing::reduction_uses(&ws.for_loop.body, var)
+                .into_iter()
+                .map(|u| u as *const _)
+                .collect()
+        }),
+        continues: offload_model::worksharing::exits(&ws)
+            .continues
+            .into_iter()
+            .map(|c| c as *const _)
+            .collect(),
+    };
     if let (Some(init), Some((op, _))) = (init, reduction) {
         let op = format_ident!("{}", op);
         for stmt in &mut block.stmts {
@@ -349,72 +362,79 @@ fn share_loop(
             }
         }
     }
-    let mut lowered: Option<syn::Expr> = None;
     for stmt in &mut block.stmts {
-        if let syn::Stmt::Expr(syn::Expr::ForLoop(f), _) = stmt {
-            if std::ptr::eq(f, target) {
-                let e = f.expr.clone();
-                if collapse == 2 {
-                    // `for i in A { for j in B { body } }` -> `for (i, j) in __share2(A, B) { body }`
-                    let Some(syn::Stmt::Expr(syn::Expr::ForLoop(inner), _)) =
-                        f.body.stmts.first().cloned()
-                    else {
-                        return;
-                    };
-                    let (outer_pat, inner_pat, b) =
-                        (f.pat.clone(), inner.pat.clone(), inner.expr.clone());
-                    *f.pat = syn::parse_quote!((#outer_pat, #inner_pat));
-                    *f.expr = syn::parse_quote_spanned!(e.span()=> ::offload::__share2(#e, #b));
-                    f.body = inner.body;
-                } else if let Some((op, var)) = reduction {
-                    // `LANES` private copies per thread, as the outliner lowers the device copy.
-                    let (pat, op, lanes) = (
-                        &f.pat,
-                        format_ident!("{}", op),
-                        offload_model::worksharing::LANES,
-                    );
-                    let mut body = f.body.clone();
-                    syn::visit_mut::VisitMut::visit_block_mut(&mut RenameToLane(var), &mut body);
-                    // Generated tokens keep the call site's span; the user's pieces keep theirs.
-                    lowered = Some(syn::parse_quote!({
-                        let mut __offload_acc = [#var; #lanes];
-                        let mut __offload_it = ::offload::__share(#e);
-                        'offload_lanes: loop {
-                            for __offload_lane in 0..#lanes {
-                                let ::core::option::Option::Some(#pat) = __offload_it.next() else { break 'offload_lanes };
-                                #body
-                            }
-                        }
-                        #var = ::offload::__reduce::fold::<::offload::__reduce::#op, _>(__offload_acc[0], &__offload_acc[1..]);
-                    }));
-                } else {
-                    *f.expr = syn::parse_quote_spanned!(e.span()=> ::offload::__share(#e));
-                }
-            }
+        let syn::Stmt::Expr(e @ syn::Expr::ForLoop(_), _) = stmt else {
+            continue;
+        };
+        let syn::Expr::ForLoop(f) = &mut *e else {
+            continue;
+        };
+        if !std::ptr::eq(&*f, target) {
+            continue;
         }
-    }
-    if let Some(lowered) = lowered {
-        for stmt in &mut block.stmts {
-            if matches!(stmt, syn::Stmt::Expr(syn::Expr::ForLoop(f), _) if std::ptr::eq(f, target))
-            {
-                *stmt = syn::Stmt::Expr(lowered, None);
-                break;
-            }
+        let range = f.expr.clone();
+        if collapse == 2 {
+            // `for i in A { for j in B { body } }` -> `for (i, j) in __share2(A, B) { body }`
+            let Some(syn::Stmt::Expr(syn::Expr::ForLoop(inner), _)) = f.body.stmts.first().cloned()
+            else {
+                return;
+            };
+            let (outer_pat, inner_pat, b) = (f.pat.clone(), inner.pat.clone(), inner.expr.clone());
+            *f.pat = syn::parse_quote!((#outer_pat, #inner_pat));
+            *f.expr = syn::parse_quote_spanned!(range.span()=> ::offload::__share2(#range, #b));
+            f.body = inner.body;
+        } else if let Some((op, var)) = reduction {
+            // `var = lanes(Op, __share(A), [x.len(), ..], var, |i, __offload_s| BODY)`, with `var` in BODY as
+            // `(*__offload_s)`: the thread's private copies, as the outliner lowers the device copy.
+            let (pat, op) = (&f.pat, format_ident!("{}", op));
+            // In place: `rename` holds addresses in this body.
+            syn::visit_mut::VisitMut::visit_block_mut(&mut { rename }, &mut f.body);
+            let body = &f.body;
+            // Generated tokens keep the call site's span; the user's pieces keep theirs.
+            *e = syn::parse_quote!({
+                #var = ::offload::__lanes::reduce(
+                    ::offload::__reduce::#op,
+                    ::offload::__share(#range),
+                    [#(#lens.len()),*],
+                    #var,
+                    |#pat, __offload_s| #body,
+                );
+            });
+            return;
+        } else {
+            // `each(__share(A), [x.len(), ..], |i| BODY)`, as the outliner lowers the device copy.
+            let pat = &f.pat;
+            syn::visit_mut::VisitMut::visit_block_mut(&mut { rename }, &mut f.body);
+            let body = &f.body;
+            *e = syn::parse_quote!({
+                ::offload::__lanes::each(
+                    ::offload::__share(#range),
+                    [#(#lens.len()),*],
+                    |#pat| #body,
+                );
+            });
+            return;
         }
     }
 }
 
-/// Renames a reduction variable in the loop body to the current lane's private copy.
-struct RenameToLane<'a>(&'a syn::Ident);
+/// Turns a reduction loop's body into a closure's: the variable's uses become the private copy `(*__offload_s)`, and
+/// the loop's `continue`s become `return`s.
+struct Rename {
+    uses: Vec<*const syn::ExprPath>,
+    continues: Vec<*const syn::ExprContinue>,
+}
 
-impl syn::visit_mut::VisitMut for RenameToLane<'_> {
+impl syn::visit_mut::VisitMut for Rename {
     fn visit_expr_mut(&mut self, e: &mut syn::Expr) {
-        if matches!(e, syn::Expr::Path(p) if p.qself.is_none() && p.path.is_ident(self.0)) {
-            *e = syn::parse_quote!(__offload_acc[__offload_lane]);
-            return;
+        match e {
+            syn::Expr::Path(p) if self.uses.contains(&(&*p as *const _)) => {
+                *e = syn::parse_quote_spanned!(p.span()=> (*__offload_s));
+            }
+            syn::Expr::Continue(c) if self.continues.contains(&(&*c as *const _)) => {
+                *e = syn::parse_quote_spanned!(c.span()=> return);
+            }
+            _ => syn::visit_mut::visit_expr_mut(self, e),
         }
-        syn::visit_mut::visit_expr_mut(self, e);
     }
-
-    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }

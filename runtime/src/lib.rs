@@ -35,6 +35,8 @@ pub use offload_macros::{
 };
 pub use offload_model::abi::SharedAtomic;
 #[doc(hidden)]
+pub use offload_model::lanes as __lanes;
+#[doc(hidden)]
 pub use offload_model::reduce as __reduce;
 #[doc(hidden)]
 pub use team::{reduce_init as __reduce_init, share as __share, share2 as __share2};

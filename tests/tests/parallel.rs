@@ -390,3 +390,88 @@ fn a_barrier_orders_team_shared_memory() {
         }
     }
 }
+
+/// `continue` skips an iteration of a work-shared loop, plain or reduction, labelled or not.
+#[target(teams_distribute_parallel_for, num_teams(3), if(on_device))]
+fn odd_only(on_device: bool, y: &mut [u32]) {
+    for i in 0..y.len() {
+        if i.is_multiple_of(2) {
+            continue;
+        }
+        y[i] = 1;
+    }
+}
+
+#[target(teams_distribute_parallel_for, num_teams(3), reduction(+: s), if(on_device))]
+fn sum_odd(on_device: bool, x: &[u64]) -> u64 {
+    let mut s = 5;
+    'items: for i in 0..x.len() {
+        for _ in 0..1 {
+            if x[i].is_multiple_of(2) {
+                continue 'items;
+            }
+        }
+        s += x[i];
+    }
+    s
+}
+
+#[test]
+fn continue_skips_one_iteration() {
+    for on_device in [true, false] {
+        let mut y = vec![0u32; 101];
+        odd_only(on_device, &mut y);
+        assert!(
+            y.iter().enumerate().all(|(i, &v)| v == (i % 2) as u32),
+            "device {on_device}"
+        );
+        let x: Vec<u64> = (0..1001).collect();
+        let want = 5 + x.iter().filter(|v| *v % 2 == 1).sum::<u64>();
+        assert_eq!(sum_odd(on_device, &x), want, "device {on_device}");
+    }
+}
+
+// Work-shared loops run groups of iterations below the indexed slices' lengths without bounds checks first; a
+// slice shorter than the loop still fails at the first index past its end, as the sequential loop does.
+#[target(teams_distribute_parallel_for, num_teams(1), reduction(+: s), if(on_device))]
+fn dot_u32(on_device: bool, x: &[u32], y: &[u32]) -> u32 {
+    let mut s = 0;
+    for i in 0..x.len() {
+        s += x[i] * y[i];
+    }
+    s
+}
+
+#[target(teams_distribute_parallel_for, num_teams(1), if(on_device))]
+fn copy_u32(on_device: bool, x: &[u32], y: &mut [u32]) {
+    for i in 0..y.len() {
+        y[i] = x[i];
+    }
+}
+
+#[test]
+fn a_short_slice_fails_at_its_first_missing_index() {
+    let (x, y) = (vec![2u32; 100], vec![3u32; 37]);
+    for on_device in [true, false] {
+        assert_eq!(dot_u32(on_device, &x[..37], &y), 37 * 6);
+        // A device failure is an `Err` of the `try_` entry point; the host fallback's panic is re-raised.
+        let failure = |f: &dyn Fn() -> Result<(), offload::Error>| match std::panic::catch_unwind(
+            std::panic::AssertUnwindSafe(f),
+        ) {
+            Ok(r) => r
+                .expect_err("the loop runs past the short slice")
+                .to_string(),
+            Err(p) => p.downcast_ref::<String>().cloned().unwrap_or_default(),
+        };
+        let msg = failure(&|| try_dot_u32(on_device, &x, &y).map(drop));
+        assert!(
+            msg.contains("the len is 37 but the index is 37"),
+            "device {on_device}: {msg}"
+        );
+        let msg = failure(&|| try_copy_u32(on_device, &y, &mut vec![0u32; 100]));
+        assert!(
+            msg.contains("the len is 37 but the index is 37"),
+            "device {on_device}: {msg}"
+        );
+    }
+}

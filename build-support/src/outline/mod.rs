@@ -248,6 +248,11 @@ impl<'a> Outliner<'a> {
                             &mut errors,
                         ) {
                             let r = m.range(ws.for_loop.expr.span());
+                            let lens: String =
+                                offload_model::worksharing::indexed_slices(&region, &ws)
+                                    .iter()
+                                    .map(|x| format!("{x}.len(), "))
+                                    .collect();
                             match &ws.inner {
                                 // `for i in A { for j in B {` -> `for (i, j) in __share2(A, B) {`, the inner
                                 // header and its closing brace blanked: every line stays where it was.
@@ -263,29 +268,25 @@ impl<'a> Outliner<'a> {
                                     let close = m.range(inner.body.brace_token.span.close());
                                     m.blank(close);
                                 }
-                                // A reduction loop runs its share `LANES` iterations at a time, each into its own
-                                // private copy (latency-bound chains in parallel), combined after the loop:
-                                // `{ let mut acc = [s; L]; let mut it = __share(A); 'l: loop { for lane in 0..L {
-                                // let Some(i) = it.next() else { break 'l }; BODY[s -> acc[lane]] } } s = fold(acc) }`
+                                // A reduction loop's body becomes a closure that `lanes` runs on the thread's
+                                // private copies: `{ s = reduce(Op, __share(A), [x.len(), ..], s,
+                                // |i, __offload_s| BODY[s -> (*__offload_s), continue -> return]); }`
                                 None if region.reduction.is_some() => {
                                     let (op, var) = region.reduction.as_ref().expect("checked");
                                     let f = ws.for_loop;
-                                    let lanes = offload_model::worksharing::LANES;
                                     let head = m.offset(f.for_token.span.start())
                                         ..m.range(f.in_token.span).end;
                                     m.replace(
                                         head,
                                         format!(
-                                            "{{ let mut __offload_acc = [{var}; {lanes}]; \
-                                             let mut __offload_it = ::offload::__share("
+                                            "{{ {var} = ::offload::__lanes::reduce(::offload::__reduce::{op}, \
+                                             ::offload::__share("
                                         ),
                                     );
                                     m.insert(
                                         r.end,
                                         format!(
-                                            "); 'offload_lanes: loop {{ for __offload_lane in 0..{lanes} {{ \
-                                             let ::core::option::Option::Some({}) = __offload_it.next() else \
-                                             {{ break 'offload_lanes }};",
+                                            "), [{lens}], {var}, |{}, __offload_s| ",
                                             f.pat.to_token_stream()
                                         ),
                                     );
@@ -293,20 +294,35 @@ impl<'a> Outliner<'a> {
                                         offload_model::worksharing::reduction_uses(&f.body, var)
                                     {
                                         let r = m.range(u.span());
-                                        m.replace(r, "__offload_acc[__offload_lane]");
+                                        m.replace(r, "(*__offload_s)");
+                                    }
+                                    for c in offload_model::worksharing::exits(&ws).continues {
+                                        let r = m.range(c.span());
+                                        m.replace(r, "return");
                                     }
                                     let close = m.range(f.body.brace_token.span.close()).end;
-                                    m.insert(
-                                        close,
-                                        format!(
-                                            " }} }} {var} = ::offload::__reduce::fold::<::offload::__reduce::{op}, _>\
-                                             (__offload_acc[0], &__offload_acc[1..]); }}"
-                                        ),
-                                    );
+                                    m.insert(close, "); }");
                                 }
+                                // Any other loop's body becomes a closure that `each` runs:
+                                // `{ each(__share(A), [x.len(), ..], |i| BODY[continue -> return]); }`
                                 None => {
-                                    m.insert(r.start, "::offload::__share(");
-                                    m.insert(r.end, ")");
+                                    let f = ws.for_loop;
+                                    let head = m.offset(f.for_token.span.start())
+                                        ..m.range(f.in_token.span).end;
+                                    m.replace(
+                                        head,
+                                        "{ ::offload::__lanes::each(::offload::__share(",
+                                    );
+                                    m.insert(
+                                        r.end,
+                                        format!("), [{lens}], |{}| ", f.pat.to_token_stream()),
+                                    );
+                                    for c in offload_model::worksharing::exits(&ws).continues {
+                                        let r = m.range(c.span());
+                                        m.replace(r, "return");
+                                    }
+                                    let close = m.range(f.body.brace_token.span.close()).end;
+                                    m.insert(close, "); }");
                                 }
                             }
                             // A reduction variable starts at the identity; its initial value is recorded.

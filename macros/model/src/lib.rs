@@ -1,6 +1,7 @@
 //! What every side of `offload` must agree on, in one place:
 //! - [`identity`]: how a region is named (crate + module path + function) and the device symbol that name mangles to;
 //! - [`abi`]: the binary layouts shared by the fat binary, the runtime and the device images;
+//! - [`reduce`] and [`lanes`]: the reduction operators and the loop drivers work-shared loops are lowered to;
 //! - `clause`, `region`, `data` (feature `syntax`): the clause model, parsed and validated once for the macros and the
 //!   outliner.
 #![cfg_attr(not(feature = "syntax"), no_std)]
@@ -11,6 +12,7 @@ pub mod clause;
 #[cfg(feature = "syntax")]
 pub mod data;
 pub mod identity;
+pub mod lanes;
 mod math;
 pub mod reduce;
 #[cfg(feature = "syntax")]

@@ -69,12 +69,148 @@ pub fn find<'a>(block: &'a Block, collapse: usize, errors: &mut Errors) -> Optio
     } else {
         None
     };
-    Some(WorkShared {
+    let ws = WorkShared {
         lets,
         for_loop,
         index,
         inner,
-    })
+    };
+    let exits = exits(&ws);
+    for (span, what) in &exits.leaves {
+        errors.push(syn::Error::new(
+            *span,
+            format!(
+                "`{what}` would leave the work-shared loop, whose iterations are shared out over threads that each \
+                 run only theirs; skip an iteration with `continue`, or keep a flag and test it in the body"
+            ),
+        ));
+    }
+    exits.leaves.is_empty().then_some(ws)
+}
+
+/// How the work-shared loop's body can end an iteration early.
+pub struct Exits<'a> {
+    /// `continue`s of the work-shared loop (a closure-based lowering turns them into `return`).
+    pub continues: Vec<&'a syn::ExprContinue>,
+    /// `break`s of the loop and `return`s, which OpenMP forbids in a work-shared loop: (span, keyword).
+    pub leaves: Vec<(Span, &'static str)>,
+}
+
+/// The `continue`, `break` and `return` expressions in the work-shared loop's body that target the loop itself (or,
+/// under `collapse(2)`, either loop of the nest).
+pub fn exits<'a>(ws: &WorkShared<'a>) -> Exits<'a> {
+    struct V<'a> {
+        labels: Vec<String>,
+        depth: usize,
+        out: Exits<'a>,
+    }
+    impl V<'_> {
+        fn targets_us(&self, label: Option<&syn::Lifetime>) -> bool {
+            match label {
+                Some(l) => self.labels.contains(&l.ident.to_string()),
+                None => self.depth == 0,
+            }
+        }
+    }
+    impl<'a> Visit<'a> for V<'a> {
+        fn visit_expr_continue(&mut self, c: &'a syn::ExprContinue) {
+            if self.targets_us(c.label.as_ref()) {
+                self.out.continues.push(c);
+            }
+        }
+        fn visit_expr_break(&mut self, b: &'a syn::ExprBreak) {
+            if self.targets_us(b.label.as_ref()) {
+                self.out.leaves.push((b.span(), "break"));
+            }
+            syn::visit::visit_expr_break(self, b);
+        }
+        fn visit_expr_return(&mut self, r: &'a syn::ExprReturn) {
+            self.out.leaves.push((r.span(), "return"));
+            syn::visit::visit_expr_return(self, r);
+        }
+        fn visit_expr_for_loop(&mut self, f: &'a ExprForLoop) {
+            self.visit_expr(&f.expr);
+            self.depth += 1;
+            self.visit_block(&f.body);
+            self.depth -= 1;
+        }
+        fn visit_expr_while(&mut self, w: &'a syn::ExprWhile) {
+            self.visit_expr(&w.cond);
+            self.depth += 1;
+            self.visit_block(&w.body);
+            self.depth -= 1;
+        }
+        fn visit_expr_loop(&mut self, l: &'a syn::ExprLoop) {
+            self.depth += 1;
+            self.visit_block(&l.body);
+            self.depth -= 1;
+        }
+        // A closure's `return` and loops are its own; so are items'.
+        fn visit_expr_closure(&mut self, _: &'a syn::ExprClosure) {}
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+    }
+    let (body, labels) = match &ws.inner {
+        Some((inner, _, _)) => (&inner.body, [&ws.for_loop.label, &inner.label]),
+        None => (&ws.for_loop.body, [&ws.for_loop.label, &None]),
+    };
+    let mut v = V {
+        labels: labels
+            .iter()
+            .filter_map(|l| l.as_ref().map(|l| l.name.ident.to_string()))
+            .collect(),
+        depth: 0,
+        out: Exits {
+            continues: Vec::new(),
+            leaves: Vec::new(),
+        },
+    };
+    v.visit_block(body);
+    v.out
+}
+
+/// The slices the loop body indexes with exactly the loop variable (`x[i]`), by name: slice parameters that no
+/// per-thread `let` rebinds. A reduction loop's lowering runs groups of iterations below all their lengths first, where
+/// those indexings need no bounds check.
+pub fn indexed_slices(region: &Region, ws: &WorkShared) -> Vec<syn::Ident> {
+    if ws.inner.is_some() {
+        return Vec::new();
+    }
+    let mut rebound = std::collections::BTreeSet::new();
+    for l in &ws.lets {
+        collect_idents(quote::ToTokens::to_token_stream(&l.pat), &mut rebound);
+    }
+    struct V<'r> {
+        slices: Vec<&'r syn::Ident>,
+        index: String,
+        out: Vec<syn::Ident>,
+    }
+    impl<'a> Visit<'a> for V<'_> {
+        fn visit_expr_index(&mut self, ix: &'a syn::ExprIndex) {
+            if let (Some(n), Some(i)) = (name(&ix.expr), name(&ix.index)) {
+                if i == self.index && !self.out.iter().any(|o| *o == n) {
+                    if let Some(p) = self.slices.iter().find(|p| ***p == n) {
+                        self.out.push((*p).clone());
+                    }
+                }
+            }
+            syn::visit::visit_expr_index(self, ix);
+        }
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+    }
+    let mut v = V {
+        slices: region
+            .params
+            .iter()
+            .filter(|p| {
+                matches!(p.kind, ParamKind::Slice { .. }) && !rebound.contains(&p.ident.to_string())
+            })
+            .map(|p| &p.ident)
+            .collect(),
+        index: ws.index.to_string(),
+        out: Vec::new(),
+    };
+    v.visit_block(&ws.for_loop.body);
+    v.out
 }
 
 /// The loop nested in `outer` for `collapse(2)`: the outer body must be exactly that loop, over a range that does
@@ -389,10 +525,6 @@ pub fn check_reduction(block: &Block, ws: &WorkShared, var: &syn::Ident, errors:
         ));
     }
 }
-
-/// Private copies per thread in a reduction loop: independent chains that hide the operator's latency (a float add
-/// takes 4 cycles and two can start per cycle).
-pub const LANES: usize = 8;
 
 /// Every use of the reduction variable `var` in the loop body (as a plain path), which the lowering renames to the
 /// current lane's private copy.

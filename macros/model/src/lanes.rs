@@ -1,0 +1,118 @@
+//! How one thread runs its share of a work-shared loop (what the macro and the outliner lower the loop to, on every
+//! target): the body becomes a closure, run over the share in groups of [`LANES`] iterations below the lengths of the
+//! slices it indexes with the loop variable, where `x[i]` needs no bounds check, then one by one.
+
+use crate::reduce::{fold, ReduceOp};
+
+/// Private copies per thread in a reduction loop: independent chains that hide the operator's latency (a float add
+/// takes 4 cycles and two can start per cycle), and, for a range, one vector's worth of lanes for the SLP vectoriser.
+pub const LANES: usize = 8;
+
+/// A thread's share of a work-shared loop, as the lowering runs it.
+pub trait Lanes: Iterator + Sized {
+    /// Runs `body` on every item, in order, feeding the [`LANES`] private copies in turn; `lens` are the lengths of
+    /// the slices the body indexes with the item.
+    #[inline(always)]
+    fn run_lanes<T, const K: usize>(
+        mut self,
+        _lens: [usize; K],
+        acc: &mut [T; LANES],
+        mut body: impl FnMut(Self::Item, &mut T),
+    ) {
+        'all: loop {
+            for a in acc.iter_mut() {
+                let Some(i) = self.next() else { break 'all };
+                body(i, a);
+            }
+        }
+    }
+
+    /// Runs `body` on every item, in order.
+    #[inline(always)]
+    fn run<const K: usize>(self, _lens: [usize; K], body: impl FnMut(Self::Item)) {
+        self.for_each(body)
+    }
+}
+
+/// The part of `r` below every length in `lens`, and that bound: one bound for all the slices, because LLVM carries
+/// `i < min(lens)` to each of them but not a per-slice assumption made in a loop over `lens`.
+#[inline(always)]
+fn fast_part<const K: usize>(r: &core::ops::Range<usize>, lens: [usize; K]) -> (usize, usize) {
+    let lim = lens.iter().fold(usize::MAX, |e, &l| e.min(l));
+    (r.end.min(lim), lim)
+}
+
+impl Lanes for core::ops::Range<usize> {
+    /// Whole groups of [`LANES`] indices first, below every length in `lens`: there the lanes have no bounds checks
+    /// and no control flow between them, so they vectorise. The rest runs one by one, so an index past a slice's end
+    /// still panics at the same iteration.
+    #[inline(always)]
+    fn run_lanes<T, const K: usize>(
+        self,
+        lens: [usize; K],
+        acc: &mut [T; LANES],
+        mut body: impl FnMut(usize, &mut T),
+    ) {
+        let (fast, lim) = fast_part(&self, lens);
+        let mut i = self.start;
+        while fast.saturating_sub(i) >= LANES {
+            // SAFETY: `i + LANES <= fast <= lim`.
+            unsafe { core::hint::assert_unchecked(i + LANES <= lim) };
+            for (k, a) in acc.iter_mut().enumerate() {
+                body(i + k, a);
+            }
+            i += LANES;
+        }
+        for i in i..self.end {
+            body(i, &mut acc[0]);
+        }
+    }
+
+    /// The indices below every length in `lens` first, where the body needs no bounds checks (so the loop
+    /// vectoriser may take it), then the rest, in order.
+    #[inline(always)]
+    fn run<const K: usize>(self, lens: [usize; K], mut body: impl FnMut(usize)) {
+        let (fast, lim) = fast_part(&self, lens);
+        let mut i = self.start;
+        while i < fast {
+            // SAFETY: `i < fast <= lim`.
+            unsafe { core::hint::assert_unchecked(i < lim) };
+            body(i);
+            i += 1;
+        }
+        for i in i..self.end {
+            body(i);
+        }
+    }
+}
+
+macro_rules! lanes {
+    ($($t:ty),*) => {$(
+        impl Lanes for core::ops::Range<$t> {}
+        impl Lanes for core::iter::Take<core::iter::Skip<core::iter::StepBy<core::ops::Range<$t>>>> {}
+    )*};
+}
+lanes!(u8, u16, u32, u64, i8, i16, i32, i64, isize);
+impl Lanes for core::iter::Take<core::iter::Skip<core::iter::StepBy<core::ops::Range<usize>>>> {}
+
+/// A reduction loop, lowered: `var = reduce(Op, share(a..b), [x.len(), ..], var, |i, __offload_s| BODY)` with `var`
+/// in `BODY` as `(*__offload_s)`. The copies start at `start` (the identity, once the initial value was recorded) and
+/// are combined in order at the end.
+#[inline(always)]
+pub fn reduce<Op: ReduceOp<T>, T: Copy, I: Lanes, const K: usize>(
+    _op: Op,
+    share: I,
+    lens: [usize; K],
+    start: T,
+    body: impl FnMut(I::Item, &mut T),
+) -> T {
+    let mut acc = [start; LANES];
+    share.run_lanes(lens, &mut acc, body);
+    fold::<Op, T>(acc[0], &acc[1..])
+}
+
+/// Any other work-shared loop, lowered: `each(share(a..b), [x.len(), ..], |i| BODY)`.
+#[inline(always)]
+pub fn each<I: Lanes, const K: usize>(share: I, lens: [usize; K], body: impl FnMut(I::Item)) {
+    share.run(lens, body)
+}
