@@ -61,16 +61,12 @@ pub fn __share<I: offload_model::abi::Share>(it: I) -> I::Part {
     it.share((t * m + i) as usize, (n * m) as usize)
 }
 
-/// The share of a `collapse(2)` loop nest this thread runs, as `(i, j)` pairs.
+/// The share of a `collapse(n)` loop nest `(a, b, ..)` this thread runs, as `(i, j, ..)` tuples.
 #[doc(hidden)]
 #[cfg(feature = "host")]
-pub fn __share2<A, B>(a: A, b: B) -> impl Iterator<Item = (A::Item, B::Item)>
-where
-    A: Iterator + Clone,
-    B: Iterator + Clone,
-{
+pub fn __share_nest<N: offload_model::abi::Nest>(nest: N) -> impl Iterator<Item = N::Item> {
     let (t, n, i, m) = host::geometry();
-    offload_model::abi::flat_share(a, b, (t * m + i) as usize, (n * m) as usize)
+    offload_model::abi::flat_share(nest, (t * m + i) as usize, (n * m) as usize)
 }
 
 #[doc(hidden)]

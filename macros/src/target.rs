@@ -373,16 +373,24 @@ fn share_loop(block: &mut syn::Block, region: &Region) {
             continue;
         }
         let range = f.expr.clone();
-        if collapse == 2 {
-            // `for i in A { for j in B { body } }` -> `for (i, j) in __share2(A, B) { body }`
-            let Some(syn::Stmt::Expr(syn::Expr::ForLoop(inner), _)) = f.body.stmts.first().cloned()
-            else {
-                return;
-            };
-            let (outer_pat, inner_pat, b) = (f.pat.clone(), inner.pat.clone(), inner.expr.clone());
-            *f.pat = syn::parse_quote!((#outer_pat, #inner_pat));
-            *f.expr = syn::parse_quote_spanned!(range.span()=> ::offload::__share2(#range, #b));
-            f.body = inner.body;
+        if collapse > 1 {
+            // `for i in A { for j in B { .. body } }` -> `for (i, j, ..) in __share_nest((A, B, ..)) { body }`
+            let (mut pats, mut ranges) = (vec![(*f.pat).clone()], vec![range.clone()]);
+            for _ in 1..collapse {
+                let Some(syn::Stmt::Expr(syn::Expr::ForLoop(inner), _)) =
+                    f.body.stmts.first().cloned()
+                else {
+                    return;
+                };
+                pats.push(*inner.pat);
+                ranges.push(inner.expr);
+                f.body = inner.body;
+                // The flattened loop's `continue`s are the innermost loop's.
+                f.label = inner.label;
+            }
+            *f.pat = syn::parse_quote!((#(#pats),*));
+            *f.expr =
+                syn::parse_quote_spanned!(range.span()=> ::offload::__share_nest((#(#ranges),*)));
         } else if let Some((op, var)) = reduction {
             // `var = lanes(Op, __share(A), [x.len(), ..], var, |i, __offload_s| BODY)`, with `var` in BODY as
             // `(*__offload_s)`: the thread's private copies, as the outliner lowers the device copy.

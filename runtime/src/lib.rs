@@ -39,7 +39,7 @@ pub use offload_model::lanes as __lanes;
 #[doc(hidden)]
 pub use offload_model::reduce as __reduce;
 #[doc(hidden)]
-pub use team::{reduce_init as __reduce_init, share as __share, share2 as __share2};
+pub use team::{reduce_init as __reduce_init, share as __share, share_nest as __share_nest};
 pub use team_api::*;
 pub use types::{DeviceCopy, Firstprivate};
 

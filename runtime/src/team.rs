@@ -2,7 +2,7 @@
 //! its threads at once (a barrier never waits for a thread that is not running), and a thread that fails poisons
 //! its team's barrier, so the others stop instead of waiting forever.
 
-use offload_model::abi::flat_share;
+use offload_model::abi::{flat_share, Nest};
 use offload_model::reduce::{fold, ReduceOp};
 use std::cell::Cell;
 use std::sync::{Condvar, Mutex};
@@ -265,16 +265,12 @@ pub fn share<I: offload_model::abi::Share>(it: I) -> I::Part {
     it.share((t * m + i) as usize, (n * m) as usize)
 }
 
-/// The share of a `collapse(2)` loop nest this thread runs: a block of the flattened `a x b` iteration space, as
-/// `(i, j)` pairs.
+/// The share of a `collapse(n)` loop nest `(a, b, ..)` this thread runs: a block of the flattened iteration space,
+/// as `(i, j, ..)` tuples.
 #[doc(hidden)]
-pub fn share2<A, B>(a: A, b: B) -> impl Iterator<Item = (A::Item, B::Item)>
-where
-    A: Iterator + Clone,
-    B: Iterator + Clone,
-{
+pub fn share_nest<N: Nest>(nest: N) -> impl Iterator<Item = N::Item> {
     let (t, n, i, m) = host_geometry();
-    flat_share(a, b, (t * m + i) as usize, (n * m) as usize)
+    flat_share(nest, (t * m + i) as usize, (n * m) as usize)
 }
 
 /// The host fallback's team-shared memory for this thread's team (null outside a `teams, parallel` region).

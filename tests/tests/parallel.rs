@@ -356,6 +356,67 @@ fn collapse_2_runs_each_pair_exactly_once() {
     }
 }
 
+// collapse(3): the (i, j, k) space is shared out as one, including a stepped inner loop and a labelled one.
+#[target(
+    teams_distribute_parallel_for,
+    collapse(3),
+    num_teams(teams),
+    thread_limit(2),
+    if(on_device)
+)]
+fn cube(
+    on_device: bool,
+    teams: u32,
+    n: usize,
+    m: usize,
+    p: usize,
+    hits: &[AtomicU32],
+    out: &mut [u32],
+) {
+    for i in 0..n {
+        for j in 0..m {
+            'cells: for k in (0..p).step_by(1) {
+                hits[(i * m + j) * p + k].fetch_add(1, Relaxed);
+                if k == 1 {
+                    continue 'cells;
+                }
+                out[(i * m + j) * p + k] = (i * 10_000 + j * 100 + k) as u32;
+            }
+        }
+    }
+}
+
+#[test]
+fn collapse_3_runs_each_triple_exactly_once() {
+    for on_device in [true, false] {
+        for (teams, n, m, p) in [
+            (1, 1, 1, 1),
+            (3, 0, 5, 2),
+            (3, 7, 0, 3),
+            (4, 5, 7, 11),
+            (5, 13, 3, 2),
+        ] {
+            let hits: Vec<AtomicU32> = (0..n * m * p).map(|_| AtomicU32::new(0)).collect();
+            let mut out = vec![u32::MAX; n * m * p];
+            cube(on_device, teams, n, m, p, &hits, &mut out);
+            let where_ = format!("device {on_device}, {n}x{m}x{p}");
+            assert!(hits.iter().all(|h| h.load(Relaxed) == 1), "{where_}");
+            for i in 0..n {
+                for j in 0..m {
+                    for k in 0..p {
+                        let want = if k == 1 {
+                            u32::MAX
+                        } else {
+                            (i * 10_000 + j * 100 + k) as u32
+                        };
+                        assert_eq!(out[(i * m + j) * p + k], want, "{where_}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 // 26. A barrier orders a team's writes to team-shared memory before its reads; each team has its own block.
 #[target(teams, parallel, num_teams(3), thread_limit(4), if(on_device))]
 fn shared_stages(on_device: bool, seen: &[AtomicU32]) {

@@ -253,29 +253,53 @@ impl<'a> Outliner<'a> {
                                     .iter()
                                     .map(|x| format!("{x}.len(), "))
                                     .collect();
-                            match &ws.inner {
-                                // `for i in A { for j in B {` -> `for (i, j) in __share2(A, B) {`, the inner
-                                // header and its closing brace blanked: every line stays where it was.
-                                Some((inner, _, _)) => {
+                            match ws.inner.as_slice() {
+                                // `for i in A { for j in B {` -> `for (i, j) in __share_nest((A, B)) {`, the inner
+                                // headers and their closing braces blanked: every line stays where it was.
+                                [_, ..] => {
                                     let p = m.range(ws.for_loop.pat.span());
+                                    let (mut pats, mut ranges) = (String::new(), String::new());
+                                    for (inner, _, _) in &ws.inner {
+                                        pats.push_str(&format!(
+                                            ", {}",
+                                            inner.pat.to_token_stream()
+                                        ));
+                                        ranges.push_str(&format!(
+                                            ", {}",
+                                            inner.expr.to_token_stream()
+                                        ));
+                                        let head = m.offset(loop_start(inner))
+                                            ..m.range(inner.body.brace_token.span.open()).end;
+                                        m.blank(head);
+                                        let close = m.range(inner.body.brace_token.span.close());
+                                        m.blank(close);
+                                    }
+                                    // The flattened loop's `continue`s are the innermost loop's: its label.
+                                    let f = ws.for_loop;
+                                    if let Some(l) = &f.label {
+                                        let r = m.offset(loop_start(f))
+                                            ..m.range(l.colon_token.span).end;
+                                        m.blank(r);
+                                    }
+                                    if let Some(l) =
+                                        ws.inner.last().and_then(|l| l.0.label.as_ref())
+                                    {
+                                        let at = m.offset(f.for_token.span.start());
+                                        m.insert(at, format!("{}: ", l.name));
+                                    }
                                     m.insert(p.start, "(");
-                                    m.insert(p.end, format!(", {})", inner.pat.to_token_stream()));
-                                    m.insert(r.start, "::offload::__share2(");
-                                    m.insert(r.end, format!(", {})", inner.expr.to_token_stream()));
-                                    let head = m.offset(inner.for_token.span.start())
-                                        ..m.range(inner.body.brace_token.span.open()).end;
-                                    m.blank(head);
-                                    let close = m.range(inner.body.brace_token.span.close());
-                                    m.blank(close);
+                                    m.insert(p.end, format!("{pats})"));
+                                    m.insert(r.start, "::offload::__share_nest((");
+                                    m.insert(r.end, format!("{ranges}))"));
                                 }
                                 // A reduction loop's body becomes a closure that `lanes` runs on the thread's
                                 // private copies: `{ s = reduce(Op, __share(A), [x.len(), ..], s,
                                 // |i, __offload_s| BODY[s -> (*__offload_s), continue -> return]); }`
-                                None if region.reduction.is_some() => {
+                                [] if region.reduction.is_some() => {
                                     let (op, var) = region.reduction.as_ref().expect("checked");
                                     let f = ws.for_loop;
-                                    let head = m.offset(f.for_token.span.start())
-                                        ..m.range(f.in_token.span).end;
+                                    let head =
+                                        m.offset(loop_start(f))..m.range(f.in_token.span).end;
                                     m.replace(
                                         head,
                                         format!(
@@ -305,10 +329,10 @@ impl<'a> Outliner<'a> {
                                 }
                                 // Any other loop's body becomes a closure that `each` runs:
                                 // `{ each(__share(A), [x.len(), ..], |i| BODY[continue -> return]); }`
-                                None => {
+                                [] => {
                                     let f = ws.for_loop;
-                                    let head = m.offset(f.for_token.span.start())
-                                        ..m.range(f.in_token.span).end;
+                                    let head =
+                                        m.offset(loop_start(f))..m.range(f.in_token.span).end;
                                     m.replace(
                                         head,
                                         "{ ::offload::__lanes::each(::offload::__share(",
@@ -596,4 +620,11 @@ pub(crate) fn rel_or_abs(base: &Path, p: &Path) -> PathBuf {
         Ok(rel) => PathBuf::from("src").join(rel),
         Err(_) => PathBuf::from("abs").join(p.strip_prefix("/").unwrap_or(p)),
     }
+}
+
+/// Where a `for` loop starts in the source: at its label if it has one (the lowering replaces both).
+fn loop_start(f: &syn::ExprForLoop) -> proc_macro2::LineColumn {
+    f.label
+        .as_ref()
+        .map_or(f.for_token.span.start(), |l| l.name.apostrophe.start())
 }

@@ -178,22 +178,56 @@ pub const fn block_share(n: usize, g: usize, total: usize) -> (usize, usize) {
     (lo, lo + len)
 }
 
-/// The `(i, j)` pairs of the flattened `a x b` space that global thread `g` of `total` runs (`collapse(2)`), in
-/// row-major order; `nth` on ranges is O(1), so each pair costs a division.
-pub fn flat_share<A, B>(
-    a: A,
-    b: B,
-    g: usize,
-    total: usize,
-) -> impl Iterator<Item = (A::Item, B::Item)>
-where
-    A: Iterator + Clone,
-    B: Iterator + Clone,
-{
-    let na = a.size_hint().1.unwrap_or(0);
-    let nb = b.size_hint().1.unwrap_or(0);
-    let (lo, hi) = block_share(na.saturating_mul(nb), g, total);
-    (lo..hi).filter_map(move |k| Some((a.clone().nth(k / nb)?, b.clone().nth(k % nb)?)))
+/// The deepest loop nest `collapse(n)` shares out.
+pub const MAX_COLLAPSE: usize = 6;
+
+/// A `collapse(n)` loop nest as a tuple of its loops' iterators (each independent of the others): one flattened
+/// iteration space, in row-major order.
+pub trait Nest: Clone {
+    type Item;
+    /// Iterations in the flattened space.
+    fn count(&self) -> usize;
+    /// Iteration `k` of the flattened space (`nth` on a range is O(1): a division per level).
+    fn at(&self, k: usize) -> Option<Self::Item>;
+}
+
+macro_rules! nest {
+    ($($it:ident $v:ident),+) => {
+        impl<$($it: Iterator + Clone),+> Nest for ($($it,)+) {
+            type Item = ($($it::Item,)+);
+            #[inline]
+            fn count(&self) -> usize {
+                let ($($v,)+) = self;
+                1usize $(.saturating_mul($v.size_hint().1.unwrap_or(0)))+
+            }
+            #[inline]
+            fn at(&self, k: usize) -> Option<Self::Item> {
+                let ($($v,)+) = self;
+                let lens = [$($v.size_hint().1.unwrap_or(0)),+];
+                // Row-major digits of `k`, the innermost loop's last.
+                let mut digits = lens;
+                let mut rest = k;
+                for d in (0..lens.len()).rev() {
+                    digits[d] = rest % lens[d].max(1);
+                    rest /= lens[d].max(1);
+                }
+                let mut digits = digits.into_iter();
+                Some(($($v.clone().nth(digits.next()?)?,)+))
+            }
+        }
+    };
+}
+nest!(A a, B b);
+nest!(A a, B b, C c);
+nest!(A a, B b, C c, D d);
+nest!(A a, B b, C c, D d, E e);
+nest!(A a, B b, C c, D d, E e, F f);
+
+/// The iterations of a `collapse(n)` nest that global thread `g` of `total` runs: a contiguous block of the flattened
+/// space, as tuples.
+pub fn flat_share<N: Nest>(nest: N, g: usize, total: usize) -> impl Iterator<Item = N::Item> {
+    let (lo, hi) = block_share(nest.count(), g, total);
+    (lo..hi).filter_map(move |k| nest.at(k))
 }
 
 /// Atomics a team may share through team-shared memory (every bit pattern valid, zero a valid start).

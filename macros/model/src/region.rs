@@ -175,10 +175,13 @@ impl Region {
                 Clause::ThreadLimit(kw, e) => set_once(&mut self.thread_limit, kw, e, errors),
                 Clause::Construct(kw) => words.push(kw),
                 Clause::Collapse(kw, n) => {
-                    if !(1..=2).contains(&n) {
+                    if !(1..=crate::abi::MAX_COLLAPSE).contains(&n) {
                         errors.push(syn::Error::new(
                             kw.span(),
-                            "`collapse(1)` or `collapse(2)` in this version",
+                            format!(
+                                "`collapse(n)` takes 1 to {} loops",
+                                crate::abi::MAX_COLLAPSE
+                            ),
                         ));
                     } else {
                         self.collapse = n;

@@ -14,8 +14,9 @@ pub struct WorkShared<'a> {
     pub for_loop: &'a ExprForLoop,
     /// The loop variable.
     pub index: syn::Ident,
-    /// Under `collapse(2)`: the inner loop, its variable, and its bound `m` when it is `0..m`.
-    pub inner: Option<(&'a ExprForLoop, syn::Ident, Option<&'a Expr>)>,
+    /// Under `collapse(n)`: the `n - 1` loops nested in it, outermost first, each with its variable and its bound
+    /// `m` when it is `0..m`.
+    pub inner: Vec<(&'a ExprForLoop, syn::Ident, Option<&'a Expr>)>,
 }
 
 /// Finds the loop and checks the body's shape and the loop's form.
@@ -64,11 +65,14 @@ pub fn find<'a>(block: &'a Block, collapse: usize, errors: &mut Errors) -> Optio
         ));
         return None;
     }
-    let inner = if collapse == 2 {
-        Some(find_inner(for_loop, &index, errors)?)
-    } else {
-        None
-    };
+    let mut inner: Vec<(&ExprForLoop, syn::Ident, Option<&Expr>)> = Vec::new();
+    let mut outer_indices = vec![index.clone()];
+    for _ in 1..collapse {
+        let outer = inner.last().map_or(for_loop, |l| l.0);
+        let level = find_inner(outer, &outer_indices, collapse, errors)?;
+        outer_indices.push(level.1.clone());
+        inner.push(level);
+    }
     let ws = WorkShared {
         lets,
         for_loop,
@@ -76,14 +80,8 @@ pub fn find<'a>(block: &'a Block, collapse: usize, errors: &mut Errors) -> Optio
         inner,
     };
     let exits = exits(&ws);
-    for (span, what) in &exits.leaves {
-        errors.push(syn::Error::new(
-            *span,
-            format!(
-                "`{what}` would leave the work-shared loop, whose iterations are shared out over threads that each \
-                 run only theirs; skip an iteration with `continue`, or keep a flag and test it in the body"
-            ),
-        ));
+    for (span, msg) in &exits.leaves {
+        errors.push(syn::Error::new(*span, msg));
     }
     exits.leaves.is_empty().then_some(ws)
 }
@@ -92,14 +90,16 @@ pub fn find<'a>(block: &'a Block, collapse: usize, errors: &mut Errors) -> Optio
 pub struct Exits<'a> {
     /// `continue`s of the work-shared loop (a closure-based lowering turns them into `return`).
     pub continues: Vec<&'a syn::ExprContinue>,
-    /// `break`s of the loop and `return`s, which OpenMP forbids in a work-shared loop: (span, keyword).
-    pub leaves: Vec<(Span, &'static str)>,
+    /// `break`s of the loop and `return`s, which OpenMP forbids in a work-shared loop, and `continue`s of an outer
+    /// loop of a collapsed nest: (span, message).
+    pub leaves: Vec<(Span, String)>,
 }
 
 /// The `continue`, `break` and `return` expressions in the work-shared loop's body that target the loop itself (or,
-/// under `collapse(2)`, either loop of the nest).
+/// under `collapse(n)`, any loop of the nest).
 pub fn exits<'a>(ws: &WorkShared<'a>) -> Exits<'a> {
     struct V<'a> {
+        /// The labels of the nest's loops, innermost last.
         labels: Vec<String>,
         depth: usize,
         out: Exits<'a>,
@@ -111,21 +111,43 @@ pub fn exits<'a>(ws: &WorkShared<'a>) -> Exits<'a> {
                 None => self.depth == 0,
             }
         }
+        fn leave(&mut self, span: Span, what: &str) {
+            self.out.leaves.push((
+                span,
+                format!(
+                    "`{what}` would leave the work-shared loop, whose iterations are shared out over threads that \
+                     each run only theirs; skip an iteration with `continue`, or keep a flag and test it in the body"
+                ),
+            ));
+        }
     }
     impl<'a> Visit<'a> for V<'a> {
         fn visit_expr_continue(&mut self, c: &'a syn::ExprContinue) {
-            if self.targets_us(c.label.as_ref()) {
-                self.out.continues.push(c);
+            let innermost = self.labels.last();
+            match &c.label {
+                // `continue 'outer` in a collapsed nest skips the rest of an inner loop: iterations of the one
+                // flattened space that other threads may own.
+                Some(l) if self.targets_us(Some(l)) && innermost != Some(&l.ident.to_string()) => {
+                    self.out.leaves.push((
+                        c.span(),
+                        format!(
+                            "`continue {l}` skips the rest of an inner loop, but `collapse(n)` shares the nest out as \
+                             one space of iterations: only the innermost loop's iteration can be skipped"
+                        ),
+                    ))
+                }
+                label if self.targets_us(label.as_ref()) => self.out.continues.push(c),
+                _ => {}
             }
         }
         fn visit_expr_break(&mut self, b: &'a syn::ExprBreak) {
             if self.targets_us(b.label.as_ref()) {
-                self.out.leaves.push((b.span(), "break"));
+                self.leave(b.span(), "break");
             }
             syn::visit::visit_expr_break(self, b);
         }
         fn visit_expr_return(&mut self, r: &'a syn::ExprReturn) {
-            self.out.leaves.push((r.span(), "return"));
+            self.leave(r.span(), "return");
             syn::visit::visit_expr_return(self, r);
         }
         fn visit_expr_for_loop(&mut self, f: &'a ExprForLoop) {
@@ -149,14 +171,15 @@ pub fn exits<'a>(ws: &WorkShared<'a>) -> Exits<'a> {
         fn visit_expr_closure(&mut self, _: &'a syn::ExprClosure) {}
         fn visit_item(&mut self, _: &'a syn::Item) {}
     }
-    let (body, labels) = match &ws.inner {
-        Some((inner, _, _)) => (&inner.body, [&ws.for_loop.label, &inner.label]),
-        None => (&ws.for_loop.body, [&ws.for_loop.label, &None]),
-    };
+    let body = ws.inner.last().map_or(&ws.for_loop.body, |l| &l.0.body);
     let mut v = V {
-        labels: labels
-            .iter()
-            .filter_map(|l| l.as_ref().map(|l| l.name.ident.to_string()))
+        labels: std::iter::once(ws.for_loop)
+            .chain(ws.inner.iter().map(|l| l.0))
+            .map(|f| {
+                f.label
+                    .as_ref()
+                    .map_or(String::new(), |l| l.name.ident.to_string())
+            })
             .collect(),
         depth: 0,
         out: Exits {
@@ -172,7 +195,7 @@ pub fn exits<'a>(ws: &WorkShared<'a>) -> Exits<'a> {
 /// per-thread `let` rebinds. A reduction loop's lowering runs groups of iterations below all their lengths first, where
 /// those indexings need no bounds check.
 pub fn indexed_slices(region: &Region, ws: &WorkShared) -> Vec<syn::Ident> {
-    if ws.inner.is_some() {
+    if !ws.inner.is_empty() {
         return Vec::new();
     }
     let mut rebound = std::collections::BTreeSet::new();
@@ -213,11 +236,12 @@ pub fn indexed_slices(region: &Region, ws: &WorkShared) -> Vec<syn::Ident> {
     v.out
 }
 
-/// The loop nested in `outer` for `collapse(2)`: the outer body must be exactly that loop, over a range that does
-/// not depend on the outer variable.
+/// The loop nested in `outer` for `collapse(n)`: the outer body must be exactly that loop, over a range that does
+/// not depend on any outer variable.
 fn find_inner<'a>(
     outer: &'a ExprForLoop,
-    outer_index: &syn::Ident,
+    outer_indices: &[syn::Ident],
+    collapse: usize,
     errors: &mut Errors,
 ) -> Option<(&'a ExprForLoop, syn::Ident, Option<&'a Expr>)> {
     let inner = match outer.body.stmts.as_slice() {
@@ -225,7 +249,10 @@ fn find_inner<'a>(
         _ => {
             errors.push(syn::Error::new(
                 outer.body.span(),
-                "`collapse(2)` needs perfectly nested loops: the outer loop's body is exactly one `for` loop",
+                format!(
+                    "`collapse({collapse})` needs {collapse} perfectly nested loops: each outer loop's body is exactly \
+                     one `for` loop"
+                ),
             ));
             return None;
         }
@@ -242,18 +269,31 @@ fn find_inner<'a>(
         quote::ToTokens::to_token_stream(&*inner.expr),
         &mut mentions,
     );
-    if !shareable(&inner.expr) || mentions.contains(&outer_index.to_string()) {
+    if !shareable(&inner.expr)
+        || outer_indices
+            .iter()
+            .any(|i| mentions.contains(&i.to_string()))
+    {
         errors.push(syn::Error::new(
             inner.expr.span(),
-            "the inner loop of `collapse(2)` runs over `a..b` or `(a..b).step_by(s)` independent of the outer variable",
+            format!(
+                "an inner loop of `collapse({collapse})` runs over `a..b` or `(a..b).step_by(s)` independent of the \
+                 outer loops' variables"
+            ),
         ));
         return None;
     }
-    let bound = match &*inner.expr {
+    Some((inner, p.ident.clone(), zero_based_bound(&inner.expr)))
+}
+
+/// `m` in `0..m` or `(0..m).step_by(s)`: the loop's variable stays below it.
+fn zero_based_bound(e: &Expr) -> Option<&Expr> {
+    match e {
         Expr::Range(r) if r.start.as_deref().is_some_and(is_zero) => r.end.as_deref(),
+        Expr::Paren(p) => zero_based_bound(&p.expr),
+        Expr::MethodCall(m) if m.method == "step_by" => zero_based_bound(&m.receiver),
         _ => None,
-    };
-    Some((inner, p.ident.clone(), bound))
+    }
 }
 
 fn is_zero(e: &Expr) -> bool {
@@ -328,13 +368,18 @@ pub fn check_races(region: &Region, block: &Block, ws: &WorkShared, errors: &mut
                 .is_none_or(|(_, v)| v != n.as_str())
         })
         .collect();
-    // Under `collapse(2)` each thread owns `(i, j)` pairs: `y[i * m + j]` (with `m` the inner bound) is its own.
-    let collapsed = ws.inner.as_ref().map(|(_, j, m)| {
-        (
-            j.to_string(),
-            m.map(|m| quote::ToTokens::to_token_stream(m).to_string()),
-        )
-    });
+    // Under `collapse(n)` each thread owns `(i, j, ..)` tuples: `y[(i * m + j) * p + k]` (with `m`, `p` the inner
+    // bounds) is its own.
+    let collapsed: Vec<(String, Option<String>)> = ws
+        .inner
+        .iter()
+        .map(|(_, j, m)| {
+            (
+                j.to_string(),
+                m.map(|m| quote::ToTokens::to_token_stream(m).to_string()),
+            )
+        })
+        .collect();
     let mut c = Races {
         exclusive: &exclusive,
         outer: &outer,
@@ -363,8 +408,8 @@ struct Races<'a> {
     exclusive: &'a [String],
     outer: &'a [String],
     index: String,
-    /// Under `collapse(2)`: the inner variable and the inner bound's tokens.
-    collapsed: Option<(String, Option<String>)>,
+    /// Under `collapse(n)`: the inner variables and the inner bounds' tokens, outermost first.
+    collapsed: Vec<(String, Option<String>)>,
     in_loop: bool,
     errors: Vec<(Span, String)>,
 }
@@ -386,19 +431,13 @@ impl<'ast> Visit<'ast> for Races<'_> {
                     && name(&m.receiver).is_some_and(|n| self.exclusive.contains(&n)) => {}
             Expr::Index(ix) if name(&ix.expr).is_some_and(|n| self.exclusive.contains(&n)) => {
                 let n = name(&ix.expr).unwrap_or_default();
-                let own = match &self.collapsed {
-                    None => name(&ix.index).is_some_and(|i| i == self.index),
-                    Some((j, m)) => self.is_flat_index(&ix.index, j, m.as_deref()),
-                };
+                let own = self.is_flat_index(&ix.index, self.collapsed.len());
                 if !(self.in_loop && own) {
                     let msg = if self.in_loop {
                         format!(
                             "`{n}` is `&mut` and every thread has it: index it with the loop variable (`{n}[{}]`) so \
                              each element is written by one thread only, or declare the region `unsafe fn`",
-                            match &self.collapsed {
-                                Some((j, Some(m))) => format!("{} * {m} + {j}", self.index),
-                                _ => self.index.clone(),
-                            }
+                            self.flat_index()
                         )
                     } else {
                         format!(
@@ -439,23 +478,54 @@ impl<'ast> Visit<'ast> for Races<'_> {
 }
 
 impl Races<'_> {
-    /// `i * m + j`, with `i` the outer variable, `j` the inner one and `m` the inner loop's bound as written.
-    fn is_flat_index(&self, e: &Expr, j: &str, m: Option<&str>) -> bool {
-        let (Expr::Binary(add), Some(m)) = (e, m) else {
+    /// Whether `e` is the flat index of the first `depth` inner levels: `i` at depth 0, then `OUTER * m + j` for each
+    /// level (`(i * m + j) * p + k`), with `m` the level's bound as written and `j` its variable.
+    fn is_flat_index(&self, e: &Expr, depth: usize) -> bool {
+        if depth == 0 {
+            return name(e).is_some_and(|i| i == self.index);
+        }
+        let (j, Some(m)) = &self.collapsed[depth - 1] else {
             return false;
         };
-        let syn::BinOp::Add(_) = add.op else {
+        let e = match e {
+            Expr::Paren(p) => &*p.expr,
+            e => e,
+        };
+        let Expr::Binary(
+            add @ syn::ExprBinary {
+                op: syn::BinOp::Add(_),
+                ..
+            },
+        ) = e
+        else {
             return false;
         };
-        let Expr::Binary(mul) = &*add.left else {
+        let Expr::Binary(
+            mul @ syn::ExprBinary {
+                op: syn::BinOp::Mul(_),
+                ..
+            },
+        ) = &*add.left
+        else {
             return false;
         };
-        let syn::BinOp::Mul(_) = mul.op else {
-            return false;
-        };
-        name(&mul.left).is_some_and(|i| i == self.index)
-            && quote::ToTokens::to_token_stream(&*mul.right).to_string() == m
-            && name(&add.right).is_some_and(|n| n == j)
+        self.is_flat_index(&mul.left, depth - 1)
+            && quote::ToTokens::to_token_stream(&*mul.right).to_string() == *m
+            && name(&add.right).is_some_and(|n| n == *j)
+    }
+
+    /// The flat index as the user should write it, for messages.
+    fn flat_index(&self) -> String {
+        self.collapsed
+            .iter()
+            .fold(self.index.clone(), |outer, (j, m)| {
+                let outer = if outer.contains(' ') {
+                    format!("({outer})")
+                } else {
+                    outer
+                };
+                format!("{outer} * {} + {j}", m.as_deref().unwrap_or("m"))
+            })
     }
 
     fn check_assigned(&mut self, left: &Expr) {
