@@ -89,10 +89,11 @@ fn object_file(pkg: &Package, images: &[&BuiltImage]) -> object::write::Result<V
         let start = obj.append_section_data(rodata, &image.bytes, 64);
         let cstr = |s: &str| [s.as_bytes(), b"\0"].concat();
         let triple = obj.append_section_data(rodata, &cstr(image.target.triple()), 1);
-        let arch = obj.append_section_data(rodata, &cstr(image.target.arch()), 1);
+        let arch = obj.append_section_data(rodata, &cstr(&image.arch), 1);
         let package = obj.append_section_data(rodata, &cstr(&pkg.name), 1);
         let mut rec = vec![0u8; DeviceImageRecord::SIZE];
         rec[0..4].copy_from_slice(&DeviceImageRecord::VERSION.to_le_bytes());
+        rec[4..8].copy_from_slice(&image.format.to_le_bytes());
         rec[8..16].copy_from_slice(&id.to_le_bytes());
         let tag = DeviceImageRecord::PACKAGE_TAG;
         rec[tag..tag + 8].copy_from_slice(&pkg.tag.to_le_bytes());

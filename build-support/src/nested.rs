@@ -16,6 +16,10 @@ use std::process::{Command, Stdio};
 pub struct BuiltImage {
     pub target: DeviceTarget,
     pub kind: Kind,
+    /// `sm_90`, `gfx90a`, or the host's architecture.
+    pub arch: String,
+    /// `DeviceImageRecord::FORMAT_*`.
+    pub format: u32,
     pub bytes: Vec<u8>,
     /// Files outside the generated crates the image depends on (device-std's sources), for `rerun-if-changed`.
     pub inputs: Vec<PathBuf>,
@@ -232,6 +236,8 @@ pub fn build_images(
             Ok(BuiltImage {
                 target: target.clone(),
                 kind: *group,
+                arch: target.arch().to_string(),
+                format: offload_model::abi::DeviceImageRecord::FORMAT_SHARED_OBJECT,
                 bytes,
                 inputs,
             })

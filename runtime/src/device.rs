@@ -29,10 +29,30 @@ impl DeviceEntry {
             .flatten()
     }
 
+    /// Loads compatible images best first (a GPU target carries one per architecture and format); an image ranked
+    /// below one of its package already loaded only while some entry of the package still has no kernel.
     fn load_images(&self) -> Vec<Option<Kernel>> {
         let desc = descriptor();
         let mut kernels = vec![None; desc.entries.len()];
-        for image in desc.images.iter().filter(|i| self.dev.is_compatible(i)) {
+        let mut ranked: Vec<(u32, &crate::tables::Image)> = desc
+            .images
+            .iter()
+            .filter_map(|i| Some((self.dev.rank(i)?, i)))
+            .collect();
+        ranked.sort_by_key(|(rank, _)| std::cmp::Reverse(*rank));
+        let mut loaded: Vec<(u64, u32)> = Vec::new();
+        for (rank, image) in ranked {
+            let outranked = loaded
+                .iter()
+                .any(|&(tag, r)| tag == image.package_tag && r > rank);
+            let missing = kernels
+                .iter()
+                .zip(desc.entries)
+                .any(|(k, e)| k.is_none() && e.data == image.package_tag);
+            if outranked && !missing {
+                continue;
+            }
+            loaded.push((image.package_tag, rank));
             match self.dev.load_image(image) {
                 Ok(loaded) => {
                     for (slot, entry) in kernels.iter_mut().zip(desc.entries) {

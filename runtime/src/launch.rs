@@ -338,7 +338,8 @@ unsafe fn run_on_device(
             .into(),
         ));
     };
-    let (num_teams, num_threads) = launch.geometry();
+    let (num_teams, num_threads) =
+        launch.geometry(dev.dev.default_geometry(launch.spmd), dev.dev.max_threads());
     // A reduction's output holds a slot per team and the initial value, copied back into `reduced`.
     let mut reduced = Vec::new();
     let mut team_shared = if launch.spmd {
@@ -351,7 +352,8 @@ unsafe fn run_on_device(
         None => maps,
         Some(k) => {
             reduced = vec![0u8; maps[k].size * (num_teams as usize + 1)];
-            team_shared = team_shared.max(num_threads as usize * offload_model::reduce::SLOT);
+            // A slot per thread for its partial, and one for the initial value (GPUs have no thread-locals).
+            team_shared = team_shared.max((num_threads as usize + 1) * offload_model::reduce::SLOT);
             owned = maps.to_vec();
             let m = &mut owned[k];
             (m.begin, m.base) = (reduced.as_mut_ptr(), reduced.as_mut_ptr());

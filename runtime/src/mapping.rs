@@ -480,8 +480,11 @@ mod tests {
     }
 
     impl Device for FakeDevice {
-        fn is_compatible(&self, _: &Image) -> bool {
-            false
+        fn rank(&self, _: &Image) -> Option<u32> {
+            None
+        }
+        fn default_geometry(&self, _: bool) -> (u32, u32) {
+            (1, 1)
         }
         fn load_image(&self, _: &Image) -> Result<LoadedImage, String> {
             Err("no images".into())

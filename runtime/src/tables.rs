@@ -19,6 +19,8 @@ pub static OFFLOAD_IMAGES: [DeviceImageRecord];
 /// A registered device image.
 pub struct Image {
     pub bytes: &'static [u8],
+    /// `DeviceImageRecord::FORMAT_*`.
+    pub format: u32,
     pub triple: &'static str,
     pub arch: &'static str,
     pub package: &'static str,
@@ -68,6 +70,7 @@ pub fn descriptor() -> &'static BinDesc {
             };
             images.push(Image {
                 bytes,
+                format: rec.flags,
                 triple,
                 arch,
                 package,

@@ -19,25 +19,35 @@ pub struct Launch {
 }
 
 /// More threads than this in one team would only thrash a host.
-const MAX_TEAM_THREADS: u32 = 256;
+pub(crate) const MAX_TEAM_THREADS: u32 = 256;
 
 impl Launch {
-    /// (teams, threads per team). A serial region is one team of one thread. A parallel one defaults to as many
-    /// teams as the host has hardware threads, with one thread each for a work-shared loop and as many as the host
-    /// has for an SPMD body (which exists to use several). Zero means one.
-    pub fn geometry(self) -> (u32, u32) {
+    /// (teams, threads per team): a serial region is one team of one thread; a parallel one takes its clauses, and
+    /// what they leave open from `defaults` (the device's [`crate::plugin::Device::default_geometry`]), with at
+    /// most `max_threads` per team. Zero means one.
+    pub fn geometry(self, defaults: (u32, u32), max_threads: u32) -> (u32, u32) {
         if !self.spmd && !self.work_shared {
             return (1, 1);
         }
-        let hw = hardware_threads();
-        let teams = self.num_teams.unwrap_or(hw).max(1);
-        let default_threads = if self.spmd { hw } else { 1 };
+        let teams = self.num_teams.unwrap_or(defaults.0).max(1);
         let threads = self
             .thread_limit
-            .unwrap_or(default_threads)
-            .clamp(1, MAX_TEAM_THREADS);
+            .unwrap_or(defaults.1)
+            .clamp(1, max_threads);
         (teams, threads)
     }
+
+    /// [`Launch::geometry`] on the host (host-elf and the host fallback).
+    pub fn host_geometry(self) -> (u32, u32) {
+        self.geometry(host_default_geometry(self.spmd), MAX_TEAM_THREADS)
+    }
+}
+
+/// The host's defaults: as many teams as it has hardware threads, with one thread each for a work-shared loop and as
+/// many as it has for an SPMD body (which exists to use several).
+pub fn host_default_geometry(spmd: bool) -> (u32, u32) {
+    let hw = hardware_threads();
+    (hw, if spmd { hw } else { 1 })
 }
 
 /// The host's hardware threads, read once: `available_parallelism` reads cgroup files on Linux, too slow for every
@@ -168,7 +178,7 @@ thread_local! {
 /// through `omp_get_team_num()` and friends, and `barrier()` synchronises its team. Returns every thread's result in
 /// (team, thread) order.
 fn run_all<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<Vec<R>, String> {
-    let (teams, threads) = launch.geometry();
+    let (teams, threads) = launch.host_geometry();
     // Each team's shared block, in 16-byte units (aligned for any atomic), zero-filled.
     let units = if launch.spmd {
         offload_model::abi::TEAM_SHARED_BYTES / 16
@@ -199,7 +209,7 @@ fn run_all<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<Vec
 
 /// The host fallback of a parallel region: team 0, thread 0's value.
 pub fn run_fallback<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<R, String> {
-    let (teams, threads) = launch.geometry();
+    let (teams, threads) = launch.host_geometry();
     if teams * threads == 1 {
         return Ok(body());
     }

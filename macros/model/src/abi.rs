@@ -74,6 +74,7 @@ impl OffloadEntry {
 #[derive(Debug)]
 pub struct DeviceImageRecord {
     pub version: u32,
+    /// The image's format: one of the `FORMAT_*` constants.
     pub flags: u32,
     pub id: u64,
     pub image_start: *const u8,
@@ -93,6 +94,14 @@ unsafe impl Sync for DeviceImageRecord {}
 
 impl DeviceImageRecord {
     pub const VERSION: u32 = 1;
+    /// An ELF shared object for the host-elf device.
+    pub const FORMAT_SHARED_OBJECT: u32 = 0;
+    /// PTX text, NUL-terminated (the CUDA driver JIT-compiles it for the device).
+    pub const FORMAT_PTX: u32 = 1;
+    /// A cubin: ELF machine code for one NVIDIA architecture family.
+    pub const FORMAT_CUBIN: u32 = 2;
+    /// An AMD HSA code object.
+    pub const FORMAT_HSACO: u32 = 3;
     pub const SIZE: usize = 64;
     /// Byte offsets of the pointer fields, for writers that emit relocations.
     pub const IMAGE_START: usize = 16;

@@ -73,9 +73,16 @@ fn dlerror() -> String {
 }
 
 impl Device for HostElfDevice {
-    fn is_compatible(&self, image: &Image) -> bool {
+    fn rank(&self, image: &Image) -> Option<u32> {
         let mut parts = image.triple.split('-');
-        parts.next() == Some(std::env::consts::ARCH) && image.triple.contains(std::env::consts::OS)
+        (parts.next() == Some(std::env::consts::ARCH)
+            && image.triple.contains(std::env::consts::OS)
+            && image.format == offload_model::abi::DeviceImageRecord::FORMAT_SHARED_OBJECT)
+            .then_some(1)
+    }
+
+    fn default_geometry(&self, spmd: bool) -> (u32, u32) {
+        crate::team::host_default_geometry(spmd)
     }
 
     fn load_image(&self, image: &Image) -> Result<LoadedImage, String> {

@@ -44,8 +44,15 @@ pub trait Plugin: Send + Sync {
 pub struct Kernel(pub usize);
 
 pub trait Device: Send + Sync {
-    /// Whether this device can run the image (its triple and architecture).
-    fn is_compatible(&self, image: &Image) -> bool;
+    /// Whether this device can run the image (its triple, architecture and format), and how well: images are loaded
+    /// best first (a cubin built for this very GPU before PTX the driver must compile).
+    fn rank(&self, image: &Image) -> Option<u32>;
+    /// (teams, threads per team) of a parallel launch whose clauses leave them open; `spmd` for `teams, parallel`.
+    fn default_geometry(&self, spmd: bool) -> (u32, u32);
+    /// The most threads a team may have.
+    fn max_threads(&self) -> u32 {
+        crate::team::MAX_TEAM_THREADS
+    }
     /// Loads an image; the kernels it holds stay valid for the life of the process.
     fn load_image(&self, image: &Image) -> Result<LoadedImage, String>;
     /// Device memory, zero-filled, aligned for any element type.
