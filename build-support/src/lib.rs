@@ -3,15 +3,20 @@
 //! The pipeline, one module each: [`package`] finds the package's targets (lib, bins, examples, tests, benches);
 //! [`outline`] walks each target's module tree and writes its `#![no_std]` device crate (kept items on their original
 //! lines, kernel entries appended); [`nested`] builds the image in its own target dir with a scrubbed environment;
-//! [`embed`] puts the image and its record into a static archive the final link picks up.
+//! for GPU targets [`toolchain`] finds the device compiler and LLVM, [`sysroot`] builds `core` once, and [`devlink`]
+//! links the bitcode into PTX and cubins; [`embed`] puts the images and their records into a static archive the
+//! final link picks up.
 
+mod devlink;
 mod diag;
 mod embed;
 mod nested;
 #[doc(hidden)]
 pub mod outline;
 mod package;
+mod sysroot;
 mod targets;
+mod toolchain;
 
 pub use diag::Diagnostic;
 

@@ -8,30 +8,69 @@ use crate::Error;
 pub enum DeviceTarget {
     /// The x86_64 host as an offload device (the `host-elf` plugin).
     Host { triple: String },
+    /// NVIDIA GPUs (the `cuda` plugin): PTX for each `sm_XX`, and a cubin where ptxas is installed.
+    Nvptx { archs: Vec<String> },
 }
+
+/// The architecture an `nvptx64` target without a list builds for: PTX for sm_80 runs, JIT-compiled, on every GPU
+/// since Ampere.
+const DEFAULT_SM: &str = "sm_80";
 
 impl DeviceTarget {
     pub fn triple(&self) -> &str {
         match self {
             DeviceTarget::Host { triple } => triple,
+            DeviceTarget::Nvptx { .. } => "nvptx64-nvidia-cuda",
         }
     }
 
+    /// The host's architecture, or the first GPU architecture.
     pub fn arch(&self) -> &str {
-        self.triple().split('-').next().unwrap_or_default()
+        match self {
+            DeviceTarget::Nvptx { archs } => &archs[0],
+            _ => self.triple().split('-').next().unwrap_or_default(),
+        }
     }
 
     pub fn kernel_abi(&self) -> crate::outline::KernelAbi {
         match self {
             DeviceTarget::Host { .. } => crate::outline::KernelAbi::Host,
+            DeviceTarget::Nvptx { .. } => crate::outline::KernelAbi::Nvptx,
         }
     }
 
     pub fn key(&self) -> &'static str {
         match self {
             DeviceTarget::Host { .. } => "host",
+            DeviceTarget::Nvptx { .. } => "nvptx64",
         }
     }
+
+    pub fn is_gpu(&self) -> bool {
+        !matches!(self, DeviceTarget::Host { .. })
+    }
+}
+
+/// `sm_80,sm_90` (also `sm_90a`): the architectures of an `nvptx64:` target.
+fn sm_list(target: &str, archs: &str) -> Result<Vec<String>, Error> {
+    let mut out: Vec<String> = Vec::new();
+    for a in archs.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+        let digits = a
+            .strip_prefix("sm_")
+            .map(|d| d.trim_end_matches(['a', 'f']));
+        if !digits.is_some_and(|d| d.len() >= 2 && d.bytes().all(|b| b.is_ascii_digit())) {
+            return Err(Error::Config(format!(
+                "offload target `{target}`: `{a}` is not an NVIDIA architecture; write them as `nvptx64:sm_80,sm_90`"
+            )));
+        }
+        if !out.iter().any(|o| o == a) {
+            out.push(a.to_string());
+        }
+    }
+    if out.is_empty() {
+        out.push(DEFAULT_SM.to_string());
+    }
+    Ok(out)
 }
 
 pub fn configured(pkg: &Package) -> Result<Vec<DeviceTarget>, Error> {
@@ -61,7 +100,7 @@ pub fn configured(pkg: &Package) -> Result<Vec<DeviceTarget>, Error> {
         std::env::var("TARGET").map_err(|_| Error::Config("TARGET is not set".into()))?;
     let mut out = Vec::new();
     for t in list {
-        let (name, _archs) = t.split_once(':').unwrap_or((&t, ""));
+        let (name, archs) = t.split_once(':').unwrap_or((&t, ""));
         match name {
             "host" => {
                 if !host_triple.starts_with("x86_64-") || !host_triple.contains("-linux") {
@@ -71,10 +110,13 @@ pub fn configured(pkg: &Package) -> Result<Vec<DeviceTarget>, Error> {
                 }
                 out.push(DeviceTarget::Host { triple: host_triple.clone() })
             }
-            "nvptx64" | "amdgcn" => {
+            "nvptx64" => out.push(DeviceTarget::Nvptx {
+                archs: sm_list(&t, archs)?,
+            }),
+            "amdgcn" => {
                 return Err(Error::Config(format!(
-                    "offload target `{t}`: this version of offload-build builds only the `host` target; \
-                     remove `{name}` from OFFLOAD_TARGETS / [package.metadata.offload] targets"
+                    "offload target `{t}`: this version of offload-build builds `host` and `nvptx64` images, not \
+                     AMD GPU ones yet; remove `{name}` from OFFLOAD_TARGETS / [package.metadata.offload] targets"
                 )))
             }
             _ => {

@@ -1,14 +1,28 @@
 //! device-std: what region code sees under the name `offload` when it is compiled for a device. Every item has a
 //! host twin in the `offload` crate with the host's meaning, so `#[declare_target]` code compiles on both sides.
 #![no_std]
+#![cfg_attr(target_arch = "nvptx64", feature(stdarch_nvptx))]
 
 #[cfg(feature = "host")]
 extern crate std;
 
+// The target's kernel support (the same functions in each): team geometry, the barrier, team-shared memory and the
+// reduction's team step. `serial` is what a plain check of this crate compiles; no image uses it.
 #[cfg(feature = "host")]
 mod host;
-mod math;
 #[cfg(feature = "host")]
+use host as backend;
+#[cfg(all(not(feature = "host"), target_arch = "nvptx64"))]
+mod nvptx;
+#[cfg(all(not(feature = "host"), target_arch = "nvptx64"))]
+use nvptx as backend;
+#[cfg(not(any(feature = "host", target_arch = "nvptx64")))]
+mod serial;
+#[cfg(not(any(feature = "host", target_arch = "nvptx64")))]
+use serial as backend;
+
+mod math;
+#[cfg(any(feature = "host", target_arch = "nvptx64"))]
 pub use math::{
     abs, ceil, cos, exp, floor, ln, log2, max, min, mul_add, powf, powi, sin, sqrt, tan, tanh,
     Float,
@@ -23,51 +37,72 @@ mod memory;
 pub use memory::{DeviceBuffer, DevicePtr};
 
 /// The team this thread belongs to.
-#[cfg(feature = "host")]
 pub fn omp_get_team_num() -> i32 {
-    host::geometry().0 as i32
+    backend::geometry().0 as i32
 }
 
 /// Teams in this launch.
-#[cfg(feature = "host")]
 pub fn omp_get_num_teams() -> i32 {
-    host::geometry().1 as i32
+    backend::geometry().1 as i32
 }
 
 /// This thread's number in its team.
-#[cfg(feature = "host")]
 pub fn omp_get_thread_num() -> i32 {
-    host::geometry().2 as i32
+    backend::geometry().2 as i32
 }
 
 /// Threads in this thread's team.
-#[cfg(feature = "host")]
 pub fn omp_get_num_threads() -> i32 {
-    host::geometry().3 as i32
+    backend::geometry().3 as i32
 }
 
 /// Waits until every thread of this team reaches the barrier (`teams, parallel` regions only).
-#[cfg(feature = "host")]
 pub fn barrier() {
-    host::barrier()
+    backend::barrier()
 }
 
-/// The share of a work-shared loop's iterations this thread runs; the outliner wraps the loop in it.
-#[doc(hidden)]
-#[cfg(feature = "host")]
-#[inline(always)]
-pub fn __share<I: offload_model::abi::Share>(it: I) -> I::Part {
-    let (t, n, i, m) = host::geometry();
-    it.share((t * m + i) as usize, (n * m) as usize)
-}
+// How a work-shared loop is split: contiguous blocks per thread on the host (what suits caches), a grid-stride on
+// GPUs (neighbouring threads touch neighbouring elements, so accesses coalesce).
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+mod split {
+    use super::backend::geometry;
+    use offload_model::abi::{flat_share, Nest, Share};
 
-/// The share of a `collapse(n)` loop nest `(a, b, ..)` this thread runs, as `(i, j, ..)` tuples.
-#[doc(hidden)]
-#[cfg(feature = "host")]
-pub fn __share_nest<N: offload_model::abi::Nest>(nest: N) -> impl Iterator<Item = N::Item> {
-    let (t, n, i, m) = host::geometry();
-    offload_model::abi::flat_share(nest, (t * m + i) as usize, (n * m) as usize)
+    /// The share of a work-shared loop's iterations this thread runs; the outliner wraps the loop in it.
+    #[inline(always)]
+    pub fn __share<I: Share>(it: I) -> I::Part {
+        let (t, n, i, m) = geometry();
+        it.share((t * m + i) as usize, (n * m) as usize)
+    }
+
+    /// The share of a `collapse(n)` loop nest `(a, b, ..)` this thread runs, as `(i, j, ..)` tuples.
+    #[inline(always)]
+    pub fn __share_nest<N: Nest>(nest: N) -> impl Iterator<Item = N::Item> {
+        let (t, n, i, m) = geometry();
+        flat_share(nest, (t * m + i) as usize, (n * m) as usize)
+    }
 }
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+mod split {
+    use super::backend::geometry;
+    use offload_model::abi::{flat_share_strided, Nest, Share};
+
+    /// The share of a work-shared loop's iterations this thread runs: every `total`-th, from its global number.
+    #[inline(always)]
+    pub fn __share<I: Share>(it: I) -> I::Strided {
+        let (t, n, i, m) = geometry();
+        it.share_strided((t * m + i) as usize, (n * m) as usize)
+    }
+
+    /// The share of a `collapse(n)` loop nest this thread runs: every `total`-th tuple of the flattened space.
+    #[inline(always)]
+    pub fn __share_nest<N: Nest>(nest: N) -> impl Iterator<Item = N::Item> {
+        let (t, n, i, m) = geometry();
+        flat_share_strided(nest, (t * m + i) as usize, (n * m) as usize)
+    }
+}
+#[doc(hidden)]
+pub use split::{__share, __share_nest};
 
 #[doc(hidden)]
 pub use offload_model::lanes as __lanes;
@@ -77,35 +112,31 @@ pub use offload_model::reduce as __reduce;
 /// What a reduction variable's initial value becomes: recorded (it is combined once, at the end) while the
 /// thread's private copy starts at the operator's identity.
 #[doc(hidden)]
-#[cfg(feature = "host")]
 pub fn __reduce_init<Op: __reduce::ReduceOp<T>, T: Copy>(init: T) -> T {
-    host::record_init(init);
+    backend::record_init(init);
     Op::identity()
 }
 
 /// The first `len` atomics of this team's shared memory (zeroed at launch): `teams, parallel` regions only.
-#[cfg(feature = "host")]
 pub fn team_shared<T: offload_model::abi::SharedAtomic>(len: usize) -> &'static [T] {
     // SAFETY: the plugin gave the running team this block for the kernel's run.
-    unsafe { offload_model::abi::shared_atomics(host::team_shared(), len) }
+    unsafe { offload_model::abi::shared_atomics(backend::team_shared(), len) }
 }
 
 /// This team's shared memory as raw bytes (address, length).
 ///
 /// # Safety
 /// The caller keeps the team's threads' accesses apart (with `barrier()`), and uses it only during the region.
-#[cfg(feature = "host")]
 pub unsafe fn team_shared_raw() -> (*mut u8, usize) {
-    host::team_shared()
+    backend::team_shared()
 }
 
 pub use offload_model::abi::SharedAtomic;
 
 /// Whether this is team 0, thread 0: the thread whose value a region returns.
 #[doc(hidden)]
-#[cfg(feature = "host")]
 pub fn __first_thread() -> bool {
-    let (t, _, i, _) = host::geometry();
+    let (t, _, i, _) = backend::geometry();
     t == 0 && i == 0
 }
 
@@ -118,8 +149,9 @@ pub fn omp_is_initial_device() -> bool {
 /// What the outliner's kernel entries call; not a public API.
 #[doc(hidden)]
 pub mod __rt {
+    pub use crate::backend::reduce_team;
     #[cfg(feature = "host")]
-    pub use crate::host::{entry, reduce_team};
+    pub use crate::host::entry;
 
     /// A firstprivate value: its bits when it fits in 8 bytes, else the address of a private copy.
     ///

@@ -1,8 +1,9 @@
 //! Float methods `core` lacks (`sqrt`, `mul_add`, `floor`, ...), so `x.sqrt()` reads the same in host and region
-//! code. On the host image they are std's, so results match the host fallback bit for bit.
+//! code. On the host image they are std's, so results match the host fallback bit for bit; on NVIDIA GPUs they are
+//! libdevice's (`__nv_*`, linked and inlined by the device linker).
 
 macro_rules! float_ext {
-    ($($name:ident($($arg:ident: $ty:ident),*) -> $ret:ident;)*) => {
+    ($($name:ident($($arg:ident: $ty:ident),*) -> $ret:ident = $nv32:ident, $nv64:ident;)*) => {
         /// Float math for region code; brought in by `offload::__prelude`.
         pub trait FloatExt: Sized {
             $(fn $name(self $(, $arg: $ty)*) -> $ret;)*
@@ -15,31 +16,50 @@ macro_rules! float_ext {
         impl FloatExt for f64 {
             $(#[inline] fn $name(self $(, $arg: float_ext!(@ty f64 $ty))*) -> float_ext!(@ty f64 $ret) { f64::$name(self $(, $arg)*) })*
         }
+        #[cfg(all(not(feature = "host"), target_arch = "nvptx64"))]
+        unsafe extern "C" {
+            $(fn $nv32(x: f32 $(, $arg: float_ext!(@ty f32 $ty))*) -> f32;)*
+            $(fn $nv64(x: f64 $(, $arg: float_ext!(@ty f64 $ty))*) -> f64;)*
+        }
+        #[cfg(all(not(feature = "host"), target_arch = "nvptx64"))]
+        impl FloatExt for f32 {
+            // SAFETY: libdevice's functions are pure.
+            $(#[inline] fn $name(self $(, $arg: float_ext!(@ty f32 $ty))*) -> f32 { unsafe { $nv32(self $(, $arg)*) } })*
+        }
+        #[cfg(all(not(feature = "host"), target_arch = "nvptx64"))]
+        impl FloatExt for f64 {
+            // SAFETY: libdevice's functions are pure.
+            $(#[inline] fn $name(self $(, $arg: float_ext!(@ty f64 $ty))*) -> f64 { unsafe { $nv64(self $(, $arg)*) } })*
+        }
     };
     (@ty $f:ident Self) => { $f };
     (@ty $f:ident i32) => { i32 };
 }
 
 float_ext! {
-    sqrt() -> Self;
-    exp() -> Self;
-    ln() -> Self;
-    log2() -> Self;
-    sin() -> Self;
-    cos() -> Self;
-    tan() -> Self;
-    tanh() -> Self;
-    powf(n: Self) -> Self;
-    powi(n: i32) -> Self;
-    mul_add(a: Self, b: Self) -> Self;
-    floor() -> Self;
-    ceil() -> Self;
+    sqrt() -> Self = __nv_sqrtf, __nv_sqrt;
+    exp() -> Self = __nv_expf, __nv_exp;
+    ln() -> Self = __nv_logf, __nv_log;
+    log2() -> Self = __nv_log2f, __nv_log2;
+    sin() -> Self = __nv_sinf, __nv_sin;
+    cos() -> Self = __nv_cosf, __nv_cos;
+    tan() -> Self = __nv_tanf, __nv_tan;
+    tanh() -> Self = __nv_tanhf, __nv_tanh;
+    powf(n: Self) -> Self = __nv_powf, __nv_pow;
+    powi(n: i32) -> Self = __nv_powif, __nv_powi;
+    mul_add(a: Self, b: Self) -> Self = __nv_fmaf, __nv_fma;
+    floor() -> Self = __nv_floorf, __nv_floor;
+    ceil() -> Self = __nv_ceilf, __nv_ceil;
 }
 
 #[cfg(feature = "host")]
 mod free {
-    //! The same functions as the host's `offload::sqrt(x)` etc. (device math for GPU targets comes with them).
+    //! The same functions as the host's `offload::sqrt(x)` etc.
     offload_model::float_math!();
 }
-#[cfg(feature = "host")]
+#[cfg(all(not(feature = "host"), target_arch = "nvptx64"))]
+mod free {
+    offload_model::float_math!(via super::FloatExt);
+}
+#[cfg(any(feature = "host", target_arch = "nvptx64"))]
 pub use free::*;

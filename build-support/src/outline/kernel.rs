@@ -11,6 +11,8 @@ use quote::{format_ident, quote};
 pub enum KernelAbi {
     /// The host image: `extern "C"`, wrapped by device-std's panic-catching entry.
     Host,
+    /// NVIDIA GPUs: `extern "ptx-kernel"`; a panic traps (device-std's panic handler).
+    Nvptx,
 }
 
 pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
@@ -80,6 +82,13 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
             #[unsafe(export_name = #symbol)]
             pub unsafe extern "C" fn #kernel_name(__offload_dyn: *mut ::core::ffi::c_void #(, #arg_names: u64)*) {
                 unsafe { ::offload::__rt::entry(__offload_dyn, move || { #call #store }) }
+            }
+        },
+        KernelAbi::Nvptx => quote! {
+            #[doc(hidden)]
+            #[unsafe(export_name = #symbol)]
+            pub unsafe extern "ptx-kernel" fn #kernel_name(__offload_dyn: u64 #(, #arg_names: u64)*) {
+                #call #store
             }
         },
     }

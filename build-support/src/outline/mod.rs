@@ -233,9 +233,10 @@ impl<'a> Outliner<'a> {
                     let Ok(region) = Region::parse(args, func) else {
                         continue;
                     };
-                    if region.reduction.is_some() {
+                    if region.reduction.is_some() && matches!(self.abi, KernelAbi::Host) {
                         // Optimised on its own, not inlined into the entry's unwinding closure, where LLVM kept the
                         // accumulator in memory (dot products 4x slower on the host image; other loops lose by it).
+                        // GPU entries have no such closure.
                         let at = m.range(item.span()).start;
                         m.insert(at, "#[inline(never)] ");
                     }

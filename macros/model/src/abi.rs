@@ -1,5 +1,6 @@
 //! Binary layouts shared by the fat binary (written by the macro and build support), the runtime and device images.
 
+use crate::lanes::Lanes;
 use core::ffi::{c_char, c_void};
 
 /// OpenMP map-type bits, with LLVM's values (`OpenMPOffloadMappingFlags`), so a map list we build reads the way
@@ -239,6 +240,18 @@ pub fn flat_share<N: Nest>(nest: N, g: usize, total: usize) -> impl Iterator<Ite
     (lo..hi).filter_map(move |k| nest.at(k))
 }
 
+/// The iterations of a `collapse(n)` nest that global thread `g` of `total` runs on a GPU: every `total`-th of the
+/// flattened space, from `g`.
+pub fn flat_share_strided<N: Nest>(
+    nest: N,
+    g: usize,
+    total: usize,
+) -> impl Iterator<Item = N::Item> {
+    (g.min(nest.count())..nest.count())
+        .step_by(total.max(1))
+        .filter_map(move |k| nest.at(k))
+}
+
 /// Atomics a team may share through team-shared memory (every bit pattern valid, zero a valid start).
 ///
 /// # Safety
@@ -279,8 +292,12 @@ pub unsafe fn shared_atomics<'a, T: SharedAtomic>(block: (*mut u8, usize), len: 
 /// range, clamped to the range's end: the clamp changes nothing, but it lets the compiler prove `i < end`, and so
 /// drop `x[i]`'s bounds check when the loop is `for i in 0..x.len()`.
 pub trait Share: Iterator + Sized {
-    type Part: Iterator<Item = Self::Item>;
+    type Part: Lanes<Item = Self::Item>;
+    /// Thread `g`'s contiguous block (the host's split).
     fn share(self, g: usize, total: usize) -> Self::Part;
+    type Strided: Lanes<Item = Self::Item>;
+    /// Every `total`-th item from item `g` (a GPU's grid-stride split).
+    fn share_strided(self, g: usize, total: usize) -> Self::Strided;
 }
 
 macro_rules! share_ranges {
@@ -296,6 +313,14 @@ macro_rules! share_ranges {
                 let end = self.start.wrapping_add(hi as $t);
                 start.min(self.end)..end.min(self.end)
             }
+            type Strided = core::iter::StepBy<core::ops::Range<$t>>;
+            #[inline(always)]
+            fn share_strided(self, g: usize, total: usize) -> Self::Strided {
+                let n = self.size_hint().1.unwrap_or(0);
+                // `g < n` keeps the sum in range.
+                let first = if g < n { self.start.wrapping_add(g as $t) } else { self.end };
+                (first..self.end).step_by(total.max(1))
+            }
         }
         impl Share for core::iter::StepBy<core::ops::Range<$t>> {
             type Part = core::iter::Take<core::iter::Skip<Self>>;
@@ -304,6 +329,11 @@ macro_rules! share_ranges {
                 let n = self.size_hint().1.unwrap_or(0);
                 let (lo, hi) = block_share(n, g, total);
                 self.skip(lo).take(hi - lo)
+            }
+            type Strided = core::iter::StepBy<core::iter::Skip<Self>>;
+            #[inline(always)]
+            fn share_strided(self, g: usize, total: usize) -> Self::Strided {
+                self.skip(g).step_by(total.max(1))
             }
         }
     )*};

@@ -95,6 +95,40 @@ macro_rules! lanes {
 lanes!(u8, u16, u32, u64, i8, i16, i32, i64, isize);
 impl Lanes for core::iter::Take<core::iter::Skip<core::iter::StepBy<core::ops::Range<usize>>>> {}
 
+// A GPU thread's grid-stride share: one private copy (the GPU hides latency with other threads, and each copy costs
+// registers every thread of a block pays for).
+macro_rules! strided_lanes {
+    ($($t:ty),*) => {$(
+        impl Lanes for core::iter::StepBy<core::ops::Range<$t>> {
+            #[inline(always)]
+            fn run_lanes<T, const K: usize>(
+                self,
+                _lens: [usize; K],
+                acc: &mut [T; LANES],
+                mut body: impl FnMut(Self::Item, &mut T),
+            ) {
+                for i in self {
+                    body(i, &mut acc[0]);
+                }
+            }
+        }
+        impl Lanes for core::iter::StepBy<core::iter::Skip<core::iter::StepBy<core::ops::Range<$t>>>> {
+            #[inline(always)]
+            fn run_lanes<T, const K: usize>(
+                self,
+                _lens: [usize; K],
+                acc: &mut [T; LANES],
+                mut body: impl FnMut(Self::Item, &mut T),
+            ) {
+                for i in self {
+                    body(i, &mut acc[0]);
+                }
+            }
+        }
+    )*};
+}
+strided_lanes!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
+
 /// A reduction loop, lowered: `var = reduce(Op, share(a..b), [x.len(), ..], var, |i, __offload_s| BODY)` with `var`
 /// in `BODY` as `(*__offload_s)`. The copies start at `start` (the identity, once the initial value was recorded) and
 /// are combined in order at the end.

@@ -5,7 +5,7 @@
 #[macro_export]
 #[doc(hidden)]
 macro_rules! float_math {
-    () => {
+    ($(via $via:path)?) => {
         /// A float `f32` or `f64`, for the free math functions.
         pub trait Float: Copy {
             fn sqrt(self) -> Self;
@@ -25,8 +25,8 @@ macro_rules! float_math {
             fn min(self, other: Self) -> Self;
             fn max(self, other: Self) -> Self;
         }
-        $crate::__float_impl!(f32);
-        $crate::__float_impl!(f64);
+        $crate::__float_impl!(f32 $(via $via)?);
+        $crate::__float_impl!(f64 $(via $via)?);
         $crate::__float_fns! {
             sqrt(); exp(); ln(); log2(); sin(); cos(); tan(); tanh(); powf(n: F); powi(n: i32);
             mul_add(a: F, b: F); abs(); floor(); ceil(); min(other: F); max(other: F);
@@ -38,48 +38,55 @@ macro_rules! float_math {
 #[doc(hidden)]
 macro_rules! __float_impl {
     ($t:ident) => {
+        $crate::__float_impl!(@impl $t, $t);
+    };
+    // Where `core` lacks the methods (GPU targets), the extension trait `$via` has them.
+    ($t:ident via $via:path) => {
+        $crate::__float_impl!(@impl $t, <$t as $via>);
+    };
+    (@impl $t:ident, $($q:tt)+) => {
         impl Float for $t {
             fn sqrt(self) -> Self {
-                $t::sqrt(self)
+                $($q)+::sqrt(self)
             }
             fn exp(self) -> Self {
-                $t::exp(self)
+                $($q)+::exp(self)
             }
             fn ln(self) -> Self {
-                $t::ln(self)
+                $($q)+::ln(self)
             }
             fn log2(self) -> Self {
-                $t::log2(self)
+                $($q)+::log2(self)
             }
             fn sin(self) -> Self {
-                $t::sin(self)
+                $($q)+::sin(self)
             }
             fn cos(self) -> Self {
-                $t::cos(self)
+                $($q)+::cos(self)
             }
             fn tan(self) -> Self {
-                $t::tan(self)
+                $($q)+::tan(self)
             }
             fn tanh(self) -> Self {
-                $t::tanh(self)
+                $($q)+::tanh(self)
             }
             fn powf(self, n: Self) -> Self {
-                $t::powf(self, n)
+                $($q)+::powf(self, n)
             }
             fn powi(self, n: i32) -> Self {
-                $t::powi(self, n)
+                $($q)+::powi(self, n)
             }
             fn mul_add(self, a: Self, b: Self) -> Self {
-                $t::mul_add(self, a, b)
+                $($q)+::mul_add(self, a, b)
             }
             fn abs(self) -> Self {
                 $t::abs(self)
             }
             fn floor(self) -> Self {
-                $t::floor(self)
+                $($q)+::floor(self)
             }
             fn ceil(self) -> Self {
-                $t::ceil(self)
+                $($q)+::ceil(self)
             }
             fn min(self, other: Self) -> Self {
                 $t::min(self, other)

@@ -1,0 +1,207 @@
+//! The device toolchain of GPU targets, found when a GPU target is configured (host-only builds never look): a rustc
+//! whose `core` builds for the GPU and whose bitcode LLVM 22 reads, its cargo, LLVM 22's tools for the device link,
+//! and for NVIDIA ptxas and libdevice where installed. Overrides come first, so any layout can be pointed at:
+//! `OFFLOAD_DEVICE_RUSTC`, `OFFLOAD_DEVICE_CARGO`, `OFFLOAD_LLVM_BIN`, `OFFLOAD_PTXAS`, `OFFLOAD_LIBDEVICE`.
+
+use crate::Error;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The LLVM major version the device link uses: Debian's rustc 1.96 is built on LLVM 22.1, so its bitcode links there.
+const LLVM_MAJOR: &str = "22";
+
+/// How to get each piece on Debian, the layout TOOLCHAIN.md measured.
+const APT_RUST: &str = "apt-get install rustc-web cargo-web rust-web-src";
+const APT_LLVM: &str = "apt-get install llvm-22";
+
+pub struct Toolchain {
+    pub rustc: PathBuf,
+    pub cargo: PathBuf,
+    /// `rustc -vV`: names the compiler exactly (it keys the cached `core`).
+    pub version: String,
+    /// The crates `-Zbuild-std` needs besides the library (Debian ships them), for an offline build of `core`.
+    pub vendor: Option<PathBuf>,
+    pub llvm: LlvmTools,
+}
+
+pub struct LlvmTools {
+    pub link: PathBuf,
+    pub opt: PathBuf,
+    pub llc: PathBuf,
+}
+
+/// NVIDIA's own tools, both optional: without ptxas the image is PTX only (the driver compiles it), without
+/// libdevice regions cannot use transcendental math.
+pub struct CudaTools {
+    pub ptxas: Option<PathBuf>,
+    pub libdevice: Option<PathBuf>,
+}
+
+fn env_path(name: &str) -> Option<PathBuf> {
+    println!("cargo:rerun-if-env-changed={name}");
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+fn output(cmd: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new(cmd).args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A program on `PATH`.
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+impl Toolchain {
+    /// Finds the toolchain for `target` (a GPU triple), or says what is missing and how to get it.
+    pub fn find(target: &str) -> Result<Toolchain, Error> {
+        let rust = find_rust(target)?;
+        let llvm = find_llvm(target)?;
+        Ok(Toolchain {
+            rustc: rust.0,
+            cargo: rust.1,
+            version: rust.2,
+            vendor: rust.3,
+            llvm,
+        })
+    }
+}
+
+/// (rustc, cargo, `rustc -vV`, vendor directory).
+type Rust = (PathBuf, PathBuf, String, Option<PathBuf>);
+
+fn find_rust(target: &str) -> Result<Rust, Error> {
+    let mut tried = Vec::new();
+    let mut candidates: Vec<(String, PathBuf, Option<PathBuf>)> = Vec::new();
+    if let Some(rustc) = env_path("OFFLOAD_DEVICE_RUSTC") {
+        candidates.push((
+            "OFFLOAD_DEVICE_RUSTC".into(),
+            rustc,
+            env_path("OFFLOAD_DEVICE_CARGO"),
+        ));
+    } else {
+        candidates.push(("Debian's rustc".into(), "/usr/bin/rustc".into(), None));
+        if let Some(rustup) = on_path("rustup") {
+            if let Some(p) = output(&rustup, &["which", "--toolchain", "nightly", "rustc"]) {
+                candidates.push(("rustup's nightly".into(), PathBuf::from(p.trim()), None));
+            } else {
+                tried.push("rustup's nightly: not installed".to_string());
+            }
+        }
+    }
+    for (what, rustc, cargo) in candidates {
+        match check_rust(&rustc, cargo) {
+            Ok(r) => return Ok(r),
+            Err(why) => tried.push(format!("{what} ({}): {why}", rustc.display())),
+        }
+    }
+    Err(Error::Config(format!(
+        "the {target} target needs a Rust compiler that builds `core` for it from the library sources and emits LLVM \
+         {LLVM_MAJOR} bitcode; none was found:\n  - {}\nInstall Debian's (`{APT_RUST}`), or a rustup nightly on \
+         LLVM {LLVM_MAJOR} (`rustup toolchain install nightly --component rust-src`), or point OFFLOAD_DEVICE_RUSTC \
+         and OFFLOAD_DEVICE_CARGO at one.",
+        tried.join("\n  - ")
+    )))
+}
+
+fn check_rust(rustc: &Path, cargo: Option<PathBuf>) -> Result<Rust, String> {
+    if !rustc.is_file() {
+        return Err("not installed".into());
+    }
+    let version = output(rustc, &["-vV"]).ok_or("`rustc -vV` failed")?;
+    let llvm = version
+        .lines()
+        .find_map(|l| l.strip_prefix("LLVM version: "))
+        .unwrap_or("unknown");
+    if llvm.split('.').next() != Some(LLVM_MAJOR) {
+        return Err(format!(
+            "built on LLVM {llvm}, but the device link uses LLVM {LLVM_MAJOR}"
+        ));
+    }
+    let sysroot = output(rustc, &["--print", "sysroot"]).ok_or("`rustc --print sysroot` failed")?;
+    let library = Path::new(sysroot.trim()).join("lib/rustlib/src/rust/library");
+    if !library.join("core/Cargo.toml").is_file() {
+        return Err(format!(
+            "no library sources at {} (Debian: `apt-get install rust-web-src`; rustup: `rustup component add \
+             rust-src`)",
+            library.display()
+        ));
+    }
+    let cargo = cargo.unwrap_or_else(|| rustc.with_file_name("cargo"));
+    if !cargo.is_file() {
+        return Err(format!(
+            "no cargo next to it at {} (Debian: `apt-get install cargo-web`)",
+            cargo.display()
+        ));
+    }
+    let vendor = Some(library.join("vendor")).filter(|v| v.is_dir());
+    Ok((rustc.to_path_buf(), cargo, version, vendor))
+}
+
+fn find_llvm(target: &str) -> Result<LlvmTools, Error> {
+    let dirs: Vec<(PathBuf, &str)> = match env_path("OFFLOAD_LLVM_BIN") {
+        Some(d) => vec![(d, "")],
+        None => vec![
+            (PathBuf::from(format!("/usr/lib/llvm-{LLVM_MAJOR}/bin")), ""),
+            (PathBuf::from("/usr/bin"), "-22"),
+        ],
+    };
+    let mut tried = Vec::new();
+    for (dir, suffix) in dirs {
+        let tool = |name: &str| dir.join(format!("{name}{suffix}"));
+        let (link, opt, llc) = (tool("llvm-link"), tool("opt"), tool("llc"));
+        if ![&link, &opt, &llc].iter().all(|t| t.is_file()) {
+            tried.push(format!("{}: no llvm-link, opt and llc", dir.display()));
+            continue;
+        }
+        let v = output(&llc, &["--version"]).unwrap_or_default();
+        if !v.contains(&format!("LLVM version {LLVM_MAJOR}.")) {
+            tried.push(format!("{}: not LLVM {LLVM_MAJOR}", llc.display()));
+            continue;
+        }
+        return Ok(LlvmTools { link, opt, llc });
+    }
+    Err(Error::Config(format!(
+        "the {target} target links device code with LLVM {LLVM_MAJOR}'s llvm-link, opt and llc; none was found:\n  \
+         - {}\nInstall it (`{APT_LLVM}`) or point OFFLOAD_LLVM_BIN at its bin directory.",
+        tried.join("\n  - ")
+    )))
+}
+
+impl CudaTools {
+    pub fn find() -> CudaTools {
+        println!("cargo:rerun-if-env-changed=CUDA_HOME");
+        let cuda_home = std::env::var_os("CUDA_HOME").map(PathBuf::from);
+        let ptxas = env_path("OFFLOAD_PTXAS").or_else(|| {
+            on_path("ptxas").or_else(|| {
+                [cuda_home.clone(), Some("/usr/local/cuda".into())]
+                    .into_iter()
+                    .flatten()
+                    .map(|h| h.join("bin/ptxas"))
+                    .find(|p| p.is_file())
+            })
+        });
+        let libdevice = env_path("OFFLOAD_LIBDEVICE").or_else(|| {
+            let mut dirs: Vec<PathBuf> = Vec::new();
+            // The CUDA layout, which the pip wheel `nvidia-cuda-nvcc` keeps: bin/ptxas beside nvvm/libdevice.
+            if let Some(p) = ptxas.as_ref().and_then(|p| p.canonicalize().ok()) {
+                if let Some(root) = p.parent().and_then(Path::parent) {
+                    dirs.push(root.join("nvvm/libdevice"));
+                }
+            }
+            dirs.extend(cuda_home.map(|h| h.join("nvvm/libdevice")));
+            dirs.push("/usr/local/cuda/nvvm/libdevice".into());
+            dirs.push("/usr/lib/nvidia-cuda-toolkit/libdevice".into());
+            dirs.into_iter()
+                .map(|d| d.join("libdevice.10.bc"))
+                .find(|p| p.is_file())
+        });
+        CudaTools { ptxas, libdevice }
+    }
+}

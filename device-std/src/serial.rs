@@ -1,0 +1,20 @@
+//! What a plain check of device-std compiles (no image target): one team of one thread, with the fallback's meaning.
+
+pub fn geometry() -> (u32, u32, u32, u32) {
+    (0, 1, 0, 1)
+}
+
+pub fn barrier() {}
+
+pub fn team_shared() -> (*mut u8, usize) {
+    (core::ptr::null_mut(), 0)
+}
+
+pub fn record_init<T: Copy>(_: T) {}
+
+/// # Safety
+/// As the host image's.
+pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(partial: T, out: u64) {
+    // SAFETY: per the contract: `out` holds `teams + 1` slots.
+    unsafe { core::ptr::write_unaligned(out as *mut T, partial) };
+}
