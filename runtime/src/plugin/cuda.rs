@@ -1,0 +1,769 @@
+//! `cuda`: NVIDIA GPUs through the CUDA driver API, like libomptarget's CUDA plugin. The driver is loaded at run time
+//! by cudarc (`dynamic-loading`), so a binary built here runs where no NVIDIA driver is installed: the plugin then
+//! reports no devices and says why.
+//!
+//! Layered as cudarc is: its `sys` (raw FFI) and `result` (each call a `Result<_, DriverError>`) underneath, and here
+//! `Result<_, String>` messages naming the driver call that failed and its error. Every device uses its primary
+//! context, made current on the calling thread at the start of each method (a region may be called from any host
+//! thread), and the legacy default stream, so allocation, zero-fill, copies and launches are ordered with each other.
+
+use super::{
+    Arg, Device, DevicePtr, Kernel, KernelFailure, LaunchParams, LoadedImage, LoadedImageOps,
+    Plugin,
+};
+use crate::tables::Image;
+use cudarc::driver::result::{self, DriverError};
+use cudarc::driver::sys::{self, CUresult};
+use offload_model::abi::DeviceImageRecord;
+use std::ffi::{c_void, CStr};
+
+pub struct Cuda;
+
+/// The triple of the images this plugin runs.
+const TRIPLE: &str = "nvptx64-nvidia-cuda";
+
+/// Dynamic shared memory a kernel may use without opting in (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`),
+/// counting its static shared memory.
+const SHARED_WITHOUT_OPT_IN: usize = 48 * 1024;
+
+/// Size of the buffer for the JIT compiler's error log.
+const JIT_LOG_BYTES: usize = 16 * 1024;
+
+/// Every driver entry point this plugin calls through cudarc. cudarc's `sys` resolves each on its first call and
+/// panics when the library lacks it (an old driver), so discovery checks them all first: after that no call can
+/// panic, even in a build with `panic = "abort"`.
+const REQUIRED_SYMBOLS: &[&str] = &[
+    "cuInit",
+    "cuGetErrorString",
+    "cuDeviceGetCount",
+    "cuDeviceGet",
+    "cuDeviceGetName",
+    "cuDeviceGetAttribute",
+    "cuDeviceTotalMem_v2",
+    "cuDevicePrimaryCtxRetain",
+    "cuCtxSetCurrent",
+    "cuModuleLoadDataEx",
+    "cuModuleGetFunction",
+    "cuFuncGetAttribute",
+    "cuFuncSetAttribute",
+    "cuLaunchKernel",
+    "cuStreamSynchronize",
+    "cuMemAlloc_v2",
+    "cuMemsetD8_v2",
+    "cuMemFree_v2",
+    "cuMemcpyHtoD_v2",
+    "cuMemcpyDtoH_v2",
+];
+
+impl Plugin for Cuda {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn discover(&self) -> Result<Vec<Box<dyn Device>>, String> {
+        // The symbol check makes a panic impossible in practice; this catches one anyway (a cudarc change), so a
+        // broken driver installation costs the GPUs, never the program.
+        std::panic::catch_unwind(discover_devices).unwrap_or_else(|p| {
+            let why = p
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| p.downcast_ref::<&str>().copied())
+                .unwrap_or("a panic");
+            Err(format!("the CUDA driver library could not be used: {why}"))
+        })
+    }
+}
+
+fn discover_devices() -> Result<Vec<Box<dyn Device>>, String> {
+    // SAFETY: opens (and closes) the driver library by its usual names, which runs only its initialisers.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(
+            "libcuda.so not found: no NVIDIA driver installed (or not on the library search path)"
+                .into(),
+        );
+    }
+    // SAFETY: the library is present (checked above), so `culib` loads it instead of panicking; looking a symbol up
+    // runs no code.
+    let missing: Vec<&str> = REQUIRED_SYMBOLS
+        .iter()
+        .copied()
+        .filter(|s| unsafe { sys::culib().get::<unsafe extern "C" fn()>(s.as_bytes()) }.is_err())
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "the NVIDIA driver's libcuda.so lacks {}: the driver is too old",
+            missing.join(", ")
+        ));
+    }
+    result::init().map_err(|e| fail("cuInit", e))?;
+    let count = result::device::get_count().map_err(|e| fail("cuDeviceGetCount", e))?;
+    if count <= 0 {
+        return Err("the NVIDIA driver reports no CUDA devices".into());
+    }
+    let mut devices: Vec<Box<dyn Device>> = Vec::new();
+    let mut skipped = Vec::new();
+    for ordinal in 0..count {
+        match CudaDevice::open(ordinal) {
+            Ok(d) => {
+                if crate::icv::info() >= 2 {
+                    eprintln!(
+                        "offload: cuda device ordinal {ordinal}: {} (sm_{}{}, {} SMs, {} threads per team, {} MiB)",
+                        d.name,
+                        d.cc.0,
+                        d.cc.1,
+                        d.sm_count,
+                        d.max_threads,
+                        d.total_mem >> 20
+                    );
+                }
+                devices.push(Box::new(d));
+            }
+            Err(e) => skipped.push(format!("CUDA device {ordinal}: {e}")),
+        }
+    }
+    if devices.is_empty() {
+        return Err(skipped.join("; "));
+    }
+    if crate::icv::info() > 0 {
+        for s in &skipped {
+            eprintln!("offload: plugin cuda skips {s}");
+        }
+    }
+    Ok(devices)
+}
+
+/// `<call> failed: <error>`.
+fn fail(call: &str, e: DriverError) -> String {
+    format!("{call} failed: {}", describe(e))
+}
+
+/// The error's name and the driver's description of it: `CUDA_ERROR_OUT_OF_MEMORY (out of memory)`. Only called
+/// once discovery has checked the driver's symbols.
+fn describe(e: DriverError) -> String {
+    match e.error_string() {
+        Ok(s) => format!("{:?} ({})", e.0, s.to_string_lossy()),
+        Err(_) => format!("{:?}", e.0),
+    }
+}
+
+/// How well an image of `image_arch` (`sm_XY`, or `sm_XYa` for an architecture-specific image) and `format` suits a
+/// device of compute capability `cc`: a cubin runs on its own major version with a minor version at least its own
+/// (its exact architecture ranks highest); PTX runs on any device at least as new as its target, which the driver
+/// JIT-compiles, the newest PTX best.
+fn rank_for(cc: (u32, u32), image_arch: &str, format: u32) -> Option<u32> {
+    let rest = image_arch.strip_prefix("sm_")?;
+    let (digits, specific) = match rest.strip_suffix('a') {
+        Some(d) => (d, true),
+        None => (rest, false),
+    };
+    if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let sm: u32 = digits.parse().ok()?;
+    let image = (sm / 10, sm % 10);
+    // `sm_90a` code uses features only 9.0 has, and its PTX cannot be compiled for anything else either.
+    if specific && image != cc {
+        return None;
+    }
+    match format {
+        DeviceImageRecord::FORMAT_CUBIN if image == cc => Some(3000 + specific as u32),
+        DeviceImageRecord::FORMAT_CUBIN => {
+            (image.0 == cc.0 && image.1 <= cc.1).then_some(2000 + image.1)
+        }
+        DeviceImageRecord::FORMAT_PTX => (sm <= cc.0 * 10 + cc.1).then_some(1000 + sm),
+        _ => None,
+    }
+}
+
+/// What the driver is given must be well formed: it reads a cubin's ELF header for its size and PTX up to its NUL.
+fn check_image(image: &Image) -> Result<(), String> {
+    match image.format {
+        DeviceImageRecord::FORMAT_PTX if image.bytes.last() != Some(&0) => {
+            Err("the PTX image is not NUL-terminated".into())
+        }
+        DeviceImageRecord::FORMAT_CUBIN if image.bytes.get(..4) != Some(b"\x7fELF") => {
+            Err("the cubin image is not an ELF file".into())
+        }
+        DeviceImageRecord::FORMAT_PTX | DeviceImageRecord::FORMAT_CUBIN => Ok(()),
+        f => Err(format!("image format {f} is neither PTX nor a cubin")),
+    }
+}
+
+/// Where a launch failed: the driver refused it, or the kernel started and failed.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Stage {
+    Launch,
+    Wait,
+}
+
+/// Turns a launch's error into what the runtime reports. Errors that mean the kernel started and died leave the
+/// context unusable (CUDA fails every later call in it with the same error), so the device is lost; a launch the
+/// driver refused (its configuration) leaves it usable. `config` describes the launch, for refusals.
+fn launch_failure(code: CUresult, stage: Stage, config: &str) -> KernelFailure {
+    use CUresult::*;
+    let name = format!("{code:?}");
+    let died = match code {
+        CUDA_ERROR_ILLEGAL_INSTRUCTION => Some(format!(
+            "the kernel trapped ({name}): a panic in region code, such as an index out of bounds; the GPU does not \
+             report its message"
+        )),
+        CUDA_ERROR_ILLEGAL_ADDRESS => Some(format!(
+            "the kernel accessed an invalid device address ({name})"
+        )),
+        CUDA_ERROR_MISALIGNED_ADDRESS => Some(format!(
+            "the kernel made a misaligned memory access ({name})"
+        )),
+        CUDA_ERROR_HARDWARE_STACK_ERROR => Some(format!(
+            "the kernel overflowed its stack ({name}): deep recursion or large locals in region code"
+        )),
+        CUDA_ERROR_ASSERT => Some(format!("a device-side assertion failed ({name})")),
+        CUDA_ERROR_LAUNCH_TIMEOUT => Some(format!(
+            "the kernel ran too long and the display watchdog stopped it ({name})"
+        )),
+        CUDA_ERROR_LAUNCH_FAILED | CUDA_ERROR_INVALID_PC | CUDA_ERROR_INVALID_ADDRESS_SPACE => {
+            Some(format!("the kernel failed ({name})"))
+        }
+        // The kernel started: whatever stopped it, the context cannot be trusted any more.
+        _ if stage == Stage::Wait => Some(format!("waiting for the kernel failed ({name})")),
+        _ => None,
+    };
+    match died {
+        Some(message) => KernelFailure {
+            message: format!(
+                "{message}; the CUDA context is unusable, so the device is marked lost"
+            ),
+            location: None,
+            device_lost: true,
+        },
+        None => {
+            let hint = match code {
+                CUDA_ERROR_INVALID_VALUE => ": an invalid launch configuration",
+                CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES => {
+                    ": too many threads per team for the registers the kernel needs"
+                }
+                _ => "",
+            };
+            KernelFailure {
+                message: format!("cuLaunchKernel failed: {name}{hint} ({config})"),
+                location: None,
+                device_lost: false,
+            }
+        }
+    }
+}
+
+struct CudaDevice {
+    /// The driver's device number, for messages.
+    ordinal: i32,
+    ctx: sys::CUcontext,
+    name: String,
+    /// Compute capability (major, minor).
+    cc: (u32, u32),
+    sm_count: u32,
+    max_threads: u32,
+    /// Shared memory a team may have with the opt-in attribute set.
+    max_shared: usize,
+    total_mem: usize,
+}
+
+// SAFETY: the driver API is thread-safe, and a primary context may be current on any number of threads at once;
+// every method makes it current on its own thread before calling the driver.
+unsafe impl Send for CudaDevice {}
+unsafe impl Sync for CudaDevice {}
+
+impl CudaDevice {
+    /// Reads a device's properties and retains its primary context, which the device then holds for the life of the
+    /// process (devices are never dropped; their kernels must stay valid).
+    fn open(ordinal: i32) -> Result<CudaDevice, String> {
+        use sys::CUdevice_attribute::*;
+        let dev = result::device::get(ordinal).map_err(|e| fail("cuDeviceGet", e))?;
+        let attr = |a: sys::CUdevice_attribute| -> Result<u32, String> {
+            // SAFETY: `dev` came from cuDeviceGet.
+            let v = unsafe { result::device::get_attribute(dev, a) }
+                .map_err(|e| fail(&format!("cuDeviceGetAttribute({a:?})"), e))?;
+            Ok(v.max(0) as u32)
+        };
+        let cc = (
+            attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        );
+        let sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(1);
+        let max_threads = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?.max(1);
+        let max_shared = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as usize;
+        // SAFETY: as above.
+        let total_mem =
+            unsafe { result::device::total_mem(dev) }.map_err(|e| fail("cuDeviceTotalMem", e))?;
+        // cudarc's `device::get_name` panics on a name without a NUL; read it into our own buffer instead.
+        let mut buf = [0u8; 256];
+        // SAFETY: the driver writes at most `buf.len()` bytes.
+        unsafe { sys::cuDeviceGetName(buf.as_mut_ptr().cast(), buf.len() as i32, dev) }
+            .result()
+            .map_err(|e| fail("cuDeviceGetName", e))?;
+        let name = CStr::from_bytes_until_nul(&buf)
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| String::from_utf8_lossy(&buf).into_owned());
+        // SAFETY: as above. Retained last, so a failure above leaks nothing.
+        let ctx = unsafe { result::primary_ctx::retain(dev) }
+            .map_err(|e| fail("cuDevicePrimaryCtxRetain", e))?;
+        Ok(CudaDevice {
+            ordinal,
+            ctx,
+            name,
+            cc,
+            sm_count,
+            max_threads,
+            max_shared,
+            total_mem,
+        })
+    }
+
+    /// Makes the device's context current on the calling thread.
+    fn make_current(&self) -> Result<(), String> {
+        // SAFETY: `ctx` is a retained primary context, never released.
+        unsafe { result::ctx::set_current(self.ctx) }.map_err(|e| fail("cuCtxSetCurrent", e))
+    }
+
+    /// `what` on this device: for messages.
+    fn on(&self, what: String) -> String {
+        format!("{what} on CUDA device {} ({})", self.ordinal, self.name)
+    }
+
+    /// Lets `f` use `bytes` of dynamic shared memory. Past 48 KiB (with its static shared memory) a kernel must opt
+    /// in; the attribute is set to the device's maximum, so concurrent launches of the same kernel asking for
+    /// different sizes never shrink it under each other.
+    ///
+    /// # Safety
+    /// `f` is a kernel of a module loaded in this device's context, which is current.
+    unsafe fn reserve_shared(&self, f: sys::CUfunction, bytes: usize) -> Result<(), String> {
+        use sys::CUfunction_attribute::*;
+        // SAFETY: per the contract.
+        let fixed = unsafe {
+            result::function::get_function_attribute(f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        }
+        .map_err(|e| fail("cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)", e))?
+        .max(0) as usize;
+        if fixed + bytes <= SHARED_WITHOUT_OPT_IN {
+            return Ok(());
+        }
+        if fixed + bytes > self.max_shared {
+            return Err(format!(
+                "the launch asks for {bytes} bytes of team-shared memory and the kernel has {fixed} bytes of static \
+                 shared memory; CUDA device {} ({}) allows at most {} bytes per team",
+                self.ordinal, self.name, self.max_shared
+            ));
+        }
+        let limit = (self.max_shared - fixed) as i32;
+        // SAFETY: per the contract.
+        unsafe {
+            result::function::set_function_attribute(
+                f,
+                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                limit,
+            )
+        }
+        .map_err(|e| {
+            fail(
+                &format!(
+                    "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, {limit})"
+                ),
+                e,
+            )
+        })
+    }
+}
+
+struct CudaImage {
+    module: sys::CUmodule,
+    ctx: sys::CUcontext,
+}
+
+// SAFETY: module handles may be used from any thread whose current context is the module's.
+unsafe impl Send for CudaImage {}
+unsafe impl Sync for CudaImage {}
+
+impl LoadedImageOps for CudaImage {
+    fn kernel(&self, symbol: &CStr) -> Option<Kernel> {
+        // SAFETY: `ctx` is a retained primary context; the module was loaded in it and is never unloaded.
+        unsafe {
+            if let Err(e) = result::ctx::set_current(self.ctx) {
+                eprintln!("offload: cuda: {}", fail("cuCtxSetCurrent", e));
+                return None;
+            }
+            match result::module::get_function(self.module, symbol.to_owned()) {
+                Ok(f) => Some(Kernel(f as usize)),
+                Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_FOUND => None,
+                Err(e) => {
+                    eprintln!(
+                        "offload: cuda: {}",
+                        fail(&format!("cuModuleGetFunction({symbol:?})"), e)
+                    );
+                    None
+                }
+            }
+        }
+    }
+}
+
+impl Device for CudaDevice {
+    fn rank(&self, image: &Image) -> Option<u32> {
+        if image.triple != TRIPLE {
+            return None;
+        }
+        rank_for(self.cc, image.arch, image.format)
+    }
+
+    fn default_geometry(&self, spmd: bool) -> (u32, u32) {
+        if spmd {
+            (self.sm_count, 256)
+        } else {
+            // A work-shared loop is a grid-stride loop: enough teams to fill every SM several times over.
+            (self.sm_count.saturating_mul(8), 128)
+        }
+    }
+
+    fn max_threads(&self) -> u32 {
+        self.max_threads
+    }
+
+    fn load_image(&self, image: &Image) -> Result<LoadedImage, String> {
+        check_image(image)?;
+        self.make_current()?;
+        // The driver parses a cubin in place: give it an aligned copy when the embedded bytes are not.
+        let aligned: Vec<u128>;
+        let data: *const c_void = if image.bytes.as_ptr().cast::<u128>().is_aligned() {
+            image.bytes.as_ptr().cast()
+        } else {
+            let mut v = vec![0u128; image.bytes.len().div_ceil(16)];
+            // SAFETY: `v` holds at least `bytes.len()` bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    image.bytes.as_ptr(),
+                    v.as_mut_ptr().cast::<u8>(),
+                    image.bytes.len(),
+                )
+            };
+            aligned = v;
+            aligned.as_ptr().cast()
+        };
+        let mut log = vec![0u8; JIT_LOG_BYTES];
+        let mut options = [
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ];
+        // Option values travel in pointer-sized slots; the size is an `unsigned int` value, not a pointer.
+        let mut values: [*mut c_void; 2] = [log.as_mut_ptr().cast(), JIT_LOG_BYTES as *mut c_void];
+        let mut module = std::mem::MaybeUninit::<sys::CUmodule>::uninit();
+        // SAFETY: `data` is a checked PTX or cubin image that outlives the call; the log buffer is as large as said.
+        let loaded = unsafe {
+            sys::cuModuleLoadDataEx(
+                module.as_mut_ptr(),
+                data,
+                options.len() as u32,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+            )
+        }
+        .result();
+        if let Err(e) = loaded {
+            // The driver writes back how much of the log it filled.
+            let filled = (values[1] as usize).min(JIT_LOG_BYTES);
+            let text = CStr::from_bytes_until_nul(&log[..filled])
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| String::from_utf8_lossy(&log[..filled]).into_owned());
+            let text = text.trim();
+            let msg = fail("cuModuleLoadDataEx", e);
+            return Err(self.on(if text.is_empty() {
+                msg
+            } else {
+                format!("{msg}; JIT log: {text}")
+            }));
+        }
+        Ok(Box::new(CudaImage {
+            // SAFETY: written by the successful call.
+            module: unsafe { module.assume_init() },
+            ctx: self.ctx,
+        }))
+    }
+
+    fn alloc(&self, size: usize) -> Result<DevicePtr, String> {
+        self.make_current()?;
+        let bytes = size.max(1);
+        // SAFETY: the context is current; the memory is zero-filled before anyone reads it.
+        let p = unsafe { result::malloc_sync(bytes) }.map_err(|e| {
+            self.on(format!(
+                "{} allocating {size} bytes ({} MiB in all)",
+                fail("cuMemAlloc", e),
+                self.total_mem >> 20
+            ))
+        })?;
+        // SAFETY: `p` is a live allocation of `bytes` bytes. The memset is ordered before every later copy and
+        // launch, all of which use the legacy default stream.
+        if let Err(e) = unsafe { result::memset_d8_sync(p, 0, bytes) } {
+            // SAFETY: allocated above and not handed out.
+            let _ = unsafe { result::free_sync(p) };
+            return Err(self.on(fail("cuMemsetD8", e)));
+        }
+        Ok(p)
+    }
+
+    unsafe fn free(&self, ptr: DevicePtr) {
+        if self.make_current().is_ok() {
+            // SAFETY: per the trait's contract. A failure (a lost context) leaves nothing to do.
+            let _ = unsafe { result::free_sync(ptr) };
+        }
+    }
+
+    unsafe fn copy_to_device(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        size: usize,
+    ) -> Result<(), String> {
+        if size == 0 {
+            return Ok(());
+        }
+        self.make_current()?;
+        // SAFETY: per the trait's contract; the copy is synchronous, so `src` need not outlive the call.
+        unsafe { result::memcpy_htod_sync(dst, std::slice::from_raw_parts(src, size)) }
+            .map_err(|e| self.on(format!("{} copying {size} bytes", fail("cuMemcpyHtoD", e))))
+    }
+
+    unsafe fn copy_from_device(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        size: usize,
+    ) -> Result<(), String> {
+        if size == 0 {
+            return Ok(());
+        }
+        self.make_current()?;
+        // SAFETY: per the trait's contract.
+        unsafe { result::memcpy_dtoh_sync(std::slice::from_raw_parts_mut(dst, size), src) }
+            .map_err(|e| self.on(format!("{} copying {size} bytes", fail("cuMemcpyDtoH", e))))
+    }
+
+    unsafe fn launch(
+        &self,
+        kernel: Kernel,
+        args: &[Arg],
+        params: LaunchParams,
+    ) -> Result<(), KernelFailure> {
+        let refused = |message: String| KernelFailure {
+            message,
+            location: None,
+            device_lost: false,
+        };
+        self.make_current().map_err(refused)?;
+        let f = kernel.0 as sys::CUfunction;
+        let (teams, threads) = (params.num_teams.max(1), params.num_threads.max(1));
+        // Formatted only for a message.
+        let config = || {
+            format!(
+                "{teams} teams of {threads} threads with {} bytes of team-shared memory; CUDA device {} ({}) \
+                 allows {} threads and {} bytes of shared memory per team",
+                params.team_shared, self.ordinal, self.name, self.max_threads, self.max_shared
+            )
+        };
+        let shared = u32::try_from(params.team_shared)
+            .map_err(|_| refused(format!("too much team-shared memory: {}", config())))?;
+        if params.team_shared > 0 {
+            // SAFETY: per the contract, `f` comes from an image loaded on this device; its context is current.
+            unsafe { self.reserve_shared(f, params.team_shared) }.map_err(refused)?;
+        }
+        // The calling convention: `(dyn_ptr, a0, .., ak)`, each 8 bytes; CUDA passes no dynamic pointer. The driver
+        // copies each parameter's 8 bytes from where its pointer points, so the arguments are never read here.
+        let dyn_ptr: u64 = 0;
+        let mut params_ptrs: Vec<*mut c_void> = Vec::with_capacity(args.len() + 1);
+        params_ptrs.push((&dyn_ptr as *const u64).cast_mut().cast());
+        params_ptrs.extend(args.iter().map(|a| a.as_ptr().cast_mut().cast::<c_void>()));
+        let stream = result::stream::null();
+        // SAFETY: per the contract, `args` match the kernel's parameters; they and `dyn_ptr` outlive the call,
+        // which copies them.
+        unsafe {
+            result::launch_kernel(
+                f,
+                (teams, 1, 1),
+                (threads, 1, 1),
+                shared,
+                stream,
+                &mut params_ptrs,
+            )
+        }
+        .map_err(|e| launch_failure(e.0, Stage::Launch, &config()))?;
+        // SAFETY: the legacy default stream of the current context.
+        unsafe { result::stream::synchronize(stream) }
+            .map_err(|e| launch_failure(e.0, Stage::Wait, &config()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const CUBIN: u32 = DeviceImageRecord::FORMAT_CUBIN;
+    const PTX: u32 = DeviceImageRecord::FORMAT_PTX;
+
+    #[test]
+    fn a_cubin_runs_on_its_major_version_with_an_equal_or_newer_minor() {
+        assert_eq!(rank_for((9, 0), "sm_90", CUBIN), Some(3000));
+        assert_eq!(rank_for((8, 6), "sm_86", CUBIN), Some(3000));
+        assert_eq!(rank_for((8, 6), "sm_80", CUBIN), Some(2000));
+        assert_eq!(rank_for((8, 9), "sm_86", CUBIN), Some(2006));
+        assert_eq!(rank_for((8, 0), "sm_86", CUBIN), None, "newer minor");
+        assert_eq!(rank_for((9, 0), "sm_80", CUBIN), None, "older major");
+        assert_eq!(rank_for((8, 0), "sm_90", CUBIN), None, "newer major");
+        assert_eq!(rank_for((10, 0), "sm_100", CUBIN), Some(3000));
+        assert_eq!(rank_for((12, 0), "sm_100", CUBIN), None);
+    }
+
+    #[test]
+    fn ptx_runs_on_every_device_at_least_as_new_and_the_newest_ptx_wins() {
+        assert_eq!(rank_for((9, 0), "sm_90", PTX), Some(1090));
+        assert_eq!(rank_for((9, 0), "sm_80", PTX), Some(1080));
+        assert_eq!(rank_for((10, 0), "sm_90", PTX), Some(1090));
+        assert_eq!(rank_for((12, 0), "sm_100", PTX), Some(1100));
+        assert_eq!(rank_for((8, 0), "sm_86", PTX), None);
+        assert_eq!(rank_for((8, 6), "sm_90", PTX), None);
+    }
+
+    #[test]
+    fn every_cubin_outranks_every_ptx_and_an_exact_cubin_outranks_the_rest() {
+        let cc = (8, 9);
+        let exact = rank_for(cc, "sm_89", CUBIN).unwrap();
+        let other = rank_for(cc, "sm_86", CUBIN).unwrap();
+        let ptx = rank_for(cc, "sm_89", PTX).unwrap();
+        assert!(exact > other && other > ptx, "{exact} {other} {ptx}");
+    }
+
+    #[test]
+    fn architecture_specific_images_run_only_on_their_architecture() {
+        assert_eq!(rank_for((9, 0), "sm_90a", CUBIN), Some(3001));
+        assert_eq!(rank_for((9, 0), "sm_90a", PTX), Some(1090));
+        assert_eq!(rank_for((10, 0), "sm_90a", PTX), None);
+        assert_eq!(rank_for((9, 0), "sm_89a", CUBIN), None);
+    }
+
+    #[test]
+    fn other_architectures_and_formats_are_not_ranked() {
+        for arch in [
+            "",
+            "sm_",
+            "sm_9",
+            "gfx90a",
+            "x86_64",
+            "sm_9x",
+            "compute_90",
+            "sm_90f",
+        ] {
+            assert_eq!(rank_for((9, 0), arch, CUBIN), None, "{arch}");
+            assert_eq!(rank_for((9, 0), arch, PTX), None, "{arch}");
+        }
+        for format in [
+            DeviceImageRecord::FORMAT_SHARED_OBJECT,
+            DeviceImageRecord::FORMAT_HSACO,
+            77,
+        ] {
+            assert_eq!(rank_for((9, 0), "sm_90", format), None);
+        }
+    }
+
+    fn image(bytes: &'static [u8], format: u32) -> Image {
+        Image {
+            bytes,
+            format,
+            triple: TRIPLE,
+            arch: "sm_90",
+            package: "p",
+            package_tag: 0,
+        }
+    }
+
+    #[test]
+    fn ptx_must_be_nul_terminated_and_a_cubin_an_elf_file() {
+        assert!(check_image(&image(b".version 8.0\n\0", PTX)).is_ok());
+        let e = check_image(&image(b".version 8.0\n", PTX)).unwrap_err();
+        assert!(e.contains("not NUL-terminated"), "{e}");
+        assert!(check_image(&image(b"", PTX)).is_err());
+        assert!(check_image(&image(b"\x7fELF\x02\x01", CUBIN)).is_ok());
+        let e = check_image(&image(b"junk", CUBIN)).unwrap_err();
+        assert!(e.contains("not an ELF"), "{e}");
+        assert!(check_image(&image(b"\x7fELF", DeviceImageRecord::FORMAT_HSACO)).is_err());
+    }
+
+    #[test]
+    fn a_trap_is_a_panic_in_region_code_and_loses_the_device() {
+        let f = launch_failure(CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION, Stage::Wait, "cfg");
+        assert!(f.device_lost);
+        assert!(f.location.is_none());
+        assert!(
+            f.message.starts_with(
+                "the kernel trapped (CUDA_ERROR_ILLEGAL_INSTRUCTION): a panic in region code"
+            ),
+            "{}",
+            f.message
+        );
+    }
+
+    #[test]
+    fn errors_of_a_kernel_that_died_lose_the_device() {
+        use CUresult::*;
+        for code in [
+            CUDA_ERROR_LAUNCH_FAILED,
+            CUDA_ERROR_ILLEGAL_ADDRESS,
+            CUDA_ERROR_MISALIGNED_ADDRESS,
+            CUDA_ERROR_ASSERT,
+            CUDA_ERROR_HARDWARE_STACK_ERROR,
+            CUDA_ERROR_LAUNCH_TIMEOUT,
+            CUDA_ERROR_INVALID_PC,
+        ] {
+            for stage in [Stage::Launch, Stage::Wait] {
+                let f = launch_failure(code, stage, "cfg");
+                assert!(f.device_lost, "{code:?}");
+                assert!(f.message.contains(&format!("{code:?}")), "{}", f.message);
+            }
+        }
+        // Anything else once the kernel has started.
+        assert!(launch_failure(CUDA_ERROR_UNKNOWN, Stage::Wait, "cfg").device_lost);
+    }
+
+    #[test]
+    fn a_refused_launch_keeps_the_device_and_names_the_error_and_configuration() {
+        use CUresult::*;
+        for code in [
+            CUDA_ERROR_INVALID_VALUE,
+            CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+            CUDA_ERROR_INVALID_HANDLE,
+        ] {
+            let f = launch_failure(code, Stage::Launch, "4 teams of 2048 threads");
+            assert!(!f.device_lost, "{code:?}");
+            assert!(
+                f.message
+                    .starts_with(&format!("cuLaunchKernel failed: {code:?}")),
+                "{}",
+                f.message
+            );
+            assert!(
+                f.message.contains("4 teams of 2048 threads"),
+                "{}",
+                f.message
+            );
+        }
+    }
+
+    #[test]
+    fn without_a_driver_discovery_says_why_and_does_not_panic() {
+        // SAFETY: opens the library by name only.
+        if unsafe { sys::is_culib_present() } {
+            eprintln!("note: libcuda is installed here; the no-driver case is not checked");
+            return;
+        }
+        let why = Cuda.discover().err().expect("no devices without a driver");
+        assert!(why.starts_with("libcuda.so not found"), "{why}");
+    }
+
+    #[test]
+    fn cuda_comes_first_so_gpus_get_the_low_device_numbers() {
+        let names: Vec<_> = super::super::all().iter().map(|p| p.name()).collect();
+        assert_eq!(names, ["cuda", "host-elf"]);
+    }
+}
