@@ -95,6 +95,10 @@ impl DeviceEntry {
 
 static DEVICES: OnceLock<Vec<DeviceEntry>> = OnceLock::new();
 
+/// Why the enabled plugins found no devices, for the message of a region that needs one (made once: the fallback
+/// path must not allocate per call).
+static NO_DEVICES: OnceLock<String> = OnceLock::new();
+
 /// Every usable device; none under `OMP_TARGET_OFFLOAD=DISABLED`.
 #[inline]
 pub fn devices() -> &'static [DeviceEntry] {
@@ -119,6 +123,7 @@ fn discover() -> Vec<DeviceEntry> {
         }
     }
     let mut out = Vec::new();
+    let mut empty = Vec::new();
     for p in plugins {
         if icv
             .plugins
@@ -144,9 +149,14 @@ fn discover() -> Vec<DeviceEntry> {
                 if crate::icv::info() > 0 {
                     eprintln!("offload: plugin {} has no devices: {why}", p.name());
                 }
+                empty.push(format!("{}: {why}", p.name()));
             }
         }
     }
+    let _ = NO_DEVICES.set(match empty.is_empty() {
+        true => "no offload device is available".into(),
+        false => format!("no offload device is available ({})", empty.join("; ")),
+    });
     out
 }
 
@@ -191,7 +201,10 @@ pub fn select(device: Option<i32>, cond: bool) -> Selection {
         }
         Some(d) => d,
         None if n == 0 => {
-            return Selection::Host(Host::Unavailable("no offload device is available".into()))
+            let why = NO_DEVICES
+                .get()
+                .map_or("no offload device is available", |w| w.as_str());
+            return Selection::Host(Host::Unavailable(why.into()));
         }
         None => {
             let d = crate::api::omp_get_default_device();
