@@ -89,7 +89,7 @@ impl Recipe {
                 artifact: "so",
                 device_std_features: ", features = [\"host\"]",
                 crate_attrs: "",
-                flags: Vec::new(),
+                flags: host_cpu_flags(),
                 gpu: None,
             }),
             DeviceTarget::Nvptx { .. } => {
@@ -108,6 +108,28 @@ impl Recipe {
             }
         }
     }
+}
+
+/// The program's own CPU flags (`-C target-cpu`, `-C target-feature`), which the host image shares: it runs in the
+/// same process, so on the same CPU, and a program built `-C target-cpu=native` gets a native image.
+fn host_cpu_flags() -> Vec<String> {
+    cpu_flags(&std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default())
+}
+
+/// The CPU flags among encoded rustc flags (`\x1f`-separated), as `-Cname=value`.
+fn cpu_flags(encoded: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut words = encoded.split('\x1f').filter(|w| !w.is_empty());
+    while let Some(w) = words.next() {
+        let codegen = match w {
+            "-C" | "--codegen" => words.next().unwrap_or_default(),
+            w => w.strip_prefix("-C").unwrap_or_default(),
+        };
+        if codegen.starts_with("target-cpu=") || codegen.starts_with("target-feature=") {
+            out.push(format!("-C{codegen}"));
+        }
+    }
+    out
 }
 
 /// Writes the device crates and one image package per group under `dir/src` (a workspace), builds every image
@@ -511,4 +533,21 @@ fn profile_env(target: &DeviceTarget) -> Vec<(&'static str, String)> {
         ("CARGO_PROFILE_RELEASE_DEBUG", "false".into()),
         ("CARGO_PROFILE_RELEASE_STRIP", "none".into()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_host_image_takes_the_programs_cpu_flags_only() {
+        let encoded = "-C\x1ftarget-cpu=native\x1f-Copt-level=2\x1f-Ctarget-feature=+avx2\x1f--cfg\x1ffoo\x1f--codegen\x1ftarget-feature=-sse4.1";
+        assert_eq!(
+            super::cpu_flags(encoded),
+            [
+                "-Ctarget-cpu=native",
+                "-Ctarget-feature=+avx2",
+                "-Ctarget-feature=-sse4.1"
+            ]
+        );
+        assert!(super::cpu_flags("").is_empty());
+    }
 }

@@ -751,6 +751,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot dlopen")]
     fn without_a_driver_discovery_says_why_and_does_not_panic() {
         // SAFETY: opens the library by name only.
         if unsafe { sys::is_culib_present() } {
