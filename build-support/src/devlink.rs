@@ -1,9 +1,11 @@
-//! The device link of NVIDIA images, with LLVM 22's tools as subprocesses (no LLVM library in any build, and each
-//! step can be rerun by hand): the device crates' staticlib holds LLVM bitcode for every crate, `core` included.
+//! The device link of GPU images, with LLVM 22's tools as subprocesses (no LLVM library in any build, and each step
+//! can be rerun by hand from the files it leaves): the device crates' staticlib holds LLVM bitcode for every crate,
+//! `core` included.
 //!
-//! `llvm-link` the user's crates and the IR shim whole, then only what they use of `core`, `compiler_builtins` and
-//! libdevice; `opt` internalizes everything but the kernels and optimises (O3, NVVMReflect) per `sm_XX`; `llc` writes
-//! PTX; `ptxas`, where installed, assembles it into a cubin (which also proves the PTX valid).
+//! `llvm-link` the user's crates and an IR shim whole, then only what they use of `core`, `compiler_builtins` and the
+//! vendor's math library (libdevice, ocml); `opt` internalizes everything but the kernels and optimises (O3); then
+//! for NVIDIA `llc` writes PTX per `sm_XX` and `ptxas`, where installed, a cubin (which also proves the PTX valid);
+//! for AMD `llc` writes an object and `ld.lld -shared` the HSA code object.
 
 use crate::toolchain::{CudaTools, LlvmTools};
 use crate::Error;
@@ -58,53 +60,16 @@ pub fn link_nvptx(
     work: &Path,
 ) -> Result<Vec<Linked>, Error> {
     let io = |p: &Path| Error::io(format!("writing {}", p.display()));
-    let members = work.join("members");
-    let _ = std::fs::remove_dir_all(&members);
-    std::fs::create_dir_all(&members).map_err(io(&members))?;
-    let data =
-        std::fs::read(archive).map_err(Error::io(format!("reading {}", archive.display())))?;
-    let ar = object::read::archive::ArchiveFile::parse(&*data)
-        .map_err(|e| Error::Config(format!("reading {}: {e}", archive.display())))?;
-    let (mut user, mut libs): (Vec<PathBuf>, Vec<PathBuf>) = (Vec::new(), Vec::new());
-    for (i, m) in ar.members().enumerate() {
-        let m = m.map_err(|e| Error::Config(format!("reading {}: {e}", archive.display())))?;
-        let name = String::from_utf8_lossy(m.name()).into_owned();
-        if !name.ends_with(".o") {
-            continue; // the symbol table and rustc's metadata
-        }
-        let bytes = m
-            .data(&*data)
-            .map_err(|e| Error::Config(format!("reading {}: {e}", archive.display())))?;
-        let path = members.join(format!("{i}-{name}"));
-        std::fs::write(&path, bytes).map_err(io(&path))?;
-        if name.starts_with("core-") || name.starts_with("compiler_builtins-") {
-            libs.push(path);
-        } else {
-            user.push(path);
-        }
-    }
+    let members = extract_bitcode(std::slice::from_ref(&archive.to_path_buf()), work)?;
     let shim = work.join("shim.ll");
     std::fs::write(&shim, NVPTX_SHIM).map_err(io(&shim))?;
-    // `--only-needed` applies to every file of a call, so the user's crates are linked whole in a call of their own.
-    let user_bc = work.join("user.bc");
-    run(
-        Command::new(&llvm.link)
-            .arg(&shim)
-            .args(&user)
-            .arg("-o")
-            .arg(&user_bc),
-        "llvm-link",
-    )?;
-    let linked = work.join("linked.bc");
-    run(
-        Command::new(&llvm.link)
-            .arg(&user_bc)
-            .arg("--only-needed")
-            .args(&libs)
-            .args(&cuda.libdevice)
-            .arg("-o")
-            .arg(&linked),
-        "llvm-link",
+    let linked = link_bitcode(
+        llvm,
+        &shim,
+        &members.user,
+        &members.libs,
+        &cuda.libdevice,
+        work,
     )?;
     let mut images = Vec::new();
     for sm in archs {
@@ -171,6 +136,86 @@ pub fn link_nvptx(
     Ok(images)
 }
 
+/// The archives' object members, written to `work/members`.
+struct Members {
+    /// The user's crates' bitcode.
+    user: Vec<PathBuf>,
+    /// `core`'s and `compiler_builtins`'s bitcode.
+    libs: Vec<PathBuf>,
+    /// Machine-code objects: AMD's `compiler_builtins` (rustc leaves it out of LTO, so it is never bitcode).
+    native: Vec<PathBuf>,
+}
+
+/// nvptx objects are LLVM bitcode, and so are AMD's under `-C linker-plugin-lto`, but for `compiler_builtins`.
+fn extract_bitcode(archives: &[PathBuf], work: &Path) -> Result<Members, Error> {
+    let members = work.join("members");
+    let _ = std::fs::remove_dir_all(&members);
+    std::fs::create_dir_all(&members)
+        .map_err(Error::io(format!("creating {}", members.display())))?;
+    let (mut user, mut libs, mut native) = (Vec::new(), Vec::new(), Vec::new());
+    let mut n = 0;
+    for archive in archives {
+        let bad =
+            |e: object::read::Error| Error::Config(format!("reading {}: {e}", archive.display()));
+        let data =
+            std::fs::read(archive).map_err(Error::io(format!("reading {}", archive.display())))?;
+        let ar = object::read::archive::ArchiveFile::parse(&*data).map_err(bad)?;
+        for m in ar.members() {
+            let m = m.map_err(bad)?;
+            let name = String::from_utf8_lossy(m.name()).into_owned();
+            if !name.ends_with(".o") {
+                continue; // the symbol table and rustc's metadata
+            }
+            n += 1;
+            let path = members.join(format!("{n}-{name}"));
+            let bytes = m.data(&*data).map_err(bad)?;
+            std::fs::write(&path, bytes)
+                .map_err(Error::io(format!("writing {}", path.display())))?;
+            if bytes.starts_with(b"\x7fELF") {
+                native.push(path);
+            } else if name.starts_with("core-") || name.starts_with("compiler_builtins-") {
+                libs.push(path);
+            } else {
+                user.push(path);
+            }
+        }
+    }
+    Ok(Members { user, libs, native })
+}
+
+/// `work/linked.bc`: the shim and the user's crates whole, then only what they use of the libraries. `--only-needed`
+/// applies to every file of a call, so the user's crates are linked in a call of their own.
+fn link_bitcode(
+    llvm: &LlvmTools,
+    shim: &Path,
+    user: &[PathBuf],
+    libs: &[PathBuf],
+    device_libs: impl IntoIterator<Item = impl AsRef<std::ffi::OsStr>>,
+    work: &Path,
+) -> Result<PathBuf, Error> {
+    let user_bc = work.join("user.bc");
+    run(
+        Command::new(&llvm.link)
+            .arg(shim)
+            .args(user)
+            .arg("-o")
+            .arg(&user_bc),
+        "llvm-link",
+    )?;
+    let linked = work.join("linked.bc");
+    run(
+        Command::new(&llvm.link)
+            .arg(&user_bc)
+            .arg("--only-needed")
+            .args(libs)
+            .args(device_libs)
+            .arg("-o")
+            .arg(&linked),
+        "llvm-link",
+    )?;
+    Ok(linked)
+}
+
 /// Every kernel is an entry, and nothing is left to resolve (ptxas would reject it, the driver's JIT too).
 fn check_ptx(ptx: &str, kernels: &[String], cuda: &CudaTools) -> Result<(), Error> {
     let unresolved: Vec<&str> = ptx
@@ -206,4 +251,175 @@ fn check_ptx(ptx: &str, kernels: &[String], cuda: &CudaTools) -> Result<(), Erro
         });
     }
     Ok(())
+}
+
+/// The AMD shim: the dispatch packet (address space 4), the launch's dynamic LDS (address space 3), a barrier that
+/// waits for LDS writes (`s_barrier` alone does not), a trap, and ocml's control constants for this GPU (what
+/// ROCm's `oclc_*.bc` files hold, written here so any gfx works): correctly rounded `sqrt`, no fast-math.
+fn amdgcn_shim(gfx: &str) -> String {
+    // gfx90a -> 9010, gfx942 -> 9402, gfx1100 -> 11000: major, then the minor and stepping hex digits.
+    let d = gfx.trim_start_matches("gfx");
+    let (major, rest) = d.split_at(d.len().saturating_sub(2));
+    let digit = |i: usize| u32::from_str_radix(&rest[i..i + 1], 16).unwrap_or(0);
+    let isa = major.parse::<u32>().unwrap_or(0) * 1000 + digit(0) * 100 + digit(1);
+    let wave64 = u8::from(major == "9");
+    format!(
+        r#"target triple = "amdgcn-amd-amdhsa"
+
+@__offload_dyn_lds = external addrspace(3) global [0 x i8], align 16
+
+define ptr @__offload_dispatch_ptr() #0 {{
+  %p = call ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+  %g = addrspacecast ptr addrspace(4) %p to ptr
+  ret ptr %g
+}}
+
+define ptr @__offload_dyn_lds_ptr() #0 {{
+  ret ptr addrspacecast (ptr addrspace(3) @__offload_dyn_lds to ptr)
+}}
+
+define void @__offload_barrier() #1 {{
+  fence syncscope("workgroup") release
+  call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
+  ret void
+}}
+
+define void @__offload_trap() #2 {{
+  call void @llvm.trap()
+  unreachable
+}}
+
+declare ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+declare void @llvm.amdgcn.s.barrier()
+declare void @llvm.trap()
+
+@__oclc_ISA_version = linkonce_odr protected local_unnamed_addr addrspace(4) constant i32 {isa}, align 4
+@__oclc_ABI_version = linkonce_odr protected local_unnamed_addr addrspace(4) constant i32 500, align 4
+@__oclc_wavefrontsize64 = linkonce_odr protected local_unnamed_addr addrspace(4) constant i8 {wave64}, align 1
+@__oclc_correctly_rounded_sqrt32 = linkonce_odr protected local_unnamed_addr addrspace(4) constant i8 1, align 1
+@__oclc_daz_opt = linkonce_odr protected local_unnamed_addr addrspace(4) constant i8 0, align 1
+@__oclc_finite_only_opt = linkonce_odr protected local_unnamed_addr addrspace(4) constant i8 0, align 1
+@__oclc_unsafe_math_opt = linkonce_odr protected local_unnamed_addr addrspace(4) constant i8 0, align 1
+
+attributes #0 = {{ alwaysinline nounwind }}
+attributes #1 = {{ alwaysinline nounwind convergent }}
+attributes #2 = {{ alwaysinline nounwind noreturn cold }}
+"#
+    )
+}
+
+/// Links the rlibs `archives` (bitcode built for `gfx`) into an HSA code object keeping `kernels`: the same bitcode
+/// steps as for NVIDIA, then `llc` to an object and `ld.lld -shared` to the code object.
+pub fn link_amdgcn(
+    archives: &[PathBuf],
+    kernels: &[String],
+    gfx: &str,
+    llvm: &LlvmTools,
+    work: &Path,
+) -> Result<Vec<Linked>, Error> {
+    let io = |p: &Path| Error::io(format!("writing {}", p.display()));
+    let lld = llvm.lld.as_ref().ok_or_else(|| {
+        Error::Config(
+            "the amdgcn target links code objects with LLVM 22's ld.lld: `apt-get install lld-22`, or point \
+             OFFLOAD_LLVM_BIN at a directory that has it"
+                .into(),
+        )
+    })?;
+    let members = extract_bitcode(archives, work)?;
+    let shim = work.join("shim.ll");
+    std::fs::write(&shim, amdgcn_shim(gfx)).map_err(io(&shim))?;
+    let device_libs: Vec<PathBuf> = crate::toolchain::rocm_device_libs()
+        .map(|d| vec![d.join("ocml.bc"), d.join("ockl.bc")])
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect();
+    let linked = link_bitcode(
+        llvm,
+        &shim,
+        &members.user,
+        &members.libs,
+        &device_libs,
+        work,
+    )?;
+    let opt_bc = work.join(format!("{gfx}.bc"));
+    run(
+        Command::new(&llvm.opt)
+            .arg(&linked)
+            .args(["-mtriple=amdgcn-amd-amdhsa", &format!("-mcpu={gfx}")])
+            .arg("-passes=internalize,globaldce,default<O3>")
+            .arg(format!(
+                "--internalize-public-api-list={}",
+                kernels.join(",")
+            ))
+            .arg("-o")
+            .arg(&opt_bc),
+        "opt",
+    )?;
+    let obj = work.join(format!("{gfx}.o"));
+    run(
+        Command::new(&llvm.llc)
+            .args(["-O3", "-mtriple=amdgcn-amd-amdhsa", &format!("-mcpu={gfx}")])
+            .arg("-filetype=obj")
+            .arg(&opt_bc)
+            .arg("-o")
+            .arg(&obj),
+        "llc",
+    )?;
+    let hsaco = work.join(format!("{gfx}.hsaco"));
+    let out = Command::new(lld)
+        .args(["-shared", "--no-undefined"])
+        .arg(&obj)
+        // Machine-code members only where the kernels need them, as from an archive.
+        .arg("--start-lib")
+        .args(&members.native)
+        .arg("--end-lib")
+        .arg("-o")
+        .arg(&hsaco)
+        .output()
+        .map_err(Error::io("running ld.lld"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        let hint = if err.contains("__ocml_") && device_libs.is_empty() {
+            "\nthe math functions come from ROCm's ocml.bc: `apt-get install rocm-device-libs`, or point \
+             OFFLOAD_ROCM_DEVICE_LIBS at the directory that has it"
+        } else {
+            ""
+        };
+        return Err(Error::DeviceBuild {
+            image: format!("the AMD device link for {gfx} (ld.lld)"),
+            output: format!("{err}{hint}"),
+        });
+    }
+    let bytes = std::fs::read(&hsaco).map_err(Error::io(format!("reading {}", hsaco.display())))?;
+    check_hsaco(&bytes, kernels, gfx)?;
+    Ok(vec![Linked {
+        arch: gfx.to_string(),
+        format: DeviceImageRecord::FORMAT_HSACO,
+        bytes,
+    }])
+}
+
+/// Every kernel has its kernel descriptor (`NAME.kd`, what the HSA runtime looks up).
+fn check_hsaco(bytes: &[u8], kernels: &[String], gfx: &str) -> Result<(), Error> {
+    use object::{Object, ObjectSymbol};
+    let file = object::File::parse(bytes)
+        .map_err(|e| Error::Config(format!("reading the {gfx} code object: {e}")))?;
+    let names: Vec<String> = file
+        .dynamic_symbols()
+        .chain(file.symbols())
+        .filter_map(|s| s.name().ok().map(str::to_string))
+        .collect();
+    let missing: Vec<&String> = kernels
+        .iter()
+        .filter(|k| !names.contains(&format!("{k}.kd")))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::DeviceBuild {
+        image: format!("the AMD device link for {gfx}"),
+        output: format!("kernel descriptors missing from the code object: {missing:?}"),
+    })
 }

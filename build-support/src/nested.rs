@@ -74,9 +74,21 @@ struct Recipe {
     device_std_features: &'static str,
     /// Crate attributes of each device crate (the kernel ABI's feature gate).
     crate_attrs: &'static str,
-    /// Extra rustc flags (the GPU sysroot).
-    flags: Vec<String>,
+    /// One build of the device crates each: one for most targets, one per `gfxNNN` for AMD (rustc compiles for one
+    /// GPU there).
+    variants: Vec<Variant>,
     gpu: Option<Toolchain>,
+}
+
+struct Variant {
+    /// The architecture a variant is built for, where each is built apart.
+    arch: Option<String>,
+    /// Its `core` (AMD: one per architecture).
+    sysroot: Option<PathBuf>,
+    /// Extra rustc flags (the GPU sysroot, the CPU).
+    flags: Vec<String>,
+    /// Its target directory, under the target's build directory.
+    target_dir: String,
 }
 
 impl Recipe {
@@ -89,12 +101,17 @@ impl Recipe {
                 artifact: "so",
                 device_std_features: ", features = [\"host\"]",
                 crate_attrs: "",
-                flags: host_cpu_flags(),
+                variants: vec![Variant {
+                    arch: None,
+                    sysroot: None,
+                    flags: host_cpu_flags(),
+                    target_dir: "target".into(),
+                }],
                 gpu: None,
             }),
             DeviceTarget::Nvptx { .. } => {
                 let tc = Toolchain::find(target.triple())?;
-                let sysroot = crate::sysroot::core_sysroot(&tc, target.triple())?;
+                let sysroot = crate::sysroot::core_sysroot(&tc, target.triple(), None)?;
                 Ok(Recipe {
                     rustc: tc.rustc.display().to_string(),
                     cargo: tc.cargo.display().to_string(),
@@ -102,11 +119,69 @@ impl Recipe {
                     artifact: "a",
                     device_std_features: "",
                     crate_attrs: "#![feature(abi_ptx)]\n",
-                    flags: vec![format!("--sysroot={}", sysroot.display())],
+                    variants: vec![Variant {
+                        arch: None,
+                        sysroot: Some(sysroot.clone()),
+                        flags: vec![format!("--sysroot={}", sysroot.display())],
+                        target_dir: "target".into(),
+                    }],
+                    gpu: Some(tc),
+                })
+            }
+            DeviceTarget::Amdgcn { archs } => {
+                let tc = Toolchain::find(target.triple())?;
+                let mut variants = Vec::new();
+                for gfx in archs {
+                    let sysroot = crate::sysroot::core_sysroot(&tc, target.triple(), Some(gfx))?;
+                    variants.push(Variant {
+                        arch: Some(gfx.clone()),
+                        sysroot: Some(sysroot.clone()),
+                        flags: vec![
+                            format!("--sysroot={}", sysroot.display()),
+                            format!("-Ctarget-cpu={gfx}"),
+                            // Objects as bitcode, for the device link (the target itself links only with LTO).
+                            "-Clinker-plugin-lto".into(),
+                        ],
+                        target_dir: format!("target-{gfx}"),
+                    });
+                }
+                // rlibs, not a staticlib: rustc links a staticlib for this target only with LTO, which wants
+                // bitcode embedded in object files; `-C linker-plugin-lto` objects are bitcode themselves.
+                Ok(Recipe {
+                    rustc: tc.rustc.display().to_string(),
+                    cargo: tc.cargo.display().to_string(),
+                    crate_type: "rlib",
+                    artifact: "rlib",
+                    device_std_features: "",
+                    crate_attrs: "#![feature(abi_gpu_kernel)]\n",
+                    variants,
                     gpu: Some(tc),
                 })
             }
         }
+    }
+}
+
+impl Variant {
+    /// The `core` and `compiler_builtins` rlibs of its sysroot.
+    fn sysroot_rlibs(&self) -> Vec<PathBuf> {
+        let Some(root) = &self.sysroot else {
+            return Vec::new();
+        };
+        let lib = root.join("lib/rustlib");
+        std::fs::read_dir(&lib)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|triple| {
+                std::fs::read_dir(triple.path().join("lib"))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+            })
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rlib"))
+            .collect()
     }
 }
 
@@ -165,9 +240,7 @@ pub fn build_images(
     for c in outlined.crates.iter().filter(|c| !c.regions.is_empty()) {
         let group = c.kind;
         let crate_dir = src.join(&c.key);
-        let name = format!("offload-dev-{}", c.key)
-            .to_ascii_lowercase()
-            .replace('_', "-");
+        let name = device_crate_name(&c.key);
         let crate_ident = name.replace('-', "_");
         files.push((
             crate_dir.join("Cargo.toml"),
@@ -252,21 +325,27 @@ pub fn build_images(
         ),
     ));
 
-    let out = dir.join("target").join(target.triple()).join("release");
-    let artifact = |image_pkg: &str| {
-        out.join(format!(
-            "lib{}.{}",
-            image_pkg.replace('-', "_"),
-            recipe.artifact
-        ))
+    let artifact_in = |v: &Variant, image_pkg: &str| {
+        dir.join(&v.target_dir)
+            .join(target.triple())
+            .join("release")
+            .join(format!(
+                "lib{}.{}",
+                image_pkg.replace('-', "_"),
+                recipe.artifact
+            ))
     };
+    let artifact = |image_pkg: &str| artifact_in(&recipe.variants[0], image_pkg);
     let rustc = &recipe.rustc;
-    let flags = remaps
-        .iter()
-        .chain(&recipe.flags)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("\x1f");
+    let variant_flags = |v: &Variant| {
+        remaps
+            .iter()
+            .chain(&v.flags)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\x1f")
+    };
+    let flags: String = recipe.variants.iter().map(variant_flags).collect();
     let profile: String = profile_env(target)
         .into_iter()
         .map(|(k, v)| format!("{k}={v}\n"))
@@ -298,17 +377,23 @@ pub fn build_images(
     }
 
     let stamp_file = dir.join("stamp");
-    let fresh = groups.iter().all(|g| artifact(&g.1).is_file())
-        && std::fs::read_to_string(&stamp_file).ok() == Some(stamp());
+    let fresh = groups.iter().all(|g| {
+        recipe
+            .variants
+            .iter()
+            .all(|v| artifact_in(v, &g.1).is_file())
+    }) && std::fs::read_to_string(&stamp_file).ok() == Some(stamp());
     if !fresh {
-        run_cargo(
-            &src.join("Cargo.toml"),
-            target,
-            &dir.join("target"),
-            &recipe,
-            &flags,
-            &pkg.name,
-        )?;
+        for v in &recipe.variants {
+            run_cargo(
+                &src.join("Cargo.toml"),
+                target,
+                &dir.join(&v.target_dir),
+                &recipe,
+                &variant_flags(v),
+                &pkg.name,
+            )?;
+        }
     }
     let mut images = Vec::new();
     for (group, image_pkg, _, _) in &groups {
@@ -322,14 +407,52 @@ pub fn build_images(
             bytes,
             inputs: inputs.clone(),
         };
+        let kernels: Vec<String> = outlined
+            .crates
+            .iter()
+            .filter(|c| c.kind == *group)
+            .flat_map(|c| c.regions.iter().map(|r| r.symbol.clone()))
+            .collect();
         match (target, &recipe.gpu) {
+            (DeviceTarget::Amdgcn { .. }, Some(tc)) => {
+                for v in &recipe.variants {
+                    let gfx = v.arch.clone().unwrap_or_default();
+                    let work = dir.join("link").join(group.name()).join(&gfx);
+                    let linked = link_cached(&work, fresh, || {
+                        // The image's rlib and its dependencies' (the target needs LTO to link a staticlib).
+                        let listed = std::fs::read_to_string(dir.join(&v.target_dir).join(RLIBS))
+                            .unwrap_or_default();
+                        // Only this group's crates: kernel names are unique within a kind, not across kinds.
+                        let ours: Vec<String> = outlined
+                            .crates
+                            .iter()
+                            .filter(|c| c.kind == *group)
+                            .map(|c| device_crate_name(&c.key).replace('-', "_"))
+                            .chain(["offload_device", "offload_model"].map(String::from))
+                            .chain([image_pkg.replace('-', "_")])
+                            .map(|n| format!("lib{n}"))
+                            .collect();
+                        let mut archives: Vec<PathBuf> = listed
+                            .lines()
+                            .map(PathBuf::from)
+                            .filter(|p| {
+                                // `libNAME.rlib`, or `libNAME-HASH.rlib` for dependencies.
+                                let stem = p.file_stem().unwrap_or_default().to_string_lossy();
+                                let name = stem.split_once('-').map_or(&*stem, |(n, _)| n);
+                                ours.iter().any(|o| o == name)
+                            })
+                            .collect();
+                        archives.extend(v.sysroot_rlibs());
+                        crate::devlink::link_amdgcn(&archives, &kernels, &gfx, &tc.llvm, &work)
+                    })?;
+                    images.extend(
+                        linked
+                            .into_iter()
+                            .map(|l| built(&l.arch, l.format, l.bytes)),
+                    );
+                }
+            }
             (DeviceTarget::Nvptx { archs }, Some(tc)) => {
-                let kernels: Vec<String> = outlined
-                    .crates
-                    .iter()
-                    .filter(|c| c.kind == *group)
-                    .flat_map(|c| c.regions.iter().map(|r| r.symbol.clone()))
-                    .collect();
                 let work = dir.join("link").join(group.name());
                 let linked = link_cached(&work, fresh, || {
                     crate::devlink::link_nvptx(
@@ -404,6 +527,16 @@ fn link_cached(
     Ok(linked)
 }
 
+/// The package name of a target's device crate.
+fn device_crate_name(key: &str) -> String {
+    format!("offload-dev-{key}")
+        .to_ascii_lowercase()
+        .replace('_', "-")
+}
+
+/// The list of the rlibs the last build of a target directory made.
+const RLIBS: &str = "rlibs";
+
 fn run_cargo(
     manifest: &Path,
     target: &DeviceTarget,
@@ -459,10 +592,20 @@ fn run_cargo(
         .output()
         .map_err(Error::io(format!("running {cargo} for the device image")))?;
     let mut errors = String::new();
+    let mut rlibs = String::new();
     for line in String::from_utf8_lossy(&output.stdout).lines() {
         let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
+        if msg["reason"] == "compiler-artifact" {
+            for f in msg["filenames"].as_array().into_iter().flatten() {
+                let f = f.as_str().unwrap_or_default();
+                if f.ends_with(".rlib") {
+                    rlibs.push_str(f);
+                    rlibs.push('\n');
+                }
+            }
+        }
         if msg["reason"] != "compiler-message" {
             continue;
         }
@@ -478,7 +621,8 @@ fn run_cargo(
         }
     }
     if output.status.success() {
-        return Ok(());
+        // What a device link from rlibs needs: exactly this build's, not stale ones of earlier builds.
+        return write_if_changed(&target_dir.join(RLIBS), &rlibs);
     }
     if errors.is_empty() {
         errors = String::from_utf8_lossy(&output.stderr).into_owned();

@@ -27,14 +27,20 @@ fn cache_root() -> Result<PathBuf, Error> {
         })
 }
 
-/// The sysroot holding `core` for `triple`, built on first use.
-pub fn core_sysroot(tc: &Toolchain, triple: &str) -> Result<PathBuf, Error> {
+/// The sysroot holding `core` for `triple` (and `cpu`, where rustc compiles for one GPU: AMD), built on first use.
+pub fn core_sysroot(tc: &Toolchain, triple: &str, cpu: Option<&str>) -> Result<PathBuf, Error> {
+    let cpu = cpu.unwrap_or_default();
     let key = format!(
         "{:016x}",
-        hash_of(&[tc.version.as_bytes(), triple.as_bytes(), b"opt3-abort-v1"])
+        hash_of(&[
+            tc.version.as_bytes(),
+            triple.as_bytes(),
+            cpu.as_bytes(),
+            b"opt3-abort-v1"
+        ])
     );
     let root = cache_root()?;
-    let sysroot = root.join(format!("sysroot-{triple}-{key}"));
+    let sysroot = root.join(format!("sysroot-{triple}{cpu}-{key}"));
     let done = sysroot.join("complete");
     if done.is_file() {
         return Ok(sysroot);
@@ -54,6 +60,7 @@ pub fn core_sysroot(tc: &Toolchain, triple: &str) -> Result<PathBuf, Error> {
         build(
             tc,
             triple,
+            cpu,
             &sysroot,
             &root.join(format!("build-{triple}-{key}")),
         )?;
@@ -63,7 +70,13 @@ pub fn core_sysroot(tc: &Toolchain, triple: &str) -> Result<PathBuf, Error> {
     Ok(sysroot)
 }
 
-fn build(tc: &Toolchain, triple: &str, sysroot: &Path, work: &Path) -> Result<(), Error> {
+fn build(
+    tc: &Toolchain,
+    triple: &str,
+    cpu: &str,
+    sysroot: &Path,
+    work: &Path,
+) -> Result<(), Error> {
     let seed = work.join("seed");
     let io = |what: &Path| Error::io(format!("writing {}", what.display()));
     std::fs::create_dir_all(seed.join("src")).map_err(io(&seed))?;
@@ -93,6 +106,13 @@ fn build(tc: &Toolchain, triple: &str, sysroot: &Path, work: &Path) -> Result<()
         .env("CARGO_TERM_COLOR", "never")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if !cpu.is_empty() {
+        // AMD: rustc compiles for one GPU, and the objects must be bitcode for the device link.
+        cmd.env(
+            "CARGO_ENCODED_RUSTFLAGS",
+            format!("-Ctarget-cpu={cpu}\x1f-Clinker-plugin-lto"),
+        );
+    }
     for k in ["PATH", "HOME", "RUSTUP_HOME", "TMPDIR", "CARGO_MAKEFLAGS"] {
         if let Some(v) = std::env::var_os(k) {
             cmd.env(k, v);

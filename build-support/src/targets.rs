@@ -10,24 +10,30 @@ pub enum DeviceTarget {
     Host { triple: String },
     /// NVIDIA GPUs (the `cuda` plugin): PTX for each `sm_XX`, and a cubin where ptxas is installed.
     Nvptx { archs: Vec<String> },
+    /// AMD GPUs (the `amdgpu` plugin): an HSA code object for each `gfxNNN`.
+    Amdgcn { archs: Vec<String> },
 }
 
 /// The architecture an `nvptx64` target without a list builds for: PTX for sm_80 runs, JIT-compiled, on every GPU
 /// since Ampere.
 const DEFAULT_SM: &str = "sm_80";
 
+/// An `amdgcn` target without a list builds for the MI200 series (code objects run only on their exact gfx).
+const DEFAULT_GFX: &str = "gfx90a";
+
 impl DeviceTarget {
     pub fn triple(&self) -> &str {
         match self {
             DeviceTarget::Host { triple } => triple,
             DeviceTarget::Nvptx { .. } => "nvptx64-nvidia-cuda",
+            DeviceTarget::Amdgcn { .. } => "amdgcn-amd-amdhsa",
         }
     }
 
     /// The host's architecture, or the first GPU architecture.
     pub fn arch(&self) -> &str {
         match self {
-            DeviceTarget::Nvptx { archs } => &archs[0],
+            DeviceTarget::Nvptx { archs } | DeviceTarget::Amdgcn { archs } => &archs[0],
             _ => self.triple().split('-').next().unwrap_or_default(),
         }
     }
@@ -36,6 +42,7 @@ impl DeviceTarget {
         match self {
             DeviceTarget::Host { .. } => crate::outline::KernelAbi::Host,
             DeviceTarget::Nvptx { .. } => crate::outline::KernelAbi::Nvptx,
+            DeviceTarget::Amdgcn { .. } => crate::outline::KernelAbi::Amdgpu,
         }
     }
 
@@ -43,12 +50,35 @@ impl DeviceTarget {
         match self {
             DeviceTarget::Host { .. } => "host",
             DeviceTarget::Nvptx { .. } => "nvptx64",
+            DeviceTarget::Amdgcn { .. } => "amdgcn",
         }
     }
 
     pub fn is_gpu(&self) -> bool {
         !matches!(self, DeviceTarget::Host { .. })
     }
+}
+
+/// `gfx90a,gfx942`: the architectures of an `amdgcn:` target.
+fn gfx_list(target: &str, archs: &str) -> Result<Vec<String>, Error> {
+    let mut out: Vec<String> = Vec::new();
+    for a in archs.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+        let ok = a.strip_prefix("gfx").is_some_and(|d| {
+            (3..=4).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_hexdigit())
+        });
+        if !ok {
+            return Err(Error::Config(format!(
+                "offload target `{target}`: `{a}` is not an AMD GPU architecture; write them as `amdgcn:gfx90a,gfx942`"
+            )));
+        }
+        if !out.iter().any(|o| o == a) {
+            out.push(a.to_string());
+        }
+    }
+    if out.is_empty() {
+        out.push(DEFAULT_GFX.to_string());
+    }
+    Ok(out)
 }
 
 /// `sm_80,sm_90` (also `sm_90a`): the architectures of an `nvptx64:` target.
@@ -80,7 +110,8 @@ pub fn configured(pkg: &Package) -> Result<Vec<DeviceTarget>, Error> {
         Ok(v) => {
             let mut list: Vec<String> = Vec::new();
             for word in v.split([',', ';']).map(str::trim).filter(|w| !w.is_empty()) {
-                let starts_target = word == "host" || word.contains(':') || !word.contains('_');
+                let starts_target =
+                    word.contains(':') || !(word.starts_with("sm_") || word.starts_with("gfx"));
                 match list.last_mut() {
                     Some(last) if !starts_target => {
                         last.push(',');
@@ -113,12 +144,9 @@ pub fn configured(pkg: &Package) -> Result<Vec<DeviceTarget>, Error> {
             "nvptx64" => out.push(DeviceTarget::Nvptx {
                 archs: sm_list(&t, archs)?,
             }),
-            "amdgcn" => {
-                return Err(Error::Config(format!(
-                    "offload target `{t}`: this version of offload-build builds `host` and `nvptx64` images, not \
-                     AMD GPU ones yet; remove `{name}` from OFFLOAD_TARGETS / [package.metadata.offload] targets"
-                )))
-            }
+            "amdgcn" => out.push(DeviceTarget::Amdgcn {
+                archs: gfx_list(&t, archs)?,
+            }),
             _ => {
                 return Err(Error::Config(format!(
                     "unknown offload target `{t}`; expected `host`, `nvptx64:sm_XX,..` or `amdgcn:gfxNNN,..`"

@@ -1,7 +1,8 @@
 //! The device toolchain of GPU targets, found when a GPU target is configured (host-only builds never look): a rustc
 //! whose `core` builds for the GPU and whose bitcode LLVM 22 reads, its cargo, LLVM 22's tools for the device link,
-//! and for NVIDIA ptxas and libdevice where installed. Overrides come first, so any layout can be pointed at:
-//! `OFFLOAD_DEVICE_RUSTC`, `OFFLOAD_DEVICE_CARGO`, `OFFLOAD_LLVM_BIN`, `OFFLOAD_PTXAS`, `OFFLOAD_LIBDEVICE`.
+//! for NVIDIA ptxas and libdevice, for AMD ROCm's device libraries, where installed. Overrides come first, so any
+//! layout can be pointed at: `OFFLOAD_DEVICE_RUSTC`, `OFFLOAD_DEVICE_CARGO`, `OFFLOAD_LLVM_BIN`, `OFFLOAD_PTXAS`,
+//! `OFFLOAD_LIBDEVICE`, `OFFLOAD_ROCM_DEVICE_LIBS`.
 
 use crate::Error;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,8 @@ pub struct LlvmTools {
     pub link: PathBuf,
     pub opt: PathBuf,
     pub llc: PathBuf,
+    /// `ld.lld`, which makes an AMD code object a shared object (the `lld-22` package).
+    pub lld: Option<PathBuf>,
 }
 
 /// NVIDIA's own tools, both optional: without ptxas the image is PTX only (the driver compiles it), without
@@ -165,13 +168,35 @@ fn find_llvm(target: &str) -> Result<LlvmTools, Error> {
             tried.push(format!("{}: not LLVM {LLVM_MAJOR}", llc.display()));
             continue;
         }
-        return Ok(LlvmTools { link, opt, llc });
+        let lld = Some(tool("ld.lld")).filter(|t| t.is_file());
+        return Ok(LlvmTools {
+            link,
+            opt,
+            llc,
+            lld,
+        });
     }
     Err(Error::Config(format!(
         "the {target} target links device code with LLVM {LLVM_MAJOR}'s llvm-link, opt and llc; none was found:\n  \
          - {}\nInstall it (`{APT_LLVM}`) or point OFFLOAD_LLVM_BIN at its bin directory.",
         tried.join("\n  - ")
     )))
+}
+
+/// The directory of ROCm's device libraries (`ocml.bc`, `ockl.bc`): AMD's float math. Debian's `rocm-device-libs`
+/// puts them in the multiarch library directory.
+pub fn rocm_device_libs() -> Option<PathBuf> {
+    env_path("OFFLOAD_ROCM_DEVICE_LIBS")
+        .into_iter()
+        .chain(
+            [
+                "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode",
+                "/opt/rocm/amdgcn/bitcode",
+                "/usr/lib/amdgcn/bitcode",
+            ]
+            .map(PathBuf::from),
+        )
+        .find(|d| d.join("ocml.bc").is_file())
 }
 
 impl CudaTools {

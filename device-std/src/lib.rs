@@ -2,6 +2,7 @@
 //! host twin in the `offload` crate with the host's meaning, so `#[declare_target]` code compiles on both sides.
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(stdarch_nvptx))]
+#![cfg_attr(target_arch = "amdgpu", feature(stdarch_amdgpu))]
 
 #[cfg(feature = "host")]
 extern crate std;
@@ -16,13 +17,17 @@ use host as backend;
 mod nvptx;
 #[cfg(all(not(feature = "host"), target_arch = "nvptx64"))]
 use nvptx as backend;
-#[cfg(not(any(feature = "host", target_arch = "nvptx64")))]
+#[cfg(all(not(feature = "host"), target_arch = "amdgpu"))]
+mod amdgpu;
+#[cfg(all(not(feature = "host"), target_arch = "amdgpu"))]
+use amdgpu as backend;
+#[cfg(not(any(feature = "host", target_arch = "nvptx64", target_arch = "amdgpu")))]
 mod serial;
-#[cfg(not(any(feature = "host", target_arch = "nvptx64")))]
+#[cfg(not(any(feature = "host", target_arch = "nvptx64", target_arch = "amdgpu")))]
 use serial as backend;
 
 mod math;
-#[cfg(any(feature = "host", target_arch = "nvptx64"))]
+#[cfg(any(feature = "host", target_arch = "nvptx64", target_arch = "amdgpu"))]
 pub use math::{
     abs, ceil, cos, exp, floor, ln, log2, max, min, mul_add, powf, powi, sin, sqrt, tan, tanh,
     Float,

@@ -1,9 +1,9 @@
 //! Float methods `core` lacks (`sqrt`, `mul_add`, `floor`, ...), so `x.sqrt()` reads the same in host and region
 //! code. On the host image they are std's, so results match the host fallback bit for bit; on NVIDIA GPUs they are
-//! libdevice's (`__nv_*`, linked and inlined by the device linker).
+//! libdevice's (`__nv_*`), on AMD GPUs ROCm's ocml (`__ocml_*`), both linked and inlined by the device linker.
 
 macro_rules! float_ext {
-    ($($name:ident($($arg:ident: $ty:ident),*) -> $ret:ident = $nv32:ident, $nv64:ident;)*) => {
+    ($($name:ident($($arg:ident: $ty:ident),*) -> $ret:ident = $nv32:ident, $nv64:ident, $oc32:ident, $oc64:ident;)*) => {
         /// Float math for region code; brought in by `offload::__prelude`.
         pub trait FloatExt: Sized {
             $(fn $name(self $(, $arg: $ty)*) -> $ret;)*
@@ -31,25 +31,40 @@ macro_rules! float_ext {
             // SAFETY: libdevice's functions are pure.
             $(#[inline] fn $name(self $(, $arg: float_ext!(@ty f64 $ty))*) -> f64 { unsafe { $nv64(self $(, $arg)*) } })*
         }
+        #[cfg(all(not(feature = "host"), target_arch = "amdgpu"))]
+        unsafe extern "C" {
+            $(fn $oc32(x: f32 $(, $arg: float_ext!(@ty f32 $ty))*) -> f32;)*
+            $(fn $oc64(x: f64 $(, $arg: float_ext!(@ty f64 $ty))*) -> f64;)*
+        }
+        #[cfg(all(not(feature = "host"), target_arch = "amdgpu"))]
+        impl FloatExt for f32 {
+            // SAFETY: ocml's functions are pure.
+            $(#[inline] fn $name(self $(, $arg: float_ext!(@ty f32 $ty))*) -> f32 { unsafe { $oc32(self $(, $arg)*) } })*
+        }
+        #[cfg(all(not(feature = "host"), target_arch = "amdgpu"))]
+        impl FloatExt for f64 {
+            // SAFETY: ocml's functions are pure.
+            $(#[inline] fn $name(self $(, $arg: float_ext!(@ty f64 $ty))*) -> f64 { unsafe { $oc64(self $(, $arg)*) } })*
+        }
     };
     (@ty $f:ident Self) => { $f };
     (@ty $f:ident i32) => { i32 };
 }
 
 float_ext! {
-    sqrt() -> Self = __nv_sqrtf, __nv_sqrt;
-    exp() -> Self = __nv_expf, __nv_exp;
-    ln() -> Self = __nv_logf, __nv_log;
-    log2() -> Self = __nv_log2f, __nv_log2;
-    sin() -> Self = __nv_sinf, __nv_sin;
-    cos() -> Self = __nv_cosf, __nv_cos;
-    tan() -> Self = __nv_tanf, __nv_tan;
-    tanh() -> Self = __nv_tanhf, __nv_tanh;
-    powf(n: Self) -> Self = __nv_powf, __nv_pow;
-    powi(n: i32) -> Self = __nv_powif, __nv_powi;
-    mul_add(a: Self, b: Self) -> Self = __nv_fmaf, __nv_fma;
-    floor() -> Self = __nv_floorf, __nv_floor;
-    ceil() -> Self = __nv_ceilf, __nv_ceil;
+    sqrt() -> Self = __nv_sqrtf, __nv_sqrt, __ocml_sqrt_f32, __ocml_sqrt_f64;
+    exp() -> Self = __nv_expf, __nv_exp, __ocml_exp_f32, __ocml_exp_f64;
+    ln() -> Self = __nv_logf, __nv_log, __ocml_log_f32, __ocml_log_f64;
+    log2() -> Self = __nv_log2f, __nv_log2, __ocml_log2_f32, __ocml_log2_f64;
+    sin() -> Self = __nv_sinf, __nv_sin, __ocml_sin_f32, __ocml_sin_f64;
+    cos() -> Self = __nv_cosf, __nv_cos, __ocml_cos_f32, __ocml_cos_f64;
+    tan() -> Self = __nv_tanf, __nv_tan, __ocml_tan_f32, __ocml_tan_f64;
+    tanh() -> Self = __nv_tanhf, __nv_tanh, __ocml_tanh_f32, __ocml_tanh_f64;
+    powf(n: Self) -> Self = __nv_powf, __nv_pow, __ocml_pow_f32, __ocml_pow_f64;
+    powi(n: i32) -> Self = __nv_powif, __nv_powi, __ocml_pown_f32, __ocml_pown_f64;
+    mul_add(a: Self, b: Self) -> Self = __nv_fmaf, __nv_fma, __ocml_fma_f32, __ocml_fma_f64;
+    floor() -> Self = __nv_floorf, __nv_floor, __ocml_floor_f32, __ocml_floor_f64;
+    ceil() -> Self = __nv_ceilf, __nv_ceil, __ocml_ceil_f32, __ocml_ceil_f64;
 }
 
 #[cfg(feature = "host")]
@@ -57,9 +72,12 @@ mod free {
     //! The same functions as the host's `offload::sqrt(x)` etc.
     offload_model::float_math!();
 }
-#[cfg(all(not(feature = "host"), target_arch = "nvptx64"))]
+#[cfg(all(
+    not(feature = "host"),
+    any(target_arch = "nvptx64", target_arch = "amdgpu")
+))]
 mod free {
     offload_model::float_math!(via super::FloatExt);
 }
-#[cfg(any(feature = "host", target_arch = "nvptx64"))]
+#[cfg(any(feature = "host", target_arch = "nvptx64", target_arch = "amdgpu"))]
 pub use free::*;

@@ -13,6 +13,8 @@ pub enum KernelAbi {
     Host,
     /// NVIDIA GPUs: `extern "ptx-kernel"`; a panic traps (device-std's panic handler).
     Nvptx,
+    /// AMD GPUs: `extern "gpu-kernel"`; a panic traps.
+    Amdgpu,
 }
 
 pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
@@ -82,6 +84,13 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
             #[unsafe(export_name = #symbol)]
             pub unsafe extern "C" fn #kernel_name(__offload_dyn: *mut ::core::ffi::c_void #(, #arg_names: u64)*) {
                 unsafe { ::offload::__rt::entry(__offload_dyn, move || { #call #store }) }
+            }
+        },
+        KernelAbi::Amdgpu => quote! {
+            #[doc(hidden)]
+            #[unsafe(export_name = #symbol)]
+            pub unsafe extern "gpu-kernel" fn #kernel_name(__offload_dyn: u64 #(, #arg_names: u64)*) {
+                #call #store
             }
         },
         KernelAbi::Nvptx => quote! {

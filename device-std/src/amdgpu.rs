@@ -1,0 +1,105 @@
+//! Kernel support on AMD GPUs: teams are workgroups and threads are work-items, team-shared memory is the LDS a
+//! launch adds after the kernel's static LDS, the barrier waits for LDS writes, and a panic traps (the plugin names
+//! the region).
+
+use core::arch::amdgpu;
+
+unsafe extern "C" {
+    // From the device linker's IR shim (Rust cannot name address spaces 3 and 4): the dispatch packet, the launch's
+    // dynamic LDS, a barrier fenced on both sides, and a trap.
+    fn __offload_dispatch_ptr() -> *const u8;
+    fn __offload_dyn_lds_ptr() -> *mut u8;
+    fn __offload_barrier();
+    fn __offload_trap() -> !;
+}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // The message cannot leave the GPU; the trap fails the dispatch, and the plugin reports the region.
+    unsafe { __offload_trap() }
+}
+
+/// A field of the HSA kernel dispatch packet.
+#[inline(always)]
+fn packet<T: Copy>(offset: usize) -> T {
+    // SAFETY: the dispatch packet is readable by every work-item for the kernel's run; the offsets are hsa.h's.
+    unsafe { core::ptr::read_unaligned(__offload_dispatch_ptr().add(offset) as *const T) }
+}
+
+/// (team, teams, thread, threads).
+#[inline(always)]
+pub fn geometry() -> (u32, u32, u32, u32) {
+    let threads = packet::<u16>(4) as u32; // workgroup_size_x
+    let grid = packet::<u32>(12); // grid_size_x, in work-items
+    (
+        amdgpu::workgroup_id_x(),
+        grid / threads.max(1),
+        amdgpu::workitem_id_x(),
+        threads,
+    )
+}
+
+#[inline(always)]
+pub fn barrier() {
+    // SAFETY: every work-item of the workgroup reaches it (SPMD bodies, or the reduction step at a region's end).
+    unsafe { __offload_barrier() }
+}
+
+#[inline(always)]
+pub fn team_shared() -> (*mut u8, usize) {
+    // group_segment_size covers the kernel's static LDS and the launch's team-shared memory after it.
+    let total = packet::<u32>(28) as usize;
+    let fixed = amdgpu::groupstaticsize() as usize;
+    // SAFETY: the shim only forms the address.
+    (
+        unsafe { __offload_dyn_lds_ptr() },
+        total.saturating_sub(fixed),
+    )
+}
+
+/// The reduction's slot `k` in team-shared memory (16 bytes each: one per thread, then the initial value's).
+fn slot<T>(k: u32) -> *mut T {
+    team_shared()
+        .0
+        .wrapping_add(k as usize * offload_model::reduce::SLOT) as *mut T
+}
+
+/// As on NVIDIA GPUs: thread 0 keeps the initial value in the slot after the threads'.
+pub fn record_init<T: Copy>(v: T) {
+    let (_, _, thread, threads) = geometry();
+    if thread == 0 {
+        // SAFETY: the runtime gives a reduction launch `threads + 1` slots; slot `threads` is this one's.
+        unsafe { core::ptr::write_unaligned(slot(threads), v) };
+    }
+}
+
+/// The end of a reduction region's thread, as on the other targets.
+///
+/// # Safety
+/// `out` is the device address of `teams + 1` slots of `T`, and the launch gave each team `(threads + 1) * 16` bytes
+/// of team-shared memory.
+pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(partial: T, out: u64) {
+    let (team, teams, thread, threads) = geometry();
+    let out = out as *mut T;
+    // SAFETY: each thread writes its own slot; the barrier orders the writes before thread 0's reads.
+    unsafe { core::ptr::write_unaligned(slot(thread), partial) };
+    barrier();
+    if thread != 0 {
+        return;
+    }
+    let mut team_value = partial;
+    for k in 1..threads {
+        // SAFETY: written by thread `k` before the barrier.
+        team_value = Op::combine(team_value, unsafe { core::ptr::read_unaligned(slot(k)) });
+    }
+    // SAFETY: per the contract; one writer per slot.
+    unsafe {
+        core::ptr::write_unaligned(out.add(team as usize), team_value);
+        if team == 0 {
+            core::ptr::write_unaligned(
+                out.add(teams as usize),
+                core::ptr::read_unaligned(slot::<T>(threads)),
+            );
+        }
+    }
+}
