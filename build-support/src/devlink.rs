@@ -255,7 +255,8 @@ fn check_ptx(ptx: &str, kernels: &[String], cuda: &CudaTools) -> Result<(), Erro
 
 /// The AMD shim: the dispatch packet (address space 4), the launch's dynamic LDS (address space 3), a barrier that
 /// waits for LDS writes (`s_barrier` alone does not), a trap, and ocml's control constants for this GPU (what
-/// ROCm's `oclc_*.bc` files hold, written here so any gfx works): correctly rounded `sqrt`, no fast-math.
+/// ROCm's `oclc_*.bc` files hold, written here so any gfx works): correctly rounded `sqrt`, no fast-math. They are
+/// strong definitions, not `linkonce_odr` as in ROCm: llvm-link drops unreferenced linkonce ones before ocml comes.
 fn amdgcn_shim(gfx: &str) -> String {
     // gfx90a -> 9010, gfx942 -> 9402, gfx1100 -> 11000: major, then the minor and stepping hex digits.
     let d = gfx.trim_start_matches("gfx");
@@ -294,13 +295,13 @@ declare ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
 declare void @llvm.amdgcn.s.barrier()
 declare void @llvm.trap()
 
-@__oclc_ISA_version = linkonce_odr protected local_unnamed_addr addrspace(4) constant i32 {isa}, align 4
-@__oclc_ABI_version = linkonce_odr protected local_unnamed_addr addrspace(4) constant i32 500, align 4
-@__oclc_wavefrontsize64 = linkonce_odr protected local_unnamed_addr addrspace(4) constant i8 {wave64}, align 1
-@__oclc_correctly_rounded_sqrt32 = linkonce_odr protected local_unnamed_addr addrspace(4) constant i8 1, align 1
-@__oclc_daz_opt = linkonce_odr protected local_unnamed_addr addrspace(4) constant i8 0, align 1
-@__oclc_finite_only_opt = linkonce_odr protected local_unnamed_addr addrspace(4) constant i8 0, align 1
-@__oclc_unsafe_math_opt = linkonce_odr protected local_unnamed_addr addrspace(4) constant i8 0, align 1
+@__oclc_ISA_version = protected addrspace(4) constant i32 {isa}, align 4
+@__oclc_ABI_version = protected addrspace(4) constant i32 500, align 4
+@__oclc_wavefrontsize64 = protected addrspace(4) constant i8 {wave64}, align 1
+@__oclc_correctly_rounded_sqrt32 = protected addrspace(4) constant i8 1, align 1
+@__oclc_daz_opt = protected addrspace(4) constant i8 0, align 1
+@__oclc_finite_only_opt = protected addrspace(4) constant i8 0, align 1
+@__oclc_unsafe_math_opt = protected addrspace(4) constant i8 0, align 1
 
 attributes #0 = {{ alwaysinline nounwind }}
 attributes #1 = {{ alwaysinline nounwind convergent }}
