@@ -47,9 +47,10 @@ pub fn barrier() {
 
 #[inline(always)]
 pub fn team_shared() -> (*mut u8, usize) {
-    // group_segment_size covers the kernel's static LDS and the launch's team-shared memory after it.
+    // group_segment_size covers the kernel's static LDS and the launch's team-shared memory after it, which starts
+    // at the next 16-byte boundary (the shim's alignment).
     let total = packet::<u32>(28) as usize;
-    let fixed = amdgpu::groupstaticsize() as usize;
+    let fixed = (amdgpu::groupstaticsize() as usize).next_multiple_of(16);
     // SAFETY: the shim only forms the address.
     (
         unsafe { __offload_dyn_lds_ptr() },

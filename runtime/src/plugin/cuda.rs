@@ -765,6 +765,6 @@ mod tests {
     #[test]
     fn cuda_comes_first_so_gpus_get_the_low_device_numbers() {
         let names: Vec<_> = super::super::all().iter().map(|p| p.name()).collect();
-        assert_eq!(names, ["cuda", "host-elf"]);
+        assert_eq!(names, ["cuda", "amdgpu", "host-elf"]);
     }
 }

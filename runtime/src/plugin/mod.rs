@@ -1,6 +1,7 @@
 //! Plugins: one per kind of device, behind one trait, as in LLVM's plugin interface. The CUDA and AMD plugins
 //! implement the same two traits.
 
+pub mod amdgpu;
 pub mod cuda;
 pub mod host_elf;
 
@@ -99,5 +100,9 @@ pub type LoadedImage = Box<dyn LoadedImageOps>;
 /// Every plugin this build knows, in device-number order: GPUs first, so the default device 0 is a GPU when there
 /// is one, and the host-elf devices follow.
 pub fn all() -> Vec<Box<dyn Plugin>> {
-    vec![Box::new(cuda::Cuda), Box::new(host_elf::HostElf)]
+    vec![
+        Box::new(cuda::Cuda),
+        Box::new(amdgpu::AmdGpu),
+        Box::new(host_elf::HostElf),
+    ]
 }
