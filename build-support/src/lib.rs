@@ -16,7 +16,7 @@ pub mod outline;
 mod package;
 mod sysroot;
 mod targets;
-mod toolchain;
+pub mod toolchain;
 
 pub use diag::Diagnostic;
 
@@ -81,7 +81,13 @@ pub fn try_build() -> Result<(), Error> {
 
     let pkg = package::Package::load(&manifest_dir)?;
     let mut images = Vec::new();
-    for t in targets::configured(&pkg)? {
+    let targets = targets::configured(&pkg)?;
+    if targets.iter().any(|t| t.is_gpu()) {
+        for v in toolchain::ENV_VARS {
+            println!("cargo:rerun-if-env-changed={v}");
+        }
+    }
+    for t in targets {
         let dir = out_dir.join("offload").join(t.key());
         let outlined = outline::outline_package(&pkg, &dir.join("src"), t.kernel_abi())
             .map_err(Error::Source)?;

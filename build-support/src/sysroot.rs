@@ -13,7 +13,6 @@ use std::process::{Command, Stdio};
 const CRATES: [&str; 2] = ["core", "compiler_builtins"];
 
 fn cache_root() -> Result<PathBuf, Error> {
-    println!("cargo:rerun-if-env-changed=OFFLOAD_CACHE_DIR");
     if let Some(d) = std::env::var_os("OFFLOAD_CACHE_DIR").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(d));
     }

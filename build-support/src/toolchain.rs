@@ -40,8 +40,20 @@ pub struct CudaTools {
     pub libdevice: Option<PathBuf>,
 }
 
+/// The variables that steer discovery: a build script reruns when one changes.
+pub const ENV_VARS: [&str; 9] = [
+    "OFFLOAD_DEVICE_RUSTC",
+    "OFFLOAD_DEVICE_CARGO",
+    "OFFLOAD_LLVM_BIN",
+    "OFFLOAD_PTXAS",
+    "OFFLOAD_LIBDEVICE",
+    "OFFLOAD_ROCM_DEVICE_LIBS",
+    "OFFLOAD_CACHE_DIR",
+    "CUDA_HOME",
+    "PATH",
+];
+
 fn env_path(name: &str) -> Option<PathBuf> {
-    println!("cargo:rerun-if-env-changed={name}");
     std::env::var_os(name)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -201,7 +213,6 @@ pub fn rocm_device_libs() -> Option<PathBuf> {
 
 impl CudaTools {
     pub fn find() -> CudaTools {
-        println!("cargo:rerun-if-env-changed=CUDA_HOME");
         let cuda_home = std::env::var_os("CUDA_HOME").map(PathBuf::from);
         let ptxas = env_path("OFFLOAD_PTXAS").or_else(|| {
             on_path("ptxas").or_else(|| {

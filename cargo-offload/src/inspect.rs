@@ -1,0 +1,317 @@
+//! `cargo offload inspect PATH`: what a fat binary carries, read from its linkme tables with `object` (what
+//! `objdump -s -j` shows of clang's `llvm_offload_entries`, made readable): each offload entry, each device image with
+//! the kernels inside it, and every entry some kind of image has no kernel for.
+
+use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget};
+use offload_model::abi::DeviceImageRecord;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// linkme's sections for the runtime's tables.
+const ENTRIES: &str = "linkme_OFFLOAD_ENTRIES";
+const IMAGES: &str = "linkme_OFFLOAD_IMAGES";
+const ENTRY_SIZE: usize = 56;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("cannot read {0}: {1}")]
+    Io(String, std::io::Error),
+    #[error("{0} is not an object file this tool reads: {1}")]
+    Parse(String, object::read::Error),
+    #[error("{0} carries no offload tables (it was not built with offload, or its tables were stripped)")]
+    NoTables(String),
+}
+
+/// One offload entry: a `#[target]` region.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The device symbol (`__omp_offloading_rs_..`).
+    pub symbol: String,
+    /// The host function, demangled (the region's host id).
+    pub host_fn: String,
+    pub kind: u16,
+    pub flags: u32,
+    pub size: u64,
+    /// The package tag: which images hold its kernel.
+    pub package_tag: u64,
+}
+
+/// One embedded device image.
+#[derive(Debug, Clone)]
+pub struct Image {
+    pub triple: String,
+    pub arch: String,
+    pub format: u32,
+    pub package: String,
+    pub package_tag: u64,
+    pub size: usize,
+    /// Kernel symbols found inside the image.
+    pub kernels: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub entries: Vec<Entry>,
+    pub images: Vec<Image>,
+}
+
+pub fn format_name(format: u32) -> &'static str {
+    match format {
+        DeviceImageRecord::FORMAT_SHARED_OBJECT => "shared object",
+        DeviceImageRecord::FORMAT_PTX => "PTX",
+        DeviceImageRecord::FORMAT_CUBIN => "cubin",
+        DeviceImageRecord::FORMAT_HSACO => "HSA code object",
+        _ => "unknown format",
+    }
+}
+
+/// The binary's address space as the loader would see it: section contents plus the relocations a PIE applies.
+struct Memory<'a> {
+    file: object::File<'a>,
+    relocated: BTreeMap<u64, u64>,
+}
+
+impl<'a> Memory<'a> {
+    fn new(file: object::File<'a>) -> Self {
+        let mut relocated = BTreeMap::new();
+        let symbols: BTreeMap<usize, u64> = file
+            .dynamic_symbols()
+            .map(|s| (s.index().0, s.address()))
+            .collect();
+        for (at, r) in file.dynamic_relocations().into_iter().flatten() {
+            let base = match r.target() {
+                RelocationTarget::Symbol(i) => symbols.get(&i.0).copied().unwrap_or(0),
+                _ => 0,
+            };
+            relocated.insert(at, base.wrapping_add(r.addend() as u64));
+        }
+        // An object file (not linked yet) relocates against section symbols.
+        if file.kind() == object::ObjectKind::Relocatable {
+            for section in file.sections() {
+                for (off, r) in section.relocations() {
+                    if let RelocationTarget::Symbol(i) = r.target() {
+                        if let Ok(sym) = file.symbol_by_index(i) {
+                            let base = sym
+                                .section_index()
+                                .and_then(|s| file.section_by_index(s).ok())
+                                .map_or(0, |s| s.address())
+                                + sym.address();
+                            relocated.insert(
+                                section.address() + off,
+                                base.wrapping_add(r.addend() as u64),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Memory { file, relocated }
+    }
+
+    fn bytes(&self, addr: u64, len: usize) -> Option<&'a [u8]> {
+        self.file.sections().find_map(|s| {
+            let start = s.address();
+            if addr < start || addr + len as u64 > start + s.size() {
+                return None;
+            }
+            let data = s.data().ok()?;
+            let at = (addr - start) as usize;
+            data.get(at..at + len)
+        })
+    }
+
+    fn u64_at(&self, addr: u64) -> u64 {
+        if let Some(v) = self.relocated.get(&addr) {
+            return *v;
+        }
+        self.bytes(addr, 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+
+    fn cstr_at(&self, addr: u64) -> String {
+        let found = self.file.sections().find_map(|s| {
+            let start = s.address();
+            (addr >= start && addr < start + s.size())
+                .then(|| s.data().ok())
+                .flatten()
+                .map(|d| &d[(addr - start) as usize..])
+        });
+        let bytes = found.unwrap_or_default();
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        String::from_utf8_lossy(&bytes[..end]).into_owned()
+    }
+
+    fn table(&self, name: &str) -> Option<(u64, u64)> {
+        self.file
+            .section_by_name(name)
+            .map(|s| (s.address(), s.size()))
+    }
+}
+
+pub fn inspect(path: &std::path::Path) -> Result<Report, InspectError> {
+    let shown = path.display().to_string();
+    let data = std::fs::read(path).map_err(|e| InspectError::Io(shown.clone(), e))?;
+    let file = object::File::parse(&*data).map_err(|e| InspectError::Parse(shown.clone(), e))?;
+    let mem = Memory::new(file);
+    let (Some(entries_at), images_at) = (mem.table(ENTRIES), mem.table(IMAGES)) else {
+        return Err(InspectError::NoTables(shown));
+    };
+    let host_fns: BTreeMap<u64, String> = mem
+        .file
+        .symbols()
+        .filter(|s| s.is_definition())
+        .filter_map(|s| Some((s.address(), s.name().ok()?.to_string())))
+        .collect();
+    let mut entries = Vec::new();
+    for k in 0..entries_at.1 as usize / ENTRY_SIZE {
+        let at = entries_at.0 + (k * ENTRY_SIZE) as u64;
+        let Some(head) = mem.bytes(at, 16) else {
+            continue;
+        };
+        let address = mem.u64_at(at + 16);
+        let host_fn = host_fns
+            .get(&address)
+            .map(|n| format!("{:#}", rustc_demangle::demangle(n)))
+            .unwrap_or_else(|| format!("{address:#x}"));
+        entries.push(Entry {
+            symbol: mem.cstr_at(mem.u64_at(at + 24)),
+            host_fn,
+            kind: u16::from_le_bytes([head[10], head[11]]),
+            flags: u32::from_le_bytes([head[12], head[13], head[14], head[15]]),
+            size: mem.u64_at(at + 32),
+            package_tag: mem.u64_at(at + 40),
+        });
+    }
+    let mut images = Vec::new();
+    let mut seen = BTreeSet::new();
+    if let Some((start, size)) = images_at {
+        for k in 0..size as usize / DeviceImageRecord::SIZE {
+            let at = start + (k * DeviceImageRecord::SIZE) as u64;
+            let Some(head) = mem.bytes(at, 16) else {
+                continue;
+            };
+            let id = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
+            // A package's image is linked into its library and its binaries alike: the runtime keeps one.
+            if !seen.insert(id) {
+                continue;
+            }
+            let format = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes"));
+            let begin = mem.u64_at(at + DeviceImageRecord::IMAGE_START as u64);
+            let end = mem.u64_at(at + DeviceImageRecord::IMAGE_END as u64);
+            let len = end.saturating_sub(begin) as usize;
+            let bytes = mem.bytes(begin, len).unwrap_or_default();
+            images.push(Image {
+                triple: mem.cstr_at(mem.u64_at(at + DeviceImageRecord::TRIPLE as u64)),
+                arch: mem.cstr_at(mem.u64_at(at + DeviceImageRecord::ARCH as u64)),
+                format,
+                package: mem.cstr_at(mem.u64_at(at + DeviceImageRecord::PACKAGE as u64)),
+                package_tag: mem.u64_at(at + DeviceImageRecord::PACKAGE_TAG as u64),
+                size: len,
+                kernels: kernels_in(bytes, format),
+            });
+        }
+    }
+    Ok(Report { entries, images })
+}
+
+/// The kernel symbols an image defines, by its format.
+pub fn kernels_in(bytes: &[u8], format: u32) -> Vec<String> {
+    let is_kernel = |n: &str| n.starts_with("__omp_offloading_");
+    let mut out: Vec<String> = match format {
+        DeviceImageRecord::FORMAT_PTX => String::from_utf8_lossy(bytes)
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix(".visible .entry "))
+            .filter_map(|l| l.split('(').next())
+            .map(str::to_string)
+            .collect(),
+        _ => match object::File::parse(bytes) {
+            Ok(f) => f
+                .dynamic_symbols()
+                .chain(f.symbols())
+                .filter_map(|s| s.name().ok().map(str::to_string))
+                // An AMD code object names each kernel's descriptor `NAME.kd`.
+                .filter_map(|n| match format {
+                    DeviceImageRecord::FORMAT_HSACO => n.strip_suffix(".kd").map(str::to_string),
+                    _ => Some(n),
+                })
+                .filter(|n| is_kernel(n))
+                .collect(),
+            Err(_) => Vec::new(),
+        },
+    };
+    out.sort();
+    out.dedup();
+    out
+}
+
+impl Report {
+    /// For each kind of image (triple, architecture, format), the entries none of its images has a kernel for.
+    pub fn missing(&self) -> Vec<(String, Vec<&Entry>)> {
+        let mut kinds: BTreeMap<String, Vec<&Image>> = BTreeMap::new();
+        for i in &self.images {
+            kinds
+                .entry(format!(
+                    "{} {} ({})",
+                    i.triple,
+                    i.arch,
+                    format_name(i.format)
+                ))
+                .or_default()
+                .push(i);
+        }
+        kinds
+            .into_iter()
+            .map(|(kind, imgs)| {
+                let missing = self
+                    .entries
+                    .iter()
+                    .filter(|e| {
+                        !imgs.iter().any(|i| {
+                            i.package_tag == e.package_tag && i.kernels.contains(&e.symbol)
+                        })
+                    })
+                    .collect();
+                (kind, missing)
+            })
+            .collect()
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "offload entries ({}):", self.entries.len());
+        for e in &self.entries {
+            let _ = writeln!(
+                out,
+                "  {}\n    host function {}  kind {}  size {}  flags {:#x}  package tag {:#018x}",
+                e.symbol, e.host_fn, e.kind, e.size, e.flags, e.package_tag
+            );
+        }
+        let _ = writeln!(out, "device images ({}):", self.images.len());
+        for i in &self.images {
+            let _ = writeln!(
+                out,
+                "  {} {} ({}), package `{}`, {} bytes, {} kernels",
+                i.triple,
+                i.arch,
+                format_name(i.format),
+                i.package,
+                i.size,
+                i.kernels.len()
+            );
+            for k in &i.kernels {
+                let _ = writeln!(out, "    {k}");
+            }
+        }
+        let missing = self.missing();
+        if missing.iter().all(|(_, m)| m.is_empty()) {
+            let _ = writeln!(out, "every entry has a kernel in every kind of image");
+        }
+        for (kind, m) in missing.iter().filter(|(_, m)| !m.is_empty()) {
+            let _ = writeln!(out, "entries without a kernel in any {kind} image:");
+            for e in m {
+                let _ = writeln!(out, "  {} ({})", e.symbol, e.host_fn);
+            }
+        }
+        out
+    }
+}
