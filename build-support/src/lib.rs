@@ -14,6 +14,7 @@ mod nested;
 #[doc(hidden)]
 pub mod outline;
 mod package;
+mod progress;
 mod sysroot;
 mod targets;
 pub mod toolchain;

@@ -385,6 +385,7 @@ pub fn build_images(
     }) && std::fs::read_to_string(&stamp_file).ok() == Some(stamp());
     if !fresh {
         for v in &recipe.variants {
+            let t = std::time::Instant::now();
             run_cargo(
                 &src.join("Cargo.toml"),
                 target,
@@ -393,6 +394,16 @@ pub fn build_images(
                 &variant_flags(v),
                 &pkg.name,
             )?;
+            crate::progress::status(
+                "Compiling",
+                &format!(
+                    "{} device crates for {}{}",
+                    pkg.name,
+                    target.triple(),
+                    v.arch.as_deref().map_or(String::new(), |a| format!(" {a}"))
+                ),
+                t,
+            );
         }
     }
     let mut images = Vec::new();
@@ -418,33 +429,39 @@ pub fn build_images(
                 for v in &recipe.variants {
                     let gfx = v.arch.clone().unwrap_or_default();
                     let work = dir.join("link").join(group.name()).join(&gfx);
-                    let linked = link_cached(&work, fresh, || {
-                        // The image's rlib and its dependencies' (the target needs LTO to link a staticlib).
-                        let listed = std::fs::read_to_string(dir.join(&v.target_dir).join(RLIBS))
-                            .unwrap_or_default();
-                        // Only this group's crates: kernel names are unique within a kind, not across kinds.
-                        let ours: Vec<String> = outlined
-                            .crates
-                            .iter()
-                            .filter(|c| c.kind == *group)
-                            .map(|c| device_crate_name(&c.key).replace('-', "_"))
-                            .chain(["offload_device", "offload_model"].map(String::from))
-                            .chain([image_pkg.replace('-', "_")])
-                            .map(|n| format!("lib{n}"))
-                            .collect();
-                        let mut archives: Vec<PathBuf> = listed
-                            .lines()
-                            .map(PathBuf::from)
-                            .filter(|p| {
-                                // `libNAME.rlib`, or `libNAME-HASH.rlib` for dependencies.
-                                let stem = p.file_stem().unwrap_or_default().to_string_lossy();
-                                let name = stem.split_once('-').map_or(&*stem, |(n, _)| n);
-                                ours.iter().any(|o| o == name)
-                            })
-                            .collect();
-                        archives.extend(v.sysroot_rlibs());
-                        crate::devlink::link_amdgcn(&archives, &kernels, &gfx, &tc.llvm, &work)
-                    })?;
+                    let linked = link_cached(
+                        &work,
+                        fresh,
+                        &format!("{} {} image", pkg.name, group.name()),
+                        || {
+                            // The image's rlib and its dependencies' (the target needs LTO to link a staticlib).
+                            let listed =
+                                std::fs::read_to_string(dir.join(&v.target_dir).join(RLIBS))
+                                    .unwrap_or_default();
+                            // Only this group's crates: kernel names are unique within a kind, not across kinds.
+                            let ours: Vec<String> = outlined
+                                .crates
+                                .iter()
+                                .filter(|c| c.kind == *group)
+                                .map(|c| device_crate_name(&c.key).replace('-', "_"))
+                                .chain(["offload_device", "offload_model"].map(String::from))
+                                .chain([image_pkg.replace('-', "_")])
+                                .map(|n| format!("lib{n}"))
+                                .collect();
+                            let mut archives: Vec<PathBuf> = listed
+                                .lines()
+                                .map(PathBuf::from)
+                                .filter(|p| {
+                                    // `libNAME.rlib`, or `libNAME-HASH.rlib` for dependencies.
+                                    let stem = p.file_stem().unwrap_or_default().to_string_lossy();
+                                    let name = stem.split_once('-').map_or(&*stem, |(n, _)| n);
+                                    ours.iter().any(|o| o == name)
+                                })
+                                .collect();
+                            archives.extend(v.sysroot_rlibs());
+                            crate::devlink::link_amdgcn(&archives, &kernels, &gfx, &tc.llvm, &work)
+                        },
+                    )?;
                     images.extend(
                         linked
                             .into_iter()
@@ -454,16 +471,21 @@ pub fn build_images(
             }
             (DeviceTarget::Nvptx { archs }, Some(tc)) => {
                 let work = dir.join("link").join(group.name());
-                let linked = link_cached(&work, fresh, || {
-                    crate::devlink::link_nvptx(
-                        &path,
-                        &kernels,
-                        archs,
-                        &tc.llvm,
-                        &CudaTools::find(),
-                        &work,
-                    )
-                })?;
+                let linked = link_cached(
+                    &work,
+                    fresh,
+                    &format!("{} {} image", pkg.name, group.name()),
+                    || {
+                        crate::devlink::link_nvptx(
+                            &path,
+                            &kernels,
+                            archs,
+                            &tc.llvm,
+                            &CudaTools::find(),
+                            &work,
+                        )
+                    },
+                )?;
                 images.extend(
                     linked
                         .into_iter()
@@ -492,8 +514,10 @@ pub fn build_images(
 fn link_cached(
     work: &Path,
     fresh: bool,
+    what: &str,
     link: impl FnOnce() -> Result<Vec<crate::devlink::Linked>, Error>,
 ) -> Result<Vec<crate::devlink::Linked>, Error> {
+    let t = std::time::Instant::now();
     let index = work.join("images");
     if fresh {
         if let Ok(text) = std::fs::read_to_string(&index) {
@@ -516,6 +540,17 @@ fn link_cached(
     }
     let _ = std::fs::remove_file(&index);
     let linked = link()?;
+    let images: Vec<String> = linked
+        .iter()
+        .map(|l| {
+            format!(
+                "{} {}",
+                l.arch,
+                offload_model::abi::DeviceImageRecord::format_name(l.format)
+            )
+        })
+        .collect();
+    crate::progress::status("Linking", &format!("{what}: {}", images.join(", ")), t);
     let mut text = String::new();
     for (i, l) in linked.iter().enumerate() {
         let file = format!("image{i}.{}.bin", l.arch);

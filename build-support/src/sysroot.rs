@@ -56,6 +56,7 @@ pub fn core_sysroot(tc: &Toolchain, triple: &str, cpu: Option<&str>) -> Result<P
             "cargo:warning=offload-build: building `core` for {triple} once (about a minute); later builds reuse {}",
             sysroot.display()
         );
+        let t = std::time::Instant::now();
         build(
             tc,
             triple,
@@ -63,6 +64,11 @@ pub fn core_sysroot(tc: &Toolchain, triple: &str, cpu: Option<&str>) -> Result<P
             &sysroot,
             &root.join(format!("build-{triple}-{key}")),
         )?;
+        crate::progress::status(
+            "Building",
+            &format!("core for {triple} {cpu}, cached in {}", sysroot.display()),
+            t,
+        );
         std::fs::write(&done, &tc.version)
             .map_err(Error::io(format!("writing {}", done.display())))?;
     }

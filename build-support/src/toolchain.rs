@@ -89,9 +89,10 @@ impl Toolchain {
 }
 
 /// (rustc, cargo, `rustc -vV`, vendor directory).
-type Rust = (PathBuf, PathBuf, String, Option<PathBuf>);
+pub type Rust = (PathBuf, PathBuf, String, Option<PathBuf>);
 
-fn find_rust(target: &str) -> Result<Rust, Error> {
+/// The device rustc for `target`: (rustc, cargo, `rustc -vV`, vendor directory), or what was tried.
+pub fn find_rust(target: &str) -> Result<Rust, Error> {
     let mut tried = Vec::new();
     let mut candidates: Vec<(String, PathBuf, Option<PathBuf>)> = Vec::new();
     if let Some(rustc) = env_path("OFFLOAD_DEVICE_RUSTC") {
@@ -159,7 +160,8 @@ fn check_rust(rustc: &Path, cargo: Option<PathBuf>) -> Result<Rust, String> {
     Ok((rustc.to_path_buf(), cargo, version, vendor))
 }
 
-fn find_llvm(target: &str) -> Result<LlvmTools, Error> {
+/// LLVM 22's tools for the device link of `target`, or what was tried.
+pub fn find_llvm(target: &str) -> Result<LlvmTools, Error> {
     let dirs: Vec<(PathBuf, &str)> = match env_path("OFFLOAD_LLVM_BIN") {
         Some(d) => vec![(d, "")],
         None => vec![
@@ -195,6 +197,26 @@ fn find_llvm(target: &str) -> Result<LlvmTools, Error> {
     )))
 }
 
+/// Where `cargo offload doctor --install` puts the CUDA pip wheel: a venv in the offload cache.
+pub fn wheel_venv() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(cache.join("offload/cuda-venv"))
+}
+
+/// ptxas from the wheel in [`wheel_venv`]: `lib/python3.X/site-packages/nvidia/cuNN/bin/ptxas`.
+fn wheel_ptxas() -> Option<PathBuf> {
+    let lib = wheel_venv()?.join("lib");
+    std::fs::read_dir(lib)
+        .ok()?
+        .flatten()
+        .map(|py| py.path().join("site-packages/nvidia"))
+        .flat_map(|n| std::fs::read_dir(n).into_iter().flatten().flatten())
+        .map(|cu| cu.path().join("bin/ptxas"))
+        .find(|p| p.is_file())
+}
+
 /// The directory of ROCm's device libraries (`ocml.bc`, `ockl.bc`): AMD's float math. Debian's `rocm-device-libs`
 /// puts them in the multiarch library directory.
 pub fn rocm_device_libs() -> Option<PathBuf> {
@@ -221,6 +243,7 @@ impl CudaTools {
                     .flatten()
                     .map(|h| h.join("bin/ptxas"))
                     .find(|p| p.is_file())
+                    .or_else(wheel_ptxas)
             })
         });
         let libdevice = env_path("OFFLOAD_LIBDEVICE").or_else(|| {

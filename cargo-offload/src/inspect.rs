@@ -55,16 +55,6 @@ pub struct Report {
     pub images: Vec<Image>,
 }
 
-pub fn format_name(format: u32) -> &'static str {
-    match format {
-        DeviceImageRecord::FORMAT_SHARED_OBJECT => "shared object",
-        DeviceImageRecord::FORMAT_PTX => "PTX",
-        DeviceImageRecord::FORMAT_CUBIN => "cubin",
-        DeviceImageRecord::FORMAT_HSACO => "HSA code object",
-        _ => "unknown format",
-    }
-}
-
 /// The binary's address space as the loader would see it: section contents plus the relocations a PIE applies.
 struct Memory<'a> {
     file: object::File<'a>,
@@ -254,7 +244,7 @@ impl Report {
                     "{} {} ({})",
                     i.triple,
                     i.arch,
-                    format_name(i.format)
+                    DeviceImageRecord::format_name(i.format)
                 ))
                 .or_default()
                 .push(i);
@@ -293,7 +283,7 @@ impl Report {
                 "  {} {} ({}), package `{}`, {} bytes, {} kernels",
                 i.triple,
                 i.arch,
-                format_name(i.format),
+                DeviceImageRecord::format_name(i.format),
                 i.package,
                 i.size,
                 i.kernels.len()

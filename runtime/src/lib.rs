@@ -29,6 +29,7 @@ pub use api::*;
 pub use buffer::{DeviceBuffer, DevicePtr};
 pub use data::{MapOwner, Mapped};
 pub use error::Error;
+pub use plugin::{inventory, DeviceDescription, PluginReport};
 pub use math::*;
 pub use offload_macros::{
     declare_target, target, target_data, target_enter_data, target_exit_data, target_update,

@@ -480,6 +480,13 @@ mod tests {
     }
 
     impl Device for FakeDevice {
+        fn describe(&self) -> crate::plugin::DeviceDescription {
+            crate::plugin::DeviceDescription {
+                name: "fake".into(),
+                arch: "none".into(),
+                memory: 0,
+            }
+        }
         fn rank(&self, _: &Image) -> Option<u32> {
             None
         }

@@ -103,6 +103,17 @@ impl DeviceImageRecord {
     pub const FORMAT_CUBIN: u32 = 2;
     /// An AMD HSA code object.
     pub const FORMAT_HSACO: u32 = 3;
+
+    /// A format's name, for people.
+    pub fn format_name(format: u32) -> &'static str {
+        match format {
+            Self::FORMAT_SHARED_OBJECT => "shared object",
+            Self::FORMAT_PTX => "PTX",
+            Self::FORMAT_CUBIN => "cubin",
+            Self::FORMAT_HSACO => "HSA code object",
+            _ => "unknown format",
+        }
+    }
     pub const SIZE: usize = 64;
     /// Byte offsets of the pointer fields, for writers that emit relocations.
     pub const IMAGE_START: usize = 16;

@@ -405,6 +405,14 @@ impl LoadedImageOps for CudaImage {
 }
 
 impl Device for CudaDevice {
+    fn describe(&self) -> super::DeviceDescription {
+        super::DeviceDescription {
+            name: self.name.clone(),
+            arch: format!("sm_{}{}", self.cc.0, self.cc.1),
+            memory: self.total_mem as u64,
+        }
+    }
+
     fn rank(&self, image: &Image) -> Option<u32> {
         if image.triple != TRIPLE {
             return None;

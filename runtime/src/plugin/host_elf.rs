@@ -73,6 +73,17 @@ fn dlerror() -> String {
 }
 
 impl Device for HostElfDevice {
+    fn describe(&self) -> super::DeviceDescription {
+        super::DeviceDescription {
+            name: format!(
+                "the host as an offload device ({} hardware threads)",
+                crate::team::host_default_geometry(true).1
+            ),
+            arch: std::env::consts::ARCH.to_string(),
+            memory: host_memory(),
+        }
+    }
+
     fn rank(&self, image: &Image) -> Option<u32> {
         let mut parts = image.triple.split('-');
         (parts.next() == Some(std::env::consts::ARCH)
@@ -290,4 +301,16 @@ unsafe fn read_failure(p: *const HostFailure) -> (String, String, u32, u32) {
             addr_of!((*p).column).read(),
         )
     }
+}
+
+/// Physical memory: what host-elf device memory comes from.
+fn host_memory() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (pages.max(0) as u64).saturating_mul(size.max(0) as u64)
 }

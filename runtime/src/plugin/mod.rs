@@ -45,7 +45,20 @@ pub trait Plugin: Send + Sync {
 #[derive(Clone, Copy, Debug)]
 pub struct Kernel(pub usize);
 
+/// What `cargo offload devices` shows of a device.
+#[derive(Clone, Debug)]
+pub struct DeviceDescription {
+    /// The product name (`NVIDIA H100 80GB HBM3`, `AMD Instinct MI250X`, the host's CPU).
+    pub name: String,
+    /// `sm_90`, `gfx90a`, or the host's architecture.
+    pub arch: String,
+    /// Device memory in bytes.
+    pub memory: u64,
+}
+
 pub trait Device: Send + Sync {
+    /// Name, architecture and memory.
+    fn describe(&self) -> DeviceDescription;
     /// Whether this device can run the image (its triple, architecture and format), and how well: images are loaded
     /// best first (a cubin built for this very GPU before PTX the driver must compile).
     fn rank(&self, image: &Image) -> Option<u32>;
@@ -96,6 +109,42 @@ pub trait LoadedImageOps: Send + Sync {
 }
 
 pub type LoadedImage = Box<dyn LoadedImageOps>;
+
+/// One plugin as discovery finds it: its devices, or why it has none.
+#[derive(Clone, Debug)]
+pub struct PluginReport {
+    pub plugin: &'static str,
+    /// (device number with every plugin enabled, description).
+    pub devices: Vec<(i32, DeviceDescription)>,
+    pub none_because: Option<String>,
+}
+
+/// Every plugin and device this build can drive, whatever `OFFLOAD_PLUGINS` and `OMP_TARGET_OFFLOAD` say, numbered
+/// as the runtime numbers them with every plugin enabled: what `cargo offload devices` lists.
+pub fn inventory() -> Vec<PluginReport> {
+    let mut next = 0;
+    all()
+        .into_iter()
+        .map(|p| match p.discover() {
+            Ok(devs) => PluginReport {
+                plugin: p.name(),
+                devices: devs
+                    .iter()
+                    .map(|d| {
+                        next += 1;
+                        (next - 1, d.describe())
+                    })
+                    .collect(),
+                none_because: None,
+            },
+            Err(why) => PluginReport {
+                plugin: p.name(),
+                devices: Vec::new(),
+                none_because: Some(why),
+            },
+        })
+        .collect()
+}
 
 /// Every plugin this build knows, in device-number order: GPUs first, so the default device 0 is a GPU when there
 /// is one, and the host-elf devices follow.

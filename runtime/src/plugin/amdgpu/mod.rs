@@ -1157,6 +1157,14 @@ impl AmdGpuDevice {
 }
 
 impl Device for AmdGpuDevice {
+    fn describe(&self) -> super::DeviceDescription {
+        super::DeviceDescription {
+            name: self.product.clone(),
+            arch: self.arch.clone(),
+            memory: self.total_mem as u64,
+        }
+    }
+
     fn rank(&self, image: &Image) -> Option<u32> {
         rank_for(&self.arch, image.triple, image.arch, image.format)
     }

@@ -1,0 +1,287 @@
+//! Every subcommand of `cargo offload`, run as cargo runs it (`cargo-offload offload ...`) on the workspace's
+//! examples: `build` (with a GPU target where the device toolchain is installed: always under `CI=true`), `run` on the
+//! host-elf device, on the host and with no plugins, `devices`, `inspect` on the fat binaries and `doctor`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Its own target directory: the outer `cargo test` holds the workspace's.
+fn target_dir() -> PathBuf {
+    workspace().join("target/cli-tests")
+}
+
+fn gpu_toolchain() -> bool {
+    let found = offload_build::toolchain::find_rust("GPU").is_ok()
+        && offload_build::toolchain::find_llvm("GPU").is_ok_and(|l| l.lld.is_some());
+    assert!(
+        found || std::env::var("CI").as_deref() != Ok("true"),
+        "CI installs the device toolchain"
+    );
+    found
+}
+
+/// What the examples are built for: with GPU images where this machine can build them.
+fn targets() -> &'static str {
+    static T: OnceLock<&str> = OnceLock::new();
+    T.get_or_init(|| {
+        if gpu_toolchain() {
+            "host,nvptx64:sm_80,amdgcn:gfx90a"
+        } else {
+            eprintln!("note: no device toolchain; the examples are built for the host only");
+            "host"
+        }
+    })
+}
+
+fn cargo_offload(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
+        .arg("offload")
+        .args(args)
+        .current_dir(workspace())
+        .env("CARGO", env!("CARGO"))
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env("OFFLOAD_TARGETS", targets())
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `cargo offload build` of the examples, once for all tests: its output.
+fn built() -> &'static String {
+    static BUILT: OnceLock<String> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        // A new target file makes the device build run, so its progress shows.
+        let o = cargo_offload(&["build", "-p", "offload-examples", "--examples"], &[]);
+        assert!(o.status.success(), "{}", text(&o));
+        text(&o)
+    })
+}
+
+#[test]
+fn build_shows_the_device_builds_progress_the_cargo_way() {
+    let out = built();
+    // A fresh build shows a line per device build; a cached one has nothing to show.
+    if out.contains("device crates for") {
+        assert!(
+            out.contains("Compiling offload-examples device crates for x86_64-unknown-linux-gnu ("),
+            "{out}"
+        );
+        if targets().contains("nvptx64") {
+            assert!(
+                out.contains("Compiling offload-examples device crates for nvptx64-nvidia-cuda ("),
+                "{out}"
+            );
+            assert!(
+                out.contains("Linking offload-examples example image: sm_80 "),
+                "{out}"
+            );
+            assert!(
+                out.contains("device crates for amdgcn-amd-amdhsa gfx90a ("),
+                "{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn run_on_the_host_elf_device() {
+    built();
+    let o = cargo_offload(
+        &[
+            "run",
+            "--device",
+            "host-elf:0",
+            "--info",
+            "1",
+            "-p",
+            "offload-examples",
+            "--example",
+            "saxpy",
+        ],
+        &[],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains(
+            "launch saxpy::saxpy (entry __omp_offloading_rs_5saxpy5saxpy) on device 0 (host-elf)"
+        ),
+        "{t}"
+    );
+    assert!(t.contains("0 wrong"), "{t}");
+}
+
+#[test]
+fn run_on_the_host_and_with_no_plugins_falls_back() {
+    built();
+    let o = cargo_offload(
+        &[
+            "run",
+            "--device",
+            "host",
+            "--info",
+            "1",
+            "-p",
+            "offload-examples",
+            "--example",
+            "saxpy",
+        ],
+        &[],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("launch saxpy::saxpy on the host (host-fallback): OMP_TARGET_OFFLOAD=DISABLED"),
+        "{t}"
+    );
+
+    let o = cargo_offload(
+        &[
+            "run",
+            "--info",
+            "1",
+            "-p",
+            "offload-examples",
+            "--example",
+            "saxpy",
+        ],
+        &[("OFFLOAD_PLUGINS", "")],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("launch saxpy::saxpy on the host (host-fallback)"),
+        "{t}"
+    );
+    assert!(t.contains("0 wrong"), "{t}");
+
+    // MANDATORY with no plugins stops the program.
+    let o = cargo_offload(
+        &[
+            "run",
+            "--mandatory",
+            "-p",
+            "offload-examples",
+            "--example",
+            "saxpy",
+        ],
+        &[("OFFLOAD_PLUGINS", "")],
+    );
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(
+        t.contains("OMP_TARGET_OFFLOAD=MANDATORY forbids the host fallback"),
+        "{t}"
+    );
+}
+
+#[test]
+fn run_on_an_absent_device_lists_the_devices_that_exist() {
+    let o = cargo_offload(
+        &["run", "--device", "host-elf:3", "--example", "saxpy"],
+        &[],
+    );
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(
+        t.contains("`host-elf:3` does not exist: host-elf has 1 device(s)"),
+        "{t}"
+    );
+    assert!(t.contains("devices here: host-elf:0, host"), "{t}");
+    let o = cargo_offload(&["run", "--device", "tpu:0", "--example", "saxpy"], &[]);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(
+        t.contains("there is no plugin `tpu` (plugins: cuda, amdgpu, host-elf)"),
+        "{t}"
+    );
+}
+
+#[test]
+fn devices_lists_every_plugin_with_its_devices_or_why_none() {
+    let o = cargo_offload(&["devices"], &[]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("host-elf:0  device "), "{t}");
+    assert!(t.contains(std::env::consts::ARCH), "{t}");
+    for plugin in ["cuda", "amdgpu"] {
+        assert!(
+            t.contains(&format!("{plugin}: no devices (")) || t.contains(&format!("{plugin}:0 ")),
+            "{t}"
+        );
+    }
+    assert!(t.contains("host: the initial device"), "{t}");
+}
+
+#[test]
+fn inspect_reads_the_fat_binaries() {
+    built();
+    let bin = target_dir().join("debug/examples/saxpy");
+    let o = cargo_offload(&["inspect", bin.to_str().unwrap()], &[]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains(
+            "offload entries (1):\n  __omp_offloading_rs_5saxpy5saxpy\n    host function saxpy::"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains("x86_64-unknown-linux-gnu x86_64 (shared object), package `offload-examples`"),
+        "{t}"
+    );
+    if targets().contains("nvptx64") {
+        assert!(t.contains("nvptx64-nvidia-cuda sm_80 (PTX)"), "{t}");
+        assert!(
+            t.contains("amdgcn-amd-amdhsa gfx90a (HSA code object)"),
+            "{t}"
+        );
+    }
+    assert!(
+        t.contains("every entry has a kernel in every kind of image"),
+        "{t}"
+    );
+
+    // A binary without offload tables is a clear error.
+    let o = cargo_offload(&["inspect", "/bin/true"], &[]);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("carries no offload tables"), "{t}");
+}
+
+#[test]
+fn doctor_checks_this_machine_and_names_what_is_missing() {
+    let o = cargo_offload(&["doctor"], &[]);
+    let t = text(&o);
+    assert!(t.contains("target host: ready"), "{t}");
+    if gpu_toolchain() {
+        assert!(o.status.success(), "{t}");
+        assert!(t.contains("target nvptx64: ready"), "{t}");
+        assert!(t.contains("target amdgcn: ready"), "{t}");
+    }
+    // Pointed at an LLVM that is not there, it says so and how to get one.
+    let o = cargo_offload(&["doctor"], &[("OFFLOAD_LLVM_BIN", "/nonexistent/llvm")]);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("MISSING LLVM 22 (llvm-link, opt, llc)"), "{t}");
+    assert!(t.contains("get it: apt-get install llvm-22"), "{t}");
+    assert!(t.contains("target nvptx64: 1 missing"), "{t}");
+    assert!(t.contains("target amdgcn: 2 missing"), "{t}");
+}
