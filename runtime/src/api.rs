@@ -2,6 +2,8 @@
 
 use crate::device::devices;
 use crate::icv::icv;
+use crate::mapping::{copy_in, copy_to_host};
+use crate::observe::{self, Label, Watch};
 use std::cell::Cell;
 use std::ffi::c_void;
 
@@ -68,10 +70,11 @@ fn device_or_host(device: i32) -> Result<Option<&'static crate::device::DeviceEn
 /// host memory.
 pub fn omp_target_alloc(size: usize, device: i32) -> *mut c_void {
     match device_or_host(device) {
-        Ok(Some(d)) => d
-            .dev
-            .alloc(size)
-            .map_or(std::ptr::null_mut(), |p| p as usize as *mut c_void),
+        Ok(Some(d)) => {
+            let _scope = Watch::now().scope(Label::Construct("omp_target_alloc"), d);
+            observe::alloc(&*d.dev, size)
+                .map_or(std::ptr::null_mut(), |p| p as usize as *mut c_void)
+        }
         // SAFETY: plain malloc; freed by `omp_target_free` on the initial device.
         Ok(None) => unsafe { libc::calloc(size.max(1), 1) },
         Err(()) => std::ptr::null_mut(),
@@ -87,8 +90,11 @@ pub unsafe fn omp_target_free(ptr: *mut c_void, device: i32) {
         return;
     }
     match device_or_host(device) {
-        // SAFETY: per the contract.
-        Ok(Some(d)) => unsafe { d.dev.free(ptr as usize as u64) },
+        Ok(Some(d)) => {
+            let _scope = Watch::now().scope(Label::Construct("omp_target_free"), d);
+            // SAFETY: per the contract.
+            unsafe { observe::free(&*d.dev, ptr as usize as u64) }
+        }
         // SAFETY: per the contract: it came from calloc.
         Ok(None) => unsafe { libc::free(ptr) },
         Err(()) => {}
@@ -115,6 +121,9 @@ pub unsafe fn omp_target_memcpy(
     };
     let d = dst as usize + dst_offset;
     let s = src as usize + src_offset;
+    let w = Watch::now();
+    let label = Label::Construct("omp_target_memcpy");
+    // Plain copies (map type 0) through the mapping layer's copy helpers, so they are observed as transfers.
     // SAFETY: per the contract.
     let r = unsafe {
         match (dd, sd) {
@@ -122,13 +131,24 @@ pub unsafe fn omp_target_memcpy(
                 std::ptr::copy(s as *const u8, d as *mut u8, length);
                 Ok(())
             }
-            (Some(dd), None) => dd.dev.copy_to_device(d as u64, s as *const u8, length),
-            (None, Some(sd)) => sd.dev.copy_from_device(d as *mut u8, s as u64, length),
+            (Some(dd), None) => {
+                let _scope = w.scope(label, dd);
+                copy_in(&*dd.dev, d as u64, s, length, 0)
+            }
+            (None, Some(sd)) => {
+                let _scope = w.scope(label, sd);
+                copy_to_host(&*sd.dev, d, s as u64, length, 0)
+            }
             (Some(dd), Some(sd)) => {
                 let mut staging = vec![0u8; length];
-                sd.dev
-                    .copy_from_device(staging.as_mut_ptr(), s as u64, length)
-                    .and_then(|()| dd.dev.copy_to_device(d as u64, staging.as_ptr(), length))
+                let from = {
+                    let _scope = w.scope(label, sd);
+                    copy_to_host(&*sd.dev, staging.as_mut_ptr() as usize, s as u64, length, 0)
+                };
+                from.and_then(|()| {
+                    let _scope = w.scope(label, dd);
+                    copy_in(&*dd.dev, d as u64, staging.as_ptr() as usize, length, 0)
+                })
             }
         }
     };
@@ -166,6 +186,7 @@ pub unsafe fn omp_target_associate_ptr(
     match device_or_host(device) {
         Ok(Some(d)) => {
             let tgt = device_ptr as usize as u64 + device_offset as u64;
+            let _scope = Watch::now().scope(Label::Construct("omp_target_associate_ptr"), d);
             let mut t = d.table();
             if t.associate(host_ptr as usize, size, tgt).is_ok() {
                 0
@@ -185,6 +206,7 @@ pub unsafe fn omp_target_associate_ptr(
 pub unsafe fn omp_target_disassociate_ptr(host_ptr: *const c_void, device: i32) -> i32 {
     match device_or_host(device) {
         Ok(Some(d)) => {
+            let _scope = Watch::now().scope(Label::Construct("omp_target_disassociate_ptr"), d);
             let mut t = d.table();
             if t.disassociate(host_ptr as usize).is_ok() {
                 0

@@ -5,6 +5,7 @@
 use crate::device::{devices, DeviceEntry};
 use crate::error::Error;
 use crate::mapping::{copy_in, copy_to_host};
+use crate::observe::{self, Label, Watch};
 use crate::DeviceCopy;
 use std::marker::PhantomData;
 use std::mem::size_of;
@@ -96,9 +97,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
                 format!("{len} elements of {} bytes overflow", size_of::<T>()),
             )
         })?;
-        let addr = dev
-            .dev
-            .alloc(bytes.max(1))
+        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::new"), dev);
+        let addr = observe::alloc(&*dev.dev, bytes.max(1))
             .map_err(|m| device_error(device, dev.plugin, m))?;
         Ok(DeviceBuffer {
             ptr: DevicePtr {
@@ -148,6 +148,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Overwrites the buffer with `src` (same length).
     pub fn copy_from_host(&mut self, src: &[T]) -> Result<(), Error> {
         self.check_len(src.len())?;
+        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::copy_from_host"), self.dev);
         // SAFETY: `src` is readable; the buffer holds `len` elements. Atomics are read one by one, atomically.
         unsafe {
             copy_in(
@@ -164,6 +165,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Copies the buffer into `dst` (same length).
     pub fn copy_to_host(&self, dst: &mut [T]) -> Result<(), Error> {
         self.check_len(dst.len())?;
+        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::copy_to_host"), self.dev);
         // SAFETY: `dst` is writable and `T: DeviceCopy` accepts any bytes; the buffer holds `len` elements.
         unsafe {
             copy_to_host(
@@ -180,6 +182,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// The buffer's contents as a `Vec`.
     pub fn to_vec(&self) -> Result<Vec<T>, Error> {
         let mut v: Vec<T> = Vec::with_capacity(self.len);
+        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::to_vec"), self.dev);
         // SAFETY: `T: DeviceCopy` accepts any bytes; the copy fills all `len` elements before `set_len`.
         unsafe {
             let bytes = self.len * size_of::<T>();
@@ -199,8 +202,9 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 
 impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
+        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer drop"), self.dev);
         // SAFETY: allocated in `new`, and a region borrowing the buffer has returned.
-        unsafe { self.dev.dev.free(self.ptr.addr) };
+        unsafe { observe::free(&*self.dev.dev, self.ptr.addr) };
     }
 }
 

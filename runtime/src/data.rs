@@ -5,7 +5,8 @@
 use crate::device::{select, DeviceEntry, Host, Selection};
 use crate::icv::{icv, Policy};
 use crate::launch::MapArg;
-use crate::mapping::{MapError, RefKind};
+use crate::mapping::{copy_in, copy_to_host, MapError, RefKind};
+use crate::observe::{self, Label, Watch};
 use crate::plugin::{Arg, DevicePtr};
 use crate::DeviceCopy;
 use offload_model::abi::map_type::{DELETE, FROM, LITERAL, PRESENT, PRIVATE, TO};
@@ -63,12 +64,12 @@ pub(crate) unsafe fn enter_list(
 }
 
 fn private_in(dev: &DeviceEntry, m: &MapArg) -> Result<DevicePtr, String> {
-    let p = dev.dev.alloc(m.base_size.max(m.size))?;
+    let p = observe::alloc(&*dev.dev, m.base_size.max(m.size))?;
     if m.map_type & PRIVATE != 0 && m.map_type & TO != 0 {
         // SAFETY: the macro passes a live value of `size` bytes; `p` was just allocated.
-        if let Err(e) = unsafe { dev.dev.copy_to_device(p, m.begin, m.size) } {
+        if let Err(e) = unsafe { copy_in(&*dev.dev, p, m.begin as usize, m.size, 0) } {
             // SAFETY: ours, unused.
-            unsafe { dev.dev.free(p) };
+            unsafe { observe::free(&*dev.dev, p) };
             return Err(e);
         }
     }
@@ -99,7 +100,7 @@ pub(crate) unsafe fn exit_list(
             let tt = t.get_or_insert_with(|| dev.table());
             if tt.slice_base(m.range()) != Some(addr) {
                 // SAFETY: our private block for this call, not the present copy.
-                unsafe { dev.dev.free(addr) };
+                unsafe { observe::free(&*dev.dev, addr) };
             }
             continue;
         }
@@ -107,12 +108,12 @@ pub(crate) unsafe fn exit_list(
             let a = addr;
             if copy_out && m.map_type & PRIVATE != 0 && m.map_type & FROM != 0 {
                 // SAFETY: the return slot is writable for `size` bytes.
-                if let Err(e) = unsafe { dev.dev.copy_from_device(m.begin, a, m.size) } {
+                if let Err(e) = unsafe { copy_to_host(&*dev.dev, m.begin as usize, a, m.size, 0) } {
                     result = Err(MapError::Device(e));
                 }
             }
             // SAFETY: allocated by `private_in` for this call.
-            unsafe { dev.dev.free(a) };
+            unsafe { observe::free(&*dev.dev, a) };
             continue;
         }
         let t = t.get_or_insert_with(|| dev.table());
@@ -186,9 +187,12 @@ impl Entered {
     ) -> Self {
         let map = T::map_arg(p, section, map_type);
         let arg = match dev.0 {
-            // SAFETY: the guard holding this borrows the data until the exit.
-            Some(d) => unsafe { enter_list(d, &[map], RefKind::Structured) }
-                .unwrap_or_else(|e| mapping_failed("target_data!", d, e))[0],
+            Some(d) => {
+                let _scope = Watch::now().scope(Label::Construct("target_data!"), d);
+                // SAFETY: the guard holding this borrows the data until the exit.
+                unsafe { enter_list(d, &[map], RefKind::Structured) }
+                    .unwrap_or_else(|e| mapping_failed("target_data!", d, e))[0]
+            }
             None => Arg::new(0),
         };
         Entered {
@@ -202,6 +206,7 @@ impl Entered {
     fn exit(&mut self) {
         let Some(dev) = self.dev.take() else { return };
         let unwinding = std::thread::panicking() && !self.began_unwinding;
+        let scope = Watch::now().scope(Label::Construct("target_data! exit"), dev);
         // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
         let r = unsafe {
             exit_list(
@@ -212,6 +217,7 @@ impl Entered {
                 !unwinding,
             )
         };
+        drop(scope);
         if let (Err(e), false) = (r, unwinding) {
             mapping_failed("target_data! exit", dev, e)
         }
@@ -297,10 +303,12 @@ unsafe fn update_one(dev: DataDevice, m: MapArg) {
     if m.size == 0 {
         return;
     }
+    let scope = Watch::now().scope(Label::Construct("target_update!"), d);
     let t = d.table();
     // SAFETY: per the callers.
     if let Err(e) = unsafe { t.update(&*d.dev, m.begin as usize, m.size, m.map_type) } {
         drop(t);
+        drop(scope);
         mapping_failed("target_update!", d, e)
     }
 }
@@ -353,6 +361,7 @@ impl<V: MapOwner> Mapped<V> {
     pub fn enter(mut value: V, map_type: u64, device: Option<i32>, cond: bool) -> Self {
         let dev = data_device("target_enter_data!", device, cond);
         if let Some(d) = dev {
+            let _scope = Watch::now().scope(Label::Construct("target_enter_data!"), d);
             let m = MapArg::slice(value.as_mut_slice() as *const [V::Elem], map_type);
             // SAFETY: `value` is owned by the returned `Mapped` for as long as the mapping can live.
             unsafe { enter_list(d, &[m], RefKind::Dynamic) }
@@ -369,6 +378,7 @@ impl<V: MapOwner> Mapped<V> {
     pub fn exit(mut self, map_type: u64) -> V {
         let mut value = self.value.take().expect("present until exit");
         if let Some(d) = self.dev {
+            let _scope = Watch::now().scope(Label::Construct("target_exit_data!"), d);
             let m = MapArg::slice(value.as_mut_slice() as *const [V::Elem], map_type);
             // SAFETY: we own the buffer; `from` writes into it through `&mut`.
             unsafe { exit_list(d, &[m], &[Arg::new(0)], RefKind::Dynamic, true) }
@@ -398,6 +408,7 @@ impl<V: MapOwner> Mapped<V> {
 impl<V: MapOwner> Drop for Mapped<V> {
     fn drop(&mut self) {
         if let (Some(mut value), Some(d)) = (self.value.take(), self.dev) {
+            let _scope = Watch::now().scope(Label::Construct("Mapped drop (release)"), d);
             let m = MapArg::slice(value.as_mut_slice() as *const [V::Elem], 0);
             // SAFETY: we own the buffer; `release` copies nothing.
             let _ = unsafe { exit_list(d, &[m], &[Arg::new(0)], RefKind::Dynamic, false) };

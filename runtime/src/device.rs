@@ -2,6 +2,7 @@
 
 use crate::icv::{icv, Policy};
 use crate::mapping::MappingTable;
+use crate::observe::{self, Watch};
 use crate::plugin::{self, Device, Kernel};
 use crate::tables::{descriptor, entry_symbol};
 use std::borrow::Cow;
@@ -53,7 +54,15 @@ impl DeviceEntry {
                 continue;
             }
             loaded.push((image.package_tag, rank));
-            match self.dev.load_image(image) {
+            let start = Watch::now().start();
+            let result = self.dev.load_image(image);
+            observe::image_loaded(
+                start,
+                self,
+                image,
+                result.as_ref().err().map(String::as_str),
+            );
+            match result {
                 Ok(loaded) => {
                     for (slot, entry) in kernels.iter_mut().zip(desc.entries) {
                         // Another package's image may hold a kernel of the same name (two versions of a crate).
@@ -132,7 +141,16 @@ fn discover() -> Vec<DeviceEntry> {
         {
             continue;
         }
-        match p.discover() {
+        let w = Watch::now();
+        let start = w.start();
+        let found = p.discover();
+        observe::discovered(
+            w,
+            start,
+            p.name(),
+            found.as_ref().map(Vec::len).map_err(String::as_str),
+        );
+        match found {
             Ok(devs) => {
                 for dev in devs {
                     out.push(DeviceEntry {
@@ -146,9 +164,6 @@ fn discover() -> Vec<DeviceEntry> {
                 }
             }
             Err(why) => {
-                if crate::icv::info() > 0 {
-                    eprintln!("offload: plugin {} has no devices: {why}", p.name());
-                }
                 empty.push(format!("{}: {why}", p.name()));
             }
         }

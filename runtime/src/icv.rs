@@ -1,6 +1,5 @@
 //! Internal control variables read from the environment once, as OpenMP's runtime does.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 /// `OMP_TARGET_OFFLOAD`.
@@ -20,8 +19,6 @@ pub struct Icv {
 }
 
 static ICV: OnceLock<Icv> = OnceLock::new();
-/// `OFFLOAD_INFO`, kept apart so the launch path reads one atomic. `u32::MAX` means not read yet.
-static INFO: AtomicU32 = AtomicU32::new(u32::MAX);
 
 pub fn icv() -> &'static Icv {
     ICV.get_or_init(|| Icv {
@@ -52,21 +49,9 @@ pub fn icv() -> &'static Icv {
     })
 }
 
-/// `OFFLOAD_INFO` (like `LIBOMPTARGET_INFO`): 0 quiet, 1 one line per launch.
+/// `OFFLOAD_INFO` (like `LIBOMPTARGET_INFO`): 0 quiet, 1 launches, 2 also transfers, 4 also mapping-table changes;
+/// a negative value is the highest level. Read, with `OFFLOAD_PROFILE`, in one atomic by [`crate::observe`].
 #[inline]
 pub fn info() -> u32 {
-    let v = INFO.load(Ordering::Relaxed);
-    if v != u32::MAX {
-        return v;
-    }
-    let v = std::env::var("OFFLOAD_INFO")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0);
-    INFO.store(v, Ordering::Relaxed);
-    v
-}
-
-pub mod info_level {
-    pub const LAUNCH: u32 = 1;
+    crate::observe::level()
 }

@@ -8,8 +8,9 @@
 use crate::data::{enter_list, exit_list};
 use crate::device::{select, Host, Selection};
 use crate::error::{Error, Location};
-use crate::icv::{icv, info, info_level, Policy};
+use crate::icv::{icv, Policy};
 use crate::mapping::{MapError, Range, RefKind};
+use crate::observe::{self, Label, Watch};
 use crate::plugin::{Arg, LaunchParams};
 use crate::tables::{entry_index, entry_symbol};
 use crate::team::Launch;
@@ -207,8 +208,9 @@ pub unsafe fn target<R>(
     reduce: Option<fn(R, &[R]) -> R>,
     fallback: impl FnOnce() -> R,
 ) -> Result<R, Error> {
+    let w = Watch::now();
     // SAFETY: forwarded from the caller.
-    let why = match unsafe { run_on_device(region, launch, maps) } {
+    let why = match unsafe { run_on_device(w, region, launch, maps) } {
         // SAFETY: forwarded from the caller.
         Ok(reduced) => return Ok(unsafe { finish(reduced, reduce, ret) }),
         Err(NotRun::Failed(e)) => return Err(e),
@@ -222,14 +224,9 @@ pub unsafe fn target<R>(
             });
         }
     }
-    let reason = why.reason();
-    if info() >= info_level::LAUNCH {
-        eprintln!(
-            "offload: launch {} on the host (host-fallback): {reason}",
-            region.name
-        );
-    }
-    match catch_unwind(AssertUnwindSafe(fallback)) {
+    match observe::fallback(w, region, why.reason(), || {
+        catch_unwind(AssertUnwindSafe(fallback))
+    }) {
         Ok(r) => Ok(r),
         Err(payload) => {
             panic!(
@@ -261,7 +258,7 @@ pub unsafe fn target_on_device<R>(
     reduce: Option<fn(R, &[R]) -> R>,
 ) -> Result<R, Error> {
     // SAFETY: forwarded from the caller.
-    match unsafe { run_on_device(region, launch, maps) } {
+    match unsafe { run_on_device(Watch::now(), region, launch, maps) } {
         // SAFETY: forwarded from the caller.
         Ok(reduced) => Ok(unsafe { finish(reduced, reduce, ret) }),
         Err(NotRun::Failed(e)) => Err(e),
@@ -306,6 +303,7 @@ pub fn fail(e: Error) -> ! {
 }
 
 unsafe fn run_on_device(
+    w: Watch,
     region: &'static RegionInfo,
     launch: Launch,
     maps: &[MapArg],
@@ -361,6 +359,7 @@ unsafe fn run_on_device(
             &owned[..]
         }
     };
+    let _scope = w.scope(Label::Region(region.name), dev);
     // SAFETY: forwarded from the caller.
     let args = match unsafe { enter_list(dev, maps, RefKind::Structured) } {
         Ok(args) => args,
@@ -380,21 +379,15 @@ unsafe fn run_on_device(
             }))
         }
     };
-    if info() >= info_level::LAUNCH {
-        eprintln!(
-            "offload: launch {} (entry {}) on device {d} ({})",
-            region.name,
-            entry_symbol(region.entry).to_string_lossy(),
-            dev.plugin
-        );
-    }
     let params = LaunchParams {
         num_teams,
         num_threads,
         team_shared,
     };
-    // SAFETY: the kernel came from this device and the arguments follow the region's calling convention.
-    let launched = unsafe { dev.dev.launch(kernel, &args, params) };
+    let launched = observe::launch(w, region, dev, params, || {
+        // SAFETY: the kernel came from this device and the arguments follow the region's calling convention.
+        unsafe { dev.dev.launch(kernel, &args, params) }
+    });
     let ok = launched.is_ok();
     // SAFETY: forwarded from the caller; nothing is copied back after a failure.
     let unmapped = unsafe { exit_list(dev, maps, &args, RefKind::Structured, ok) };

@@ -19,7 +19,9 @@ mod icv;
 mod launch;
 mod mapping;
 mod math;
+mod observe;
 mod plugin;
+mod profile;
 mod tables;
 mod team;
 mod team_api;
@@ -29,7 +31,6 @@ pub use api::*;
 pub use buffer::{DeviceBuffer, DevicePtr};
 pub use data::{MapOwner, Mapped};
 pub use error::Error;
-pub use plugin::{inventory, DeviceDescription, PluginReport};
 pub use math::*;
 pub use offload_macros::{
     declare_target, target, target_data, target_enter_data, target_exit_data, target_update,
@@ -39,6 +40,7 @@ pub use offload_model::abi::SharedAtomic;
 pub use offload_model::lanes as __lanes;
 #[doc(hidden)]
 pub use offload_model::reduce as __reduce;
+pub use plugin::{inventory, DeviceDescription, PluginReport};
 #[doc(hidden)]
 pub use team::{reduce_init as __reduce_init, share as __share, share_nest as __share_nest};
 pub use team_api::*;

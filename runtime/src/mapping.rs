@@ -6,6 +6,7 @@
 //! exit). Data is copied in only when an entry is created (0 to 1) and out only when it dies (1 to 0), unless
 //! `always`. A section's allocation covers its whole slice, so a region handed the slice may form it on the device.
 
+use crate::observe::{self, Change, Direction};
 use crate::plugin::{Device, DevicePtr};
 use offload_model::abi::map_type::{
     ALWAYS, DELETE, FROM, HOST_ATOMIC_MASK, HOST_ATOMIC_SHIFT, PRESENT, TO,
@@ -190,6 +191,7 @@ impl MappingTable {
                     RefKind::Structured => e.structured += 1,
                     RefKind::Dynamic => e.dynamic = e.dynamic.saturating_add(1),
                 }
+                observe::mapping(Change::Up, b, e.end - b, e.tgt, e.structured, e.dynamic);
                 Ok(tgt)
             }
             Found::Absent => {
@@ -199,15 +201,14 @@ impl MappingTable {
                         size: r.size,
                     });
                 }
-                let alloc = dev
-                    .alloc(r.base_size.max(r.size))
-                    .map_err(MapError::Device)?;
+                let alloc =
+                    observe::alloc(dev, r.base_size.max(r.size)).map_err(MapError::Device)?;
                 let tgt = alloc + (r.begin - r.base) as u64;
                 if map_type & TO != 0 {
                     // SAFETY: per the contract; `tgt..tgt+size` lies in the new allocation.
                     if let Err(e) = unsafe { copy_in(dev, tgt, r.begin, r.size, map_type) } {
                         // SAFETY: ours, unused.
-                        unsafe { dev.free(alloc) };
+                        unsafe { observe::free(dev, alloc) };
                         return Err(MapError::Device(e));
                     }
                 }
@@ -225,6 +226,7 @@ impl MappingTable {
                     dynamic,
                 };
                 self.entries.insert(r.begin, e);
+                observe::mapping(Change::New, r.begin, r.size, tgt, structured, dynamic);
                 Ok(tgt)
             }
         }
@@ -278,10 +280,14 @@ impl MappingTable {
         };
         if dies {
             let e = self.entries.remove(&b).expect("found above");
+            observe::mapping(Change::Removed, b, e.end - b, e.tgt, 0, 0);
             if let Some(a) = e.alloc {
                 // SAFETY: the entry owned this allocation and no reference is left.
-                unsafe { dev.free(a) };
+                unsafe { observe::free(dev, a) };
             }
+        } else {
+            let e = &self.entries[&b];
+            observe::mapping(Change::Down, b, e.end - b, e.tgt, e.structured, e.dynamic);
         }
         result
     }
@@ -340,6 +346,7 @@ impl MappingTable {
                     structured: 0,
                     dynamic: INFINITE,
                 };
+                observe::mapping(Change::New, begin, e.end - begin, tgt, 0, INFINITE);
                 self.entries.insert(begin, e);
                 Ok(())
             }
@@ -350,6 +357,7 @@ impl MappingTable {
     pub fn disassociate(&mut self, begin: usize) -> Result<(), MapError> {
         match self.entries.get(&begin) {
             Some(e) if e.alloc.is_none() => {
+                observe::mapping(Change::Removed, begin, e.end - begin, e.tgt, 0, 0);
                 self.entries.remove(&begin);
                 Ok(())
             }
@@ -358,12 +366,30 @@ impl MappingTable {
     }
 }
 
-/// Copies host data to the device. Atomic elements (other host threads may be using them) are read one by one with
-/// atomic loads into a staging buffer first: a plain copy would race with them.
+/// Copies host data to the device (every host-to-device transfer goes through here, so [`observe`] sees it).
+/// Atomic elements (other host threads may be using them) are read one by one with atomic loads into a staging
+/// buffer first: a plain copy would race with them; `map_type` 0 is a plain copy.
 ///
 /// # Safety
 /// The host range is readable and the device range lies in one allocation.
 pub(crate) unsafe fn copy_in(
+    dev: &dyn Device,
+    tgt: DevicePtr,
+    host: usize,
+    size: usize,
+    map_type: u64,
+) -> Result<(), String> {
+    observe::transfer(Direction::ToDevice, host, tgt, size, || {
+        // SAFETY: forwarded.
+        unsafe { copy_in_unobserved(dev, tgt, host, size, map_type) }
+    })
+}
+
+/// [`copy_in`] without telling [`observe`].
+///
+/// # Safety
+/// As [`copy_in`].
+unsafe fn copy_in_unobserved(
     dev: &dyn Device,
     tgt: DevicePtr,
     host: usize,
@@ -393,11 +419,29 @@ pub(crate) unsafe fn copy_in(
     unsafe { dev.copy_to_device(tgt, staging.as_ptr(), size) }
 }
 
-/// Copies device data to the host; atomic elements are written with atomic stores, as [`copy_in`] reads them.
+/// Copies device data to the host (every device-to-host transfer goes through here); atomic elements are written
+/// with atomic stores, as [`copy_in`] reads them.
 ///
 /// # Safety
 /// The host range is writable (atomics: valid atomics) and the device range lies in one allocation.
 pub(crate) unsafe fn copy_to_host(
+    dev: &dyn Device,
+    host: usize,
+    tgt: DevicePtr,
+    size: usize,
+    map_type: u64,
+) -> Result<(), String> {
+    observe::transfer(Direction::ToHost, host, tgt, size, || {
+        // SAFETY: forwarded.
+        unsafe { copy_to_host_unobserved(dev, host, tgt, size, map_type) }
+    })
+}
+
+/// [`copy_to_host`] without telling [`observe`].
+///
+/// # Safety
+/// As [`copy_to_host`].
+unsafe fn copy_to_host_unobserved(
     dev: &dyn Device,
     host: usize,
     tgt: DevicePtr,

@@ -36,7 +36,8 @@ pub struct BinDesc {
 
 static DESC: OnceLock<BinDesc> = OnceLock::new();
 
-/// Runs before `main`. Only reads the tables (no I/O): devices and images initialise on first use.
+/// Runs before `main`. Only reads the tables (and the observability environment; `OFFLOAD_PROFILE` opens its file):
+/// devices and images initialise on first use.
 // Miri cannot read the linker-defined bounds of the tables; its tests never need them.
 #[cfg(not(miri))]
 #[used]
@@ -50,6 +51,7 @@ static REGISTER: extern "C" fn() = {
 
 pub fn descriptor() -> &'static BinDesc {
     DESC.get_or_init(|| {
+        let start = crate::observe::Watch::now().start();
         let mut images: Vec<Image> = Vec::new();
         let mut seen = Vec::new();
         for rec in OFFLOAD_IMAGES.iter() {
@@ -77,10 +79,9 @@ pub fn descriptor() -> &'static BinDesc {
                 package_tag: rec.package_tag,
             });
         }
-        BinDesc {
-            images,
-            entries: &OFFLOAD_ENTRIES,
-        }
+        let entries: &'static [OffloadEntry] = &OFFLOAD_ENTRIES;
+        crate::observe::registered(start, images.len(), entries.len());
+        BinDesc { images, entries }
     })
 }
 

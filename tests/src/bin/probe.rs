@@ -28,9 +28,19 @@ fn main() {
     println!("initial_device={}", omp_get_initial_device());
     println!("default_device={}", omp_get_default_device());
     let mut y: Vec<i64> = (0..100).collect();
+    println!("y_addr={:#x}", y.as_ptr() as usize);
     match scenario.as_str() {
         "double" => {
             println!("ran_on={}", ran_on(double(&mut y)));
+            println!("results_correct={}", scaled(&y, 2));
+        }
+        // A region inside a data environment that also updates the host copy: every kind of present-table change
+        // and transfers from three constructs (for tests/observability.rs).
+        "data-env" => {
+            offload::target_data!(map(tofrom: y) => {
+                println!("ran_on={}", ran_on(double(y)));
+                offload::target_update!(from: y);
+            });
             println!("results_correct={}", scaled(&y, 2));
         }
         "bin-region" => {

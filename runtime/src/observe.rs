@@ -1,0 +1,685 @@
+//! Observability: what the runtime does, told to whoever watches. `OFFLOAD_INFO` (like `LIBOMPTARGET_INFO`) prints
+//! lines on stderr, `OFFLOAD_PROFILE` records a Chrome trace ([`crate::profile`]). Every call site reports through
+//! one helper here, which writes both the line and the trace event, so the two never drift apart. When nothing
+//! watches, a helper costs one relaxed atomic load.
+//!
+//! `OFFLOAD_INFO` categories: a level enables every category whose number is at most it, and a negative level
+//! enables them all:
+//! - 1 [`LAUNCH`]: one line per region launch, on a device or in the host fallback (and plugins with no devices);
+//! - 2 [`TRANSFER`]: every copy between host and device (direction, bytes, addresses, construct or region);
+//! - 4 [`MAPPING`]: every present-table change (new entry, reference count up or down, removal) and every device
+//!   allocation and free.
+//!
+//! Transfers, allocations and table changes happen deep in the mapping code, which knows neither the device number
+//! nor the construct: the construct that causes them opens a [`Scope`] naming both (only when something watches).
+
+use crate::device::DeviceEntry;
+use crate::launch::RegionInfo;
+use crate::plugin::{Device, DevicePtr, KernelFailure, LaunchParams};
+use crate::profile::{self, Value};
+use crate::tables::{entry_symbol, Image};
+use std::borrow::Cow;
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+/// `OFFLOAD_INFO=1`: launches.
+pub const LAUNCH: u32 = 1;
+/// `OFFLOAD_INFO=2`: also transfers.
+pub const TRANSFER: u32 = 2;
+/// `OFFLOAD_INFO=4`: also mapping-table changes, allocations and frees.
+pub const MAPPING: u32 = 4;
+
+/// The info level (clamped; a negative `OFFLOAD_INFO` is the maximum), whether a profile is being recorded, and
+/// whether the environment has been read yet: one word, so every check is one load.
+static STATE: AtomicU32 = AtomicU32::new(UNREAD);
+const LEVEL: u32 = (1 << 30) - 1;
+const PROFILE: u32 = 1 << 30;
+const UNREAD: u32 = 1 << 31;
+
+/// What is being watched, read once for an operation.
+#[derive(Clone, Copy)]
+pub struct Watch(u32);
+
+impl Watch {
+    #[inline]
+    pub fn now() -> Watch {
+        let s = STATE.load(Relaxed);
+        if s & UNREAD == 0 {
+            Watch(s)
+        } else {
+            Watch(read_environment())
+        }
+    }
+
+    /// `OFFLOAD_INFO` prints this category.
+    #[inline]
+    pub fn info(self, category: u32) -> bool {
+        self.0 & LEVEL >= category
+    }
+
+    /// `OFFLOAD_PROFILE` is recording.
+    #[inline]
+    pub fn profile(self) -> bool {
+        self.0 & PROFILE != 0
+    }
+
+    /// Someone wants events of this category.
+    #[inline]
+    pub fn wants(self, category: u32) -> bool {
+        self.profile() || self.info(category)
+    }
+
+    /// The start of a traced event: `Some` only while profiling.
+    #[inline]
+    pub fn start(self) -> Option<Instant> {
+        self.profile().then(Instant::now)
+    }
+
+    /// Names the construct or region (and its device) that the transfers, allocations and table changes on this
+    /// thread belong to until the scope ends; while profiling, the scope is an event itself, enclosing them.
+    #[inline]
+    pub fn scope(self, label: Label, dev: &DeviceEntry) -> Scope {
+        if !self.wants(TRANSFER) {
+            return Scope(None);
+        }
+        self.open_scope(label, dev)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn open_scope(self, label: Label, dev: &DeviceEntry) -> Scope {
+        let cx = Context {
+            label,
+            device: dev.number,
+            plugin: dev.plugin,
+        };
+        Scope(Some((CONTEXT.replace(Some(cx)), cx, self.start())))
+    }
+}
+
+/// The `OFFLOAD_INFO` level, as plugins compare it (`>= 2` for device details).
+#[inline]
+pub fn level() -> u32 {
+    Watch::now().0 & LEVEL
+}
+
+#[cold]
+#[inline(never)]
+fn read_environment() -> u32 {
+    static READ: OnceLock<u32> = OnceLock::new();
+    let s = *READ.get_or_init(|| {
+        let level = parse_level(std::env::var("OFFLOAD_INFO").ok().as_deref());
+        let profile = match std::env::var_os("OFFLOAD_PROFILE") {
+            Some(p) if !p.is_empty() => profile::open(p),
+            _ => false,
+        };
+        level | if profile { PROFILE } else { 0 }
+    });
+    STATE.store(s, Relaxed);
+    s
+}
+
+fn parse_level(v: Option<&str>) -> u32 {
+    let Some(v) = v else { return 0 };
+    match v.trim() {
+        "" => 0,
+        t => match t.parse::<i64>() {
+            Ok(n) if n < 0 => LEVEL,
+            Ok(n) => n.min(LEVEL as i64) as u32,
+            Err(_) => {
+                eprintln!(
+                    "offload: ignoring OFFLOAD_INFO={v:?}; expected a level (1 launches, 2 also transfers, 4 also \
+                     mapping-table changes, -1 everything)"
+                );
+                0
+            }
+        },
+    }
+}
+
+/// What a transfer or table change belongs to.
+#[derive(Clone, Copy, Debug)]
+pub enum Label {
+    /// A `#[target]` region, by name.
+    Region(&'static str),
+    /// A data construct or runtime routine (`target_data!`, `omp_target_memcpy`, ...).
+    Construct(&'static str),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Context {
+    label: Label,
+    device: i32,
+    plugin: &'static str,
+}
+
+thread_local! {
+    static CONTEXT: Cell<Option<Context>> = const { Cell::new(None) };
+}
+
+/// See [`Watch::scope`]: restores the enclosing scope when dropped.
+pub struct Scope(Option<(Option<Context>, Context, Option<Instant>)>);
+
+impl Drop for Scope {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(open) = self.0.take() {
+            close_scope(open)
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn close_scope((outer, cx, start): (Option<Context>, Context, Option<Instant>)) {
+    CONTEXT.set(outer);
+    if let Some(start) = start {
+        let (name, cat) = match cx.label {
+            Label::Region(r) => (r, "region"),
+            Label::Construct(c) => (c, "construct"),
+        };
+        profile::record(name.into(), cat, start, context_args(Some(cx), Vec::new()));
+    }
+}
+
+fn context() -> Option<Context> {
+    CONTEXT.try_with(Cell::get).ok().flatten()
+}
+
+/// `(device 0, host-elf, region a::b)`, for the end of an info line.
+struct Where(Option<Context>);
+
+impl std::fmt::Display for Where {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            None => write!(f, "(device unknown)"),
+            Some(cx) => {
+                write!(f, "(device {}, {}, ", cx.device, cx.plugin)?;
+                match cx.label {
+                    Label::Region(r) => write!(f, "region {r})"),
+                    Label::Construct(c) => write!(f, "{c})"),
+                }
+            }
+        }
+    }
+}
+
+/// The device, plugin and construct or region, appended to an event's own arguments.
+fn context_args(
+    cx: Option<Context>,
+    mut args: Vec<(&'static str, Value)>,
+) -> Vec<(&'static str, Value)> {
+    if let Some(cx) = cx {
+        args.push(("device", cx.device.into()));
+        args.push(("plugin", cx.plugin.into()));
+        args.push(match cx.label {
+            Label::Region(r) => ("region", r.into()),
+            Label::Construct(c) => ("construct", c.into()),
+        });
+    }
+    args
+}
+
+fn hex(p: u64) -> Value {
+    Value::Str(format!("{p:#x}").into())
+}
+
+// ---- registration and devices -------------------------------------------------------------------------------------
+
+/// The binary descriptor was built (before `main`).
+pub fn registered(start: Option<Instant>, images: usize, entries: usize) {
+    if let Some(start) = start {
+        profile::record(
+            "register".into(),
+            "registration",
+            start,
+            vec![("images", images.into()), ("entries", entries.into())],
+        );
+    }
+}
+
+/// A plugin looked for devices: found `Ok(n)`, or none because `Err(why)`.
+pub fn discovered(
+    w: Watch,
+    start: Option<Instant>,
+    plugin: &'static str,
+    found: Result<usize, &str>,
+) {
+    if let (Err(why), true) = (found, w.info(LAUNCH)) {
+        eprintln!("offload: plugin {plugin} has no devices: {why}");
+    }
+    if let Some(start) = start {
+        let mut args = vec![("plugin", plugin.into())];
+        match found {
+            Ok(n) => args.push(("devices", n.into())),
+            Err(why) => {
+                args.push(("devices", 0usize.into()));
+                args.push(("reason", why.to_string().into()));
+            }
+        }
+        profile::record(
+            format!("discover {plugin}").into(),
+            "device init",
+            start,
+            args,
+        );
+    }
+}
+
+/// A device loaded (or failed to load) an image.
+pub fn image_loaded(
+    start: Option<Instant>,
+    dev: &DeviceEntry,
+    image: &Image,
+    failed: Option<&str>,
+) {
+    let Some(start) = start else { return };
+    let mut args = vec![
+        ("triple", image.triple.into()),
+        ("arch", image.arch.into()),
+        ("bytes", image.bytes.len().into()),
+        ("package", image.package.into()),
+        ("device", dev.number.into()),
+        ("plugin", dev.plugin.into()),
+    ];
+    if let Some(e) = failed {
+        args.push(("error", e.to_string().into()));
+    }
+    profile::record("load image".into(), "image", start, args);
+}
+
+// ---- regions ------------------------------------------------------------------------------------------------------
+//
+// The helpers below are a check, inlined into the caller, and the reporting, out of line and cold: nothing watching
+// costs the caller one load and a branch.
+
+/// Launches a region's kernel with `run`: the `OFFLOAD_INFO=1` line before, the trace event after.
+#[inline]
+pub fn launch(
+    w: Watch,
+    region: &RegionInfo,
+    dev: &DeviceEntry,
+    params: LaunchParams,
+    run: impl FnOnce() -> Result<(), KernelFailure>,
+) -> Result<(), KernelFailure> {
+    if !w.wants(LAUNCH) {
+        return run();
+    }
+    let start = launching(w, region, dev);
+    let r = run();
+    launched(start, region, dev, params, &r);
+    r
+}
+
+#[cold]
+#[inline(never)]
+fn launching(w: Watch, region: &RegionInfo, dev: &DeviceEntry) -> Option<Instant> {
+    if w.info(LAUNCH) {
+        eprintln!(
+            "offload: launch {} (entry {}) on device {} ({})",
+            region.name,
+            entry_symbol(region.entry).to_string_lossy(),
+            dev.number,
+            dev.plugin
+        );
+    }
+    w.start()
+}
+
+#[cold]
+#[inline(never)]
+fn launched(
+    start: Option<Instant>,
+    region: &RegionInfo,
+    dev: &DeviceEntry,
+    params: LaunchParams,
+    r: &Result<(), KernelFailure>,
+) {
+    let Some(start) = start else { return };
+    let mut args = vec![
+        ("region", region.name.into()),
+        (
+            "entry",
+            entry_symbol(region.entry)
+                .to_string_lossy()
+                .into_owned()
+                .into(),
+        ),
+        ("device", dev.number.into()),
+        ("plugin", dev.plugin.into()),
+        ("teams", params.num_teams.into()),
+        ("threads", params.num_threads.into()),
+        ("team_shared_bytes", params.team_shared.into()),
+    ];
+    if let Err(f) = r {
+        args.push(("error", f.message.clone().into()));
+    }
+    profile::record(region.name.into(), "launch", start, args);
+}
+
+/// Runs a region's host fallback with `run`: the `OFFLOAD_INFO=1` line before, the trace event after.
+#[inline]
+pub fn fallback<R>(w: Watch, region: &RegionInfo, reason: &str, run: impl FnOnce() -> R) -> R {
+    if !w.wants(LAUNCH) {
+        return run();
+    }
+    let start = falling_back(w, region, reason);
+    let r = run();
+    fell_back(start, region, reason);
+    r
+}
+
+#[cold]
+#[inline(never)]
+fn falling_back(w: Watch, region: &RegionInfo, reason: &str) -> Option<Instant> {
+    if w.info(LAUNCH) {
+        eprintln!(
+            "offload: launch {} on the host (host-fallback): {reason}",
+            region.name
+        );
+    }
+    w.start()
+}
+
+#[cold]
+#[inline(never)]
+fn fell_back(start: Option<Instant>, region: &RegionInfo, reason: &str) {
+    let Some(start) = start else { return };
+    profile::record(
+        region.name.into(),
+        "fallback",
+        start,
+        vec![
+            ("region", region.name.into()),
+            ("plugin", "host-fallback".into()),
+            ("reason", reason.to_string().into()),
+        ],
+    );
+}
+
+// ---- device memory ------------------------------------------------------------------------------------------------
+
+/// Sizes of live device allocations, for the free events (the callers of `free` do not all know them). Kept only
+/// while someone watches allocations.
+static LIVE: Mutex<BTreeMap<(i32, DevicePtr), usize>> = Mutex::new(BTreeMap::new());
+
+fn live() -> std::sync::MutexGuard<'static, BTreeMap<(i32, DevicePtr), usize>> {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// [`Device::alloc`], observed.
+#[inline]
+pub fn alloc(dev: &dyn Device, bytes: usize) -> Result<DevicePtr, String> {
+    let w = Watch::now();
+    if !w.wants(MAPPING) {
+        return dev.alloc(bytes);
+    }
+    let start = w.start();
+    let r = dev.alloc(bytes);
+    allocated(w, start, bytes, &r);
+    r
+}
+
+#[cold]
+#[inline(never)]
+fn allocated(w: Watch, start: Option<Instant>, bytes: usize, r: &Result<DevicePtr, String>) {
+    let cx = context();
+    match r {
+        Ok(p) => {
+            live().insert((cx.map_or(-1, |c| c.device), *p), bytes);
+            if w.info(MAPPING) {
+                eprintln!(
+                    "offload: alloc: {bytes} bytes at device {p:#x} {}",
+                    Where(cx)
+                );
+            }
+        }
+        Err(e) if w.info(MAPPING) => {
+            eprintln!("offload: alloc: {bytes} bytes failed: {e} {}", Where(cx))
+        }
+        Err(_) => {}
+    }
+    if let Some(start) = start {
+        let mut args = vec![("bytes", bytes.into())];
+        match r {
+            Ok(p) => args.push(("device_address", hex(*p))),
+            Err(e) => args.push(("error", e.clone().into())),
+        }
+        profile::record("alloc".into(), "memory", start, context_args(cx, args));
+    }
+}
+
+/// [`Device::free`], observed.
+///
+/// # Safety
+/// As [`Device::free`].
+#[inline]
+pub unsafe fn free(dev: &dyn Device, ptr: DevicePtr) {
+    let w = Watch::now();
+    if !w.wants(MAPPING) {
+        // SAFETY: per the contract.
+        return unsafe { dev.free(ptr) };
+    }
+    let start = w.start();
+    // SAFETY: per the contract.
+    unsafe { dev.free(ptr) };
+    freed(w, start, ptr);
+}
+
+#[cold]
+#[inline(never)]
+fn freed(w: Watch, start: Option<Instant>, ptr: DevicePtr) {
+    let cx = context();
+    let bytes = live().remove(&(cx.map_or(-1, |c| c.device), ptr));
+    if w.info(MAPPING) {
+        match bytes {
+            Some(b) => eprintln!("offload: free: {b} bytes at device {ptr:#x} {}", Where(cx)),
+            None => eprintln!("offload: free: device {ptr:#x} {}", Where(cx)),
+        }
+    }
+    if let Some(start) = start {
+        let mut args = vec![("device_address", hex(ptr))];
+        if let Some(b) = bytes {
+            args.push(("bytes", b.into()));
+        }
+        profile::record("free".into(), "memory", start, context_args(cx, args));
+    }
+}
+
+/// Which way a transfer goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    ToDevice,
+    ToHost,
+}
+
+impl Direction {
+    fn name(self) -> &'static str {
+        match self {
+            Direction::ToDevice => "host to device",
+            Direction::ToHost => "device to host",
+        }
+    }
+}
+
+/// A copy of `bytes` between host address `host` and device address `tgt` that `copy` performs.
+#[inline]
+pub fn transfer(
+    dir: Direction,
+    host: usize,
+    tgt: DevicePtr,
+    bytes: usize,
+    copy: impl FnOnce() -> Result<(), String>,
+) -> Result<(), String> {
+    let w = Watch::now();
+    if !w.wants(TRANSFER) {
+        return copy();
+    }
+    let start = w.start();
+    let r = copy();
+    transferred(w, start, dir, host, tgt, bytes, &r);
+    r
+}
+
+#[cold]
+#[inline(never)]
+fn transferred(
+    w: Watch,
+    start: Option<Instant>,
+    dir: Direction,
+    host: usize,
+    tgt: DevicePtr,
+    bytes: usize,
+    r: &Result<(), String>,
+) {
+    let cx = context();
+    if w.info(TRANSFER) {
+        let failed = match r {
+            Ok(()) => String::new(),
+            Err(e) => format!(" failed: {e}"),
+        };
+        match dir {
+            Direction::ToDevice => eprintln!(
+                "offload: copy host to device: {bytes} bytes, host {host:#x} -> device {tgt:#x} {}{failed}",
+                Where(cx)
+            ),
+            Direction::ToHost => eprintln!(
+                "offload: copy device to host: {bytes} bytes, device {tgt:#x} -> host {host:#x} {}{failed}",
+                Where(cx)
+            ),
+        }
+    }
+    if let Some(start) = start {
+        let mut args = vec![
+            ("direction", dir.name().into()),
+            ("bytes", bytes.into()),
+            ("host_address", hex(host as u64)),
+            ("device_address", hex(tgt)),
+        ];
+        if let Err(e) = r {
+            args.push(("error", e.clone().into()));
+        }
+        profile::record(dir.name().into(), "transfer", start, context_args(cx, args));
+    }
+}
+
+// ---- the present table --------------------------------------------------------------------------------------------
+
+/// A present-table change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// A new entry (mapped, or an associated pointer).
+    New,
+    /// A reference was added to an entry that was present.
+    Up,
+    /// A reference was dropped and the entry stays.
+    Down,
+    /// The entry is gone.
+    Removed,
+}
+
+impl Change {
+    fn name(self) -> &'static str {
+        match self {
+            Change::New => "new",
+            Change::Up => "up",
+            Change::Down => "down",
+            Change::Removed => "removed",
+        }
+    }
+}
+
+/// The table entry for `[host, host+bytes)` at device address `tgt` changed; its reference counts are now
+/// (`structured`, `dynamic`), `u64::MAX` meaning infinite (an associated pointer).
+#[inline]
+pub fn mapping(
+    change: Change,
+    host: usize,
+    bytes: usize,
+    tgt: DevicePtr,
+    structured: u64,
+    dynamic: u64,
+) {
+    let w = Watch::now();
+    if w.wants(MAPPING) {
+        mapped(w, change, host, bytes, tgt, structured, dynamic);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn mapped(
+    w: Watch,
+    change: Change,
+    host: usize,
+    bytes: usize,
+    tgt: DevicePtr,
+    structured: u64,
+    dynamic: u64,
+) {
+    let count = |n: u64| match n {
+        u64::MAX => Cow::Borrowed("infinite"),
+        n => Cow::Owned(n.to_string()),
+    };
+    let cx = context();
+    if w.info(MAPPING) {
+        eprintln!(
+            "offload: mapping {}: host {host:#x}, {bytes} bytes, device {tgt:#x}, refs structured {} dynamic {} {}",
+            change.name(),
+            count(structured),
+            count(dynamic),
+            Where(cx)
+        );
+    }
+    if let Some(start) = w.start() {
+        let args = vec![
+            ("change", change.name().into()),
+            ("host_address", hex(host as u64)),
+            ("bytes", bytes.into()),
+            ("device_address", hex(tgt)),
+            ("structured", count(structured).into_owned().into()),
+            ("dynamic", count(dynamic).into_owned().into()),
+        ];
+        profile::record(
+            format!("mapping {}", change.name()).into(),
+            "mapping",
+            start,
+            context_args(cx, args),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_enable_every_category_up_to_them_and_negative_means_all() {
+        assert_eq!(parse_level(None), 0);
+        assert_eq!(parse_level(Some(" ")), 0);
+        assert_eq!(parse_level(Some("-1")), LEVEL);
+        let on = |l: &str, c| Watch(parse_level(Some(l))).info(c);
+        assert!(on("1", LAUNCH) && !on("1", TRANSFER));
+        assert!(on("3", LAUNCH) && on("3", TRANSFER) && !on("3", MAPPING));
+        assert!(on("4", TRANSFER) && on("4", MAPPING));
+        assert!(on("-1", MAPPING) && on("99999999999", MAPPING));
+        assert!(!on("0", LAUNCH));
+        assert_eq!(
+            parse_level(Some("2")),
+            2,
+            "plugins compare the level itself"
+        );
+    }
+
+    #[test]
+    fn nothing_is_wanted_when_nothing_watches() {
+        let quiet = Watch(0);
+        assert!(!quiet.wants(LAUNCH) && !quiet.wants(MAPPING) && quiet.start().is_none());
+        let profiling = Watch(PROFILE);
+        assert!(profiling.wants(MAPPING) && !profiling.info(LAUNCH));
+        assert!(Watch(2).wants(TRANSFER) && !Watch(2).wants(MAPPING));
+    }
+}

@@ -1,0 +1,299 @@
+//! `OFFLOAD_PROFILE=FILE`: a Chrome trace of the run (the Trace Event Format that Perfetto and chrome://tracing
+//! open). Events are complete events (`"ph":"X"`) buffered in memory and written to the file when the process exits
+//! (an `atexit` handler); times are microseconds since the runtime first read its environment.
+//!
+//! This module is only the sink: what is recorded, and from where, is [`crate::observe`]'s business.
+
+use std::borrow::Cow;
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+/// An event argument's value.
+#[derive(Clone, Debug)]
+pub enum Value {
+    Str(Cow<'static, str>),
+    Num(u64),
+    Int(i64),
+}
+
+impl From<&'static str> for Value {
+    fn from(s: &'static str) -> Self {
+        Value::Str(Cow::Borrowed(s))
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::Str(Cow::Owned(s))
+    }
+}
+
+impl From<usize> for Value {
+    fn from(n: usize) -> Self {
+        Value::Num(n as u64)
+    }
+}
+
+impl From<u64> for Value {
+    fn from(n: u64) -> Self {
+        Value::Num(n)
+    }
+}
+
+impl From<u32> for Value {
+    fn from(n: u32) -> Self {
+        Value::Num(n.into())
+    }
+}
+
+impl From<i32> for Value {
+    fn from(n: i32) -> Self {
+        Value::Int(n.into())
+    }
+}
+
+/// One complete event.
+#[derive(Debug)]
+pub struct Event {
+    pub name: Cow<'static, str>,
+    pub cat: &'static str,
+    pub start: Instant,
+    pub end: Instant,
+    pub tid: u64,
+    pub args: Vec<(&'static str, Value)>,
+}
+
+struct Sink {
+    path: PathBuf,
+    /// Opened (and truncated) when profiling starts, so a bad path is reported at once; taken at exit.
+    file: Mutex<Option<File>>,
+    epoch: Instant,
+    events: Mutex<Vec<Event>>,
+}
+
+static SINK: OnceLock<Sink> = OnceLock::new();
+
+/// Starts profiling into `path`: creates the file and arranges for the trace to be written at exit. On failure says
+/// so in one line on stderr and returns false (the program runs on, unprofiled).
+pub fn open(path: OsString) -> bool {
+    let path = PathBuf::from(path);
+    let file = match File::create(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            warn(format_args!(
+                "offload: cannot write the profile to OFFLOAD_PROFILE={}: {e}; the run is not profiled",
+                path.display()
+            ));
+            return false;
+        }
+    };
+    let sink = Sink {
+        path,
+        file: Mutex::new(Some(file)),
+        epoch: Instant::now(),
+        events: Mutex::new(Vec::new()),
+    };
+    if SINK.set(sink).is_err() {
+        return true;
+    }
+    // SAFETY: registers a plain function that lives for the whole process.
+    if unsafe { libc::atexit(write_at_exit) } != 0 {
+        warn(format_args!(
+            "offload: cannot register the OFFLOAD_PROFILE writer at exit; the run is not profiled"
+        ));
+        return false;
+    }
+    true
+}
+
+/// Records an event that started at `start` and ends now.
+pub fn record(
+    name: Cow<'static, str>,
+    cat: &'static str,
+    start: Instant,
+    args: Vec<(&'static str, Value)>,
+) {
+    let Some(sink) = SINK.get() else { return };
+    let event = Event {
+        name,
+        cat,
+        start,
+        end: Instant::now(),
+        tid: tid(),
+        args,
+    };
+    sink.events
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(event);
+}
+
+/// A small number per thread (the main thread, which registers the images, is 1): stable across the trace and
+/// cheaper than a system call.
+fn tid() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TID: u64 = NEXT.fetch_add(1, Relaxed);
+    }
+    TID.try_with(|t| *t).unwrap_or(0)
+}
+
+/// One line on stderr; never panics (stderr may be closed, and this may run at exit).
+fn warn(msg: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
+extern "C" fn write_at_exit() {
+    // Nothing may unwind out of an `extern "C"` function.
+    let _ = std::panic::catch_unwind(|| {
+        let Some(sink) = SINK.get() else { return };
+        let Some(file) = sink.file.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return;
+        };
+        let events = std::mem::take(&mut *sink.events.lock().unwrap_or_else(|p| p.into_inner()));
+        let process = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "offload".into());
+        let json = to_json(sink.epoch, std::process::id(), &process, events);
+        let mut file = file;
+        if let Err(e) = file.write_all(json.as_bytes()).and_then(|()| file.flush()) {
+            warn(format_args!(
+                "offload: cannot write the profile to OFFLOAD_PROFILE={}: {e}",
+                sink.path.display()
+            ));
+        }
+    });
+}
+
+/// The trace as JSON: a process-name record, then the events by start time (an enclosing event before the ones it
+/// holds).
+pub(crate) fn to_json(epoch: Instant, pid: u32, process: &str, mut events: Vec<Event>) -> String {
+    events.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    let mut out = String::with_capacity(128 + events.len() * 200);
+    out.push_str("{\"traceEvents\":[\n");
+    let _ = write!(
+        out,
+        "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":"
+    );
+    push_str(&mut out, process);
+    out.push_str("}}");
+    for e in &events {
+        out.push_str(",\n{\"name\":");
+        push_str(&mut out, &e.name);
+        out.push_str(",\"cat\":");
+        push_str(&mut out, e.cat);
+        out.push_str(",\"ph\":\"X\",\"ts\":");
+        push_micros(
+            &mut out,
+            e.start.saturating_duration_since(epoch).as_nanos(),
+        );
+        out.push_str(",\"dur\":");
+        push_micros(
+            &mut out,
+            e.end.saturating_duration_since(e.start).as_nanos(),
+        );
+        let _ = write!(out, ",\"pid\":{pid},\"tid\":{},\"args\":{{", e.tid);
+        for (i, (k, v)) in e.args.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            push_str(&mut out, k);
+            out.push(':');
+            match v {
+                Value::Str(s) => push_str(&mut out, s),
+                Value::Num(n) => {
+                    let _ = write!(out, "{n}");
+                }
+                Value::Int(n) => {
+                    let _ = write!(out, "{n}");
+                }
+            }
+        }
+        out.push_str("}}");
+    }
+    out.push_str("\n],\"displayTimeUnit\":\"ns\"}\n");
+    out
+}
+
+/// Nanoseconds as microseconds with three decimals, exactly.
+fn push_micros(out: &mut String, ns: u128) {
+    let _ = write!(out, "{}.{:03}", ns / 1000, ns % 1000);
+}
+
+/// A JSON string literal.
+fn push_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn events_become_sorted_complete_events_with_escaped_strings() {
+        let epoch = Instant::now();
+        let at = |us: u64| epoch + Duration::from_nanos(us * 1000 + 250);
+        let inner = Event {
+            name: "host to device".into(),
+            cat: "transfer",
+            start: at(5),
+            end: at(6),
+            tid: 1,
+            args: vec![("bytes", 800usize.into()), ("device", 0i32.into())],
+        };
+        let outer = Event {
+            name: "a::\"b\"\\c\n\u{1}".into(),
+            cat: "region",
+            start: at(5),
+            end: at(9),
+            tid: 1,
+            args: vec![("delta", Value::Int(-3))],
+        };
+        let json = to_json(epoch, 42, "probe", vec![inner, outer]);
+        assert!(json.starts_with(
+            "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":42,"
+        ));
+        assert!(
+            json.ends_with("\n],\"displayTimeUnit\":\"ns\"}\n"),
+            "{json}"
+        );
+        let outer_at = json
+            .find(r#"{"name":"a::\"b\"\\c\n\u0001","cat":"region","ph":"X","ts":5.250,"dur":4.000,"pid":42,"tid":1,"args":{"delta":-3}}"#)
+            .expect(&json);
+        let inner_at = json
+            .find(r#"{"name":"host to device","cat":"transfer","ph":"X","ts":5.250,"dur":1.000,"pid":42,"tid":1,"args":{"bytes":800,"device":0}}"#)
+            .expect(&json);
+        assert!(outer_at < inner_at, "the enclosing event comes first");
+    }
+
+    #[test]
+    fn an_empty_trace_is_still_a_trace() {
+        let json = to_json(Instant::now(), 1, "x", Vec::new());
+        assert_eq!(
+            json,
+            "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"x\"}}\n],\"displayTimeUnit\":\"ns\"}\n"
+        );
+    }
+}
