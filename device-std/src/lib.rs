@@ -21,6 +21,22 @@ use nvptx as backend;
 mod amdgpu;
 #[cfg(all(not(feature = "host"), target_arch = "amdgpu"))]
 use amdgpu as backend;
+#[cfg(all(
+    not(feature = "host"),
+    any(target_arch = "nvptx64", target_arch = "amdgpu")
+))]
+mod gpu_reduce;
+// The reduction's team step: the host image's keeps the initial value in a thread-local; GPUs have none.
+#[cfg(not(all(
+    not(feature = "host"),
+    any(target_arch = "nvptx64", target_arch = "amdgpu")
+)))]
+use backend as reduce_step;
+#[cfg(all(
+    not(feature = "host"),
+    any(target_arch = "nvptx64", target_arch = "amdgpu")
+))]
+use gpu_reduce as reduce_step;
 #[cfg(not(any(feature = "host", target_arch = "nvptx64", target_arch = "amdgpu")))]
 mod serial;
 #[cfg(not(any(feature = "host", target_arch = "nvptx64", target_arch = "amdgpu")))]
@@ -118,7 +134,7 @@ pub use offload_model::reduce as __reduce;
 /// thread's private copy starts at the operator's identity.
 #[doc(hidden)]
 pub fn __reduce_init<Op: __reduce::ReduceOp<T>, T: Copy>(init: T) -> T {
-    backend::record_init(init);
+    reduce_step::record_init(init);
     Op::identity()
 }
 
@@ -154,9 +170,9 @@ pub fn omp_is_initial_device() -> bool {
 /// What the outliner's kernel entries call; not a public API.
 #[doc(hidden)]
 pub mod __rt {
-    pub use crate::backend::reduce_team;
     #[cfg(feature = "host")]
     pub use crate::host::entry;
+    pub use crate::reduce_step::reduce_team;
 
     /// A firstprivate value: its bits when it fits in 8 bytes, else the address of a private copy.
     ///

@@ -99,33 +99,24 @@ impl Lanes for core::iter::Take<core::iter::Skip<core::iter::StepBy<core::ops::R
 // registers every thread of a block pays for).
 macro_rules! strided_lanes {
     ($($t:ty),*) => {$(
-        impl Lanes for core::iter::StepBy<core::ops::Range<$t>> {
-            #[inline(always)]
-            fn run_lanes<T, const K: usize>(
-                self,
-                _lens: [usize; K],
-                acc: &mut [T; LANES],
-                mut body: impl FnMut(Self::Item, &mut T),
-            ) {
-                for i in self {
-                    body(i, &mut acc[0]);
-                }
-            }
-        }
-        impl Lanes for core::iter::StepBy<core::iter::Skip<core::iter::StepBy<core::ops::Range<$t>>>> {
-            #[inline(always)]
-            fn run_lanes<T, const K: usize>(
-                self,
-                _lens: [usize; K],
-                acc: &mut [T; LANES],
-                mut body: impl FnMut(Self::Item, &mut T),
-            ) {
-                for i in self {
-                    body(i, &mut acc[0]);
-                }
-            }
-        }
+        strided_lanes!(@one core::iter::StepBy<core::ops::Range<$t>>);
+        strided_lanes!(@one core::iter::StepBy<core::iter::Skip<core::iter::StepBy<core::ops::Range<$t>>>>);
     )*};
+    (@one $share:ty) => {
+        impl Lanes for $share {
+            #[inline(always)]
+            fn run_lanes<T, const K: usize>(
+                self,
+                _lens: [usize; K],
+                acc: &mut [T; LANES],
+                mut body: impl FnMut(Self::Item, &mut T),
+            ) {
+                for i in self {
+                    body(i, &mut acc[0]);
+                }
+            }
+        }
+    };
 }
 strided_lanes!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
 

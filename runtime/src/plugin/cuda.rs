@@ -100,36 +100,14 @@ fn discover_devices() -> Result<Vec<Box<dyn Device>>, String> {
     if count <= 0 {
         return Err("the NVIDIA driver reports no CUDA devices".into());
     }
-    let mut devices: Vec<Box<dyn Device>> = Vec::new();
-    let mut skipped = Vec::new();
-    for ordinal in 0..count {
-        match CudaDevice::open(ordinal) {
-            Ok(d) => {
-                if crate::icv::info() >= 2 {
-                    eprintln!(
-                        "offload: cuda device ordinal {ordinal}: {} (sm_{}{}, {} SMs, {} threads per team, {} MiB)",
-                        d.name,
-                        d.cc.0,
-                        d.cc.1,
-                        d.sm_count,
-                        d.max_threads,
-                        d.total_mem >> 20
-                    );
-                }
-                devices.push(Box::new(d));
-            }
-            Err(e) => skipped.push(format!("CUDA device {ordinal}: {e}")),
-        }
-    }
-    if devices.is_empty() {
-        return Err(skipped.join("; "));
-    }
-    if crate::icv::info() > 0 {
-        for s in &skipped {
-            eprintln!("offload: plugin cuda skips {s}");
-        }
-    }
-    Ok(devices)
+    super::opened(
+        "cuda",
+        (0..count).map(|ordinal| {
+            CudaDevice::open(ordinal)
+                .map(|d| Box::new(d) as Box<dyn Device>)
+                .map_err(|e| format!("CUDA device {ordinal}: {e}"))
+        }),
+    )
 }
 
 /// `<call> failed: <error>`.

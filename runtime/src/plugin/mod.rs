@@ -110,6 +110,40 @@ pub trait LoadedImageOps: Send + Sync {
 
 pub type LoadedImage = Box<dyn LoadedImageOps>;
 
+/// A plugin's devices from opening each one it found: those that opened (each described at `OFFLOAD_INFO=2`), the
+/// others skipped with a note at `OFFLOAD_INFO=1`; none is an `Err` with every reason.
+fn opened(
+    plugin: &str,
+    each: impl Iterator<Item = Result<Box<dyn Device>, String>>,
+) -> Result<Vec<Box<dyn Device>>, String> {
+    let (mut devices, mut skipped) = (Vec::new(), Vec::new());
+    for d in each {
+        match d {
+            Ok(d) => {
+                if crate::icv::info() >= 2 {
+                    let DeviceDescription { name, arch, memory } = d.describe();
+                    eprintln!(
+                        "offload: {plugin} device {}: {name} ({arch}, {} MiB)",
+                        devices.len(),
+                        memory >> 20
+                    );
+                }
+                devices.push(d);
+            }
+            Err(e) => skipped.push(e),
+        }
+    }
+    if devices.is_empty() {
+        return Err(skipped.join("; "));
+    }
+    if crate::icv::info() > 0 {
+        for s in &skipped {
+            eprintln!("offload: plugin {plugin} skips {s}");
+        }
+    }
+    Ok(devices)
+}
+
 /// One plugin as discovery finds it: its devices, or why it has none.
 #[derive(Clone, Debug)]
 pub struct PluginReport {

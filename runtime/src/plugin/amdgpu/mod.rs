@@ -717,40 +717,14 @@ fn discover_devices() -> Result<Vec<Box<dyn Device>>, String> {
     } else {
         frequency
     };
-    let mut devices: Vec<Box<dyn Device>> = Vec::new();
-    let mut skipped = Vec::new();
-    for (ordinal, &agent) in gpus.iter().enumerate() {
-        match AmdGpuDevice::open(hsa, ordinal, agent, &host_pools, wait_ticks) {
-            Ok(d) => {
-                if crate::icv::info() >= 2 {
-                    eprintln!(
-                        "offload: amdgpu agent {ordinal}: {} ({}{} CUs, {} threads per team, {} KiB LDS, {} MiB)",
-                        d.arch,
-                        if d.product.is_empty() {
-                            String::new()
-                        } else {
-                            format!("{}, ", d.product)
-                        },
-                        d.compute_units,
-                        d.limits.max_threads,
-                        d.limits.lds_bytes >> 10,
-                        d.total_mem >> 20
-                    );
-                }
-                devices.push(Box::new(d));
-            }
-            Err(e) => skipped.push(format!("AMD GPU {ordinal}: {e}")),
-        }
-    }
-    if devices.is_empty() {
-        return Err(skipped.join("; "));
-    }
-    if crate::icv::info() > 0 {
-        for s in &skipped {
-            eprintln!("offload: plugin amdgpu skips {s}");
-        }
-    }
-    Ok(devices)
+    super::opened(
+        "amdgpu",
+        gpus.iter().enumerate().map(|(ordinal, &agent)| {
+            AmdGpuDevice::open(hsa, ordinal, agent, &host_pools, wait_ticks)
+                .map(|d| Box::new(d) as Box<dyn Device>)
+                .map_err(|e| format!("AMD GPU {ordinal}: {e}"))
+        }),
+    )
 }
 
 /// The kernels found in a device's images, by [`Kernel`] index.

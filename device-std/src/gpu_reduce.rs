@@ -1,0 +1,53 @@
+//! The reduction's team step on GPUs, where there are no thread-locals: the same structure as the host image's
+//! (partials through team-shared slots, combined in order by the team's first thread into `out[team]`; team 0 adds
+//! the initial value as `out[teams]`), over the backend's geometry, barrier and team-shared memory.
+
+use super::backend::{barrier, geometry, team_shared};
+
+/// The reduction's slot `k` in team-shared memory (16 bytes each: one per thread, then the initial value's).
+fn slot<T>(k: u32) -> *mut T {
+    team_shared()
+        .0
+        .wrapping_add(k as usize * offload_model::reduce::SLOT) as *mut T
+}
+
+/// Keeps the reduction variable's initial value for [`reduce_team`]: thread 0 puts it in the slot after the
+/// threads' (every thread computed the same value).
+pub fn record_init<T: Copy>(v: T) {
+    let (_, _, thread, threads) = geometry();
+    if thread == 0 {
+        // SAFETY: the runtime gives a reduction launch `threads + 1` slots; slot `threads` is this one's.
+        unsafe { core::ptr::write_unaligned(slot(threads), v) };
+    }
+}
+
+/// The end of a reduction region's thread.
+///
+/// # Safety
+/// `out` is the device address of `teams + 1` slots of `T`, and the launch gave each team `(threads + 1) * 16` bytes
+/// of team-shared memory.
+pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(partial: T, out: u64) {
+    let (team, teams, thread, threads) = geometry();
+    let out = out as *mut T;
+    // SAFETY: each thread writes its own slot; the barrier orders the writes before thread 0's reads.
+    unsafe { core::ptr::write_unaligned(slot(thread), partial) };
+    barrier();
+    if thread != 0 {
+        return;
+    }
+    let mut team_value = partial;
+    for k in 1..threads {
+        // SAFETY: written by thread `k` before the barrier.
+        team_value = Op::combine(team_value, unsafe { core::ptr::read_unaligned(slot(k)) });
+    }
+    // SAFETY: per the contract; one writer per slot.
+    unsafe {
+        core::ptr::write_unaligned(out.add(team as usize), team_value);
+        if team == 0 {
+            core::ptr::write_unaligned(
+                out.add(teams as usize),
+                core::ptr::read_unaligned(slot::<T>(threads)),
+            );
+        }
+    }
+}
