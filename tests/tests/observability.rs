@@ -4,77 +4,14 @@
 //! The probe maps `y`, 100 `i64`s (800 bytes) at `y_addr`; `double` maps it `tofrom` and returns a `bool` (a 1-byte
 //! private `from` copy), `data-env` runs `double` inside `target_data!(map(tofrom: y))` with a `target_update!(from: y)`.
 
+mod common;
+
+use common::probe;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
 const REGION: &str = "offload_tests::kernels::double";
 const LAUNCH: &str = "offload: launch offload_tests::kernels::double (entry __omp_offloading_rs_13offload_tests7kernels6double) on device 0 (host-elf)";
-
-struct Run {
-    out: Output,
-    kv: HashMap<String, String>,
-}
-
-impl Run {
-    fn get(&self, k: &str) -> &str {
-        self.kv
-            .get(k)
-            .map(String::as_str)
-            .unwrap_or_else(|| panic!("probe printed no {k}:\n{}", self.describe()))
-    }
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.out.stderr).into_owned()
-    }
-    /// The stderr lines that start with `prefix`.
-    fn lines(&self, prefix: &str) -> Vec<String> {
-        self.stderr()
-            .lines()
-            .filter(|l| l.starts_with(prefix))
-            .map(str::to_string)
-            .collect()
-    }
-    fn describe(&self) -> String {
-        format!(
-            "status {:?}\nstdout:\n{}\nstderr:\n{}",
-            self.out.status,
-            String::from_utf8_lossy(&self.out.stdout),
-            self.stderr()
-        )
-    }
-    /// Ran to the end, on the device unless `host`, with the right results.
-    fn assert_ok(&self, ran_on: &str) {
-        assert!(self.out.status.success(), "{}", self.describe());
-        assert_eq!(self.get("ran_on"), ran_on, "{}", self.describe());
-        assert_eq!(self.get("results_correct"), "true", "{}", self.describe());
-    }
-}
-
-fn probe(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_probe"));
-    cmd.args(args);
-    for k in [
-        "OMP_TARGET_OFFLOAD",
-        "OMP_DEFAULT_DEVICE",
-        "OFFLOAD_PLUGINS",
-        "OFFLOAD_INFO",
-        "OFFLOAD_PROFILE",
-        "OFFLOAD_HOST_DEVICES",
-    ] {
-        cmd.env_remove(k);
-    }
-    cmd.envs(env.iter().copied());
-    let out = cmd.output().expect("running the probe");
-    let kv = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            l.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-        })
-        .collect();
-    Run { out, kv }
-}
 
 /// A fresh path for a trace file.
 fn trace_path(name: &str) -> PathBuf {

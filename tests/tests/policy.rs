@@ -1,57 +1,10 @@
 //! Devices, policy and the environment (CONFORMANCE 7, 17-21): each case runs the probe binary in its own process,
 //! since the runtime reads the environment once.
 
-use std::collections::HashMap;
-use std::process::{Command, Output};
+mod common;
 
-struct Run {
-    out: Output,
-    kv: HashMap<String, String>,
-}
-
-impl Run {
-    fn get(&self, k: &str) -> &str {
-        self.kv
-            .get(k)
-            .map(String::as_str)
-            .unwrap_or_else(|| panic!("probe printed no {k}:\n{}", self.describe()))
-    }
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.out.stderr).into_owned()
-    }
-    fn describe(&self) -> String {
-        format!(
-            "status {:?}\nstdout:\n{}\nstderr:\n{}",
-            self.out.status,
-            String::from_utf8_lossy(&self.out.stdout),
-            self.stderr()
-        )
-    }
-}
-
-fn probe(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_probe"));
-    cmd.args(args);
-    for k in [
-        "OMP_TARGET_OFFLOAD",
-        "OMP_DEFAULT_DEVICE",
-        "OFFLOAD_PLUGINS",
-        "OFFLOAD_INFO",
-        "OFFLOAD_HOST_DEVICES",
-    ] {
-        cmd.env_remove(k);
-    }
-    cmd.envs(env.iter().copied());
-    let out = cmd.output().expect("running the probe");
-    let kv = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            l.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-        })
-        .collect();
-    Run { out, kv }
-}
+use common::probe;
+use std::process::Command;
 
 #[test]
 fn default_policy_runs_on_the_host_elf_device() {
