@@ -58,11 +58,16 @@ fn link_dir(target: &Path, key: &str, kind: &str) -> PathBuf {
 /// Builds the examples for `targets` into their own target directory; `None` (after saying why) when the device
 /// toolchain is missing.
 fn build_examples(targets: &str, dir: &str, env: &[(&str, &Path)]) -> Option<PathBuf> {
+    build(&["-p", "offload-examples", "--examples"], targets, dir, env)
+}
+
+fn build(what: &[&str], targets: &str, dir: &str, env: &[(&str, &Path)]) -> Option<PathBuf> {
     let ws = workspace();
     let target = ws.join("target").join(dir);
     let out = Command::new(env!("CARGO"))
         .current_dir(&ws)
-        .args(["build", "-p", "offload-examples", "--examples"])
+        .arg("build")
+        .args(what)
         .env("OFFLOAD_TARGETS", targets)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("CARGO_TARGET_DIR", &target)
@@ -247,4 +252,45 @@ fn examples_build_for_amd_and_every_code_object_is_complete() {
         }
     }
     saxpy_runs(&target);
+}
+
+/// The test suite's own regions (SPMD bodies with barriers and team-shared memory, every reduction operator,
+/// `collapse`, atomics, device buffers, float math) build for both GPU targets, and their PTX assembles.
+#[test]
+fn the_test_suites_regions_build_for_both_gpus() {
+    let Some(ptxas) = ptxas() else {
+        return missing(
+            "ptxas not found (pip install nvidia-cuda-nvcc; put its nvidia/cu13/bin on PATH)",
+        );
+    };
+    let Some(target) = build(
+        &["-p", "offload-tests", "--tests"],
+        "host,nvptx64:sm_90,amdgcn:gfx90a",
+        "gpu-test-suite",
+        &[("OFFLOAD_PTXAS", &ptxas)],
+    ) else {
+        return;
+    };
+    let build_dir = target.join("debug/build");
+    let out: Vec<PathBuf> = std::fs::read_dir(&build_dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path().join("out/offload")))
+        .filter(|p| p.join("nvptx64/link/test").is_dir())
+        .collect();
+    assert!(
+        !out.is_empty(),
+        "no GPU link directories under {}",
+        build_dir.display()
+    );
+    for o in out {
+        let ptx = o.join("nvptx64/link/test/sm_90.ptx");
+        let status = Command::new(&ptxas)
+            .args(["-arch=sm_90", "-o", "/dev/null"])
+            .arg(&ptx)
+            .status()
+            .unwrap();
+        assert!(status.success(), "ptxas rejects {}", ptx.display());
+        let hsaco = std::fs::read(o.join("amdgcn/link/test/gfx90a/gfx90a.hsaco")).unwrap();
+        assert!(has(&hsaco, "amdgcn-amd-amdhsa--gfx90a"));
+    }
 }
