@@ -238,7 +238,7 @@ pub unsafe fn target<R>(
     }
 }
 
-fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
     p.downcast_ref::<&str>()
         .copied()
         .or_else(|| p.downcast_ref::<String>().map(|s| s.as_str()))

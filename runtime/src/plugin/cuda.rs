@@ -61,16 +61,8 @@ impl Plugin for Cuda {
     }
 
     fn discover(&self) -> Result<Vec<Box<dyn Device>>, String> {
-        // The symbol check makes a panic impossible in practice; this catches one anyway (a cudarc change), so a
-        // broken driver installation costs the GPUs, never the program.
-        std::panic::catch_unwind(discover_devices).unwrap_or_else(|p| {
-            let why = p
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| p.downcast_ref::<&str>().copied())
-                .unwrap_or("a panic");
-            Err(format!("the CUDA driver library could not be used: {why}"))
-        })
+        // The symbol check makes a panic impossible in practice; the guard catches one anyway (a cudarc change).
+        super::guarded("the CUDA driver library", discover_devices)
     }
 }
 

@@ -110,6 +110,20 @@ pub trait LoadedImageOps: Send + Sync {
 
 pub type LoadedImage = Box<dyn LoadedImageOps>;
 
+/// What a plugin's discovery finds: its devices, or why there are none.
+type Discovered = Result<Vec<Box<dyn Device>>, String>;
+
+/// Runs a GPU plugin's discovery so that a panic in it (a driver library that misbehaves) costs the plugin's devices,
+/// never the program.
+fn guarded(library: &str, discover: fn() -> Discovered) -> Discovered {
+    std::panic::catch_unwind(discover).unwrap_or_else(|p| {
+        Err(format!(
+            "{library} could not be used: {}",
+            crate::launch::panic_message(&*p)
+        ))
+    })
+}
+
 /// A plugin's devices from opening each one it found: those that opened (each described at `OFFLOAD_INFO=2`), the
 /// others skipped with a note at `OFFLOAD_INFO=1`; none is an `Err` with every reason.
 fn opened(

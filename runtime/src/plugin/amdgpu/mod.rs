@@ -76,15 +76,8 @@ impl Plugin for AmdGpu {
     }
 
     fn discover(&self) -> Result<Vec<Box<dyn Device>>, String> {
-        // Nothing below panics by design; a panic anyway costs the GPUs, never the program.
-        std::panic::catch_unwind(discover_devices).unwrap_or_else(|p| {
-            let why = p
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| p.downcast_ref::<&str>().copied())
-                .unwrap_or("a panic");
-            Err(format!("the HSA runtime could not be used: {why}"))
-        })
+        // Nothing below panics by design; the guard catches one anyway.
+        super::guarded("the HSA runtime", discover_devices)
     }
 }
 
@@ -1064,6 +1057,29 @@ impl AmdGpuDevice {
     }
 
     /// The staging buffer, made on first use.
+    /// Runs `chunk(staging, offset, len)` over `size` bytes in staging-buffer-sized chunks, holding the staging
+    /// buffer throughout (a copy of nothing needs none).
+    fn staged(
+        &self,
+        size: usize,
+        mut chunk: impl FnMut(&Staging, usize, usize) -> Result<(), String>,
+    ) -> Result<(), String> {
+        if size == 0 {
+            return Ok(());
+        }
+        let guard = self.staging()?;
+        let Some(staging) = guard.as_ref() else {
+            return Err(self.on("no staging buffer".into()));
+        };
+        let mut done = 0;
+        while done < size {
+            let n = (size - done).min(STAGING_BYTES);
+            chunk(staging, done, n)?;
+            done += n;
+        }
+        Ok(())
+    }
+
     fn staging(&self) -> Result<std::sync::MutexGuard<'_, Option<Staging>>, String> {
         let mut guard = self.staging.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
@@ -1279,25 +1295,14 @@ impl Device for AmdGpuDevice {
         src: *const u8,
         size: usize,
     ) -> Result<(), String> {
-        if size == 0 {
-            return Ok(());
-        }
-        let guard = self.staging()?;
-        let Some(staging) = guard.as_ref() else {
-            return Err(self.on("no staging buffer".into()));
-        };
-        let mut done = 0;
-        while done < size {
-            let n = (size - done).min(STAGING_BYTES);
+        self.staged(size, |staging, done, n| {
             // SAFETY: per the trait's contract `src..src+size` is readable; the staging buffer holds
             // STAGING_BYTES and is ours while the mutex is held (the previous chunk's copy has completed).
             unsafe { ptr::copy_nonoverlapping(src.add(done), staging.buffer, n) };
             let to = (dst as usize + done) as *mut u8;
             // SAFETY: `to..to+n` lies in the caller's device allocation; `n` fits the staging buffer.
-            unsafe { self.engine_copy(staging, to, staging.buffer, n) }?;
-            done += n;
-        }
-        Ok(())
+            unsafe { self.engine_copy(staging, to, staging.buffer, n) }
+        })
     }
 
     unsafe fn copy_from_device(
@@ -1306,25 +1311,15 @@ impl Device for AmdGpuDevice {
         src: DevicePtr,
         size: usize,
     ) -> Result<(), String> {
-        if size == 0 {
-            return Ok(());
-        }
-        let guard = self.staging()?;
-        let Some(staging) = guard.as_ref() else {
-            return Err(self.on("no staging buffer".into()));
-        };
-        let mut done = 0;
-        while done < size {
-            let n = (size - done).min(STAGING_BYTES);
+        self.staged(size, |staging, done, n| {
             let from = (src as usize + done) as *const u8;
             // SAFETY: `from..from+n` lies in the caller's device allocation; `n` fits the staging buffer.
             unsafe { self.engine_copy(staging, staging.buffer, from, n) }?;
             // SAFETY: per the trait's contract `dst..dst+size` is writable; the copy into the staging buffer has
             // completed (its signal was waited for with acquire ordering).
             unsafe { ptr::copy_nonoverlapping(staging.buffer, dst.add(done), n) };
-            done += n;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     unsafe fn launch(
