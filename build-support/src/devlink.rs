@@ -317,6 +317,7 @@ pub fn link_amdgcn(
     kernels: &[String],
     gfx: &str,
     llvm: &LlvmTools,
+    device_libs: &[PathBuf],
     work: &Path,
 ) -> Result<Vec<Linked>, Error> {
     let io = |p: &Path| Error::io(format!("writing {}", p.display()));
@@ -330,20 +331,7 @@ pub fn link_amdgcn(
     let members = extract_bitcode(archives, work)?;
     let shim = work.join("shim.ll");
     std::fs::write(&shim, amdgcn_shim(gfx)).map_err(io(&shim))?;
-    let device_libs: Vec<PathBuf> = crate::toolchain::rocm_device_libs()
-        .map(|d| vec![d.join("ocml.bc"), d.join("ockl.bc")])
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|p| p.is_file())
-        .collect();
-    let linked = link_bitcode(
-        llvm,
-        &shim,
-        &members.user,
-        &members.libs,
-        &device_libs,
-        work,
-    )?;
+    let linked = link_bitcode(llvm, &shim, &members.user, &members.libs, device_libs, work)?;
     let opt_bc = work.join(format!("{gfx}.bc"));
     run(
         Command::new(&llvm.opt)

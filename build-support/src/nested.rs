@@ -77,7 +77,7 @@ struct Recipe {
     /// One build of the device crates each: one for most targets, one per `gfxNNN` for AMD (rustc compiles for one
     /// GPU there).
     variants: Vec<Variant>,
-    gpu: Option<Toolchain>,
+    gpu: Option<(Toolchain, GpuMath)>,
 }
 
 struct Variant {
@@ -112,21 +112,20 @@ impl Recipe {
             DeviceTarget::Nvptx { .. } => {
                 let tc = Toolchain::find(target.triple())?;
                 let sysroot = crate::sysroot::core_sysroot(&tc, target.triple(), None)?;
-                Ok(Recipe {
-                    rustc: tc.rustc.display().to_string(),
-                    cargo: tc.cargo.display().to_string(),
-                    crate_type: "staticlib",
-                    artifact: "a",
-                    device_std_features: "",
-                    crate_attrs: "#![feature(abi_ptx)]\n",
-                    variants: vec![Variant {
-                        arch: None,
-                        sysroot: Some(sysroot.clone()),
-                        flags: vec![format!("--sysroot={}", sysroot.display())],
-                        target_dir: "target".into(),
-                    }],
-                    gpu: Some(tc),
-                })
+                let variants = vec![Variant {
+                    arch: None,
+                    sysroot: Some(sysroot.clone()),
+                    flags: vec![format!("--sysroot={}", sysroot.display())],
+                    target_dir: "target".into(),
+                }];
+                let math = GpuMath::Cuda(CudaTools::find());
+                Ok(Recipe::gpu(
+                    tc,
+                    "staticlib",
+                    "#![feature(abi_ptx)]\n",
+                    variants,
+                    math,
+                ))
             }
             DeviceTarget::Amdgcn { archs } => {
                 let tc = Toolchain::find(target.triple())?;
@@ -147,19 +146,49 @@ impl Recipe {
                 }
                 // rlibs, not a staticlib: rustc links a staticlib for this target only with LTO, which wants
                 // bitcode embedded in object files; `-C linker-plugin-lto` objects are bitcode themselves.
-                Ok(Recipe {
-                    rustc: tc.rustc.display().to_string(),
-                    cargo: tc.cargo.display().to_string(),
-                    crate_type: "rlib",
-                    artifact: "rlib",
-                    device_std_features: "",
-                    crate_attrs: "#![feature(abi_gpu_kernel)]\n",
+                let math = GpuMath::Rocm(crate::toolchain::rocm_math_libs());
+                Ok(Recipe::gpu(
+                    tc,
+                    "rlib",
+                    "#![feature(abi_gpu_kernel)]\n",
                     variants,
-                    gpu: Some(tc),
-                })
+                    math,
+                ))
             }
         }
     }
+
+    /// A GPU target's recipe: the device toolchain's rustc and cargo, a library of LLVM bitcode (`crate_type`, also
+    /// the artifact's extension), device-std without the host's std.
+    fn gpu(
+        tc: Toolchain,
+        crate_type: &'static str,
+        crate_attrs: &'static str,
+        variants: Vec<Variant>,
+        math: GpuMath,
+    ) -> Recipe {
+        Recipe {
+            rustc: tc.rustc.display().to_string(),
+            cargo: tc.cargo.display().to_string(),
+            crate_type,
+            artifact: if crate_type == "staticlib" {
+                "a"
+            } else {
+                crate_type
+            },
+            device_std_features: "",
+            crate_attrs,
+            variants,
+            gpu: Some((tc, math)),
+        }
+    }
+}
+
+/// The vendor's math library a GPU target links, found once per build: CUDA's libdevice (with ptxas, which makes
+/// the cubins), or ROCm's ocml.
+enum GpuMath {
+    Cuda(CudaTools),
+    Rocm(Vec<PathBuf>),
 }
 
 impl Variant {
@@ -425,7 +454,7 @@ pub fn build_images(
             .flat_map(|c| c.regions.iter().map(|r| r.symbol.clone()))
             .collect();
         match (target, &recipe.gpu) {
-            (DeviceTarget::Amdgcn { .. }, Some(tc)) => {
+            (DeviceTarget::Amdgcn { .. }, Some((tc, GpuMath::Rocm(math)))) => {
                 for v in &recipe.variants {
                     let gfx = v.arch.clone().unwrap_or_default();
                     let work = dir.join("link").join(group.name()).join(&gfx);
@@ -459,7 +488,9 @@ pub fn build_images(
                                 })
                                 .collect();
                             archives.extend(v.sysroot_rlibs());
-                            crate::devlink::link_amdgcn(&archives, &kernels, &gfx, &tc.llvm, &work)
+                            crate::devlink::link_amdgcn(
+                                &archives, &kernels, &gfx, &tc.llvm, math, &work,
+                            )
                         },
                     )?;
                     images.extend(
@@ -469,22 +500,13 @@ pub fn build_images(
                     );
                 }
             }
-            (DeviceTarget::Nvptx { archs }, Some(tc)) => {
+            (DeviceTarget::Nvptx { archs }, Some((tc, GpuMath::Cuda(cuda)))) => {
                 let work = dir.join("link").join(group.name());
                 let linked = link_cached(
                     &work,
                     fresh,
                     &format!("{} {} image", pkg.name, group.name()),
-                    || {
-                        crate::devlink::link_nvptx(
-                            &path,
-                            &kernels,
-                            archs,
-                            &tc.llvm,
-                            &CudaTools::find(),
-                            &work,
-                        )
-                    },
+                    || crate::devlink::link_nvptx(&path, &kernels, archs, &tc.llvm, cuda, &work),
                 )?;
                 images.extend(
                     linked

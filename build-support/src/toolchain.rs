@@ -233,6 +233,16 @@ pub fn rocm_device_libs() -> Option<PathBuf> {
         .find(|d| d.join("ocml.bc").is_file())
 }
 
+/// ROCm's math bitcode to link (`ocml.bc`, and `ockl.bc`, which it calls), where installed.
+pub fn rocm_math_libs() -> Vec<PathBuf> {
+    rocm_device_libs()
+        .map(|d| vec![d.join("ocml.bc"), d.join("ockl.bc")])
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect()
+}
+
 impl CudaTools {
     pub fn find() -> CudaTools {
         let cuda_home = std::env::var_os("CUDA_HOME").map(PathBuf::from);
