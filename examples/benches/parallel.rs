@@ -13,7 +13,11 @@ use std::hint::black_box;
 use std::time::Instant;
 
 const N: usize = 1 << 26;
-const ROUNDS: usize = 5;
+/// This machine is shared and its memory bandwidth drifts by half from one minute to the next, so the contenders
+/// take turns kernel by kernel (the peer stays running, its data set up once), each round's ratios compare
+/// neighbours in time, and the median round's ratio is reported.
+const ROUNDS: usize = 15;
+const RUNS: usize = 5;
 
 #[target(teams_distribute_parallel_for, if(on_device))]
 fn triad(on_device: bool, s: f32, b: &[f32], c: &[f32], a: &mut [f32]) {
@@ -31,19 +35,43 @@ fn dot(on_device: bool, b: &[f32], c: &[f32]) -> f32 {
     d
 }
 
-/// Best of five, in seconds.
-fn best(mut f: impl FnMut()) -> f64 {
-    (0..5)
+#[derive(Clone, Copy, PartialEq)]
+enum Kernel {
+    Triad,
+    Dot,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Who {
+    Device,
+    Fallback,
+    Rayon,
+    Clang,
+    ClangSimd,
+}
+use Who::*;
+
+const CONTENDERS: [(Kernel, Who, &str); 9] = [
+    (Kernel::Triad, Device, "ours, host-elf device"),
+    (Kernel::Triad, Fallback, "ours, host fallback"),
+    (Kernel::Triad, Rayon, "rayon"),
+    (Kernel::Triad, Clang, "clang-22 peer"),
+    (Kernel::Dot, Device, "ours, host-elf device"),
+    (Kernel::Dot, Fallback, "ours, host fallback"),
+    (Kernel::Dot, Rayon, "rayon"),
+    (Kernel::Dot, Clang, "clang-22 peer"),
+    (Kernel::Dot, ClangSimd, "clang-22 peer, simd"),
+];
+
+/// Best of [`RUNS`], in GB/s.
+fn best(bytes: usize, mut f: impl FnMut()) -> f64 {
+    (0..RUNS)
         .map(|_| {
             let t = Instant::now();
             f();
-            t.elapsed().as_secs_f64()
+            bytes as f64 / t.elapsed().as_secs_f64() / 1e9
         })
-        .fold(f64::INFINITY, f64::min)
-}
-
-fn gbs(arrays: usize, secs: f64) -> f64 {
-    (arrays * N * 4) as f64 / secs / 1e9
+        .fold(0.0, f64::max)
 }
 
 fn main() {
@@ -56,94 +84,105 @@ fn main() {
     let b = vec![1f32; N];
     let c = vec![2f32; N];
     let s = 3.0f32;
+    let mut peer = peer::Session::start("parallel", &["-march=native"], &[N.to_string()]);
 
-    // This machine is shared and its memory bandwidth drifts: ours and the peer take turns, each round's ratios
-    // compare neighbours in time, and the median round is reported.
-    let mut rounds: Vec<Round> = Vec::new();
-    let mut peer_error = None;
-    for _ in 0..ROUNDS {
-        let (dev_triad, dev_dot) = target_data!(map(tofrom: a), map(to: b, c) => {
-            (best(|| triad(true, s, b, c, a)), best(|| { black_box(dot(true, b, c)); }))
-        });
-        let host_triad = best(|| triad(false, s, &b, &c, &mut a));
-        let host_dot = best(|| {
-            black_box(dot(false, &b, &c));
-        });
-        let rayon_triad = best(|| {
-            a.par_iter_mut()
-                .zip(b.par_iter().zip(&c))
-                .for_each(|(a, (b, c))| *a = b + s * c)
-        });
-        // Sums of 64M f32 are not exact in any order; the figures are bandwidth, the values are kept alive only.
-        let rayon_dot = best(|| {
-            black_box(b.par_iter().zip(&c).map(|(b, c)| b * c).sum::<f32>());
-        });
-        let peer = peer::run("parallel", &["-march=native"], &[N.to_string()]);
-        let get = |k: &str| match &peer {
-            Ok(p) => p.iter().find(|(n, _)| n == k).map_or(f64::NAN, |(_, v)| *v),
-            Err(_) => f64::NAN,
+    // figures[contender][round], GB/s.
+    let mut figures = vec![Vec::new(); CONTENDERS.len()];
+    target_data!(map(tofrom: a), map(to: b, c) => {
+        let mut measure = |k: Kernel, who: Who| -> f64 {
+            let bytes = match k {
+                Kernel::Triad => 3 * N * 4,
+                Kernel::Dot => 2 * N * 4,
+            };
+            match (k, who) {
+                (Kernel::Triad, Device) => best(bytes, || triad(true, s, b, c, a)),
+                (Kernel::Triad, Fallback) => best(bytes, || triad(false, s, b, c, a)),
+                (Kernel::Triad, Rayon) => best(bytes, || {
+                    a.par_iter_mut()
+                        .zip(b.par_iter().zip(&c[..]))
+                        .for_each(|(a, (b, c))| *a = b + s * c)
+                }),
+                (Kernel::Dot, Device) => best(bytes, || {
+                    black_box(dot(true, b, c));
+                }),
+                (Kernel::Dot, Fallback) => best(bytes, || {
+                    black_box(dot(false, b, c));
+                }),
+                // Sums of 64M f32 are not exact in any order; the figures are bandwidth, the values kept alive only.
+                (Kernel::Dot, Rayon) => best(bytes, || {
+                    black_box(b.par_iter().zip(&c[..]).map(|(b, c)| b * c).sum::<f32>());
+                }),
+                (k, who) => {
+                    let what = match (k, who) {
+                        (Kernel::Triad, _) => "triad",
+                        (_, Clang) => "dot",
+                        _ => "dot_simd",
+                    };
+                    match &mut peer {
+                        Ok(p) => p.ask(what).unwrap_or_else(|e| {
+                            eprintln!("{e}");
+                            f64::NAN
+                        }),
+                        Err(_) => f64::NAN,
+                    }
+                }
+            }
         };
-        rounds.push(Round {
-            dev_triad: gbs(3, dev_triad),
-            dev_dot: gbs(2, dev_dot),
-            host_triad: gbs(3, host_triad),
-            host_dot: gbs(2, host_dot),
-            rayon_triad: gbs(3, rayon_triad),
-            rayon_dot: gbs(2, rayon_dot),
-            clang_triad: get("triad"),
-            clang_dot: get("dot"),
-            clang_dot_simd: get("dot_simd"),
-        });
-        peer_error = peer.err();
-    }
+        for round in 0..ROUNDS {
+            // Alternate who goes first, so neither side always follows the other.
+            let mut order: Vec<usize> = (0..CONTENDERS.len()).collect();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for i in order {
+                let (k, who, _) = CONTENDERS[i];
+                figures[i].push(measure(k, who));
+            }
+        }
+    });
     assert!(a.iter().all(|&v| v == 7.0));
 
-    let best = |f: fn(&Round) -> f64| rounds.iter().map(f).fold(f64::NAN, f64::max);
-    let ratio = |f: fn(&Round) -> f64| median(rounds.iter().map(f).collect());
-    println!("STREAM triad, 64M f32 (GB/s, best of {ROUNDS} rounds):");
-    println!("  ours, host-elf device   {:8.2}", best(|r| r.dev_triad));
-    println!("  ours, host fallback     {:8.2}", best(|r| r.host_triad));
-    println!("  rayon                   {:8.2}", best(|r| r.rayon_triad));
-    println!("dot product, 64M f32 (GB/s):");
-    println!("  ours, host-elf device   {:8.2}", best(|r| r.dev_dot));
-    println!("  ours, host fallback     {:8.2}", best(|r| r.host_dot));
-    println!("  rayon                   {:8.2}", best(|r| r.rayon_dot));
-    println!(
-        "ratios (median of the rounds'): triad device/rayon {:.2}, dot device/rayon {:.2} (target >= 0.9)",
-        ratio(|r| r.dev_triad / r.rayon_triad),
-        ratio(|r| r.dev_dot / r.rayon_dot)
-    );
-    match peer_error {
-        None => {
-            println!(
-                "clang-22 peer on libomptarget's host plugin (GB/s): triad {:.2}, dot {:.2}, dot simd {:.2}",
-                best(|r| r.clang_triad),
-                best(|r| r.clang_dot),
-                best(|r| r.clang_dot_simd)
-            );
-            println!(
-                "ratios (median of the rounds'): triad device/clang {:.2}, dot device/clang {:.2}, \
-                 dot device/clang simd {:.2} (target >= 1.0)",
-                ratio(|r| r.dev_triad / r.clang_triad),
-                ratio(|r| r.dev_dot / r.clang_dot),
-                ratio(|r| r.dev_dot / r.clang_dot_simd)
-            );
+    let find = |k: Kernel, who: Who| {
+        CONTENDERS
+            .iter()
+            .position(|&(ck, cw, _)| (ck, cw) == (k, who))
+            .expect("a contender")
+    };
+    for (k, title) in [
+        (Kernel::Triad, "STREAM triad, 64M f32"),
+        (Kernel::Dot, "dot product, 64M f32"),
+    ] {
+        println!("{title} (GB/s, best of {ROUNDS} rounds of {RUNS} runs):");
+        for (i, &(ck, _, name)) in CONTENDERS.iter().enumerate() {
+            if ck == k {
+                let best = figures[i].iter().copied().fold(f64::NAN, f64::max);
+                println!("  {name:<24}{best:8.2}");
+            }
         }
-        Some(why) => println!("peer not measured: {why}"),
     }
-}
-
-/// One round's figures, in GB/s.
-struct Round {
-    dev_triad: f64,
-    dev_dot: f64,
-    host_triad: f64,
-    host_dot: f64,
-    rayon_triad: f64,
-    rayon_dot: f64,
-    clang_triad: f64,
-    clang_dot: f64,
-    clang_dot_simd: f64,
+    if let Err(why) = &peer {
+        println!("peer not measured: {why}");
+    }
+    println!("ratios, the median of the rounds' (targets: >= 0.9 rayon, >= 1.0 clang):");
+    for (k, kname) in [(Kernel::Triad, "triad"), (Kernel::Dot, "dot")] {
+        for ours in [Device, Fallback] {
+            let line: Vec<String> = [
+                (Rayon, "rayon"),
+                (Clang, "clang"),
+                (ClangSimd, "clang simd"),
+            ]
+            .into_iter()
+            .filter(|&(them, _)| k == Kernel::Dot || them != ClangSimd)
+            .map(|(them, tname)| {
+                let (o, t) = (&figures[find(k, ours)], &figures[find(k, them)]);
+                let r = median(o.iter().zip(t).map(|(o, t)| o / t).collect());
+                format!("/{tname} {r:.2}")
+            })
+            .collect();
+            let oname = if ours == Device { "device" } else { "fallback" };
+            println!("  {kname} {oname:<8} {}", line.join(", "));
+        }
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

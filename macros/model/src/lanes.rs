@@ -54,16 +54,17 @@ impl Lanes for core::ops::Range<usize> {
         mut body: impl FnMut(usize, &mut T),
     ) {
         let (fast, lim) = fast_part(&self, lens);
-        let mut i = self.start;
-        while fast.saturating_sub(i) >= LANES {
-            // SAFETY: `i + LANES <= fast <= lim`.
+        // A counted loop, not a comparison against the end per group: LLVM unrolls and interleaves it.
+        let groups = fast.saturating_sub(self.start) / LANES;
+        for g in 0..groups {
+            let i = self.start + g * LANES;
+            // SAFETY: `i + LANES <= start + groups * LANES <= fast <= lim`.
             unsafe { core::hint::assert_unchecked(i + LANES <= lim) };
             for (k, a) in acc.iter_mut().enumerate() {
                 body(i + k, a);
             }
-            i += LANES;
         }
-        for i in i..self.end {
+        for i in self.start + groups * LANES..self.end {
             body(i, &mut acc[0]);
         }
     }
