@@ -94,19 +94,33 @@ struct Variant {
 impl Recipe {
     fn new(target: &DeviceTarget) -> Result<Recipe, Error> {
         match target {
-            DeviceTarget::Host { .. } => Ok(Recipe {
+            DeviceTarget::Host { levels, .. } => Ok(Recipe {
                 rustc: std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()),
                 cargo: std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()),
                 crate_type: "cdylib",
                 artifact: "so",
                 device_std_features: ", features = [\"host\"]",
                 crate_attrs: "",
-                variants: vec![Variant {
-                    arch: None,
-                    sysroot: None,
-                    flags: host_cpu_flags(),
-                    target_dir: "target".into(),
-                }],
+                variants: if levels.is_empty() {
+                    vec![Variant {
+                        arch: None,
+                        sysroot: None,
+                        flags: host_cpu_flags(),
+                        target_dir: "target".into(),
+                    }]
+                } else {
+                    // Each level exactly, whatever the program's own CPU flags: the plugin picks by what the CPU
+                    // it runs on has.
+                    levels
+                        .iter()
+                        .map(|l| Variant {
+                            arch: Some(l.clone()),
+                            sysroot: None,
+                            flags: vec![format!("-Ctarget-cpu={l}")],
+                            target_dir: format!("target-{l}"),
+                        })
+                        .collect()
+                },
                 gpu: None,
             }),
             DeviceTarget::Nvptx { .. } => {
@@ -515,13 +529,16 @@ pub fn build_images(
                 );
             }
             _ => {
-                let bytes = std::fs::read(&path)
-                    .map_err(Error::io(format!("reading the image {}", path.display())))?;
-                images.push(built(
-                    target.arch(),
-                    offload_model::abi::DeviceImageRecord::FORMAT_SHARED_OBJECT,
-                    bytes,
-                ));
+                for v in &recipe.variants {
+                    let path = artifact_in(v, image_pkg);
+                    let bytes = std::fs::read(&path)
+                        .map_err(Error::io(format!("reading the image {}", path.display())))?;
+                    images.push(built(
+                        v.arch.as_deref().unwrap_or(target.arch()),
+                        offload_model::abi::DeviceImageRecord::FORMAT_SHARED_OBJECT,
+                        bytes,
+                    ));
+                }
             }
         }
     }

@@ -6,8 +6,9 @@ use crate::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceTarget {
-    /// The x86_64 host as an offload device (the `host-elf` plugin).
-    Host { triple: String },
+    /// The x86_64 host as an offload device (the `host-elf` plugin): one image with the program's own CPU flags, or
+    /// one per x86-64 level listed (`host:x86-64-v3,x86-64`), of which the plugin loads the best this CPU runs.
+    Host { triple: String, levels: Vec<String> },
     /// NVIDIA GPUs (the `cuda` plugin): PTX for each `sm_XX`, and a cubin where ptxas is installed.
     Nvptx { archs: Vec<String> },
     /// AMD GPUs (the `amdgpu` plugin): an HSA code object for each `gfxNNN`.
@@ -24,7 +25,7 @@ const DEFAULT_GFX: &str = "gfx90a";
 impl DeviceTarget {
     pub fn triple(&self) -> &str {
         match self {
-            DeviceTarget::Host { triple } => triple,
+            DeviceTarget::Host { triple, .. } => triple,
             DeviceTarget::Nvptx { .. } => "nvptx64-nvidia-cuda",
             DeviceTarget::Amdgcn { .. } => "amdgcn-amd-amdhsa",
         }
@@ -57,6 +58,27 @@ impl DeviceTarget {
     pub fn is_gpu(&self) -> bool {
         !matches!(self, DeviceTarget::Host { .. })
     }
+}
+
+/// `x86-64-v3,x86-64`: the levels of a `host:` target; none means the program's own CPU flags.
+fn level_list(target: &str, levels: &str) -> Result<Vec<String>, Error> {
+    let mut out: Vec<String> = Vec::new();
+    for l in levels.split(',').map(str::trim).filter(|l| !l.is_empty()) {
+        if offload_model::cpu::level(l).is_none() {
+            let names: Vec<&str> = offload_model::cpu::X86_64_LEVELS
+                .iter()
+                .map(|l| l.0)
+                .collect();
+            return Err(Error::Config(format!(
+                "offload target `{target}`: `{l}` is not an x86-64 level; the host images can be built for {}",
+                names.join(", ")
+            )));
+        }
+        if !out.iter().any(|o| o == l) {
+            out.push(l.to_string());
+        }
+    }
+    Ok(out)
 }
 
 /// `gfx90a,gfx942`: the architectures of an `amdgcn:` target.
@@ -104,14 +126,16 @@ fn sm_list(target: &str, archs: &str) -> Result<Vec<String>, Error> {
 }
 
 pub fn configured(pkg: &Package) -> Result<Vec<DeviceTarget>, Error> {
-    // `host,nvptx64:sm_80,sm_90;amdgcn:gfx90a`: a word after a comma that names no target continues the previous
+    // `host:x86-64-v3,x86-64;nvptx64:sm_80,sm_90;amdgcn:gfx90a`: a word after a comma that names no target continues the previous
     // target's architecture list, as in `-fopenmp-targets=` with `--offload-arch`.
     let list: Vec<String> = match std::env::var("OFFLOAD_TARGETS") {
         Ok(v) => {
             let mut list: Vec<String> = Vec::new();
             for word in v.split([',', ';']).map(str::trim).filter(|w| !w.is_empty()) {
-                let starts_target =
-                    word.contains(':') || !(word.starts_with("sm_") || word.starts_with("gfx"));
+                let starts_target = word.contains(':')
+                    || !(word.starts_with("sm_")
+                        || word.starts_with("gfx")
+                        || word.starts_with("x86-64"));
                 match list.last_mut() {
                     Some(last) if !starts_target => {
                         last.push(',');
@@ -139,7 +163,10 @@ pub fn configured(pkg: &Package) -> Result<Vec<DeviceTarget>, Error> {
                         "the `host` offload target needs an x86_64 Linux host; this build targets {host_triple}"
                     )));
                 }
-                out.push(DeviceTarget::Host { triple: host_triple.clone() })
+                out.push(DeviceTarget::Host {
+                    triple: host_triple.clone(),
+                    levels: level_list(&t, archs)?,
+                })
             }
             "nvptx64" => out.push(DeviceTarget::Nvptx {
                 archs: sm_list(&t, archs)?,

@@ -99,7 +99,7 @@ fn main() {
                 (Kernel::Triad, Fallback) => best(bytes, || triad(false, s, b, c, a)),
                 (Kernel::Triad, Rayon) => best(bytes, || {
                     a.par_iter_mut()
-                        .zip(b.par_iter().zip(&c[..]))
+                        .zip(b.par_iter().zip(c))
                         .for_each(|(a, (b, c))| *a = b + s * c)
                 }),
                 (Kernel::Dot, Device) => best(bytes, || {
@@ -110,7 +110,7 @@ fn main() {
                 }),
                 // Sums of 64M f32 are not exact in any order; the figures are bandwidth, the values kept alive only.
                 (Kernel::Dot, Rayon) => best(bytes, || {
-                    black_box(b.par_iter().zip(&c[..]).map(|(b, c)| b * c).sum::<f32>());
+                    black_box(b.par_iter().zip(c).map(|(b, c)| b * c).sum::<f32>());
                 }),
                 (k, who) => {
                     let what = match (k, who) {

@@ -84,12 +84,23 @@ impl Device for HostElfDevice {
         }
     }
 
+    /// An image for an x86-64 level ranks by its level, if this CPU has every feature of it: `host:x86-64-v3,x86-64`
+    /// runs AVX2 code where there is AVX2 and the baseline elsewhere. An image built with the program's own CPU flags
+    /// runs where the program does.
     fn rank(&self, image: &Image) -> Option<u32> {
         let mut parts = image.triple.split('-');
-        (parts.next() == Some(std::env::consts::ARCH)
-            && image.triple.contains(std::env::consts::OS)
-            && image.format == offload_model::abi::DeviceImageRecord::FORMAT_SHARED_OBJECT)
-            .then_some(1)
+        if parts.next() != Some(std::env::consts::ARCH)
+            || !image.triple.contains(std::env::consts::OS)
+            || image.format != offload_model::abi::DeviceImageRecord::FORMAT_SHARED_OBJECT
+        {
+            return None;
+        }
+        match offload_model::cpu::level(image.arch) {
+            Some((level, mut features)) => features
+                .all(|f| cpu_has(f) == Some(true))
+                .then_some(1 + level as u32),
+            None => Some(1),
+        }
     }
 
     fn default_geometry(&self, spmd: bool) -> (u32, u32) {
@@ -313,4 +324,61 @@ fn host_memory() -> u64 {
         )
     };
     (pages.max(0) as u64).saturating_mul(size.max(0) as u64)
+}
+
+/// Whether this CPU has a feature of [`offload_model::cpu::X86_64_LEVELS`] (which `is_x86_feature_detected!` needs
+/// spelled out); `None` for a feature this table does not know, whose image is then not run.
+fn cpu_has(feature: &str) -> Option<bool> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        Some(match feature {
+            "cmpxchg16b" => has!("cmpxchg16b"),
+            "popcnt" => has!("popcnt"),
+            "sse3" => has!("sse3"),
+            "sse4.1" => has!("sse4.1"),
+            "sse4.2" => has!("sse4.2"),
+            "ssse3" => has!("ssse3"),
+            "avx" => has!("avx"),
+            "avx2" => has!("avx2"),
+            "bmi1" => has!("bmi1"),
+            "bmi2" => has!("bmi2"),
+            "f16c" => has!("f16c"),
+            "fma" => has!("fma"),
+            "lzcnt" => has!("lzcnt"),
+            "movbe" => has!("movbe"),
+            "xsave" => has!("xsave"),
+            "avx512f" => has!("avx512f"),
+            "avx512bw" => has!("avx512bw"),
+            "avx512cd" => has!("avx512cd"),
+            "avx512dq" => has!("avx512dq"),
+            "avx512vl" => has!("avx512vl"),
+            _ => return None,
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = feature;
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_level_feature_is_detected() {
+        // A feature `cpu_has` does not spell out would make its level unloadable everywhere.
+        for (level, features) in offload_model::cpu::X86_64_LEVELS {
+            for f in features {
+                assert!(
+                    super::cpu_has(f).is_some(),
+                    "{level} needs {f}, which is not detected"
+                );
+            }
+        }
+        assert_eq!(
+            super::cpu_has("avx2"),
+            Some(std::arch::is_x86_feature_detected!("avx2"))
+        );
+    }
 }
