@@ -17,6 +17,14 @@ fn one_slice(on_device: bool, x: &mut [f32]) {
     x[0] += 1.0;
 }
 
+/// A parallel region over a handful of elements: what a launch of teams costs when the work is nothing.
+#[target(teams_distribute_parallel_for, if(on_device))]
+fn small_parallel(on_device: bool, x: &mut [f32]) {
+    for i in 0..x.len() {
+        x[i] += 1.0;
+    }
+}
+
 #[inline(never)]
 fn direct() {
     black_box(());
@@ -52,9 +60,13 @@ fn main() {
     let direct = ns_per_call(iters, direct);
     let slice_dev = ns_per_call(iters / 4, || one_slice(black_box(true), &mut x));
     let slice_host = ns_per_call(iters, || one_slice(black_box(false), &mut x));
+    let par_dev = ns_per_call(iters / 100, || small_parallel(black_box(true), &mut x));
+    let par_host = ns_per_call(iters / 100, || small_parallel(black_box(false), &mut x));
 
     println!("empty region on host-elf device : {device:8.1} ns/call  (target < 350)");
     println!("empty region in host fallback   : {fallback:8.1} ns/call");
+    println!("16-element parallel for, device : {par_dev:8.1} ns/call");
+    println!("16-element parallel for, host   : {par_host:8.1} ns/call");
     println!("direct call of an empty function: {direct:8.1} ns/call");
     println!(
         "fallback overhead over direct   : {:8.1} ns/call  (target < 50)",

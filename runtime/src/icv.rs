@@ -16,6 +16,10 @@ pub struct Icv {
     pub default_device: i32,
     /// `OFFLOAD_PLUGINS`: `None` means every plugin.
     pub plugins: Option<Vec<String>>,
+    /// `OMP_WAIT_POLICY`: how long an idle host team thread spins for the next launch before it sleeps. `ACTIVE`
+    /// 200 ms (libomp's block time), `PASSIVE` not at all, by default 1 ms: launches in a loop find their threads
+    /// awake (waking a sleeping thread took 50 us here), and a program that stops launching gets its cores back soon.
+    pub spin: std::time::Duration,
 }
 
 static ICV: OnceLock<Icv> = OnceLock::new();
@@ -45,6 +49,17 @@ pub fn icv() -> &'static Icv {
         },
         plugins: std::env::var("OFFLOAD_PLUGINS").ok().map(|v| {
             v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+        }),
+        spin: std::time::Duration::from_micros(match std::env::var("OMP_WAIT_POLICY") {
+            Err(_) => 1_000,
+            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "active" => 200_000,
+                "passive" => 0,
+                _ => {
+                    eprintln!("offload: ignoring OMP_WAIT_POLICY={v:?}; expected ACTIVE or PASSIVE");
+                    1_000
+                }
+            },
         }),
     })
 }

@@ -21,6 +21,7 @@ mod mapping;
 mod math;
 mod observe;
 mod plugin;
+mod pool;
 mod profile;
 mod tables;
 mod team;

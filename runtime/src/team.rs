@@ -110,8 +110,8 @@ impl TeamBarrier {
     }
 }
 
-/// Runs `f(team, thread)` for every thread of `teams` x `threads`: each team's threads at once, as many teams at a
-/// time as the host has hardware threads for. Returns every result in (team, thread) order, or the first failure
+/// Runs `f(team, thread)` for every thread of `teams` x `threads` on the thread pool: each team's threads at once, as
+/// many teams at a time as the host has hardware threads for. Returns every result in (team, thread) order, or the first failure
 /// (recorded before the failing thread's team barrier is poisoned, so the others leaving it never mask the cause).
 pub fn run_teams<R: Send, E: Send>(
     teams: u32,
@@ -132,30 +132,34 @@ pub fn run_teams<R: Send, E: Send>(
         let end = (team + wave).min(teams);
         let barriers: Vec<TeamBarrier> = (team..end).map(|_| TeamBarrier::new(threads)).collect();
         let failure = &first_failure;
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (team..end)
-                .flat_map(|t| (0..threads).map(move |i| (t, i)))
-                .map(|(t, i)| {
-                    let b = &barriers[(t - team) as usize];
-                    s.spawn(move || match f(t, i, b) {
-                        Ok(v) => Some(v),
-                        Err(e) => {
-                            failure
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .get_or_insert(e);
-                            b.poison();
-                            None
-                        }
-                    })
-                })
-                .collect();
-            for h in handles {
-                if let Some(v) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)) {
-                    all.push(v);
+        let results: Vec<Mutex<Option<R>>> = (0..(end - team) * threads)
+            .map(|_| Mutex::new(None))
+            .collect();
+        crate::pool::run(results.len(), &|k| {
+            let (t, i) = (team + k as u32 / threads, k as u32 % threads);
+            let b = &barriers[(t - team) as usize];
+            // A panic poisons the team's barrier too, so no thread of it waits for this one forever.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(t, i, b)))
+                .unwrap_or_else(|p| {
+                    b.poison();
+                    std::panic::resume_unwind(p)
+                });
+            match r {
+                Ok(v) => *results[k].lock().unwrap_or_else(|p| p.into_inner()) = Some(v),
+                Err(e) => {
+                    failure
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_or_insert(e);
+                    b.poison();
                 }
             }
         });
+        all.extend(
+            results
+                .into_iter()
+                .filter_map(|r| r.into_inner().unwrap_or_else(|p| p.into_inner())),
+        );
         team = end;
     }
     match first_failure
@@ -223,6 +227,8 @@ pub fn run_fallback_reduce<Op: ReduceOp<R>, R: Send + Copy + 'static>(
     body: &(dyn Fn() -> R + Sync),
 ) -> Result<R, String> {
     let results = run_all(launch, &|| {
+        // Pool threads outlive a region: no initial value recorded by an earlier one may count for this one.
+        REDUCE_INIT.with(|r| r.borrow_mut().take());
         let partial = body();
         let init = REDUCE_INIT
             .with(|r| r.borrow_mut().take())

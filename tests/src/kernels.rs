@@ -19,3 +19,13 @@ pub fn scale_on(dev: i32, y: &mut [i64]) -> bool {
     }
     omp_is_initial_device()
 }
+
+/// `init + y[0] + .. + y[n-1]`, work-shared over every team and thread; on the device unless `on_device` is false.
+#[target(teams_distribute_parallel_for, reduction(+: s), if(on_device))]
+pub fn sum_from(on_device: bool, init: i64, y: &[i64]) -> i64 {
+    let mut s = init;
+    for i in 0..y.len() {
+        s += y[i];
+    }
+    s
+}

@@ -219,3 +219,32 @@ fn a_corrupt_image_disables_itself_and_nothing_else() {
     );
     assert!(stderr.contains("image of package `not-elf` (16 bytes): not an ELF shared object; its regions will run on the host"), "{stderr}");
 }
+
+#[test]
+fn every_wait_policy_reuses_team_threads_correctly() {
+    for policy in [None, Some("ACTIVE"), Some("passive")] {
+        let env: Vec<(&str, &str)> = policy.map(|p| ("OMP_WAIT_POLICY", p)).into_iter().collect();
+        let r = probe(&["parallel-launches"], &env);
+        assert!(r.out.status.success(), "{policy:?}: {}", r.describe());
+        assert_eq!(
+            r.get("results_correct"),
+            "true",
+            "{policy:?}: {}",
+            r.describe()
+        );
+        assert_eq!(r.stderr(), "", "{policy:?}");
+    }
+}
+
+#[test]
+fn an_unknown_wait_policy_is_named_and_ignored() {
+    let r = probe(&["parallel-launches"], &[("OMP_WAIT_POLICY", "eager")]);
+    assert!(r.out.status.success(), "{}", r.describe());
+    assert_eq!(r.get("results_correct"), "true");
+    assert!(
+        r.stderr()
+            .contains("offload: ignoring OMP_WAIT_POLICY=\"eager\"; expected ACTIVE or PASSIVE"),
+        "{}",
+        r.describe()
+    );
+}

@@ -4,7 +4,7 @@
 use offload::{
     omp_get_default_device, omp_get_initial_device, omp_get_num_devices, omp_set_default_device,
 };
-use offload_tests::kernels::{double, try_scale_on};
+use offload_tests::kernels::{double, sum_from, try_scale_on};
 use offload_tests::ran_on;
 
 /// A region defined in a binary.
@@ -63,6 +63,15 @@ fn main() {
                 println!("results_unchanged={}", scaled(&y, 1));
             }
         },
+        // Parallel launches back to back, on the device and in the host fallback, with a different initial value
+        // each time: the host's team threads are reused from one launch to the next and must carry nothing over.
+        "parallel-launches" => {
+            let total: i64 = y.iter().sum();
+            let wrong = (0..200)
+                .filter(|&k| sum_from(k % 2 == 0, k, &y) != k + total)
+                .count();
+            println!("results_correct={}", wrong == 0);
+        }
         other => panic!("unknown scenario {other:?}"),
     }
 }

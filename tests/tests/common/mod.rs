@@ -11,13 +11,14 @@ use std::collections::HashMap;
 use std::process::{Command, Output};
 
 /// The variables the runtime reads; `probe` clears them so a run sees only the ones the test gives it.
-const RUNTIME_ENV: [&str; 6] = [
+const RUNTIME_ENV: [&str; 7] = [
     "OMP_TARGET_OFFLOAD",
     "OMP_DEFAULT_DEVICE",
     "OFFLOAD_PLUGINS",
     "OFFLOAD_INFO",
     "OFFLOAD_PROFILE",
     "OFFLOAD_HOST_DEVICES",
+    "OMP_WAIT_POLICY",
 ];
 
 /// One run of the probe: its output and the `key=value` lines of its stdout.
