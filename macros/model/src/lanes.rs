@@ -58,8 +58,10 @@ impl Lanes for core::ops::Range<usize> {
         let groups = fast.saturating_sub(self.start) / LANES;
         for g in 0..groups {
             let i = self.start + g * LANES;
-            // SAFETY: `i + LANES <= start + groups * LANES <= fast <= lim`.
-            unsafe { core::hint::assert_unchecked(i + LANES <= lim) };
+            // SAFETY: `i + LANES <= start + groups * LANES <= fast <= lim`, so the sum does not wrap either. Said
+            // with `unchecked_add`: a wrapping sum tells LLVM nothing about `i + k`, and a region's slices taken as
+            // `&[T]` parameters (the host fallback) carry no length range to prove it from.
+            unsafe { core::hint::assert_unchecked(i.unchecked_add(LANES) <= lim) };
             for (k, a) in acc.iter_mut().enumerate() {
                 body(i + k, a);
             }
