@@ -227,11 +227,12 @@ pub fn run_fallback_reduce<Op: ReduceOp<R>, R: Send + Copy + 'static>(
     body: &(dyn Fn() -> R + Sync),
 ) -> Result<R, String> {
     let results = run_all(launch, &|| {
-        // Pool threads outlive a region: no initial value recorded by an earlier one may count for this one.
-        REDUCE_INIT.with(|r| r.borrow_mut().take());
+        // No initial value recorded before this region counts for it (pool threads outlive a region), and one the
+        // caller's own thread recorded for an enclosing reduction survives it.
+        let outer = REDUCE_INIT.with(|r| r.borrow_mut().take());
         let partial = body();
         let init = REDUCE_INIT
-            .with(|r| r.borrow_mut().take())
+            .with(|r| std::mem::replace(&mut *r.borrow_mut(), outer))
             .and_then(|b| b.downcast::<R>().ok());
         (partial, init.map(|b| *b))
     })?;
