@@ -110,9 +110,10 @@ impl TeamBarrier {
     }
 }
 
-/// Runs `f(team, thread)` for every thread of `teams` x `threads` on the thread pool: each team's threads at once, as
-/// many teams at a time as the host has hardware threads for. Returns every result in (team, thread) order, or the first failure
-/// (recorded before the failing thread's team barrier is poisoned, so the others leaving it never mask the cause).
+/// Runs `f(team, thread)` for every thread of `teams` x `threads` on the thread pool: each team's threads at once,
+/// as many teams at a time as the host has hardware threads for. Returns every result in (team, thread) order, or
+/// the first failure (recorded before the failing thread's team barrier is poisoned, so the others leaving it never
+/// mask the cause).
 pub fn run_teams<R: Send, E: Send>(
     teams: u32,
     threads: u32,
@@ -132,6 +133,7 @@ pub fn run_teams<R: Send, E: Send>(
         let end = (team + wave).min(teams);
         let barriers: Vec<TeamBarrier> = (team..end).map(|_| TeamBarrier::new(threads)).collect();
         let failure = &first_failure;
+        // One slot per thread, each set by its thread alone (a `Mutex` because results are only `Send`).
         let results: Vec<Mutex<Option<R>>> = (0..(end - team) * threads)
             .map(|_| Mutex::new(None))
             .collect();

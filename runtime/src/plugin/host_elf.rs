@@ -46,17 +46,16 @@ fn map_huge(len: usize) -> Option<*mut u8> {
         return None;
     }
     let (base, start) = (p as usize, (p as usize).next_multiple_of(HUGE_PAGE));
-    let tail = span - (start - base) - len;
+    // What stays mapped ends at the page after the block, which is where `free` unmaps to.
+    let (kept_end, map_end) = ((start + len).next_multiple_of(page_size()), base + span);
     // SAFETY: the head and tail trimmed are parts of the mapping just made that nothing refers to; the advice changes
     // no contents.
     unsafe {
         if start > base {
             libc::munmap(p, start - base);
         }
-        let end = start + len;
-        let tail_start = end.next_multiple_of(page_size());
-        if tail_start < end + tail {
-            libc::munmap(tail_start as *mut c_void, end + tail - tail_start);
+        if kept_end < map_end {
+            libc::munmap(kept_end as *mut c_void, map_end - kept_end);
         }
         libc::madvise(start as *mut c_void, len, libc::MADV_HUGEPAGE);
     }
@@ -427,6 +426,15 @@ mod tests {
     #[cfg_attr(miri, ignore)]
     fn device_memory_is_zeroed_aligned_and_writable_on_both_sides_of_the_huge_page_path() {
         let device = HostElf.discover().expect("host-elf devices").remove(0);
+        // Whole huge pages inside a large block may get huge pages wherever the kernel offers THP to this process.
+        // Kernels before 5.0 print no `THPeligible`; a container may turn THP off for its processes.
+        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        let off_here = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.split_whitespace().eq(["THP_enabled:", "0"]))
+        });
+        let thp_here = !thp.contains("[never]") && !thp.is_empty() && !off_here;
         for size in [
             1,
             HUGE_PAGE - ALIGN - 1,
@@ -444,20 +452,9 @@ mod tests {
                 assert_eq!(block[size - 1], 0, "{size}");
                 block[0] = 1;
                 block[size - 1] = 2;
-                if size >= HUGE_PAGE {
-                    // The whole huge pages inside the block may get huge pages wherever the kernel offers THP.
-                    let thp =
-                        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-                            .unwrap_or_default();
-                    // Kernels before 5.0 print no `THPeligible`; a container may turn THP off for its processes.
-                    let off_here = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-                        s.lines()
-                            .any(|l| l.split_whitespace().eq(["THP_enabled:", "0"]))
-                    });
-                    if !thp.contains("[never]") && !thp.is_empty() && !off_here {
-                        if let Some(eligible) = thp_eligible(p as usize) {
-                            assert!(eligible, "{size}");
-                        }
+                if size >= HUGE_PAGE && thp_here {
+                    if let Some(eligible) = thp_eligible(p as usize) {
+                        assert!(eligible, "{size}");
                     }
                 }
                 // SAFETY: allocated above, freed once.
