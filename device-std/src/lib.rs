@@ -129,6 +129,8 @@ pub use split::{__share, __share_nest};
 pub use offload_model::lanes as __lanes;
 #[doc(hidden)]
 pub use offload_model::reduce as __reduce;
+#[doc(hidden)]
+pub use offload_model::view as __view;
 
 /// What a reduction variable's initial value becomes: recorded (it is combined once, at the end) while the
 /// thread's private copy starts at the operator's identity.
@@ -211,6 +213,26 @@ pub mod __rt {
             // SAFETY: per the contract.
             unsafe { core::slice::from_raw_parts_mut(p as *mut T, len as usize) }
         }
+    }
+
+    /// A thread's view of a parallel region's `&mut [T]` parameter.
+    ///
+    /// # Safety
+    /// As [`slice_mut`], shared only by the launch's views; see `offload_model::view`.
+    #[inline(always)]
+    pub unsafe fn view<'a, T>(p: u64, len: u64) -> crate::__view::View<'a, T> {
+        // SAFETY: per the contract.
+        unsafe { crate::__view::View::new(p as *mut T, len as usize) }
+    }
+
+    /// A thread's view of an `unsafe fn` parallel region's `&mut [T]` parameter.
+    ///
+    /// # Safety
+    /// As [`view`].
+    #[inline(always)]
+    pub unsafe fn unsafe_view<'a, T>(p: u64, len: u64) -> crate::__view::UnsafeView<'a, T> {
+        // SAFETY: per the contract.
+        unsafe { crate::__view::UnsafeView::new(p as *mut T, len as usize) }
     }
 
     /// # Safety

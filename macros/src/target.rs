@@ -1,5 +1,6 @@
+use offload_model::lower::{view_kind, ViewKind};
 use offload_model::region::{KernelArg, ParamKind, Region};
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Pat};
@@ -57,7 +58,6 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         other => quote!(#other),
     });
     let outer_inputs: Vec<TokenStream> = outer_inputs.collect();
-    let inputs = &sig.inputs;
     let idents: Vec<_> = region.params.iter().map(|p| &p.ident).collect();
 
     // Raw pointers to every reference parameter: the map list and the fallback both derive from them, so neither
@@ -69,6 +69,19 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         let id = &p.ident;
         let ptr = format_ident!("__offload_ptr_{}", id);
         match &p.kind {
+            kind @ ParamKind::Slice { .. } if view_kind(region, kind).is_some() => {
+                // Each thread of the fallback gets its own view of the slice (see `offload_model::view`).
+                raw.push(quote!(let #ptr = ::core::ptr::from_mut(#id);));
+                let view = match view_kind(region, kind) {
+                    Some(ViewKind::Checked) => quote!(View),
+                    _ => quote!(UnsafeView),
+                };
+                let elem = offload_model::lower::view_elem(p);
+                fallback_args.push(quote_spanned!(Span::mixed_site()=>
+                    // SAFETY: the parameter's borrow lasts the whole call; every thread gets its own view.
+                    unsafe { ::offload::__view::#view::<#elem>::new(#ptr as *mut #elem, #ptr.len()) }
+                ));
+            }
             ParamKind::Slice { mutable, .. } | ParamKind::Ref { mutable, .. } => {
                 // `DeviceCopy` is checked by the map-list constructors below, spanned at this type.
                 if *mutable {
@@ -185,12 +198,20 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         .filter(|i| clause_idents.contains(&i.to_string()))
         .map(|i| quote!(let _ = &#i;));
     let touch: Vec<TokenStream> = touch.collect();
+    // The one lowering the outliner applies too: views for parallel `&mut` parameters, the work-shared loop as a
+    // closure over the thread's share.
+    let lowered = offload_model::lower::lower(
+        region,
+        &ItemFn {
+            attrs: Vec::new(),
+            vis: vis.clone(),
+            sig: sig.clone(),
+            block,
+        },
+    );
+    let block = &lowered.block;
+    let lowered_inputs = &lowered.inputs;
     // Wrapping an untouched body would draw `unused_braces` on single-expression bodies.
-    // A work-shared loop gives each thread its share of the iterations: its `a..b` becomes `__share(a..b)`.
-    let mut block = block;
-    if region.work_shared {
-        share_loop(&mut block, region);
-    }
     let host_body = if touch.is_empty() {
         quote!(#block)
     } else {
@@ -257,7 +278,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             quote!(
                 #(#lint_attrs)*
                 #[allow(clippy::too_many_arguments)]
-                #unsafety fn __offload_host #generics (#inputs) #output #host_body
+                #unsafety fn __offload_host #generics (#(#lowered_inputs),*) #output #host_body
             ),
             quote!(::offload::__private::target(
                 &__OFFLOAD_REGION, __offload_launch, &__offload_maps, __offload_ret,
@@ -315,134 +336,6 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
                 let __offload_maps = [#(#maps),*];
                 #launch
             }
-        }
-    }
-}
-
-/// Lowers the body's work-shared loop to the thread's share of it (the outliner does the same to the device copy, on
-/// the same lines): `__share2` for a collapsed nest, else the body as a closure run by `__lanes::each` or, with its
-/// private copies, `__lanes::reduce`.
-fn share_loop(block: &mut syn::Block, region: &Region) {
-    let (reduction, collapse) = (region.reduction.as_ref(), region.collapse);
-    let mut errors = offload_model::clause::Errors::default();
-    let Some(ws) = offload_model::worksharing::find(block, collapse, &mut errors) else {
-        return;
-    };
-    let target: *const syn::ExprForLoop = ws.for_loop;
-    // A reduction variable starts at the identity; its initial value is recorded (the outliner does the same).
-    let init: Option<*const syn::Expr> = reduction
-        .and_then(|(_, var)| offload_model::worksharing::reduction_init(&ws, var))
-        .map(|e| e as *const _);
-    // What a reduction loop's body, made a closure, changes: the variable's uses and the loop's `continue`s.
-    let lens = offload_model::worksharing::indexed_slices(region, &ws);
-    let rename = Rename {
-        uses: reduction.map_or_else(Vec::new, |(_, var)| {
-            offload_model::worksharing::reduction_uses(&ws.for_loop.body, var)
-                .into_iter()
-                .map(|u| u as *const _)
-                .collect()
-        }),
-        continues: offload_model::worksharing::exits(&ws)
-            .continues
-            .into_iter()
-            .map(|c| c as *const _)
-            .collect(),
-    };
-    if let (Some(init), Some((op, _))) = (init, reduction) {
-        let op = format_ident!("{}", op);
-        for stmt in &mut block.stmts {
-            if let syn::Stmt::Local(l) = stmt {
-                if let Some(i) = &mut l.init {
-                    if std::ptr::eq(&*i.expr, init) {
-                        let e = i.expr.clone();
-                        *i.expr = syn::parse_quote_spanned!(e.span()=>
-                            ::offload::__reduce_init::<::offload::__reduce::#op, _>(#e));
-                    }
-                }
-            }
-        }
-    }
-    for stmt in &mut block.stmts {
-        let syn::Stmt::Expr(e @ syn::Expr::ForLoop(_), _) = stmt else {
-            continue;
-        };
-        let syn::Expr::ForLoop(f) = &mut *e else {
-            continue;
-        };
-        if !std::ptr::eq(&*f, target) {
-            continue;
-        }
-        let range = f.expr.clone();
-        if collapse > 1 {
-            // `for i in A { for j in B { .. body } }` -> `for (i, j, ..) in __share_nest((A, B, ..)) { body }`
-            let (mut pats, mut ranges) = (vec![(*f.pat).clone()], vec![range.clone()]);
-            for _ in 1..collapse {
-                let Some(syn::Stmt::Expr(syn::Expr::ForLoop(inner), _)) =
-                    f.body.stmts.first().cloned()
-                else {
-                    return;
-                };
-                pats.push(*inner.pat);
-                ranges.push(inner.expr);
-                f.body = inner.body;
-                // The flattened loop's `continue`s are the innermost loop's.
-                f.label = inner.label;
-            }
-            *f.pat = syn::parse_quote!((#(#pats),*));
-            *f.expr =
-                syn::parse_quote_spanned!(range.span()=> ::offload::__share_nest((#(#ranges),*)));
-        } else if let Some((op, var)) = reduction {
-            // `var = lanes(Op, __share(A), [x.len(), ..], var, |i, __offload_s| BODY)`, with `var` in BODY as
-            // `(*__offload_s)`: the thread's private copies, as the outliner lowers the device copy.
-            let (pat, op) = (&f.pat, format_ident!("{}", op));
-            // In place: `rename` holds addresses in this body.
-            syn::visit_mut::VisitMut::visit_block_mut(&mut { rename }, &mut f.body);
-            let body = &f.body;
-            // Generated tokens keep the call site's span; the user's pieces keep theirs.
-            *e = syn::parse_quote!({
-                #var = ::offload::__lanes::reduce(
-                    ::offload::__reduce::#op,
-                    ::offload::__share(#range),
-                    [#(#lens.len()),*],
-                    #var,
-                    |#pat, __offload_s| #body,
-                );
-            });
-            return;
-        } else {
-            // `each(__share(A), [x.len(), ..], |i| BODY)`, as the outliner lowers the device copy.
-            let pat = &f.pat;
-            syn::visit_mut::VisitMut::visit_block_mut(&mut { rename }, &mut f.body);
-            let body = &f.body;
-            *e = syn::parse_quote!({
-                ::offload::__lanes::each(
-                    ::offload::__share(#range),
-                    [#(#lens.len()),*],
-                    |#pat| #body,
-                );
-            });
-            return;
-        }
-    }
-}
-
-/// Turns a reduction loop's body into a closure's: the variable's uses become the private copy `(*__offload_s)`, and
-/// the loop's `continue`s become `return`s.
-struct Rename {
-    uses: Vec<*const syn::ExprPath>,
-    continues: Vec<*const syn::ExprContinue>,
-}
-
-impl syn::visit_mut::VisitMut for Rename {
-    fn visit_expr_mut(&mut self, e: &mut syn::Expr) {
-        match e {
-            syn::Expr::Path(p) if self.uses.contains(&(&*p as *const _)) => {
-                *e = syn::parse_quote_spanned!(p.span()=> (*__offload_s));
-            }
-            syn::Expr::Continue(c) if self.continues.contains(&(&*c as *const _)) => {
-                *e = syn::parse_quote_spanned!(c.span()=> return);
-            }
-            _ => syn::visit_mut::visit_expr_mut(self, e),
         }
     }
 }

@@ -41,6 +41,8 @@ pub use offload_model::abi::SharedAtomic;
 pub use offload_model::lanes as __lanes;
 #[doc(hidden)]
 pub use offload_model::reduce as __reduce;
+#[doc(hidden)]
+pub use offload_model::view as __view;
 pub use plugin::{inventory, DeviceDescription, PluginReport};
 #[doc(hidden)]
 pub use team::{reduce_init as __reduce_init, share as __share, share_nest as __share_nest};

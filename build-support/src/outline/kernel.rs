@@ -2,6 +2,7 @@
 //! [`Region::kernel_args`] order) unpacked into the region's parameters. Types are inferred from the region's own
 //! signature, so the entry never has to name them.
 
+use offload_model::lower::{view_kind, ViewKind};
 use offload_model::region::{KernelArg, ParamKind, Region};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -31,8 +32,10 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
         match args[i] {
             KernelArg::SlicePtr(p) => {
                 let len = &arg_names[i + 1];
-                let f = match p.kind {
-                    ParamKind::Slice { mutable: true, .. } => quote!(slice_mut),
+                let f = match (view_kind(region, &p.kind), &p.kind) {
+                    (Some(ViewKind::Checked), _) => quote!(view),
+                    (Some(ViewKind::Unchecked), _) => quote!(unsafe_view),
+                    (None, ParamKind::Slice { mutable: true, .. }) => quote!(slice_mut),
                     _ => quote!(slice),
                 };
                 call_args.push(quote!(::offload::__rt::#f(#a, #len)));
@@ -48,6 +51,15 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
             }
             KernelArg::Value(_) => call_args.push(quote!(::offload::__rt::value(#a))),
             KernelArg::DevicePtr(_) => call_args.push(quote!(::offload::__rt::device_ptr(#a))),
+            KernelArg::BufferPtr(p) if view_kind(region, &p.kind).is_some() => {
+                // A parallel region's `&mut DeviceBuffer<T>` is a view, as a `&mut [T]` is.
+                let len = &arg_names[i + 1];
+                call_args.push(match view_kind(region, &p.kind) {
+                    Some(ViewKind::Checked) => quote!(::offload::__rt::view(#a, #len)),
+                    _ => quote!(::offload::__rt::unsafe_view(#a, #len)),
+                });
+                i += 1; // the length
+            }
             KernelArg::BufferPtr(p) => {
                 // The region takes `&DeviceBuffer<T>`: the view lives in the entry's frame.
                 let len = &arg_names[i + 1];

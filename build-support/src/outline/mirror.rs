@@ -67,6 +67,39 @@ impl<'a> Mirror<'a> {
         self.insert(r.start, text);
     }
 
+    /// Replaces a range with text that may span lines: `text(first, last)` gets the range's first position and last
+    /// line, and must put the text's line breaks where the range has its own (so every later line stays put).
+    pub fn replace_lines(
+        &mut self,
+        r: Range<usize>,
+        text: impl FnOnce(LineColumn, usize) -> String,
+    ) {
+        let line_of = |at: usize| self.line_starts.partition_point(|&s| s <= at);
+        let first = line_of(r.start);
+        let column = self.src[self.line_starts[first - 1]..r.start]
+            .chars()
+            .count();
+        let last = line_of(r.end.saturating_sub(1).max(r.start));
+        let text = text(
+            LineColumn {
+                line: first,
+                column,
+            },
+            last,
+        );
+        debug_assert_eq!(
+            text.matches('\n').count(),
+            self.src[r.clone()].matches('\n').count(),
+            "a multi-line replacement keeps the range's line breaks"
+        );
+        for o in &mut self.out[r.clone()] {
+            *o = b' ';
+        }
+        // The text starts at the range's own column.
+        let text = text.trim_start_matches(' ').to_string();
+        self.inserts.push((r.start, text));
+    }
+
     /// The mirrored text, with `tail` (which may span lines) appended after the last line.
     pub fn finish(mut self, tail: &str) -> String {
         self.inserts.sort_by_key(|(at, _)| std::cmp::Reverse(*at));

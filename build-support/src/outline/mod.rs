@@ -9,6 +9,7 @@
 mod check;
 mod kernel;
 mod mirror;
+mod print;
 mod tree;
 
 pub use kernel::KernelAbi;
@@ -17,6 +18,7 @@ use crate::diag::Diagnostic;
 use crate::package::{Kind, Package};
 use mirror::Mirror;
 use offload_model::identity::mangle_string;
+use offload_model::lower::lower;
 use offload_model::region::Region;
 use quote::ToTokens;
 use std::collections::{BTreeSet, HashMap};
@@ -219,7 +221,6 @@ impl<'a> Outliner<'a> {
         for item in items {
             match item {
                 Item::Fn(func) if has_attr(&func.attrs, "target") => {
-                    keep_item(m, item, &func.attrs);
                     let attr = func
                         .attrs
                         .iter()
@@ -231,137 +232,10 @@ impl<'a> Outliner<'a> {
                     };
                     // Invalid clauses are the macro's to report, spanned, in the host build.
                     let Ok(region) = Region::parse(args, func) else {
+                        keep_item(m, item, &func.attrs);
                         continue;
                     };
-                    if region.reduction.is_some() && matches!(self.abi, KernelAbi::Host) {
-                        // Optimised on its own, not inlined into the entry's unwinding closure, where LLVM kept the
-                        // accumulator in memory (dot products 4x slower on the host image; other loops lose by it).
-                        // GPU entries have no such closure.
-                        let at = m.range(item.span()).start;
-                        m.insert(at, "#[inline(never)] ");
-                    }
-                    if region.work_shared {
-                        // Each thread runs its share of the loop: `for i in ::offload::__share(a..b)`, same line.
-                        let mut errors = offload_model::clause::Errors::default();
-                        if let Some(ws) = offload_model::worksharing::find(
-                            &func.block,
-                            region.collapse,
-                            &mut errors,
-                        ) {
-                            let r = m.range(ws.for_loop.expr.span());
-                            let lens: String =
-                                offload_model::worksharing::indexed_slices(&region, &ws)
-                                    .iter()
-                                    .map(|x| format!("{x}.len(), "))
-                                    .collect();
-                            match ws.inner.as_slice() {
-                                // `for i in A { for j in B {` -> `for (i, j) in __share_nest((A, B)) {`, the inner
-                                // headers and their closing braces blanked: every line stays where it was.
-                                [_, ..] => {
-                                    let p = m.range(ws.for_loop.pat.span());
-                                    let (mut pats, mut ranges) = (String::new(), String::new());
-                                    for (inner, _, _) in &ws.inner {
-                                        pats.push_str(&format!(
-                                            ", {}",
-                                            inner.pat.to_token_stream()
-                                        ));
-                                        ranges.push_str(&format!(
-                                            ", {}",
-                                            inner.expr.to_token_stream()
-                                        ));
-                                        let head = m.offset(loop_start(inner))
-                                            ..m.range(inner.body.brace_token.span.open()).end;
-                                        m.blank(head);
-                                        let close = m.range(inner.body.brace_token.span.close());
-                                        m.blank(close);
-                                    }
-                                    // The flattened loop's `continue`s are the innermost loop's: its label.
-                                    let f = ws.for_loop;
-                                    if let Some(l) = &f.label {
-                                        let r = m.offset(loop_start(f))
-                                            ..m.range(l.colon_token.span).end;
-                                        m.blank(r);
-                                    }
-                                    if let Some(l) =
-                                        ws.inner.last().and_then(|l| l.0.label.as_ref())
-                                    {
-                                        let at = m.offset(f.for_token.span.start());
-                                        m.insert(at, format!("{}: ", l.name));
-                                    }
-                                    m.insert(p.start, "(");
-                                    m.insert(p.end, format!("{pats})"));
-                                    m.insert(r.start, "::offload::__share_nest((");
-                                    m.insert(r.end, format!("{ranges}))"));
-                                }
-                                // A reduction loop's body becomes a closure that `lanes` runs on the thread's
-                                // private copies: `{ s = reduce(Op, __share(A), [x.len(), ..], s,
-                                // |i, __offload_s| BODY[s -> (*__offload_s), continue -> return]); }`
-                                [] if region.reduction.is_some() => {
-                                    let (op, var) = region.reduction.as_ref().expect("checked");
-                                    let f = ws.for_loop;
-                                    let head =
-                                        m.offset(loop_start(f))..m.range(f.in_token.span).end;
-                                    m.replace(
-                                        head,
-                                        format!(
-                                            "{{ {var} = ::offload::__lanes::reduce(::offload::__reduce::{op}, \
-                                             ::offload::__share("
-                                        ),
-                                    );
-                                    m.insert(
-                                        r.end,
-                                        format!(
-                                            "), [{lens}], {var}, |{}, __offload_s| ",
-                                            f.pat.to_token_stream()
-                                        ),
-                                    );
-                                    for u in
-                                        offload_model::worksharing::reduction_uses(&f.body, var)
-                                    {
-                                        let r = m.range(u.span());
-                                        m.replace(r, "(*__offload_s)");
-                                    }
-                                    for c in offload_model::worksharing::exits(&ws).continues {
-                                        let r = m.range(c.span());
-                                        m.replace(r, "return");
-                                    }
-                                    let close = m.range(f.body.brace_token.span.close()).end;
-                                    m.insert(close, "); }");
-                                }
-                                // Any other loop's body becomes a closure that `each` runs:
-                                // `{ each(__share(A), [x.len(), ..], |i| BODY[continue -> return]); }`
-                                [] => {
-                                    let f = ws.for_loop;
-                                    let head =
-                                        m.offset(loop_start(f))..m.range(f.in_token.span).end;
-                                    m.replace(
-                                        head,
-                                        "{ ::offload::__lanes::each(::offload::__share(",
-                                    );
-                                    m.insert(
-                                        r.end,
-                                        format!("), [{lens}], |{}| ", f.pat.to_token_stream()),
-                                    );
-                                    for c in offload_model::worksharing::exits(&ws).continues {
-                                        let r = m.range(c.span());
-                                        m.replace(r, "return");
-                                    }
-                                    let close = m.range(f.body.brace_token.span.close()).end;
-                                    m.insert(close, "); }");
-                                }
-                            }
-                            // A reduction variable starts at the identity; its initial value is recorded.
-                            if let Some((op, var)) = &region.reduction {
-                                if let Some(init) =
-                                    offload_model::worksharing::reduction_init(&ws, var)
-                                {
-                                    let r = m.range(init.span());
-                                    m.insert(r.start, format!("::offload::__reduce_init::<::offload::__reduce::{op}, _>("));
-                                    m.insert(r.end, ")");
-                                }
-                            }
-                        }
-                    }
+                    self.mirror_region(m, func, &region);
                     let identity = format!("{}::{}", module_path.join("::"), func.sig.ident);
                     let symbol = mangle_string(&identity);
                     tail.push('\n');
@@ -436,6 +310,28 @@ impl<'a> Outliner<'a> {
             }
         }
         tail
+    }
+
+    /// Writes the region's function as [`lower`] lowers it (the macro compiles the same for the host fallback), every
+    /// token on its original line.
+    fn mirror_region(&self, m: &mut Mirror, func: &syn::ItemFn, region: &Region) {
+        let lowered = lower(region, func);
+        let attrs = func.attrs.iter().filter(|a| {
+            a.path()
+                .get_ident()
+                .is_some_and(|i| KEPT_ATTRS.contains(&i.to_string().as_str()))
+        });
+        // A reduction's entry on the host image is optimised on its own, not inlined into the entry's unwinding
+        // closure, where LLVM kept the accumulator in memory (dot products 4x slower). GPU entries have no such
+        // closure.
+        let inline = (region.reduction.is_some() && matches!(self.abi, KernelAbi::Host))
+            .then(|| quote::quote!(#[inline(never)]));
+        let mut sig = func.sig.clone();
+        sig.inputs = lowered.inputs.into_iter().collect();
+        let (vis, block) = (&func.vis, &lowered.block);
+        let tokens = quote::quote!(#(#attrs)* #inline #vis #sig #block);
+        let r = m.range(func.span());
+        m.replace_lines(r, |first, last| print::at_lines(tokens, first, last));
     }
 
     /// Keeps the leaves of a `use` that kept code mentions, rooted where a device crate can reach.
@@ -621,11 +517,4 @@ pub(crate) fn rel_or_abs(base: &Path, p: &Path) -> PathBuf {
         Ok(rel) => PathBuf::from("src").join(rel),
         Err(_) => PathBuf::from("abs").join(p.strip_prefix("/").unwrap_or(p)),
     }
-}
-
-/// Where a `for` loop starts in the source: at its label if it has one (the lowering replaces both).
-fn loop_start(f: &syn::ExprForLoop) -> proc_macro2::LineColumn {
-    f.label
-        .as_ref()
-        .map_or(f.for_token.span.start(), |l| l.name.apostrophe.start())
 }

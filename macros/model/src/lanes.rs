@@ -3,6 +3,7 @@
 //! slices it indexes with the loop variable, where `x[i]` needs no bounds check, then one by one.
 
 use crate::reduce::{fold, ReduceOp};
+use crate::view::{Exclusive, Iteration, Own};
 
 /// Private copies per thread in a reduction loop: independent chains that hide the operator's latency (a float add
 /// takes 4 cycles and two can start per cycle), and, for a range, one vector's worth of lanes for the SLP vectoriser.
@@ -123,24 +124,48 @@ macro_rules! strided_lanes {
 }
 strided_lanes!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
 
-/// A reduction loop, lowered: `var = reduce(Op, share(a..b), [x.len(), ..], var, |i, __offload_s| BODY)` with `var`
-/// in `BODY` as `(*__offload_s)`. The copies start at `start` (the identity, once the initial value was recorded) and
-/// are combined in order at the end.
+/// A reduction loop, lowered: `var = reduce(Op, share, [x.len(), ..], var, |i, __offload_s, __t| BODY)` with `var` in
+/// `BODY` as `(*__offload_s)` and `__t` the iteration's token (see [`crate::view`]). The copies start at `start` (the
+/// identity, once the initial value was recorded) and are combined in order at the end.
 #[inline(always)]
 pub fn reduce<Op: ReduceOp<T>, T: Copy, I: Lanes, const K: usize>(
     _op: Op,
-    share: I,
+    share: Exclusive<I>,
     lens: [usize; K],
     start: T,
-    body: impl FnMut(I::Item, &mut T),
-) -> T {
+    mut body: impl FnMut(I::Item, &mut T, Own),
+) -> T
+where
+    I::Item: Iteration,
+{
     let mut acc = [start; LANES];
-    share.run_lanes(lens, &mut acc, body);
+    share
+        .0
+        .run_lanes(lens, &mut acc, |i, s| body(i, s, i.own(&[])));
     fold::<Op, T>(acc[0], &acc[1..])
 }
 
-/// Any other work-shared loop, lowered: `each(share(a..b), [x.len(), ..], |i| BODY)`.
+/// Any other work-shared loop, lowered: `each(share, [x.len(), ..], |i, __t| BODY)`.
 #[inline(always)]
-pub fn each<I: Lanes, const K: usize>(share: I, lens: [usize; K], body: impl FnMut(I::Item)) {
-    share.run(lens, body)
+pub fn each<I: Lanes, const K: usize>(
+    share: Exclusive<I>,
+    lens: [usize; K],
+    mut body: impl FnMut(I::Item, Own),
+) where
+    I::Item: Iteration,
+{
+    share.0.run(lens, |i| body(i, i.own(&[])))
+}
+
+/// A `collapse(n)` nest, lowered: `each_nest(share, [m, p, ..], |(i, j, ..), __t| BODY)`, over the thread's tuples;
+/// `[m, p, ..]` are the strides of the flat index the body writes, `(i * m + j) * p + k`, computed once.
+#[inline(always)]
+pub fn each_nest<I: Iterator, const S: usize>(
+    share: Exclusive<I>,
+    strides: [usize; S],
+    mut body: impl FnMut(I::Item, Own),
+) where
+    I::Item: Iteration,
+{
+    share.0.for_each(|i| body(i, i.own(&strides)))
 }

@@ -2,6 +2,8 @@
 //! - [`identity`]: how a region is named (crate + module path + function) and the device symbol that name mangles to;
 //! - [`abi`]: the binary layouts shared by the fat binary, the runtime and the device images;
 //! - [`reduce`] and [`lanes`]: the reduction operators and the loop drivers work-shared loops are lowered to;
+//! - [`view`]: what a `&mut [T]` parameter is inside a parallel body, and the tokens that make its writes race-free;
+//! - `lower` (feature `syntax`): the one lowering of a region's body, which the macro and the outliner both apply;
 //! - [`cpu`]: the x86-64 levels a host image may be built for;
 //! - `clause`, `region`, `data` (feature `syntax`): the clause model, parsed and validated once for the macros and the
 //!   outliner.
@@ -15,9 +17,12 @@ pub mod cpu;
 pub mod data;
 pub mod identity;
 pub mod lanes;
+#[cfg(feature = "syntax")]
+pub mod lower;
 mod math;
 pub mod reduce;
 #[cfg(feature = "syntax")]
 pub mod region;
+pub mod view;
 #[cfg(feature = "syntax")]
 pub mod worksharing;

@@ -35,6 +35,8 @@ pub struct Param {
     pub map: Option<Map>,
     /// `map(TYPE: x[lo..hi])`: only this part of a slice is transferred and present.
     pub section: Option<Section>,
+    /// Declared `mut x: ..`: the body may change its value, so it may differ between threads.
+    pub mut_binding: bool,
 }
 
 /// One kernel argument in the calling convention `(dyn_ptr, a0, .., ak)`.
@@ -132,9 +134,13 @@ impl Region {
             collapse: 1,
         };
         region.apply_clauses(clauses, &mut errors);
+        if !region.spmd {
+            crate::worksharing::check_team_calls(&func.block, &mut errors);
+        }
         if region.work_shared {
             if let Some(ws) = crate::worksharing::find(&func.block, region.collapse, &mut errors) {
                 crate::worksharing::check_races(&region, &func.block, &ws, &mut errors);
+                crate::worksharing::check_uniform(&region, &ws, &mut errors);
                 if let Some((_, var)) = &region.reduction {
                     crate::worksharing::check_reduction(&func.block, &ws, var, &mut errors);
                 }
@@ -257,6 +263,22 @@ impl Region {
                              by all of them at once; take `&[AtomicT]` and write through atomics, or declare the region \
                              `unsafe fn` and keep the writes apart yourself",
                             p.ident
+                        ),
+                    ));
+                }
+            }
+        }
+        if self.spmd || self.work_shared {
+            // A slice becomes a view with per-element access; a whole `&mut T` would be held by every thread at once.
+            for p in &self.params {
+                if matches!(p.kind, ParamKind::Ref { mutable: true, .. })
+                    && (self.work_shared || self.is_unsafe)
+                {
+                    errors.push(syn::Error::new(
+                        p.ty.span(),
+                        format!(
+                            "every thread of a parallel region would hold `{id}`, a `&mut` to one object: take a `&mut                              [T]` (each iteration then writes its own element), return the value with `reduction`, or                              use atomics (`&AtomicT`)",
+                            id = p.ident
                         ),
                     ));
                 }
@@ -439,8 +461,10 @@ fn classify_param(arg: &FnArg, errors: &mut Errors) -> Option<Param> {
         }
         FnArg::Typed(pt) => pt,
     };
-    let ident = match &*pt.pat {
-        Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => pi.ident.clone(),
+    let (ident, mut_binding) = match &*pt.pat {
+        Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+            (pi.ident.clone(), pi.mutability.is_some())
+        }
         other => {
             errors.push(syn::Error::new(
                 other.span(),
@@ -498,6 +522,7 @@ fn classify_param(arg: &FnArg, errors: &mut Errors) -> Option<Param> {
         kind,
         map,
         section: None,
+        mut_binding,
     })
 }
 

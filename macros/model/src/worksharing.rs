@@ -618,3 +618,317 @@ pub fn reduction_uses<'a>(body: &'a Block, var: &syn::Ident) -> Vec<&'a syn::Exp
     u.visit_block(body);
     u.out
 }
+
+/// Whether a `&mut` parameter's element may be reached inside a parallel body only through a view: every
+/// parallel region's `&mut [T]` and `&mut DeviceBuffer<T>`.
+pub fn is_view(region: &Region, kind: &ParamKind) -> bool {
+    (region.work_shared || region.spmd)
+        && matches!(
+            kind,
+            ParamKind::Slice { mutable: true, .. } | ParamKind::DeviceBuffer { mutable: true }
+        )
+}
+
+/// The uniformity rule: the work-shared loops' bounds must be the same in every thread, or the threads' shares of
+/// "one" iteration space would overlap and two threads would own one element. So the bounds (and `step_by`'s step)
+/// may use only integer literals, the region's by-value integer parameters, `x.len()` of its slice parameters,
+/// constants and statics, per-thread `let`s computed from these alone, and arithmetic on them. `unsafe fn` regions
+/// opt out.
+pub fn check_uniform(region: &Region, ws: &WorkShared, errors: &mut Errors) {
+    if region.is_unsafe {
+        return;
+    }
+    let mut env = Uniform::default();
+    for p in &region.params {
+        let name = p.ident.to_string();
+        match &p.kind {
+            _ if p.mut_binding => {
+                env.varying.insert(name);
+            }
+            ParamKind::Value if is_int_type(&p.ty) => {
+                env.ints.insert(name);
+            }
+            ParamKind::Slice { .. } | ParamKind::DeviceBuffer { .. } => {
+                env.slices.insert(name);
+            }
+            // Other values, references and device pointers: only their own methods could read them, and those are
+            // not known to be pure.
+            _ => {
+                env.varying.insert(name);
+            }
+        }
+    }
+    for l in &ws.lets {
+        let (ident, mutable) = match &l.pat {
+            Pat::Ident(p) if p.subpat.is_none() => (Some(&p.ident), p.mutability.is_some()),
+            Pat::Type(t) => match &*t.pat {
+                Pat::Ident(p) if p.subpat.is_none() => (Some(&p.ident), p.mutability.is_some()),
+                _ => (None, true),
+            },
+            _ => (None, true),
+        };
+        let uniform = !mutable
+            && l.init
+                .as_ref()
+                .is_some_and(|i| i.diverge.is_none() && env.check(&i.expr).is_ok());
+        let mut bound = std::collections::BTreeSet::new();
+        collect_pat_idents(&l.pat, &mut bound);
+        for n in bound {
+            env.ints.remove(&n);
+            env.slices.remove(&n);
+            env.varying.insert(n);
+        }
+        if let (Some(id), true) = (ident, uniform) {
+            let n = id.to_string();
+            env.varying.remove(&n);
+            env.ints.insert(n);
+        }
+    }
+    let loops = std::iter::once(&*ws.for_loop.expr).chain(ws.inner.iter().map(|l| &*l.0.expr));
+    let strides = nest_strides(region, ws).unwrap_or_default();
+    for part in loops.flat_map(range_parts).chain(strides) {
+        {
+            if let Err(span) = env.check(part) {
+                errors.push(syn::Error::new(
+                    span,
+                    "a work-shared loop's bounds must be the same in every thread (each thread runs the body's \
+                     `let`s itself, and takes its share of the range it computed): compute them from integer \
+                     literals, the region's integer parameters, `x.len()` of its slices, constants, and `let`s made \
+                     of these, with arithmetic; or declare the region `unsafe fn`",
+                ));
+            }
+        }
+    }
+}
+
+/// The bounds of `a..b` or `(a..b).step_by(s)`: `a`, `b` and `s`.
+fn range_parts(e: &Expr) -> Vec<&Expr> {
+    match e {
+        Expr::Range(r) => r.start.iter().chain(&r.end).map(|b| &**b).collect(),
+        Expr::Paren(p) => range_parts(&p.expr),
+        Expr::MethodCall(m) if m.method == "step_by" => {
+            let mut v = range_parts(&m.receiver);
+            v.extend(m.args.iter());
+            v
+        }
+        e => vec![e],
+    }
+}
+
+fn is_int_type(ty: &syn::Type) -> bool {
+    const INTS: &[&str] = &[
+        "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+    ];
+    matches!(ty, syn::Type::Path(p) if p.qself.is_none() && p.path.get_ident().is_some_and(|i| INTS.contains(&&*i.to_string())))
+}
+
+fn collect_pat_idents(p: &Pat, out: &mut std::collections::BTreeSet<String>) {
+    struct V<'o>(&'o mut std::collections::BTreeSet<String>);
+    impl<'a> Visit<'a> for V<'_> {
+        fn visit_pat_ident(&mut self, p: &'a syn::PatIdent) {
+            self.0.insert(p.ident.to_string());
+            syn::visit::visit_pat_ident(self, p);
+        }
+    }
+    V(out).visit_pat(p);
+}
+
+/// What a uniform bound may name, as the body's `let`s are read in order.
+#[derive(Default)]
+struct Uniform {
+    /// Integer-valued names every thread sees alike: integer parameters and uniform `let`s.
+    ints: std::collections::BTreeSet<String>,
+    /// Slice parameters, whose `len()` is uniform.
+    slices: std::collections::BTreeSet<String>,
+    /// Names that may differ between threads: other `let`s, `mut` and non-integer parameters.
+    varying: std::collections::BTreeSet<String>,
+}
+
+impl Uniform {
+    /// `Ok` if `e` evaluates alike in every thread, else the span of the first part that may not.
+    fn check(&self, e: &Expr) -> Result<(), Span> {
+        // Methods of the integer types that read only their operands.
+        const PURE: &[&str] = &[
+            "min",
+            "max",
+            "clamp",
+            "pow",
+            "abs",
+            "unsigned_abs",
+            "div_ceil",
+            "next_multiple_of",
+            "saturating_add",
+            "saturating_sub",
+            "saturating_mul",
+            "wrapping_add",
+            "wrapping_sub",
+            "wrapping_mul",
+            "isqrt",
+            "ilog2",
+        ];
+        match e {
+            Expr::Lit(l) if matches!(l.lit, syn::Lit::Int(_)) => Ok(()),
+            Expr::Paren(p) => self.check(&p.expr),
+            Expr::Group(g) => self.check(&g.expr),
+            Expr::Path(p) if p.qself.is_none() => match p.path.get_ident() {
+                Some(i) if self.ints.contains(&i.to_string()) => Ok(()),
+                Some(i)
+                    if self.varying.contains(&i.to_string())
+                        || self.slices.contains(&i.to_string()) =>
+                {
+                    Err(e.span())
+                }
+                // Not a local: a constant or a static, the same for every thread.
+                _ => Ok(()),
+            },
+            Expr::Cast(c) if is_int_type(&c.ty) => self.check(&c.expr),
+            Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => self.check(&u.expr),
+            Expr::Binary(b) if !is_compound_assign(&b.op) => {
+                self.check(&b.left)?;
+                self.check(&b.right)
+            }
+            Expr::MethodCall(m)
+                if m.method == "len"
+                    && m.args.is_empty()
+                    && name(&m.receiver).is_some_and(|n| self.slices.contains(&n)) =>
+            {
+                Ok(())
+            }
+            Expr::MethodCall(m)
+                if PURE.contains(&&*m.method.to_string()) && m.turbofish.is_none() =>
+            {
+                self.check_int(&m.receiver)?;
+                m.args.iter().try_for_each(|a| self.check(a))
+            }
+            _ => Err(e.span()),
+        }
+    }
+
+    /// As [`Uniform::check`], for a method receiver: its type must be an integer's, so the method is the integer
+    /// type's own.
+    fn check_int(&self, e: &Expr) -> Result<(), Span> {
+        match e {
+            Expr::Lit(l) if matches!(l.lit, syn::Lit::Int(_)) => Ok(()),
+            Expr::Paren(p) => self.check_int(&p.expr),
+            Expr::Path(_) if name(e).is_some_and(|n| self.ints.contains(&n)) => Ok(()),
+            Expr::Cast(c) if is_int_type(&c.ty) => self.check(&c.expr),
+            Expr::MethodCall(m) if m.method == "len" => self.check(e),
+            _ => Err(e.span()),
+        }
+    }
+}
+
+/// A plain name, as an expression (`y`, `(y)`).
+pub fn name_of(e: &Expr) -> Option<String> {
+    name(e)
+}
+
+/// Under `collapse(n)`: the strides `[m, p, ..]` of the first view index in the nest's body written as the flat
+/// index `(i * m + j) * p + k`. The lowering computes them once, before the loop, and an iteration owns the element
+/// at its flat index with these strides; `None` when no view index is written so (then no element is owned).
+pub fn nest_strides<'a>(region: &Region, ws: &WorkShared<'a>) -> Option<Vec<&'a Expr>> {
+    struct V<'a, 'w> {
+        views: Vec<String>,
+        nest: Vec<String>,
+        index: &'w str,
+        out: Option<Vec<&'a Expr>>,
+    }
+    impl<'a> Visit<'a> for V<'a, '_> {
+        fn visit_expr_index(&mut self, ix: &'a syn::ExprIndex) {
+            if self.out.is_none() && name(&ix.expr).is_some_and(|n| self.views.contains(&n)) {
+                self.out = flat_strides(&ix.index, self.index, &self.nest);
+            }
+            syn::visit::visit_expr_index(self, ix);
+        }
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+    }
+    if ws.inner.is_empty() {
+        return None;
+    }
+    let mut v = V {
+        views: region
+            .params
+            .iter()
+            .filter(|p| is_view(region, &p.kind))
+            .map(|p| p.ident.to_string())
+            .collect(),
+        nest: ws.inner.iter().map(|l| l.1.to_string()).collect(),
+        index: &ws.index.to_string(),
+        out: None,
+    };
+    let body = ws.inner.last().map_or(&ws.for_loop.body, |l| &l.0.body);
+    v.visit_block(body);
+    v.out
+}
+
+/// `[m, p]` when `e` is written `(i * m + j) * p + k`, `i` the outer variable and `[j, k]` the nest's.
+fn flat_strides<'a>(e: &'a Expr, index: &str, nest: &[String]) -> Option<Vec<&'a Expr>> {
+    fn strip(e: &Expr) -> &Expr {
+        match e {
+            Expr::Paren(p) => strip(&p.expr),
+            Expr::Group(g) => strip(&g.expr),
+            e => e,
+        }
+    }
+    let mut strides = Vec::new();
+    let mut e = e;
+    for j in nest.iter().rev() {
+        let Expr::Binary(
+            add @ syn::ExprBinary {
+                op: syn::BinOp::Add(_),
+                ..
+            },
+        ) = strip(e)
+        else {
+            return None;
+        };
+        let Expr::Binary(
+            mul @ syn::ExprBinary {
+                op: syn::BinOp::Mul(_),
+                ..
+            },
+        ) = strip(&add.left)
+        else {
+            return None;
+        };
+        if name(&add.right).as_deref() != Some(j.as_str()) {
+            return None;
+        }
+        strides.push(&*mul.right);
+        e = &mul.left;
+    }
+    (name(e).as_deref() == Some(index)).then(|| {
+        strides.reverse();
+        strides
+    })
+}
+
+/// `barrier()`, `team_shared()` and `team_shared_raw()` written in a region that is not `teams, parallel`: a barrier
+/// in a work-shared loop waits for threads that may have no iteration, and a work-shared reduction keeps its partials
+/// where team-shared memory would be. (Calls the macro cannot see fail at run time.)
+pub fn check_team_calls(block: &Block, errors: &mut Errors) {
+    struct V<'e>(&'e mut Errors);
+    impl<'a> Visit<'a> for V<'_> {
+        fn visit_expr_call(&mut self, c: &'a syn::ExprCall) {
+            if let Expr::Path(p) = &*c.func {
+                if let Some(last) = p.path.segments.last() {
+                    let n = last.ident.to_string();
+                    if ["barrier", "team_shared", "team_shared_raw"].contains(&n.as_str()) {
+                        self.0.push(syn::Error::new(
+                            c.span(),
+                            format!(
+                                "`{n}()` is for `teams, parallel` regions, whose every thread runs the whole body; in \
+                                 a work-shared loop a thread may have no iteration to reach it (and reductions use the \
+                                 team's memory), and a serial region has one thread: write the region as `teams, \
+                                 parallel`"
+                            ),
+                        ));
+                    }
+                }
+            }
+            syn::visit::visit_expr_call(self, c);
+        }
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+    }
+    V(errors).visit_block(block);
+}

@@ -1,0 +1,322 @@
+//! The one lowering of a region's function: what the macro compiles as the host fallback and the outliner writes into
+//! the device crate are both [`lower`]'s output, so the two cannot diverge.
+//!
+//! - A parallel region's `&mut [T]` and `&mut DeviceBuffer<T>` parameters become [`crate::view`]s (`View` in safe
+//!   regions, `UnsafeView` in `unsafe fn` ones); the caller (fallback or kernel entry) makes one per thread.
+//! - A work-shared loop becomes a closure run by a driver of [`crate::lanes`] over the thread's share:
+//!   `for i in A { BODY }` -> `{ let s = __share(A); let s = unsafe { Exclusive::new(s) }; each(s, [x.len(), ..],
+//!   |i, __t| BODY) }` (`reduce` with the private copies for a reduction, `each_nest` over the tuples of a
+//!   `collapse(n)` nest, with the strides of its flat index). In `BODY`, `y[E]` on a view becomes `y[__t.at(E)]`, a
+//!   reduction variable the private copy `(*__offload_s)`, and the loop's `continue` a `return`.
+//! - A reduction variable's initial value is recorded and the private copy starts at the identity.
+//!
+//! Generated names are mixed-site: user code can neither name nor shadow them.
+
+use crate::region::{ParamKind, Region};
+use crate::worksharing::{self, WorkShared};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
+use syn::visit_mut::VisitMut;
+use syn::{Block, Expr, FnArg, ItemFn, Pat, Stmt, Type};
+
+/// The region's function, lowered.
+pub struct Lowered {
+    /// The parameters, views where the region runs in parallel.
+    pub inputs: Vec<FnArg>,
+    pub block: Block,
+}
+
+/// How a parameter reaches a parallel body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViewKind {
+    /// `offload::__view::View`: elements reached through the iteration's token.
+    Checked,
+    /// `offload::__view::UnsafeView` (`unsafe fn` regions): any element by `usize`.
+    Unchecked,
+}
+
+/// The view a parameter becomes in the region's body, if any.
+pub fn view_kind(region: &Region, kind: &ParamKind) -> Option<ViewKind> {
+    worksharing::is_view(region, kind).then_some(if region.is_unsafe {
+        ViewKind::Unchecked
+    } else {
+        ViewKind::Checked
+    })
+}
+
+impl ViewKind {
+    /// The view's type for elements `elem`, spanned for hygiene-neutral paths.
+    pub fn ty(self, elem: &TokenStream) -> TokenStream {
+        match self {
+            ViewKind::Checked => quote!(::offload::__view::View<'_, #elem>),
+            ViewKind::Unchecked => quote!(::offload::__view::UnsafeView<'_, #elem>),
+        }
+    }
+}
+
+/// The element type of a view parameter: `T` of `&mut [T]` or `&mut DeviceBuffer<T>`.
+pub fn view_elem(p: &crate::region::Param) -> TokenStream {
+    match &p.kind {
+        ParamKind::Slice { elem, .. } => elem.to_token_stream(),
+        _ => {
+            let inner = match &p.ty {
+                Type::Reference(r) => &*r.elem,
+                t => t,
+            };
+            match inner {
+                Type::Path(tp) => match tp.path.segments.last().map(|s| &s.arguments) {
+                    Some(syn::PathArguments::AngleBracketed(a)) => a.args.to_token_stream(),
+                    _ => quote!(_),
+                },
+                _ => quote!(_),
+            }
+        }
+    }
+}
+
+/// Lowers `func`, which [`Region::parse`] accepted as `region`.
+pub fn lower(region: &Region, func: &ItemFn) -> Lowered {
+    let inputs = func
+        .sig
+        .inputs
+        .iter()
+        .map(|arg| {
+            let FnArg::Typed(pt) = arg else {
+                return arg.clone();
+            };
+            let Some(p) = region
+                .params
+                .iter()
+                .find(|p| matches!(&*pt.pat, Pat::Ident(pi) if pi.ident == p.ident))
+            else {
+                return arg.clone();
+            };
+            match view_kind(region, &p.kind) {
+                Some(v) => {
+                    let mut pt = pt.clone();
+                    let ty = v.ty(&view_elem(p));
+                    *pt.ty = syn::parse_quote_spanned!(p.ty.span()=> #ty);
+                    // Writing through a view borrows it mutably.
+                    if let Pat::Ident(pi) = &mut *pt.pat {
+                        if pi.mutability.is_none() {
+                            pi.mutability = Some(syn::Token![mut](Span::mixed_site()));
+                            pt.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
+                        }
+                    }
+                    FnArg::Typed(pt)
+                }
+                None => arg.clone(),
+            }
+        })
+        .collect();
+    let mut block = (*func.block).clone();
+    if region.work_shared {
+        lower_work_shared(region, &mut block);
+    }
+    Lowered { inputs, block }
+}
+
+fn lower_work_shared(region: &Region, block: &mut Block) {
+    let mut errors = crate::clause::Errors::default();
+    // Found again in the copy, so the addresses below are the copy's.
+    let Some(ws) = worksharing::find(block, region.collapse, &mut errors) else {
+        return;
+    };
+    let lens = worksharing::indexed_slices(region, &ws);
+    let reduction = region.reduction.as_ref();
+    let rewrite = Rewrite {
+        views: if region.is_unsafe {
+            Vec::new()
+        } else {
+            region
+                .params
+                .iter()
+                .filter(|p| view_kind(region, &p.kind).is_some())
+                .map(|p| p.ident.to_string())
+                .collect()
+        },
+        uses: reduction.map_or_else(Vec::new, |(_, var)| {
+            let body = ws.inner.last().map_or(&ws.for_loop.body, |l| &l.0.body);
+            worksharing::reduction_uses(body, var)
+                .into_iter()
+                .map(|u| u as *const _)
+                .collect()
+        }),
+        continues: worksharing::exits(&ws)
+            .continues
+            .into_iter()
+            .map(|c| c as *const _)
+            .collect(),
+    };
+    let init = reduction
+        .and_then(|(_, var)| worksharing::reduction_init(&ws, var))
+        .map(|e| e as *const Expr);
+    let target: *const syn::ExprForLoop = ws.for_loop;
+    let (pats, ranges) = nest_parts(&ws);
+    // No flat index written: strides no inner index is below, so no element is owned.
+    // They are computed before the loop, so they are placed on its line (the outliner keeps tokens on their lines).
+    let at = ws.for_loop.expr.span();
+    let strides: Vec<TokenStream> = match worksharing::nest_strides(region, &ws) {
+        Some(s) => s
+            .into_iter()
+            .map(|e| relocate(e.to_token_stream(), at))
+            .collect(),
+        None => vec![quote!(0); ws.inner.len()],
+    };
+    let mut rewrite = Some(rewrite);
+
+    let mixed = Span::mixed_site();
+    for stmt in &mut block.stmts {
+        match stmt {
+            Stmt::Local(l) => {
+                let (Some(i), Some((op, _)), Some(init)) = (&mut l.init, reduction, init) else {
+                    continue;
+                };
+                if std::ptr::eq(&*i.expr, init) {
+                    let e = &i.expr;
+                    let op = format_ident!("{}", op);
+                    *i.expr = syn::parse_quote_spanned!(e.span()=>
+                        ::offload::__reduce_init::<::offload::__reduce::#op, _>(#e));
+                }
+            }
+            Stmt::Expr(e @ Expr::ForLoop(_), _) => {
+                let Expr::ForLoop(f) = &mut *e else {
+                    continue;
+                };
+                if !std::ptr::eq(&*f, target) {
+                    continue;
+                }
+                // The innermost body of the nest, rewritten in place (the addresses above point into it).
+                let mut body: &mut Block = &mut f.body;
+                for _ in 1..region.collapse {
+                    let Some(Stmt::Expr(Expr::ForLoop(inner), _)) = body.stmts.first_mut() else {
+                        return;
+                    };
+                    body = &mut inner.body;
+                }
+                let Some(mut rw) = rewrite.take() else {
+                    return;
+                };
+                rw.visit_block_mut(body);
+                let body = body.clone();
+                let share = format_ident!("__offload_share", span = mixed);
+                let token = format_ident!("__t", span = mixed);
+                let private = format_ident!("__offload_s", span = mixed);
+                let lowered: Expr = if region.collapse > 1 {
+                    quote_spanned!(mixed=> {
+                        let #share = ::offload::__share_nest((#(#ranges),*));
+                        // SAFETY: this thread's part of the nest's iteration space, whose bounds every thread
+                        // computes alike (the uniformity rule).
+                        let #share = unsafe { ::offload::__view::Exclusive::new(#share) };
+                        ::offload::__lanes::each_nest(
+                            #share,
+                            [#(#strides),*],
+                            |(#(#pats),*), #token: ::offload::__view::Own| #body,
+                        );
+                    })
+                } else if let Some((op, var)) = reduction {
+                    let (pat, range, op) = (&pats[0], &ranges[0], format_ident!("{}", op));
+                    quote_spanned!(mixed=> {
+                        let #share = ::offload::__share(#range);
+                        // SAFETY: as above, for the loop's range.
+                        let #share = unsafe { ::offload::__view::Exclusive::new(#share) };
+                        #var = ::offload::__lanes::reduce(
+                            ::offload::__reduce::#op,
+                            #share,
+                            [#(#lens.len()),*],
+                            #var,
+                            |#pat, #private, #token: ::offload::__view::Own| #body,
+                        );
+                    })
+                } else {
+                    let (pat, range) = (&pats[0], &ranges[0]);
+                    quote_spanned!(mixed=> {
+                        let #share = ::offload::__share(#range);
+                        // SAFETY: as above, for the loop's range.
+                        let #share = unsafe { ::offload::__view::Exclusive::new(#share) };
+                        ::offload::__lanes::each(
+                            #share,
+                            [#(#lens.len()),*],
+                            |#pat, #token: ::offload::__view::Own| #body,
+                        );
+                    })
+                }
+                .into_token_stream()
+                .pipe(|ts| syn::parse2(ts).expect("the lowering's own syntax"));
+                *e = lowered;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The nest's loop patterns and ranges, outermost first.
+fn nest_parts(ws: &WorkShared) -> (Vec<Pat>, Vec<Expr>) {
+    std::iter::once(ws.for_loop)
+        .chain(ws.inner.iter().map(|l| l.0))
+        .map(|f| ((*f.pat).clone(), (*f.expr).clone()))
+        .unzip()
+}
+
+trait Pipe: Sized {
+    fn pipe<R>(self, f: impl FnOnce(Self) -> R) -> R {
+        f(self)
+    }
+}
+impl<T> Pipe for T {}
+
+/// Rewrites the work-shared loop's body into the driver closure's (see the module doc).
+struct Rewrite {
+    /// Parameters that are checked views.
+    views: Vec<String>,
+    /// The reduction variable's uses.
+    uses: Vec<*const syn::ExprPath>,
+    /// The loop's `continue`s.
+    continues: Vec<*const syn::ExprContinue>,
+}
+
+impl VisitMut for Rewrite {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        let mixed = Span::mixed_site();
+        match e {
+            Expr::Path(p) if self.uses.contains(&(&*p as *const _)) => {
+                let private = format_ident!("__offload_s", span = mixed);
+                *e = syn::parse_quote_spanned!(p.span()=> (*#private));
+            }
+            Expr::Continue(c) if self.continues.contains(&(&*c as *const _)) => {
+                *e = syn::parse_quote_spanned!(c.span()=> return);
+            }
+            Expr::Index(ix)
+                if worksharing::name_of(&ix.expr).is_some_and(|n| self.views.contains(&n)) =>
+            {
+                // The index first: it may hold other rewrites.
+                syn::visit_mut::visit_expr_mut(self, &mut ix.index);
+                let token = format_ident!("__t", span = mixed);
+                let index = &ix.index;
+                *ix.index = syn::parse_quote_spanned!(index.span()=> #token.at(#index));
+            }
+            _ => syn::visit_mut::visit_expr_mut(self, e),
+        }
+    }
+
+    // Items are their own scope.
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+/// `tokens` shown at `at`, each still resolved where it was written.
+fn relocate(tokens: TokenStream, at: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tt| {
+            if let proc_macro2::TokenTree::Group(g) = &tt {
+                let mut n = proc_macro2::Group::new(g.delimiter(), relocate(g.stream(), at));
+                n.set_span(g.span().located_at(at));
+                tt = n.into();
+            } else {
+                tt.set_span(tt.span().located_at(at));
+            }
+            tt
+        })
+        .collect()
+}

@@ -1,0 +1,265 @@
+//! What a `&mut [T]` parameter is inside a parallel region's body, on every target.
+//!
+//! Every thread of a parallel region runs the body on the same parameters. Handing each a `&mut [T]` over the whole
+//! slice would be undefined behaviour even if their writes were disjoint (each `&mut` claims the whole slice), so the
+//! lowering gives each thread a [`View`] instead: it has `len()` and element access, and an element can be reached
+//! only through an [`Owned`] index, which only the current iteration's [`Own`] token makes, and only for the element
+//! that iteration owns. The token is a closure parameter with a name user code cannot write (mixed-site hygiene), so an
+//! access the lowering did not rewrite is a type error (no `Index<usize>`), never a race.
+//!
+//! Why the elements a thread reaches are its own: the loop's bounds are uniform (the macro checks they depend only on
+//! the region's parameters and constants), so every thread computes the same iteration space, and [`Exclusive`] wraps
+//! only the thread's part of it (the runtime shares it out as a partition). An iteration's own element is its index,
+//! or under `collapse(n)` its row-major flat index with strides the region's uniform values give, each inner index
+//! below its stride: distinct iterations own distinct elements. `IndexMut` borrows the view mutably, so one thread
+//! cannot hold two `&mut` to one element either.
+//!
+//! `unsafe fn` regions, which keep their threads' writes apart themselves, get an [`UnsafeView`]: indexable by
+//! `usize`, one element at a time, so the lowering still never creates overlapping `&mut [T]`.
+
+use core::marker::PhantomData;
+use core::ops::{Index, IndexMut};
+
+/// One iteration of a work-shared loop: the element it owns (`usize::MAX`, which no element has, where the loop
+/// variable is negative or does not fit). Made only by the loop drivers in [`crate::lanes`].
+#[derive(Clone, Copy)]
+pub struct Own {
+    own: usize,
+}
+
+/// An element index an iteration owns; only [`Own`] makes one.
+#[derive(Clone, Copy)]
+pub struct Owned(usize);
+
+impl Own {
+    /// `y[e]`: `e` must be the element this iteration owns (its index `i`; under `collapse(n)`, its flat index).
+    #[inline(always)]
+    pub fn at(&self, e: usize) -> Owned {
+        if e != self.own {
+            not_owned(e, self.own);
+        }
+        Owned(e)
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn not_owned(e: usize, own: usize) -> ! {
+    if own == usize::MAX {
+        panic!(
+            "offload: element {e} of a `&mut` parameter is not this iteration's: in a work-shared loop an iteration \
+             owns one element, its index (under `collapse(n)`, its flat index `(i * m + j) * p + k`, each inner \
+             index below its stride)"
+        )
+    }
+    panic!(
+        "offload: element {e} of a `&mut` parameter is not this iteration's, which owns element {own}: in a \
+         work-shared loop each iteration may touch only its own element"
+    )
+}
+
+/// A loop variable, or a `collapse(n)` tuple of them, as an iteration token.
+pub trait Iteration: Copy {
+    /// The element this iteration owns: the index, or the row-major flat index with `strides` (`[m, p]` for
+    /// `(i * m + j) * p + k`), each inner index below its stride so that distinct iterations own distinct elements.
+    fn own(self, strides: &[usize]) -> Own;
+}
+
+macro_rules! iteration_ints {
+    ($($t:ty),*) => {$(
+        impl Iteration for $t {
+            #[inline(always)]
+            #[allow(irrefutable_let_patterns)]
+            fn own(self, _: &[usize]) -> Own {
+                Own { own: usize::try_from(self).unwrap_or(usize::MAX) }
+            }
+        }
+    )*};
+}
+iteration_ints!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize, u128, i128);
+
+macro_rules! iteration_tuples {
+    ($a:ident $av:ident $($t:ident $v:ident $k:tt),+) => {
+        impl<$a: Iteration, $($t: Iteration),+> Iteration for ($a, $($t,)+) {
+            #[inline(always)]
+            fn own(self, strides: &[usize]) -> Own {
+                let ($av, $($v,)+) = self;
+                let mut own = $av.own(&[]).own;
+                $(
+                    let j = $v.own(&[]).own;
+                    own = match strides.get($k) {
+                        Some(&m) if j < m => own.checked_mul(m).and_then(|o| o.checked_add(j)).unwrap_or(usize::MAX),
+                        _ => usize::MAX,
+                    };
+                )+
+                Own { own }
+            }
+        }
+    };
+}
+iteration_tuples!(A a B b 0);
+iteration_tuples!(A a B b 0, C c 1);
+iteration_tuples!(A a B b 0, C c 1, D d 2);
+iteration_tuples!(A a B b 0, C c 1, D d 2, E e 3);
+iteration_tuples!(A a B b 0, C c 1, D d 2, E e 3, F f 4);
+
+/// A thread's part of a work-shared loop's iteration space, which no other thread of the launch runs.
+pub struct Exclusive<I>(pub(crate) I);
+
+impl<I> Exclusive<I> {
+    /// # Safety
+    /// `share` is this thread's part of a partition of one iteration space among the launch's threads: what the
+    /// runtime's `__share`/`__share_nest` return for bounds every thread computes alike.
+    #[inline(always)]
+    pub unsafe fn new(share: I) -> Self {
+        Exclusive(share)
+    }
+}
+
+/// A thread's view of a `&mut [T]` parameter in a work-shared loop: `len()`, and the elements its iterations own.
+pub struct View<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _slice: PhantomData<&'a mut [T]>,
+}
+
+impl<'a, T> View<'a, T> {
+    /// # Safety
+    /// `ptr` is valid for reads and writes of `len` `T`s for `'a` (any value when `len` is 0), and nothing but the
+    /// launch's views reaches them meanwhile; every thread of the launch gets its own view and runs its iterations'
+    /// tokens only from an [`Exclusive`] share.
+    #[inline(always)]
+    pub unsafe fn new(ptr: *mut T, len: usize) -> Self {
+        View {
+            ptr,
+            len,
+            _slice: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn out_of_bounds(index: usize, len: usize) -> ! {
+    // The words of a slice's own message, so a view fails as the slice it stands for would.
+    panic!("index out of bounds: the len is {len} but the index is {index}")
+}
+
+impl<T> Index<Owned> for View<'_, T> {
+    type Output = T;
+    #[inline(always)]
+    #[track_caller]
+    fn index(&self, i: Owned) -> &T {
+        if i.0 >= self.len {
+            out_of_bounds(i.0, self.len);
+        }
+        // SAFETY: in bounds; the element is this iteration's (see the module doc), so no other thread touches it.
+        unsafe { &*self.ptr.add(i.0) }
+    }
+}
+
+impl<T> IndexMut<Owned> for View<'_, T> {
+    #[inline(always)]
+    #[track_caller]
+    fn index_mut(&mut self, i: Owned) -> &mut T {
+        if i.0 >= self.len {
+            out_of_bounds(i.0, self.len);
+        }
+        // SAFETY: as for `index`; `&mut self` keeps this thread from holding two references to it.
+        unsafe { &mut *self.ptr.add(i.0) }
+    }
+}
+
+/// A thread's view of a `&mut [T]` parameter in an `unsafe fn` parallel region: any element by `usize` (bounds
+/// checked), one at a time; the region's contract is that its threads' accesses do not race.
+pub struct UnsafeView<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _slice: PhantomData<&'a mut [T]>,
+}
+
+impl<'a, T> UnsafeView<'a, T> {
+    /// # Safety
+    /// As [`View::new`], but the region, not the tokens, keeps the threads' accesses apart.
+    #[inline(always)]
+    pub unsafe fn new(ptr: *mut T, len: usize) -> Self {
+        UnsafeView {
+            ptr,
+            len,
+            _slice: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The first element's address.
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *const T {
+        self.ptr
+    }
+
+    /// The first element's address, for writes the region keeps apart itself.
+    #[inline(always)]
+    pub fn as_mut_ptr(&mut self) -> *mut T {
+        self.ptr
+    }
+
+    /// The whole slice.
+    ///
+    /// # Safety
+    /// No other thread of the launch reads or writes any of it while the returned borrow lives.
+    #[inline(always)]
+    pub unsafe fn as_mut_slice(&mut self) -> &mut [T] {
+        if self.len == 0 {
+            &mut []
+        } else {
+            // SAFETY: per `new` and the caller's promise.
+            unsafe { core::slice::from_raw_parts_mut(self.ptr, self.len) }
+        }
+    }
+}
+
+impl<T> Index<usize> for UnsafeView<'_, T> {
+    type Output = T;
+    #[inline(always)]
+    #[track_caller]
+    fn index(&self, i: usize) -> &T {
+        if i >= self.len {
+            out_of_bounds(i, self.len);
+        }
+        // SAFETY: in bounds; the region keeps its threads' accesses apart (its `unsafe fn` contract).
+        unsafe { &*self.ptr.add(i) }
+    }
+}
+
+impl<T> IndexMut<usize> for UnsafeView<'_, T> {
+    #[inline(always)]
+    #[track_caller]
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        if i >= self.len {
+            out_of_bounds(i, self.len);
+        }
+        // SAFETY: as for `index`.
+        unsafe { &mut *self.ptr.add(i) }
+    }
+}
