@@ -72,7 +72,8 @@ impl Printer {
             }
             self.out.push_str(&" ".repeat(at.column));
             self.column = at.column;
-        } else if at.line == self.line && at.column > self.column {
+        } else if at.line == self.line && at.column >= self.column {
+            // The user's own spacing.
             self.out.push_str(&" ".repeat(at.column - self.column));
             self.column = at.column;
         } else if !self.glue {

@@ -277,7 +277,8 @@ impl Region {
                     errors.push(syn::Error::new(
                         p.ty.span(),
                         format!(
-                            "every thread of a parallel region would hold `{id}`, a `&mut` to one object: take a `&mut                              [T]` (each iteration then writes its own element), return the value with `reduction`, or                              use atomics (`&AtomicT`)",
+                            "every thread of a parallel region would hold `{id}`, a `&mut` to one object: take a `&mut [T]` (each iteration then writes its own element), return the value with \
+                             `reduction`, or use atomics (`&AtomicT`)",
                             id = p.ident
                         ),
                     ));

@@ -1,0 +1,161 @@
+//! Work-shared writes are race-free by construction (README "Race freedom"): inside the loop a `&mut [T]` parameter is
+//! a view whose elements only the owning iteration reaches. Accesses the macro's rule lets through by name (a shadowed
+//! loop variable, a closure, a nested loop reusing the name, a shadowed stride) fail the region with a message on the
+//! host-elf device and in the host fallback alike, instead of racing; correct code keeps its results.
+
+use offload::target;
+
+/// Every thread writes element 0 through a shadowed loop variable.
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(4),
+    thread_limit(2),
+    if(on_device)
+)]
+fn shadowed(on_device: bool, y: &mut [u32]) {
+    for i in 0..y.len() {
+        let _ = i;
+        let i = 0usize;
+        y[i] += 1;
+    }
+}
+
+/// Element 0, through a closure whose parameter has the loop variable's name.
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(4),
+    thread_limit(2),
+    if(on_device)
+)]
+fn through_closure(on_device: bool, y: &mut [u32]) {
+    for i in 0..y.len() {
+        let _ = i;
+        (|i: usize| y[i] += 1)(0);
+    }
+}
+
+/// Elements 0 to 3, from an inner loop that reuses the name.
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(4),
+    thread_limit(2),
+    if(on_device)
+)]
+fn inner_loop_reuses_the_name(on_device: bool, y: &mut [u32]) {
+    for i in 0..y.len() {
+        let _ = i;
+        for i in 0..4 {
+            y[i] += 1;
+        }
+    }
+}
+
+/// Under `collapse(2)`, a stride shadowed inside the body: rows would overlap.
+#[target(
+    teams_distribute_parallel_for,
+    collapse(2),
+    num_teams(4),
+    thread_limit(2),
+    if(on_device)
+)]
+fn shadowed_stride(on_device: bool, n: usize, m: usize, y: &mut [u32]) {
+    for i in 0..n {
+        for j in 0..m {
+            let m = 1;
+            y[i * m + j] += 1;
+        }
+    }
+}
+
+/// The same loops written as OpenMP intends: each iteration its own element.
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(4),
+    thread_limit(2),
+    if(on_device)
+)]
+fn own_elements(on_device: bool, y: &mut [u32]) {
+    let n = y.len();
+    for i in 0..n {
+        y[i] += i as u32;
+        let r = &mut y[i];
+        *r *= 2;
+    }
+}
+
+#[target(
+    teams_distribute_parallel_for,
+    collapse(2),
+    num_teams(4),
+    thread_limit(2),
+    if(on_device)
+)]
+fn own_cells(on_device: bool, n: usize, m: usize, y: &mut [u32]) {
+    for i in 0..n {
+        for j in 0..m {
+            y[i * m + j] = (i * 100 + j) as u32;
+        }
+    }
+}
+
+/// The message a failed region gives: the `try_` entry point's `Err` on a device, the re-raised panic in the host
+/// fallback.
+fn failure(f: impl FnOnce() -> Result<(), offload::Error>) -> String {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r.expect_err("the region fails").to_string(),
+        Err(p) => p
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_else(|| p.downcast_ref::<&str>().unwrap_or(&"").to_string()),
+    }
+}
+
+#[test]
+fn an_element_another_iteration_owns_fails_the_region() {
+    type Region = fn(bool, &mut [u32]) -> Result<(), offload::Error>;
+    let cases: [(&str, Region); 3] = [
+        ("shadowed", try_shadowed),
+        ("through_closure", try_through_closure),
+        ("inner_loop_reuses_the_name", try_inner_loop_reuses_the_name),
+    ];
+    for (name, region) in cases {
+        for on_device in [true, false] {
+            let mut y = vec![0u32; 64];
+            let msg = failure(|| region(on_device, &mut y));
+            assert!(
+                msg.contains(&format!("region race_freedom::{name}"))
+                    && msg.contains("is not this iteration's"),
+                "{name}, device {on_device}: {msg}"
+            );
+        }
+    }
+    for on_device in [true, false] {
+        let mut y = vec![0u32; 8 * 8];
+        let msg = failure(|| try_shadowed_stride(on_device, 8, 8, &mut y));
+        assert!(
+            msg.contains("region race_freedom::shadowed_stride")
+                && msg.contains("is not this iteration's"),
+            "device {on_device}: {msg}"
+        );
+    }
+}
+
+#[test]
+fn each_iteration_writes_its_own_element() {
+    for on_device in [true, false] {
+        let mut y = vec![1u32; 1001];
+        own_elements(on_device, &mut y);
+        assert!(
+            y.iter().enumerate().all(|(i, &v)| v == 2 * (1 + i as u32)),
+            "device {on_device}"
+        );
+        let (n, m) = (13, 7);
+        let mut y = vec![0u32; n * m];
+        own_cells(on_device, n, m, &mut y);
+        for i in 0..n {
+            for j in 0..m {
+                assert_eq!(y[i * m + j], (i * 100 + j) as u32, "device {on_device}");
+            }
+        }
+    }
+}
