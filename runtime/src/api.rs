@@ -72,7 +72,7 @@ pub fn omp_target_alloc(size: usize, device: i32) -> *mut c_void {
     match device_or_host(device) {
         Ok(Some(d)) => {
             let _scope = Watch::now().scope(Label::Construct("omp_target_alloc"), d);
-            observe::alloc(&*d.dev, size)
+            observe::alloc(&*d.dev, size, 1)
                 .map_or(std::ptr::null_mut(), |p| p as usize as *mut c_void)
         }
         // SAFETY: plain malloc; freed by `omp_target_free` on the initial device.

@@ -98,7 +98,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             )
         })?;
         let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::new"), dev);
-        let addr = observe::alloc(&*dev.dev, bytes.max(1))
+        let addr = observe::alloc(&*dev.dev, bytes.max(1), std::mem::align_of::<T>())
             .map_err(|m| device_error(device, dev.plugin, m))?;
         Ok(DeviceBuffer {
             ptr: DevicePtr {

@@ -93,6 +93,19 @@ impl DeviceEntry {
         self.mapping.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A device entry for unit tests, outside the device table.
+    #[cfg(test)]
+    pub(crate) fn for_test(dev: Box<dyn Device>) -> DeviceEntry {
+        DeviceEntry {
+            number: 0,
+            plugin: "fake",
+            dev,
+            kernels: OnceLock::new(),
+            mapping: Mutex::new(MappingTable::default()),
+            lost: AtomicBool::new(false),
+        }
+    }
+
     pub fn is_lost(&self) -> bool {
         self.lost.load(Ordering::Relaxed)
     }
@@ -223,7 +236,8 @@ pub fn select(device: Option<i32>, cond: bool) -> Selection {
         }
         None => {
             let d = crate::api::omp_get_default_device();
-            if d == n {
+            // `omp_initial_device` (-1) and `omp_get_initial_device()` both name the host as the default device.
+            if d == n || d == crate::api::OMP_INITIAL_DEVICE {
                 return Selection::Host(Host::Chosen("the default device is the initial device"));
             }
             d

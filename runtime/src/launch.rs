@@ -5,8 +5,8 @@
 //! started, a failure is never retried on the host: its mappings are released without copying back and the call
 //! fails.
 
-use crate::data::{enter_list, exit_list};
-use crate::device::{select, Host, Selection};
+use crate::data::enter_list;
+use crate::device::{select, DeviceEntry, Host, Selection};
 use crate::error::{Error, Location};
 use crate::icv::{icv, Policy};
 use crate::mapping::{MapError, Range, RefKind};
@@ -19,7 +19,7 @@ use offload_model::abi::map_type::{
     DEVICE_MEMORY, FROM, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL, PRIVATE, REDUCTION, TO,
 };
 use offload_model::abi::OffloadEntry;
-use std::mem::{size_of, MaybeUninit};
+use std::mem::{align_of, size_of, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// A region's static description, written by the macro.
@@ -41,6 +41,9 @@ pub struct MapArg {
     pub map_type: u64,
     pub base: *mut u8,
     pub base_size: usize,
+    /// The element type's alignment: a device copy must honour it (a `#[repr(align(128))]` element in a block
+    /// aligned only for 64 bytes would make a misaligned slice).
+    pub align: usize,
     pub literal: Arg,
 }
 
@@ -58,6 +61,7 @@ impl MapArg {
             map_type: LITERAL,
             base: null,
             base_size: 0,
+            align: 1,
             literal,
         }
     }
@@ -82,6 +86,7 @@ impl MapArg {
             map_type: Self::with_atomics::<T>(map_type),
             base: begin,
             base_size: size,
+            align: align_of::<T>(),
             literal: Arg::uninit(),
         }
     }
@@ -107,6 +112,7 @@ impl MapArg {
             map_type,
             base,
             base_size: len * sz,
+            align: align_of::<T>(),
             literal: Arg::uninit(),
         }
     }
@@ -123,6 +129,7 @@ impl MapArg {
             map_type,
             base: p as *mut u8,
             base_size: size_of::<T>(),
+            align: align_of::<T>(),
             literal: Arg::uninit(),
         }
     }
@@ -170,6 +177,7 @@ impl MapArg {
             map_type: FROM | PRIVATE | REDUCTION,
             base: null,
             base_size: size,
+            align: align_of::<R>(),
             literal: Arg::uninit(),
         }
     }
@@ -186,6 +194,7 @@ impl MapArg {
             size: self.size,
             base: self.base as usize,
             base_size: self.base_size,
+            align: self.align,
         }
     }
 }
@@ -302,6 +311,34 @@ pub fn fail(e: Error) -> ! {
     panic!("{e}")
 }
 
+/// Whether any mapped argument of `maps` has data present on `dev`: its current copy may live there, so the host
+/// fallback, which computes on the host copy, must not run (the data region's exit would overwrite its result).
+fn present_on(dev: &DeviceEntry, maps: &[MapArg]) -> bool {
+    let t = dev.table();
+    maps.iter()
+        .filter(|m| m.map_type & (LITERAL | PRIVATE) == 0 && m.base_size > 0)
+        .any(|m| {
+            let r = m.range();
+            t.intersects(
+                r.base.min(r.begin),
+                (r.base + r.base_size).max(r.begin + r.size),
+            )
+        })
+}
+
+/// The geometry a launch on `dev` gets: the clauses' values are upper bounds (OpenMP lets the implementation run
+/// fewer teams and threads), clamped to the device's maxima.
+fn device_geometry(launch: Launch, dev: &DeviceEntry) -> (u32, u32) {
+    let max_teams = dev.dev.max_teams().max(1);
+    let clamped = Launch {
+        num_teams: launch.num_teams.map(|t| t.min(max_teams)),
+        ..launch
+    };
+    let (teams, threads) =
+        clamped.geometry(dev.dev.default_geometry(launch.spmd), dev.dev.max_threads());
+    (teams.min(max_teams), threads)
+}
+
 unsafe fn run_on_device(
     w: Watch,
     region: &'static RegionInfo,
@@ -326,19 +363,40 @@ unsafe fn run_on_device(
             ),
         }));
     }
+    // The region could not start on the device: the host may run it only if none of its data lives there.
+    let could_not_start = |reason: String| {
+        if present_on(dev, maps) {
+            Err(NotRun::Failed(Error::Mapping {
+                what: format!("region {}", region.name),
+                device: d,
+                plugin: dev.plugin,
+                message: format!(
+                    "{reason}; some of its data is present on the device, so the host fallback, which would compute \
+                     on the host's stale copy, does not run"
+                ),
+            }))
+        } else {
+            host(Host::Unavailable(reason.into()))
+        }
+    };
     let Some(kernel) = dev.kernel(entry_index(region.entry)) else {
-        return host(Host::Unavailable(
-            format!(
-                "no image loaded on device {d} ({}) has the kernel {}",
-                dev.plugin,
-                entry_symbol(region.entry).to_string_lossy()
-            )
-            .into(),
+        return could_not_start(format!(
+            "no image loaded on device {d} ({}) has the kernel {}",
+            dev.plugin,
+            entry_symbol(region.entry).to_string_lossy()
         ));
     };
-    let (num_teams, num_threads) =
-        launch.geometry(dev.dev.default_geometry(launch.spmd), dev.dev.max_threads());
-    // A reduction's output holds a slot per team and the initial value, copied back into `reduced`.
+    let (num_teams, num_threads) = device_geometry(launch, dev);
+    let too_big = |what: &str| {
+        Err(NotRun::Failed(Error::Mapping {
+            what: format!("region {}", region.name),
+            device: d,
+            plugin: dev.plugin,
+            message: format!("{what} for {num_teams} teams of {num_threads} threads overflows"),
+        }))
+    };
+    // A reduction's output holds a slot per team and the initial value, copied back into `reduced`. Teams are
+    // clamped to the device's maximum (no more than run at once, in a few waves), so this stays small.
     let mut reduced = Vec::new();
     let mut team_shared = if launch.spmd {
         offload_model::abi::TEAM_SHARED_BYTES
@@ -349,9 +407,21 @@ unsafe fn run_on_device(
     let maps = match maps.iter().position(|m| m.map_type & REDUCTION != 0) {
         None => maps,
         Some(k) => {
-            reduced = vec![0u8; maps[k].size * (num_teams as usize + 1)];
+            let Some(bytes) = (num_teams as usize)
+                .checked_add(1)
+                .and_then(|n| n.checked_mul(maps[k].size))
+            else {
+                return too_big("the reduction's partial results");
+            };
+            reduced = vec![0u8; bytes];
             // A slot per thread for its partial, and one for the initial value (GPUs have no thread-locals).
-            team_shared = team_shared.max((num_threads as usize + 1) * offload_model::reduce::SLOT);
+            let Some(slots) = (num_threads as usize)
+                .checked_add(1)
+                .and_then(|n| n.checked_mul(offload_model::reduce::SLOT))
+            else {
+                return too_big("the reduction's team-shared slots");
+            };
+            team_shared = team_shared.max(slots);
             owned = maps.to_vec();
             let m = &mut owned[k];
             (m.begin, m.base) = (reduced.as_mut_ptr(), reduced.as_mut_ptr());
@@ -360,15 +430,14 @@ unsafe fn run_on_device(
         }
     };
     let _scope = w.scope(Label::Region(region.name), dev);
-    // SAFETY: forwarded from the caller.
-    let args = match unsafe { enter_list(dev, maps, RefKind::Structured) } {
-        Ok(args) => args,
+    // SAFETY: forwarded from the caller. The guard releases the mappings without copying back on every way out,
+    // a panic in the plugin or the launch included.
+    let mapped = match unsafe { enter_list(dev, maps, RefKind::Structured) } {
+        Ok(g) => g,
         // `present` and extension violations are errors under every policy; a device that cannot allocate or
         // copy is one the region could not start on.
         Err(e @ MapError::Device(_)) => {
-            return host(Host::Unavailable(
-                format!("mapping the arguments on device {d} failed: {e}").into(),
-            ))
+            return could_not_start(format!("mapping the arguments on device {d} failed: {e}"))
         }
         Err(e) => {
             return Err(NotRun::Failed(Error::Mapping {
@@ -386,11 +455,11 @@ unsafe fn run_on_device(
     };
     let launched = observe::launch(w, region, dev, params, || {
         // SAFETY: the kernel came from this device and the arguments follow the region's calling convention.
-        unsafe { dev.dev.launch(kernel, &args, params) }
+        unsafe { dev.dev.launch(kernel, &mapped.args, params) }
     });
     let ok = launched.is_ok();
     // SAFETY: forwarded from the caller; nothing is copied back after a failure.
-    let unmapped = unsafe { exit_list(dev, maps, &args, RefKind::Structured, ok) };
+    let unmapped = unsafe { mapped.exit(ok) };
     let failed = |message: String, location: Option<(String, u32, u32)>| {
         Err(NotRun::Failed(Error::RegionFailed {
             region: region.name,

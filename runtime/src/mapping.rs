@@ -52,6 +52,8 @@ pub struct Range {
     pub size: usize,
     pub base: usize,
     pub base_size: usize,
+    /// The elements' alignment, which the device copy honours.
+    pub align: usize,
 }
 
 impl Range {
@@ -63,6 +65,7 @@ impl Range {
             size,
             base: begin,
             base_size: size,
+            align: 1,
         }
     }
 }
@@ -90,6 +93,10 @@ pub enum MapError {
 #[derive(Default, Debug)]
 pub struct MappingTable {
     entries: BTreeMap<usize, MapEntry>,
+    /// Allocations that regions use without a reference count of their own (zero-length sections of present data):
+    /// allocation -> (pins, whether its entry has died). A pinned block outlives its entry until the last pin goes,
+    /// so a kernel never runs on freed memory, while copies still follow OpenMP's counts.
+    pins: BTreeMap<DevicePtr, (u64, bool)>,
 }
 
 enum Found {
@@ -133,15 +140,51 @@ impl MappingTable {
         }
     }
 
-    /// The device address of a zero-length section's slice base `r.base`, if the slice lies in a present entry's
-    /// allocation.
-    pub fn slice_base(&self, r: Range) -> Option<DevicePtr> {
+    /// A zero-length section's slice, if it lies in a present entry's allocation: the device address of its base
+    /// `r.base`, with the allocation pinned (`Some`) until [`MappingTable::unpin`] so it cannot be freed under the
+    /// region; `None` for an associated pointer's memory, which is the user's to keep.
+    pub fn pin_slice(&mut self, r: Range) -> Option<(DevicePtr, Option<DevicePtr>)> {
         let (&b, e) = self.entries.range(..=r.begin).next_back()?;
         let inside = r.begin >= b
             && r.begin <= e.end
             && r.base >= e.extent.0
             && r.base + r.base_size <= e.extent.1;
-        inside.then(|| e.tgt + (r.begin - b) as u64 - (r.begin - r.base) as u64)
+        if !inside {
+            return None;
+        }
+        let base = e.tgt + (r.begin - b) as u64 - (r.begin - r.base) as u64;
+        if let Some(a) = e.alloc {
+            self.pins.entry(a).or_insert((0, false)).0 += 1;
+        }
+        Some((base, e.alloc))
+    }
+
+    /// Drops a pin [`MappingTable::pin_slice`] took; frees the allocation if its entry died meanwhile.
+    ///
+    /// # Safety
+    /// `alloc` was pinned on this table and device, and the region using it is over.
+    pub unsafe fn unpin(&mut self, dev: &dyn Device, alloc: DevicePtr) {
+        let Some(p) = self.pins.get_mut(&alloc) else {
+            return;
+        };
+        p.0 -= 1;
+        if p.0 == 0 {
+            let (_, orphaned) = self.pins.remove(&alloc).expect("present above");
+            if orphaned {
+                // SAFETY: its entry is gone and this was the last pin.
+                unsafe { observe::free(dev, alloc) };
+            }
+        }
+    }
+
+    /// Whether any present entry's host range intersects `[begin, end)`: the device may hold the current copy of
+    /// some of that data.
+    pub fn intersects(&self, begin: usize, end: usize) -> bool {
+        let end = end.max(begin + 1);
+        self.entries
+            .range(..end)
+            .next_back()
+            .is_some_and(|(_, e)| e.end > begin)
     }
 
     /// The reference counts (structured, dynamic) of the entry holding `begin`.
@@ -201,8 +244,8 @@ impl MappingTable {
                         size: r.size,
                     });
                 }
-                let alloc =
-                    observe::alloc(dev, r.base_size.max(r.size)).map_err(MapError::Device)?;
+                let alloc = observe::alloc(dev, r.base_size.max(r.size), r.align)
+                    .map_err(MapError::Device)?;
                 let tgt = alloc + (r.begin - r.base) as u64;
                 if map_type & TO != 0 {
                     // SAFETY: per the contract; `tgt..tgt+size` lies in the new allocation.
@@ -282,8 +325,12 @@ impl MappingTable {
             let e = self.entries.remove(&b).expect("found above");
             observe::mapping(Change::Removed, b, e.end - b, e.tgt, 0, 0);
             if let Some(a) = e.alloc {
-                // SAFETY: the entry owned this allocation and no reference is left.
-                unsafe { observe::free(dev, a) };
+                match self.pins.get_mut(&a) {
+                    // A region still runs on it: the last unpin frees it.
+                    Some(p) => p.1 = true,
+                    // SAFETY: the entry owned this allocation and no reference or pin is left.
+                    None => unsafe { observe::free(dev, a) },
+                }
             }
         } else {
             let e = &self.entries[&b];
@@ -475,40 +522,45 @@ unsafe fn copy_to_host_unobserved(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! The table against a fake device whose memory is ordinary heap blocks; run under Miri too
     //! (`cargo +nightly miri test -p offload --lib mapping`).
     use super::*;
     use crate::plugin::{Kernel, KernelFailure, LaunchParams, LoadedImage};
     use crate::tables::Image;
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
 
-    /// Allocations are boxed slices (so Miri checks every copy's bounds); counts what happened.
-    #[derive(Default)]
-    struct FakeDevice {
-        blocks: Mutex<Vec<(u64, Box<[u8]>)>>,
-        copies_in: Mutex<usize>,
-        copies_out: Mutex<usize>,
+    /// Live allocations: (fake device address, memory).
+    type Blocks = Vec<(u64, Box<[u8]>)>;
+
+    /// Allocations are boxed slices (so Miri checks every copy's bounds); counts what happened. A clone shares the
+    /// memory and counts (a test keeps one while a `DeviceEntry` owns the other); freeing a block that is not live
+    /// panics, so a double free fails the test.
+    #[derive(Default, Clone)]
+    pub(crate) struct FakeDevice {
+        blocks: Arc<Mutex<Blocks>>,
+        copies_in: Arc<Mutex<usize>>,
+        copies_out: Arc<Mutex<usize>>,
     }
 
     impl FakeDevice {
-        fn live(&self) -> usize {
+        pub(crate) fn live(&self) -> usize {
             self.blocks.lock().unwrap().len()
         }
-        fn ins(&self) -> usize {
+        pub(crate) fn ins(&self) -> usize {
             *self.copies_in.lock().unwrap()
         }
-        fn outs(&self) -> usize {
+        pub(crate) fn outs(&self) -> usize {
             *self.copies_out.lock().unwrap()
         }
         /// Reads device memory.
-        fn read(&self, tgt: DevicePtr, len: usize) -> Vec<u8> {
+        pub(crate) fn read(&self, tgt: DevicePtr, len: usize) -> Vec<u8> {
             let mut v = vec![0u8; len];
             unsafe { self.copy_from_device(v.as_mut_ptr(), tgt, len) }.unwrap();
             *self.copies_out.lock().unwrap() -= 1;
             v
         }
-        fn write(&self, tgt: DevicePtr, data: &[u8]) {
+        pub(crate) fn write(&self, tgt: DevicePtr, data: &[u8]) {
             unsafe { self.copy_to_device(tgt, data.as_ptr(), data.len()) }.unwrap();
             *self.copies_in.lock().unwrap() -= 1;
         }
@@ -594,7 +646,7 @@ mod tests {
         let dev = FakeDevice::default();
         let mut t = MappingTable::default();
         let mut host = vec![1u8; 64];
-        let r = Range::whole(addr(&host), 64);
+        let r = Range::whole(host.as_mut_ptr() as usize, 64);
         unsafe {
             let tgt = t.enter(&dev, r, TO | FROM, RefKind::Structured).unwrap();
             assert_eq!(dev.ins(), 1);
@@ -622,8 +674,10 @@ mod tests {
     fn always_forces_copies() {
         let dev = FakeDevice::default();
         let mut t = MappingTable::default();
-        let host = vec![3u8; 16];
-        let r = Range::whole(addr(&host), 16);
+        let mut host = vec![3u8; 16];
+        // From a mutable borrow: the `from` copy writes the host buffer (Tree Borrows rejects a write through a
+        // pointer exposed from a shared one).
+        let r = Range::whole(host.as_mut_ptr() as usize, 16);
         unsafe {
             t.enter(&dev, r, TO, RefKind::Dynamic).unwrap();
             t.enter(&dev, r, TO | ALWAYS, RefKind::Structured).unwrap();
@@ -643,8 +697,8 @@ mod tests {
     fn dynamic_and_structured_counts_keep_data_until_both_are_zero() {
         let dev = FakeDevice::default();
         let mut t = MappingTable::default();
-        let host = vec![0u8; 8];
-        let r = Range::whole(addr(&host), 8);
+        let mut host = vec![0u8; 8];
+        let r = Range::whole(host.as_mut_ptr() as usize, 8);
         unsafe {
             t.enter(&dev, r, TO, RefKind::Dynamic).unwrap();
             t.enter(&dev, r, TO, RefKind::Dynamic).unwrap();
@@ -692,7 +746,7 @@ mod tests {
         let dev = FakeDevice::default();
         let mut t = MappingTable::default();
         let mut host = vec![0u8; 100];
-        let a = addr(&host);
+        let a = host.as_mut_ptr() as usize;
         unsafe {
             let e = t
                 .enter(&dev, Range::whole(a, 10), TO | PRESENT, RefKind::Structured)
@@ -734,12 +788,13 @@ mod tests {
         let dev = FakeDevice::default();
         let mut t = MappingTable::default();
         let mut host: Vec<u8> = (0..50).collect();
-        let base = addr(&host);
+        let base = host.as_mut_ptr() as usize;
         let r = Range {
             begin: base + 10,
             size: 20,
             base,
             base_size: 50,
+            align: 1,
         };
         unsafe {
             let tgt = t.enter(&dev, r, TO | FROM, RefKind::Structured).unwrap();
@@ -772,7 +827,7 @@ mod tests {
         let dev = FakeDevice::default();
         let mut t = MappingTable::default();
         let mut host = vec![1u8; 32];
-        let r = Range::whole(addr(&host), 32);
+        let r = Range::whole(host.as_mut_ptr() as usize, 32);
         unsafe {
             let tgt = t.enter(&dev, r, TO, RefKind::Structured).unwrap();
             host.iter_mut().for_each(|b| *b = 2);
@@ -831,5 +886,51 @@ mod tests {
         };
         assert_eq!(host[0].load(Relaxed), 5);
         assert_eq!(host[1].load(Relaxed), 1);
+    }
+
+    #[test]
+    fn a_pinned_allocation_outlives_its_entry_until_the_last_unpin() {
+        let dev = FakeDevice::default();
+        let mut t = MappingTable::default();
+        let host = vec![4u8; 32];
+        let whole = Range::whole(addr(&host), 32);
+        let empty = Range { size: 0, ..whole };
+        unsafe {
+            let tgt = t.enter(&dev, whole, TO, RefKind::Structured).unwrap();
+            let (base, alloc) = t.pin_slice(empty).expect("the slice is present");
+            assert_eq!((base, alloc), (tgt, Some(tgt)));
+            t.exit(&dev, whole.begin, 32, 0, RefKind::Structured, true)
+                .unwrap();
+            assert!(
+                t.lookup(whole.begin, 32).is_none(),
+                "the entry follows OpenMP's counts"
+            );
+            assert_eq!(dev.live(), 1, "the pinned block is still there");
+            assert_eq!(dev.read(base, 32), vec![4u8; 32]);
+            // A new mapping of the same data is a new block; the pinned one goes with its last pin.
+            let again = t.enter(&dev, whole, TO, RefKind::Structured).unwrap();
+            assert_ne!(again, tgt);
+            t.unpin(&dev, tgt);
+            assert_eq!(dev.live(), 1);
+            t.exit(&dev, whole.begin, 32, 0, RefKind::Structured, true)
+                .unwrap();
+        }
+        assert_eq!((t.len(), dev.live()), (0, 0));
+        assert!(!t.intersects(whole.begin, whole.begin + 32));
+    }
+
+    #[test]
+    fn intersection_finds_any_overlap() {
+        let dev = FakeDevice::default();
+        let mut t = MappingTable::default();
+        let host = vec![0u8; 100];
+        let a = addr(&host);
+        unsafe { t.enter(&dev, Range::whole(a + 10, 20), TO, RefKind::Structured) }.unwrap();
+        assert!(t.intersects(a, a + 11));
+        assert!(t.intersects(a + 29, a + 100));
+        assert!(t.intersects(a + 15, a + 16));
+        assert!(!t.intersects(a, a + 10));
+        assert!(!t.intersects(a + 30, a + 100));
+        unsafe { t.exit(&dev, a + 10, 20, 0, RefKind::Structured, true) }.unwrap();
     }
 }

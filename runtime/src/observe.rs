@@ -412,13 +412,13 @@ fn live() -> std::sync::MutexGuard<'static, BTreeMap<(i32, DevicePtr), usize>> {
 
 /// [`Device::alloc`], observed.
 #[inline]
-pub fn alloc(dev: &dyn Device, bytes: usize) -> Result<DevicePtr, String> {
+pub fn alloc(dev: &dyn Device, bytes: usize, align: usize) -> Result<DevicePtr, String> {
     let w = Watch::now();
     if !w.wants(MAPPING) {
-        return dev.alloc(bytes);
+        return dev.alloc_aligned(bytes, align);
     }
     let start = w.start();
-    let r = dev.alloc(bytes);
+    let r = dev.alloc_aligned(bytes, align);
     allocated(w, start, bytes, &r);
     r
 }

@@ -74,7 +74,39 @@ struct Sink {
     /// Opened (and truncated) when profiling starts, so a bad path is reported at once; taken at exit.
     file: Mutex<Option<File>>,
     epoch: Instant,
-    events: Mutex<Vec<Event>>,
+    events: Mutex<Events>,
+}
+
+/// The events kept so far: at most `max` (a long run would otherwise grow the buffer without bound), and how many
+/// were dropped after that.
+#[derive(Debug)]
+pub(crate) struct Events {
+    kept: Vec<Event>,
+    max: usize,
+    dropped: u64,
+}
+
+/// Events kept by default: about 200 MiB of trace at most.
+const DEFAULT_MAX_EVENTS: usize = 1_000_000;
+
+impl Events {
+    pub(crate) fn new(max: usize) -> Self {
+        Events {
+            kept: Vec::new(),
+            max,
+            dropped: 0,
+        }
+    }
+
+    /// Keeps `e` if there is room, else counts it; true for the first event dropped.
+    pub(crate) fn push(&mut self, e: Event) -> bool {
+        if self.kept.len() < self.max {
+            self.kept.push(e);
+            return false;
+        }
+        self.dropped += 1;
+        self.dropped == 1
+    }
 }
 
 static SINK: OnceLock<Sink> = OnceLock::new();
@@ -97,7 +129,7 @@ pub fn open(path: OsString) -> bool {
         path,
         file: Mutex::new(Some(file)),
         epoch: Instant::now(),
-        events: Mutex::new(Vec::new()),
+        events: Mutex::new(Events::new(max_events())),
     };
     if SINK.set(sink).is_err() {
         return true;
@@ -110,6 +142,19 @@ pub fn open(path: OsString) -> bool {
         return false;
     }
     true
+}
+
+/// `OFFLOAD_PROFILE_MAX_EVENTS`: how many events the trace keeps.
+fn max_events() -> usize {
+    match std::env::var("OFFLOAD_PROFILE_MAX_EVENTS") {
+        Err(_) => DEFAULT_MAX_EVENTS,
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+            warn(format_args!(
+                "offload: ignoring OFFLOAD_PROFILE_MAX_EVENTS={v:?}; expected a count"
+            ));
+            DEFAULT_MAX_EVENTS
+        }),
+    }
 }
 
 /// Records an event that started at `start` and ends now.
@@ -128,10 +173,16 @@ pub fn record(
         tid: tid(),
         args,
     };
-    sink.events
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(event);
+    let (first_drop, max) = {
+        let mut events = sink.events.lock().unwrap_or_else(|p| p.into_inner());
+        (events.push(event), events.max)
+    };
+    if first_drop {
+        warn(format_args!(
+            "offload: OFFLOAD_PROFILE keeps the first {max} events (OFFLOAD_PROFILE_MAX_EVENTS); later ones are \
+             counted in the trace's otherData.dropped_events, not recorded"
+        ));
+    }
 }
 
 /// A small number per thread (the main thread, which registers the images, is 1): stable across the trace and
@@ -156,7 +207,10 @@ extern "C" fn write_at_exit() {
         let Some(file) = sink.file.lock().unwrap_or_else(|p| p.into_inner()).take() else {
             return;
         };
-        let events = std::mem::take(&mut *sink.events.lock().unwrap_or_else(|p| p.into_inner()));
+        let events = std::mem::replace(
+            &mut *sink.events.lock().unwrap_or_else(|p| p.into_inner()),
+            Events::new(0),
+        );
         let process = std::env::current_exe()
             .ok()
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
@@ -173,8 +227,13 @@ extern "C" fn write_at_exit() {
 }
 
 /// The trace as JSON: a process-name record, then the events by start time (an enclosing event before the ones it
-/// holds).
-pub(crate) fn to_json(epoch: Instant, pid: u32, process: &str, mut events: Vec<Event>) -> String {
+/// holds), and in `otherData` how many events were dropped and the limit.
+pub(crate) fn to_json(epoch: Instant, pid: u32, process: &str, events: Events) -> String {
+    let Events {
+        kept: mut events,
+        max,
+        dropped,
+    } = events;
     events.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
     let mut out = String::with_capacity(128 + events.len() * 200);
     out.push_str("{\"traceEvents\":[\n");
@@ -218,7 +277,10 @@ pub(crate) fn to_json(epoch: Instant, pid: u32, process: &str, mut events: Vec<E
         }
         out.push_str("}}");
     }
-    out.push_str("\n],\"displayTimeUnit\":\"ns\"}\n");
+    let _ = write!(
+        out,
+        "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"dropped_events\":{dropped},\"max_events\":{max}}}}}\n"
+    );
     out
 }
 
@@ -271,12 +333,17 @@ mod tests {
             tid: 1,
             args: vec![("delta", Value::Int(-3))],
         };
-        let json = to_json(epoch, 42, "probe", vec![inner, outer]);
+        let mut events = Events::new(10);
+        events.push(inner);
+        events.push(outer);
+        let json = to_json(epoch, 42, "probe", events);
         assert!(json.starts_with(
             "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":42,"
         ));
         assert!(
-            json.ends_with("\n],\"displayTimeUnit\":\"ns\"}\n"),
+            json.ends_with(
+                "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped_events\":0,\"max_events\":10}}\n"
+            ),
             "{json}"
         );
         let outer_at = json
@@ -290,10 +357,37 @@ mod tests {
 
     #[test]
     fn an_empty_trace_is_still_a_trace() {
-        let json = to_json(Instant::now(), 1, "x", Vec::new());
+        let json = to_json(Instant::now(), 1, "x", Events::new(5));
         assert_eq!(
             json,
-            "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"x\"}}\n],\"displayTimeUnit\":\"ns\"}\n"
+            "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"x\"}}\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped_events\":0,\"max_events\":5}}\n"
+        );
+    }
+
+    #[test]
+    fn the_buffer_keeps_at_most_its_limit_and_counts_the_rest() {
+        let now = Instant::now();
+        let event = |i: u64| Event {
+            name: format!("e{i}").into(),
+            cat: "test",
+            start: now,
+            end: now,
+            tid: i,
+            args: Vec::new(),
+        };
+        let mut events = Events::new(3);
+        let firsts: Vec<bool> = (0..10).map(|i| events.push(event(i))).collect();
+        assert_eq!(
+            firsts.iter().filter(|&&f| f).count(),
+            1,
+            "the first drop is told once"
+        );
+        assert!(firsts[3]);
+        let json = to_json(now, 1, "x", events);
+        assert_eq!(json.matches("\"ph\":\"X\"").count(), 3);
+        assert!(
+            json.contains("\"otherData\":{\"dropped_events\":7,\"max_events\":3}"),
+            "{json}"
         );
     }
 }

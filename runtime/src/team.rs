@@ -37,9 +37,10 @@ impl Launch {
         (teams, threads)
     }
 
-    /// [`Launch::geometry`] on the host (host-elf and the host fallback).
+    /// [`Launch::geometry`] on the host (host-elf and the host fallback), with at most [`host_max_teams`] teams.
     pub fn host_geometry(self) -> (u32, u32) {
-        self.geometry(host_default_geometry(self.spmd), MAX_TEAM_THREADS)
+        let (teams, threads) = self.geometry(host_default_geometry(self.spmd), MAX_TEAM_THREADS);
+        (teams.min(host_max_teams()), threads)
     }
 }
 
@@ -48,6 +49,12 @@ impl Launch {
 pub fn host_default_geometry(spmd: bool) -> (u32, u32) {
     let hw = hardware_threads();
     (hw, if spmd { hw } else { 1 })
+}
+
+/// The most teams a host launch runs (`num_teams` is an upper bound): a few waves of as many as run at once, so
+/// the per-team memory of a launch stays small and `num_teams(u64::MAX)` finishes.
+pub(crate) fn host_max_teams() -> u32 {
+    hardware_threads().saturating_mul(4)
 }
 
 /// The host's hardware threads, read once: `available_parallelism` reads cgroup files on Linux, too slow for every

@@ -16,11 +16,15 @@ use std::ffi::{c_void, CStr, CString};
 use std::io::Write;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 pub struct HostElf;
 
 /// Alignment of every allocation, and the size of the header that remembers its length.
 const ALIGN: usize = 64;
+
+/// The most alignment an allocation may ask for (a page): above it, `alloc_aligned` fails rather than misalign.
+const MAX_ALIGN: usize = 4096;
 
 /// An x86_64 huge page: blocks at least this large come from [`map_huge`].
 const HUGE_PAGE: usize = 2 << 20;
@@ -74,21 +78,74 @@ impl Plugin for HostElf {
 
     fn discover(&self) -> Result<Vec<Box<dyn Device>>, String> {
         // Like LLVM's host plugin, which offers several devices, the count is configurable so `device(n)` can be
-        // exercised; one by default.
+        // exercised; one by default, and a bounded number whatever the environment says.
         let n = match std::env::var("OFFLOAD_HOST_DEVICES") {
-            Ok(v) => v.trim().parse::<usize>().unwrap_or_else(|_| {
-                eprintln!("offload: ignoring OFFLOAD_HOST_DEVICES={v:?}; expected a count");
-                1
-            }),
+            Ok(v) => host_devices(&v),
             Err(_) => 1,
         };
+        let capacity = match std::env::var("OFFLOAD_HOST_MEMORY") {
+            Ok(v) => v.trim().parse::<usize>().unwrap_or_else(|_| {
+                eprintln!(
+                    "offload: ignoring OFFLOAD_HOST_MEMORY={v:?}; expected a number of bytes"
+                );
+                usize::MAX
+            }),
+            Err(_) => usize::MAX,
+        };
         Ok((0..n)
-            .map(|_| Box::new(HostElfDevice) as Box<dyn Device>)
+            .map(|_| Box::new(HostElfDevice::new(capacity)) as Box<dyn Device>)
             .collect())
     }
 }
 
-struct HostElfDevice;
+/// The most host-elf devices `OFFLOAD_HOST_DEVICES` may ask for: enough to exercise `device(n)`, few enough that
+/// each can have its table and threads.
+pub(crate) const MAX_HOST_DEVICES: usize = 64;
+
+/// `OFFLOAD_HOST_DEVICES` as a device count: a number clamped to [`MAX_HOST_DEVICES`], anything else one; either
+/// way with a line on stderr saying what it became.
+fn host_devices(v: &str) -> usize {
+    match v.trim().parse::<u64>() {
+        Ok(n) if n <= MAX_HOST_DEVICES as u64 => n as usize,
+        Ok(n) => {
+            eprintln!(
+                "offload: OFFLOAD_HOST_DEVICES={n} is more than the {MAX_HOST_DEVICES} host-elf devices offered; using \
+                 {MAX_HOST_DEVICES}"
+            );
+            MAX_HOST_DEVICES
+        }
+        Err(_) => {
+            eprintln!("offload: ignoring OFFLOAD_HOST_DEVICES={v:?}; expected a count");
+            1
+        }
+    }
+}
+
+struct HostElfDevice {
+    /// Bytes of device memory allocated (headers included), against `capacity`.
+    in_use: AtomicUsize,
+    /// `OFFLOAD_HOST_MEMORY`: how much device memory the device offers, like a GPU's memory size (unlimited
+    /// unless set, so out-of-memory paths can be exercised).
+    capacity: usize,
+}
+
+impl HostElfDevice {
+    fn new(capacity: usize) -> Self {
+        HostElfDevice {
+            in_use: AtomicUsize::new(0),
+            capacity,
+        }
+    }
+
+    /// Takes `bytes` of the device's memory, if that much is left.
+    fn reserve(&self, bytes: usize) -> bool {
+        self.in_use
+            .fetch_update(Relaxed, Relaxed, |u| {
+                u.checked_add(bytes).filter(|&t| t <= self.capacity)
+            })
+            .is_ok()
+    }
+}
 
 struct HostElfImage {
     handle: *mut c_void,
@@ -152,6 +209,10 @@ impl Device for HostElfDevice {
         crate::team::host_default_geometry(spmd)
     }
 
+    fn max_teams(&self) -> u32 {
+        crate::team::host_max_teams()
+    }
+
     fn load_image(&self, image: &Image) -> Result<LoadedImage, String> {
         if image.bytes.get(..4) != Some(b"\x7fELF") {
             return Err("not an ELF shared object".into());
@@ -185,35 +246,64 @@ impl Device for HostElfDevice {
     }
 
     fn alloc(&self, size: usize) -> Result<DevicePtr, String> {
-        let layout = Layout::from_size_align(
-            size.checked_add(ALIGN).ok_or("allocation too large")?,
-            ALIGN,
-        )
-        .map_err(|e| e.to_string())?;
-        let p = if layout.size() >= HUGE_PAGE {
-            map_huge(layout.size()).unwrap_or(std::ptr::null_mut())
+        self.alloc_aligned(size, ALIGN)
+    }
+
+    fn alloc_align(&self) -> usize {
+        ALIGN
+    }
+
+    /// The block starts `head = max(align, ALIGN)` bytes into an allocation aligned to `head`; the two words just
+    /// before it remember the size and the head, which `free` needs to rebuild the layout.
+    fn alloc_aligned(&self, size: usize, align: usize) -> Result<DevicePtr, String> {
+        if !align.is_power_of_two() || align > MAX_ALIGN {
+            return Err(super::align_error(align, MAX_ALIGN));
+        }
+        let head = align.max(ALIGN);
+        let total = size
+            .checked_add(head)
+            .ok_or_else(|| format!("cannot allocate {size} bytes"))?;
+        let layout = Layout::from_size_align(total, head).map_err(|e| e.to_string())?;
+        if !self.reserve(total) {
+            return Err(format!(
+                "out of device memory allocating {size} bytes ({} bytes in use of {}; OFFLOAD_HOST_MEMORY)",
+                self.in_use.load(Relaxed),
+                self.capacity
+            ));
+        }
+        let p = if total >= HUGE_PAGE {
+            // A huge-page boundary is aligned for any `head` up to MAX_ALIGN.
+            map_huge(total).unwrap_or(std::ptr::null_mut())
         } else {
             // SAFETY: the layout has a non-zero size.
             unsafe { alloc_zeroed(layout) }
         };
         if p.is_null() {
+            self.in_use.fetch_sub(total, Relaxed);
             return Err(format!("out of memory allocating {size} bytes"));
         }
-        // SAFETY: the header is the first ALIGN bytes of the block.
-        unsafe { (p as *mut usize).write(size) };
-        Ok(p as u64 + ALIGN as u64)
+        // SAFETY: the two header words lie in the first `head` (at least 64) bytes of the block, aligned for usize.
+        unsafe {
+            let block = p.add(head);
+            (block as *mut usize).sub(2).write(size);
+            (block as *mut usize).sub(1).write(head);
+            Ok(block as u64)
+        }
     }
 
     unsafe fn free(&self, ptr: DevicePtr) {
-        let base = (ptr - ALIGN as u64) as *mut u8;
-        // SAFETY: `ptr` came from `alloc`, which wrote the size in the header.
+        let block = ptr as *mut u8;
+        // SAFETY: `ptr` came from `alloc_aligned`, which wrote the size and the head just before it.
         unsafe {
-            let len = (base as *const usize).read() + ALIGN;
+            let size = (block as *const usize).sub(2).read();
+            let head = (block as *const usize).sub(1).read();
+            let (base, len) = (block.sub(head), size + head);
+            self.in_use.fetch_sub(len, Relaxed);
             if len >= HUGE_PAGE {
                 // The tail `map_huge` kept reaches the next page boundary.
                 libc::munmap(base as *mut c_void, len.next_multiple_of(page_size()));
             } else {
-                dealloc(base, Layout::from_size_align_unchecked(len, ALIGN));
+                dealloc(base, Layout::from_size_align_unchecked(len, head));
             }
         }
     }
@@ -258,7 +348,9 @@ impl Device for HostElfDevice {
                 call::MAX_ARGS
             )));
         }
-        let (teams, threads) = (params.num_teams.max(1), params.num_threads.max(1));
+        // The runtime clamps the geometry; a caller that did not gets the same bounds here, not a huge allocation.
+        let teams = params.num_teams.clamp(1, crate::team::host_max_teams());
+        let threads = params.num_threads.clamp(1, self.max_threads());
         // Team-shared memory: one zeroed block per team, in 16-byte units so any slot type is aligned.
         let units = params.team_shared.div_ceil(16);
         let shared: Vec<std::sync::Mutex<Vec<u128>>> = (0..if units > 0 { teams } else { 0 })
@@ -274,7 +366,7 @@ impl Device for HostElfDevice {
                 None => (std::ptr::null_mut(), 0),
             }
         };
-        if teams * threads == 1 {
+        if teams == 1 && threads == 1 {
             // SAFETY: per the trait's contract.
             return unsafe { run_thread(kernel, args, (0, 1, 0, 1), None, shared_ptr(0)) };
         }
@@ -419,7 +511,7 @@ fn cpu_has(feature: &str) -> Option<bool> {
 
 #[cfg(test)]
 mod tests {
-    use super::{HostElf, Plugin, ALIGN, HUGE_PAGE};
+    use super::{Device, HostElf, Plugin, ALIGN, HUGE_PAGE};
 
     #[test]
     // Miri has no mmap.
@@ -485,6 +577,56 @@ mod tests {
             }
         }
         None
+    }
+
+    #[test]
+    fn allocations_honour_the_alignment_asked_for_up_to_the_maximum() {
+        let device = super::HostElfDevice::new(usize::MAX);
+        // Miri has no mmap: the huge-page path only natively.
+        let sizes: &[usize] = if cfg!(miri) {
+            &[1, 200]
+        } else {
+            &[1, 200, 3 * HUGE_PAGE]
+        };
+        for &size in sizes {
+            for align in [1, 8, 64, 128, 256, super::MAX_ALIGN] {
+                let p = device.alloc_aligned(size, align).expect("allocation");
+                assert_eq!(
+                    p % align.max(ALIGN) as u64,
+                    0,
+                    "{size} bytes, {align}-aligned"
+                );
+                // SAFETY: `p` is `size` bytes of device memory in this process.
+                unsafe { (p as *mut u8).add(size - 1).write(1) };
+                // SAFETY: allocated above, freed once.
+                unsafe { device.free(p) };
+            }
+        }
+        let e = device.alloc_aligned(8, 2 * super::MAX_ALIGN).unwrap_err();
+        assert!(e.contains("alignment"), "{e}");
+    }
+
+    #[test]
+    fn device_memory_is_limited_to_its_capacity() {
+        let device = super::HostElfDevice::new(1000);
+        let p = device.alloc(500).expect("fits");
+        assert!(
+            device.alloc(500).is_err(),
+            "500 + headers exceed 1000 bytes"
+        );
+        // SAFETY: allocated above, freed once.
+        unsafe { device.free(p) };
+        let p = device.alloc(500).expect("fits again");
+        // SAFETY: as above.
+        unsafe { device.free(p) };
+    }
+
+    #[test]
+    fn the_host_device_count_is_bounded() {
+        assert_eq!(super::host_devices("3"), 3);
+        assert_eq!(super::host_devices(" 0 "), 0);
+        assert_eq!(super::host_devices("10000000000"), super::MAX_HOST_DEVICES);
+        assert_eq!(super::host_devices("-2"), 1);
     }
 
     #[test]

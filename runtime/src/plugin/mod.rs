@@ -68,10 +68,28 @@ pub trait Device: Send + Sync {
     fn max_threads(&self) -> u32 {
         crate::team::MAX_TEAM_THREADS
     }
+    /// The most teams a launch gets (`num_teams` is an upper bound): about as many as can run at once, so
+    /// per-team memory (a reduction's partial results) stays that of a few waves. Default: 65535, CUDA's classic
+    /// grid limit, far beyond the blocks a GPU holds at once.
+    fn max_teams(&self) -> u32 {
+        65_535
+    }
     /// Loads an image; the kernels it holds stay valid for the life of the process.
     fn load_image(&self, image: &Image) -> Result<LoadedImage, String>;
-    /// Device memory, zero-filled, aligned for any element type.
+    /// Device memory, zero-filled, aligned to at least [`Device::alloc_align`].
     fn alloc(&self, size: usize) -> Result<DevicePtr, String>;
+    /// The alignment every [`Device::alloc`] block has (CUDA's and HSA's allocators give 256 bytes).
+    fn alloc_align(&self) -> usize {
+        256
+    }
+    /// Device memory aligned to `align` (a power of two: an element type's alignment). A device that cannot align
+    /// a block that much says so rather than hand out a misaligned one.
+    fn alloc_aligned(&self, size: usize, align: usize) -> Result<DevicePtr, String> {
+        if align > self.alloc_align() {
+            return Err(align_error(align, self.alloc_align()));
+        }
+        self.alloc(size)
+    }
     /// # Safety
     /// `ptr` came from [`Device::alloc`] of this device and is not used afterwards.
     unsafe fn free(&self, ptr: DevicePtr);
@@ -101,6 +119,11 @@ pub trait Device: Send + Sync {
         args: &[Arg],
         params: LaunchParams,
     ) -> Result<(), KernelFailure>;
+}
+
+/// Why a device refuses an alignment.
+pub(crate) fn align_error(align: usize, max: usize) -> String {
+    format!("the data needs {align}-byte alignment; this device aligns allocations to at most {max} bytes")
 }
 
 /// A loaded image: finds kernels by symbol.

@@ -16,6 +16,15 @@ fn negate(y: &mut [i64]) -> bool {
     offload::omp_is_initial_device()
 }
 
+/// Adds `big[0]` to every element of `y`; `big` is large enough that its device copy may not fit.
+#[offload::target]
+fn bump_with(y: &mut [i64], big: &[i64]) -> bool {
+    for v in y.iter_mut() {
+        *v += big[0];
+    }
+    offload::omp_is_initial_device()
+}
+
 fn scaled(y: &[i64], factor: i64) -> bool {
     y.iter().enumerate().all(|(i, &v)| v == i as i64 * factor)
 }
@@ -71,6 +80,31 @@ fn main() {
                 .filter(|&k| sum_from(k % 2 == 0, k, &y) != k + total)
                 .count();
             println!("results_correct={}", wrong == 0);
+        }
+        // Device memory is limited (OFFLOAD_HOST_MEMORY) so that `big` cannot be copied while `small` is present:
+        // the region must fail rather than compute on the stale host copy of `small`.
+        "alloc-fails-with-present-data" => {
+            let mut small = vec![1i64; 16];
+            let big = vec![1i64; 1 << 18];
+            offload::target_data!(map(tofrom: small) => {
+                small[0] = 100; // host only: the device copy stays 1
+                let r = try_bump_with(small, &big);
+                println!("failed={}", r.is_err());
+                if let Err(e) = r {
+                    println!("error={e}");
+                }
+            });
+            println!(
+                "host_copy_kept_device_result={}",
+                small.iter().all(|&v| v == 1)
+            );
+            // Nothing present: the same failure is a region that could not start, run on the host.
+            let mut alone = vec![1i64; 16];
+            let on_host = bump_with(&mut alone, &big);
+            println!(
+                "alone_falls_back={}",
+                on_host && alone.iter().all(|&v| v == 2)
+            );
         }
         other => panic!("unknown scenario {other:?}"),
     }

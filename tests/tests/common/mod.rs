@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::process::{Command, Output};
 
 /// The variables the runtime reads; `probe` clears them so a run sees only the ones the test gives it.
-const RUNTIME_ENV: [&str; 7] = [
+const RUNTIME_ENV: [&str; 9] = [
     "OMP_TARGET_OFFLOAD",
     "OMP_DEFAULT_DEVICE",
     "OFFLOAD_PLUGINS",
@@ -19,6 +19,8 @@ const RUNTIME_ENV: [&str; 7] = [
     "OFFLOAD_PROFILE",
     "OFFLOAD_HOST_DEVICES",
     "OMP_WAIT_POLICY",
+    "OFFLOAD_HOST_MEMORY",
+    "OFFLOAD_PROFILE_MAX_EVENTS",
 ];
 
 /// One run of the probe: its output and the `key=value` lines of its stdout.
