@@ -91,15 +91,24 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     let panicked: Arc<Mutex<Option<Box<dyn std::any::Any + Send>>>> = Arc::new(Mutex::new(None));
     // Every worker first, so a thread that cannot start stops the launch before any index borrowed `f`.
     let workers: Vec<Arc<Worker>> = (1..n).map(|_| idle_or_new()).collect();
-    // SAFETY: the workers' tasks use `f` only before they count the latch down, and this function does not return
-    // (nor unwind) before the latch reaches zero, so `f` outlives every use.
-    let f_static: &'static (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(f) };
+    // A raw pointer, not a reference: a task is a closure its worker is still inside when it counts the latch down,
+    // and a reference it captured would stay protected (as a by-value argument's field) while this caller, released,
+    // frees what `f` borrows.
+    // SAFETY: only the lifetime changes; see the use below.
+    let f_raw = SendPtr(unsafe {
+        std::mem::transmute::<
+            *const (dyn Fn(usize) + Sync + '_),
+            *const (dyn Fn(usize) + Sync + 'static),
+        >(f)
+    });
     for (index, worker) in (1..n).zip(workers) {
         let (latch, panicked) = (latch.clone(), panicked.clone());
         worker.give(Box::new(move |requeue: Requeue| {
-            if let Err(p) =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f_static(index)))
-            {
+            let f_raw = f_raw;
+            // SAFETY: the task uses `f` only before it counts the latch down, and this function does not return (nor
+            // unwind) before the latch reaches zero, so `f` outlives the use.
+            let run = || unsafe { (*f_raw.0)(index) };
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
                 panicked
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -123,6 +132,12 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
         std::panic::resume_unwind(p);
     }
 }
+
+/// `f` for the workers: `Fn + Sync`, so calling it from other threads is what it is made for.
+#[derive(Clone, Copy)]
+struct SendPtr(*const (dyn Fn(usize) + Sync + 'static));
+// SAFETY: the pointee is `Sync`; see `run` for its lifetime.
+unsafe impl Send for SendPtr {}
 
 /// An idle worker, or a new one.
 fn idle_or_new() -> Arc<Worker> {

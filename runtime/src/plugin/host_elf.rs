@@ -77,6 +77,10 @@ impl Plugin for HostElf {
     }
 
     fn discover(&self) -> Result<Vec<Box<dyn Device>>, String> {
+        if cfg!(miri) {
+            // Miri interprets the host fallback; it cannot load an image from memory.
+            return Err("not under Miri".into());
+        }
         // Like LLVM's host plugin, which offers several devices, the count is configurable so `device(n)` can be
         // exercised; one by default, and a bounded number whatever the environment says.
         let n = match std::env::var("OFFLOAD_HOST_DEVICES") {
