@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What Rust cannot spell (address space 3, special registers), as functions the device crates call; always inlined.
+/// The launch-kind word lets device-std fail `barrier()` and team-shared memory outside `teams, parallel` regions.
 const NVPTX_SHIM: &str = r#"target triple = "nvptx64-nvidia-cuda"
 
 @__offload_dyn_shared = external addrspace(3) global [0 x i8], align 16
@@ -28,6 +29,20 @@ define i32 @__offload_dyn_shared_len() #0 {
 }
 
 declare i32 @llvm.nvvm.read.ptx.sreg.dynamic_smem_size()
+
+; The running kernel's launch kind, one word per block (static shared memory comes before the dynamic block): each
+; thread stores it at entry, before it reads it, so no barrier is needed. Atomic, as every thread stores the same.
+@__offload_launch_kind_word = internal addrspace(3) global i32 undef, align 4
+
+define void @__offload_set_launch_kind(i32 %k) #0 {
+  store atomic i32 %k, ptr addrspace(3) @__offload_launch_kind_word monotonic, align 4
+  ret void
+}
+
+define i32 @__offload_launch_kind() #0 {
+  %k = load atomic i32, ptr addrspace(3) @__offload_launch_kind_word monotonic, align 4
+  ret i32 %k
+}
 
 attributes #0 = { alwaysinline nounwind }
 "#;
@@ -284,6 +299,20 @@ define void @__offload_barrier() #1 {{
   call void @llvm.amdgcn.s.barrier()
   fence syncscope("workgroup") acquire
   ret void
+}}
+
+; The running kernel's launch kind, one word of static LDS per workgroup (the dynamic LDS follows the static):
+; each work-item stores it at entry, before it reads it, so no barrier is needed.
+@__offload_launch_kind_word = internal addrspace(3) global i32 undef, align 4
+
+define void @__offload_set_launch_kind(i32 %k) #0 {{
+  store atomic i32 %k, ptr addrspace(3) @__offload_launch_kind_word monotonic, align 4
+  ret void
+}}
+
+define i32 @__offload_launch_kind() #0 {{
+  %k = load atomic i32, ptr addrspace(3) @__offload_launch_kind_word monotonic, align 4
+  ret i32 %k
 }}
 
 define void @__offload_trap() #2 {{

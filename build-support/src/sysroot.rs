@@ -46,8 +46,7 @@ pub fn core_sysroot(tc: &Toolchain, triple: &str, cpu: Option<&str>) -> Result<P
     }
     std::fs::create_dir_all(&root).map_err(Error::io(format!("creating {}", root.display())))?;
     let lock_path = root.join(format!("sysroot-{triple}-{key}.lock"));
-    let lock = std::fs::File::create(&lock_path)
-        .map_err(Error::io(format!("creating {}", lock_path.display())))?;
+    let lock = open_lock(&lock_path)?;
     lock.lock()
         .map_err(Error::io(format!("locking {}", lock_path.display())))?;
     // Another build may have finished it while this one waited.
@@ -73,6 +72,23 @@ pub fn core_sysroot(tc: &Toolchain, triple: &str, cpu: Option<&str>) -> Result<P
             .map_err(Error::io(format!("writing {}", done.display())))?;
     }
     Ok(sysroot)
+}
+
+/// Opens (creating if needed) the cache's lock file. Its contents do not matter, so it is never truncated, and a
+/// symlink in its place is refused (O_NOFOLLOW): the cache directory may be shared, and a planted link must not make
+/// a build create or clobber a file elsewhere.
+fn open_lock(path: &Path) -> Result<std::fs::File, Error> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(Error::io(format!(
+            "opening the lock file {} (a symlink there is refused; remove it)",
+            path.display()
+        )))
 }
 
 fn build(
@@ -183,4 +199,41 @@ fn build(
     }
     let _ = std::fs::remove_dir_all(work);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::open_lock;
+
+    #[test]
+    fn the_lock_file_neither_truncates_nor_follows_a_symlink() {
+        let dir = std::env::temp_dir().join(format!("offload-lock-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Someone else's file, and a symlink to it where the lock goes.
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let lock = dir.join("sysroot.lock");
+        let _ = std::fs::remove_file(&lock);
+        std::os::unix::fs::symlink(&victim, &lock).unwrap();
+        let opened = open_lock(&lock);
+        assert!(opened.is_err(), "the lock followed a symlink");
+        assert_eq!(
+            std::fs::read(&victim).unwrap(),
+            b"precious",
+            "the symlink's target was truncated"
+        );
+        // A lock file that exists keeps its contents; one that does not is created.
+        std::fs::remove_file(&lock).unwrap();
+        std::fs::write(&lock, b"held").unwrap();
+        open_lock(&lock).expect("an existing lock file opens");
+        assert_eq!(
+            std::fs::read(&lock).unwrap(),
+            b"held",
+            "the lock file was truncated"
+        );
+        std::fs::remove_file(&lock).unwrap();
+        open_lock(&lock).expect("a missing lock file is created");
+        assert!(lock.is_file());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -11,6 +11,24 @@ unsafe extern "C" {
     fn __offload_dyn_lds_ptr() -> *mut u8;
     fn __offload_barrier();
     fn __offload_trap() -> !;
+    // A word of static LDS (one per workgroup) holding the running kernel's `launch_kind`.
+    fn __offload_set_launch_kind(kind: u32);
+    fn __offload_launch_kind() -> u32;
+}
+
+/// What every kernel entry calls first: records the region's `launch_kind` for this workgroup. Every work-item
+/// writes the same value before it reads it, so no barrier is needed.
+#[inline(always)]
+pub fn enter(kind: u32) {
+    // SAFETY: the shim's function stores to the workgroup's own word.
+    unsafe { __offload_set_launch_kind(kind) }
+}
+
+/// The running kernel's `launch_kind`.
+#[inline(always)]
+pub fn launch_kind() -> u32 {
+    // SAFETY: the shim's function loads the workgroup's own word, written by this work-item at entry.
+    unsafe { __offload_launch_kind() }
 }
 
 #[panic_handler]

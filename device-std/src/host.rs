@@ -1,12 +1,14 @@
 //! Kernel entries of the host image: geometry from `dyn_ptr`, panics caught and reported to the plugin.
 
 use core::ffi::c_void;
-use offload_model::abi::HostLaunchEnv;
+use offload_model::abi::{barrier_status, launch_kind, HostLaunchEnv};
 use std::cell::{Cell, RefCell};
 use std::string::{String, ToString};
 
 std::thread_local! {
     static ENV: Cell<*const HostLaunchEnv> = const { Cell::new(core::ptr::null()) };
+    /// The running kernel's `launch_kind`, from its entry.
+    static KIND: Cell<u32> = const { Cell::new(launch_kind::NONE) };
     static LAST_PANIC: RefCell<Option<(String, String, u32, u32)>> = const { RefCell::new(None) };
 }
 
@@ -32,16 +34,19 @@ fn install_hook() {
     });
 }
 
-/// Runs one kernel invocation.
+/// Runs one kernel invocation of a region of `kind` (a `launch_kind`, which the outliner knows from the region).
 ///
 /// # Safety
 /// `dyn_ptr` is the `HostLaunchEnv` the host-elf plugin passes.
-pub unsafe fn entry(dyn_ptr: *mut c_void, body: impl FnOnce()) {
+pub unsafe fn entry(dyn_ptr: *mut c_void, kind: u32, body: impl FnOnce()) {
     install_hook();
     let env = dyn_ptr as *const HostLaunchEnv;
+    // A nested launch runs inline on this thread: restore the enclosing kernel's view afterwards.
     let prev = ENV.with(|e| e.replace(env));
+    let prev_kind = KIND.with(|k| k.replace(kind));
     let r = std::panic::catch_unwind(core::panic::AssertUnwindSafe(body));
     ENV.with(|e| e.set(prev));
+    KIND.with(|k| k.set(prev_kind));
     if r.is_err() {
         let (msg, file, line, col) = LAST_PANIC
             .with(|p| p.borrow_mut().take())
@@ -63,12 +68,19 @@ pub fn geometry() -> (u32, u32, u32, u32) {
     })
 }
 
+/// The running kernel's `launch_kind` (`NONE` outside a kernel).
+pub fn launch_kind() -> u32 {
+    KIND.with(|k| k.get())
+}
+
+#[track_caller]
 pub fn barrier() {
     let Some(e) = env() else { return };
     let Some(wait) = e.barrier else { return };
     // SAFETY: the plugin passes its team barrier and the matching context for the kernel's duration.
-    if unsafe { wait(e.barrier_ctx) } != 0 {
-        panic!("offload: another thread of this team failed; leaving the barrier");
+    let status = unsafe { wait(e.barrier_ctx) };
+    if status != barrier_status::DONE {
+        barrier_status::fail(status, e.team_num);
     }
 }
 

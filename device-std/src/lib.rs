@@ -77,8 +77,13 @@ pub fn omp_get_num_threads() -> i32 {
     backend::geometry().3 as i32
 }
 
-/// Waits until every thread of this team reaches the barrier (`teams, parallel` regions only).
+/// Waits until every thread of this team reaches the barrier. Only for `teams, parallel` regions: anywhere else
+/// (a work-shared loop, a serial region) it fails the region. On the host devices a barrier that can no longer
+/// complete (a thread of the team finished without reaching it) fails the region too; on GPUs every thread of a
+/// team must reach it, or the team hangs.
+#[track_caller]
 pub fn barrier() {
+    offload_model::abi::launch_kind::require_spmd("offload::barrier()", backend::launch_kind());
     backend::barrier()
 }
 
@@ -140,17 +145,30 @@ pub fn __reduce_init<Op: __reduce::ReduceOp<T>, T: Copy>(init: T) -> T {
     Op::identity()
 }
 
-/// The first `len` atomics of this team's shared memory (zeroed at launch): `teams, parallel` regions only.
-pub fn team_shared<T: offload_model::abi::SharedAtomic>(len: usize) -> &'static [T] {
-    // SAFETY: the plugin gave the running team this block for the kernel's run.
-    unsafe { offload_model::abi::shared_atomics(backend::team_shared(), len) }
+/// Calls `f` with the first `len` atomics of this team's shared memory (zeroed at launch) and returns what it
+/// returns. The slice lives only as long as the call (it cannot be kept: the memory dies with the launch). Only for
+/// `teams, parallel` regions: anywhere else it fails the region.
+#[track_caller]
+pub fn team_shared<T: offload_model::abi::SharedAtomic, R>(
+    len: usize,
+    f: impl FnOnce(&[T]) -> R,
+) -> R {
+    offload_model::abi::launch_kind::require_spmd("offload::team_shared()", backend::launch_kind());
+    // SAFETY: the plugin gave the running team this block for the kernel's run, which outlasts this call.
+    f(unsafe { offload_model::abi::shared_atomics(backend::team_shared(), len) })
 }
 
-/// This team's shared memory as raw bytes (address, length).
+/// This team's shared memory as raw bytes (address, length). Only for `teams, parallel` regions: anywhere else it
+/// fails the region.
 ///
 /// # Safety
 /// The caller keeps the team's threads' accesses apart (with `barrier()`), and uses it only during the region.
+#[track_caller]
 pub unsafe fn team_shared_raw() -> (*mut u8, usize) {
+    offload_model::abi::launch_kind::require_spmd(
+        "offload::team_shared_raw()",
+        backend::launch_kind(),
+    );
     backend::team_shared()
 }
 
@@ -172,6 +190,8 @@ pub fn omp_is_initial_device() -> bool {
 /// What the outliner's kernel entries call; not a public API.
 #[doc(hidden)]
 pub mod __rt {
+    #[cfg(not(feature = "host"))]
+    pub use crate::backend::enter;
     #[cfg(feature = "host")]
     pub use crate::host::entry;
     pub use crate::reduce_step::reduce_team;

@@ -8,6 +8,24 @@ unsafe extern "C" {
     // generic pointer, and its size in bytes.
     fn __offload_dyn_shared_ptr() -> *mut u8;
     fn __offload_dyn_shared_len() -> u32;
+    // A word of static shared memory (one per block) holding the running kernel's `launch_kind`.
+    fn __offload_set_launch_kind(kind: u32);
+    fn __offload_launch_kind() -> u32;
+}
+
+/// What every kernel entry calls first: records the region's `launch_kind` for this block. Every thread writes the
+/// same value before it reads it, so no barrier is needed.
+#[inline(always)]
+pub fn enter(kind: u32) {
+    // SAFETY: the shim's function stores to the block's own word.
+    unsafe { __offload_set_launch_kind(kind) }
+}
+
+/// The running kernel's `launch_kind`.
+#[inline(always)]
+pub fn launch_kind() -> u32 {
+    // SAFETY: the shim's function loads the block's own word, written by this thread at entry.
+    unsafe { __offload_launch_kind() }
 }
 
 #[panic_handler]

@@ -6,6 +6,12 @@ pub fn geometry() -> (u32, u32, u32, u32) {
 
 pub fn barrier() {}
 
+pub fn launch_kind() -> u32 {
+    offload_model::abi::launch_kind::NONE
+}
+
+pub fn enter(_kind: u32) {}
+
 pub fn team_shared() -> (*mut u8, usize) {
     (core::ptr::null_mut(), 0)
 }

@@ -3,8 +3,8 @@
 
 use offload_model::clause::{Construct, MapType, Section};
 use offload_model::data::{DataConstruct, Motion, Update};
-use proc_macro2::TokenStream;
-use quote::{format_ident, quote, quote_spanned};
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
 
 /// The `device(..)` and `if(..)` clauses as runtime values (`Option<i32>`, `bool`), for every construct.
 pub fn device_and_if(
@@ -39,24 +39,29 @@ fn or_error(r: syn::Result<TokenStream>) -> TokenStream {
 pub fn target_data(input: TokenStream) -> TokenStream {
     or_error(DataConstruct::parse(input, Construct::Data).map(|c| {
         let (device, cond) = device_and_if(&c.device, &c.if_cond);
+        // The scaffolding's names are mixed-site: the block cannot name (and so cannot forget or move) a guard, or
+        // shadow the device the guards use.
+        let hygienic = |name: String| syn::Ident::new(&name, Span::mixed_site());
+        let dev = hygienic("__offload_dev".into());
+        let value = hygienic("__offload_value".into());
         let mut guards = Vec::new();
         let mut rebinds = Vec::new();
         for (map, item) in &c.maps {
             let id = &item.ident;
-            let g = format_ident!("__offload_mapped_{}", id);
+            let g = hygienic(format!("__offload_mapped_{id}"));
             let (bits, sec) = (map.bits(), section(&item.section));
             // Each guard borrows its source until the region's exit, and the block's name borrows the guard, so
             // neither the source nor a reference into it can be touched or escape before the copy back.
             if map.map_type == MapType::To {
                 guards.push(quote_spanned!(id.span()=>
                     let #g = ::offload::__private::MappedRef::enter(
-                        __offload_dev, { use ::offload::__private::MapSource as _; #id.map_ref() }, #sec, #bits);
+                        #dev, { use ::offload::__private::MapSource as _; #id.map_ref() }, #sec, #bits);
                 ));
                 rebinds.push(quote!(#[allow(unused_variables)] let #id = #g.get();));
             } else {
                 guards.push(quote_spanned!(id.span()=>
                     let mut #g = ::offload::__private::MappedMut::enter(
-                        __offload_dev, { use ::offload::__private::MapSourceMut as _; #id.map_mut() }, #sec, #bits);
+                        #dev, { use ::offload::__private::MapSourceMut as _; #id.map_mut() }, #sec, #bits);
                 ));
                 rebinds.push(quote!(#[allow(unused_mut, unused_variables)] let mut #id = #g.get_mut();));
             }
@@ -66,14 +71,14 @@ pub fn target_data(input: TokenStream) -> TokenStream {
         // tail expression's temporaries past them); a block that always diverges draws no lint on our scaffolding.
         quote!({
             #[allow(unreachable_code)]
-            let __offload_value = {
-                let __offload_dev = ::offload::__private::DataDevice::select("target_data!", #device, #cond);
+            let #value = {
+                let #dev = ::offload::__private::DataDevice::select("target_data!", #device, #cond);
                 #(#guards)*
                 #(#rebinds)*
-                let __offload_value = #body;
-                __offload_value
+                let #value = #body;
+                #value
             };
-            __offload_value
+            #value
         })
     }))
 }

@@ -18,7 +18,7 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let extra = match &parsed {
         Item::Fn(_) | Item::Const(_) | Item::Impl(_) | Item::Type(_) => quote!(),
         Item::Struct(s) => struct_impl(s, &mut errors),
-        Item::Enum(e) => enum_impl(e),
+        Item::Enum(e) => enum_impl(e, &mut errors),
         Item::Static(s) => {
             errors.push(syn::Error::new(
                 s.static_token.span(),
@@ -92,8 +92,39 @@ fn struct_impl(s: &syn::ItemStruct, errors: &mut Vec<syn::Error>) -> TokenStream
     }
 }
 
+/// Whether an enum has a layout fixed across compilations: `#[repr(C)]` or a primitive `#[repr(u8)]` and the like
+/// (RFC 2195 fixes data-carrying variants under both).
+fn has_fixed_enum_repr(attrs: &[syn::Attribute]) -> bool {
+    const FIXED: &[&str] = &[
+        "C", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+    ];
+    attrs.iter().any(|a| {
+        a.path().is_ident("repr") && {
+            let mut found = false;
+            let _ = a.parse_nested_meta(|m| {
+                found |= FIXED.iter().any(|r| m.path.is_ident(r));
+                Ok(())
+            });
+            found
+        }
+    })
+}
+
 /// Enums cross by value only (their bits are checked by construction on the host), so they are `Firstprivate`.
-fn enum_impl(e: &syn::ItemEnum) -> TokenStream {
+/// Their bytes are what the device reads, so their layout must be one host and device agree on.
+fn enum_impl(e: &syn::ItemEnum, errors: &mut Vec<syn::Error>) -> TokenStream {
+    if !has_fixed_enum_repr(&e.attrs) {
+        errors.push(syn::Error::new(
+            e.ident.span(),
+            format!(
+                "add `#[repr(u8)]` (or another integer, or `#[repr(C)]`) to `{}`: it crosses into regions by value, \
+                 so host and device must agree on its layout, and Rust's default enum layout may differ between \
+                 compilations",
+                e.ident
+            ),
+        ));
+        return quote!();
+    }
     let name = &e.ident;
     let (impl_g, ty_g, where_c) = e.generics.split_for_impl();
     let checks =

@@ -239,7 +239,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     };
     let fallback = if let Some(op) = &reduce_op {
         quote!(move || {
-            let __offload_body = ::offload::__private::AssertSync(move || #call_host);
+            let __offload_body = unsafe { ::offload::__private::AssertSync::new(move || #call_host) };
             match ::offload::__private::run_fallback_reduce::<::offload::__reduce::#op, #ret_ty>(
                 __offload_launch, &|| __offload_body.call()
             ) {
@@ -249,7 +249,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         })
     } else if region.spmd || region.work_shared {
         quote!(move || {
-            let __offload_body = ::offload::__private::AssertSync(move || #call_host);
+            let __offload_body = unsafe { ::offload::__private::AssertSync::new(move || #call_host) };
             match ::offload::__private::run_fallback(__offload_launch, &|| __offload_body.call()) {
                 ::core::result::Result::Ok(r) => r,
                 ::core::result::Result::Err(m) => ::core::panic!("{}", m),

@@ -61,12 +61,24 @@ pub mod __private {
     pub use offload_model::reduce::fold;
 
     /// Lets a parallel region's host fallback run its body on several threads. The expansion wraps only regions
-    /// whose shared data is `&T`/`&[T]` (atomics for writes) or that are `unsafe fn`.
-    pub struct AssertSync<F>(pub F);
-    // SAFETY: see above: the body only shares what is safe to share, or the user took responsibility.
+    /// whose shared data is `&T`/`&[T]` (atomics for writes) or that are `unsafe fn`. The field is private and
+    /// [`AssertSync::new`] is `unsafe`, so safe code cannot use it to share a `Cell` across threads.
+    pub struct AssertSync<F>(F);
+    // SAFETY: `new`'s contract: whoever wrapped the value promised that sharing it across threads is sound.
     unsafe impl<F> Sync for AssertSync<F> {}
 
     impl<F> AssertSync<F> {
+        /// Wraps `f` so that it may be shared across threads.
+        ///
+        /// # Safety
+        /// Calling (or otherwise using) `f` from several threads at once must be free of data races: everything it
+        /// captures that it writes is written through atomics or kept apart by the caller, as `#[target]` ensures
+        /// for a parallel region's body (shared data are `&T`/`&[T]`, atomics for writes, or the region is an
+        /// `unsafe fn`).
+        pub unsafe fn new(f: F) -> Self {
+            AssertSync(f)
+        }
+
         /// Calls the body through the wrapper, so a closure calling this captures the wrapper, not the body.
         pub fn call<R>(&self) -> R
         where

@@ -1,8 +1,9 @@
 //! Teams of host threads: what the host-elf plugin and the host fallback run a parallel region on. A team gets all
-//! its threads at once (a barrier never waits for a thread that is not running), and a thread that fails poisons
-//! its team's barrier, so the others stop instead of waiting forever.
+//! its threads at once (a barrier never waits for a thread that is not running), and a thread that fails, or
+//! finishes the region without reaching a barrier the others wait at, breaks its team's barrier, so the others
+//! fail instead of waiting forever.
 
-use offload_model::abi::{flat_share, Nest};
+use offload_model::abi::{barrier_status, flat_share, launch_kind, Nest};
 use offload_model::reduce::{fold, ReduceOp};
 use std::cell::Cell;
 use std::sync::{Condvar, Mutex};
@@ -64,56 +65,96 @@ fn hardware_threads() -> u32 {
     *HW.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
 }
 
-/// A team barrier that can be poisoned.
+/// A team barrier that can be poisoned, and that knows when a thread of its team has finished the region: a
+/// barrier that thread did not reach can never complete, so the threads waiting at it (and any that arrive later)
+/// fail instead of waiting forever.
 pub struct TeamBarrier {
-    state: Mutex<(u32, u64, bool)>, // (arrived, generation, poisoned)
+    state: Mutex<BarrierState>,
     cv: Condvar,
     threads: u32,
+}
+
+#[derive(Default)]
+struct BarrierState {
+    arrived: u32,
+    generation: u64,
+    poisoned: bool,
+    /// The first thread of the team that finished the region.
+    finished: Option<u32>,
 }
 
 impl TeamBarrier {
     pub fn new(threads: u32) -> Self {
         TeamBarrier {
-            state: Mutex::new((0, 0, false)),
+            state: Mutex::new(BarrierState::default()),
             cv: Condvar::new(),
             threads,
         }
     }
 
-    /// Waits for the whole team; `false` if a thread of the team failed.
-    pub fn wait(&self) -> bool {
+    /// Waits for the whole team; returns a `barrier_status`: `DONE`, `FAILED` (a thread of the team failed) or
+    /// `FINISHED + n` (thread `n` finished the region without reaching this barrier).
+    pub fn wait(&self) -> u32 {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if s.2 {
-            return false;
+        if let Some(status) = s.broken() {
+            return status;
         }
-        s.0 += 1;
-        if s.0 == self.threads {
-            s.0 = 0;
-            s.1 += 1;
+        s.arrived += 1;
+        if s.arrived == self.threads {
+            s.arrived = 0;
+            s.generation += 1;
             self.cv.notify_all();
-            return true;
+            return barrier_status::DONE;
         }
-        let generation = s.1;
-        while s.1 == generation && !s.2 {
+        let generation = s.generation;
+        while s.generation == generation && s.broken().is_none() {
             s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
         }
-        !s.2 || s.1 != generation
+        if s.generation != generation {
+            barrier_status::DONE
+        } else {
+            s.broken().unwrap_or(barrier_status::FAILED)
+        }
     }
 
     /// Releases every waiting thread for good: a thread of the team failed.
     pub fn poison(&self) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).2 = true;
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .poisoned = true;
         self.cv.notify_all();
     }
 
-    /// The C-ABI entry the host image's `offload::barrier()` calls.
+    /// Thread `thread` of the team returned from the region: no barrier it did not reach can complete.
+    pub fn finish(&self, thread: u32) {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .finished
+            .get_or_insert(thread);
+        self.cv.notify_all();
+    }
+
+    /// The C-ABI entry the host image's `offload::barrier()` calls: [`TeamBarrier::wait`]'s status.
     ///
     /// # Safety
     /// `ctx` points to a live `TeamBarrier`.
     pub unsafe extern "C" fn wait_c(ctx: *const std::ffi::c_void) -> u32 {
         // SAFETY: per the contract.
         let b = unsafe { &*(ctx as *const TeamBarrier) };
-        u32::from(!b.wait())
+        b.wait()
+    }
+}
+
+impl BarrierState {
+    /// Why no barrier of this team can complete any more, as a `barrier_status`.
+    fn broken(&self) -> Option<u32> {
+        if self.poisoned {
+            Some(barrier_status::FAILED)
+        } else {
+            self.finished.map(|n| barrier_status::FINISHED + n)
+        }
     }
 }
 
@@ -154,7 +195,11 @@ pub fn run_teams<R: Send, E: Send>(
                     std::panic::resume_unwind(p)
                 });
             match r {
-                Ok(v) => *results[k].lock().unwrap_or_else(|p| p.into_inner()) = Some(v),
+                Ok(v) => {
+                    // The others may wait at a barrier this thread will never reach: they fail now.
+                    b.finish(i);
+                    *results[k].lock().unwrap_or_else(|p| p.into_inner()) = Some(v)
+                }
                 Err(e) => {
                     failure
                         .lock()
@@ -180,11 +225,67 @@ pub fn run_teams<R: Send, E: Send>(
     }
 }
 
+/// The host fallback's view of where this thread runs.
+#[derive(Clone, Copy)]
+struct HostThread {
+    /// (team, teams, thread, threads).
+    geometry: (u32, u32, u32, u32),
+    /// The team's barrier; null for a team of one thread.
+    barrier: *const TeamBarrier,
+    /// The team's shared memory (address, bytes); null outside a `teams, parallel` region.
+    shared: (*mut u8, usize),
+    /// The region's `launch_kind`.
+    kind: u32,
+}
+
+/// Host code outside any region the team runner started.
+const OUTSIDE: HostThread = HostThread {
+    geometry: (0, 1, 0, 1),
+    barrier: std::ptr::null(),
+    shared: (std::ptr::null_mut(), 0),
+    kind: launch_kind::NONE,
+};
+
 thread_local! {
-    /// The host fallback's view of where this thread runs: (team, teams, thread, threads, barrier).
-    static HOST: Cell<(u32, u32, u32, u32, *const TeamBarrier)> = const { Cell::new((0, 1, 0, 1, std::ptr::null())) };
-    /// The host fallback's team-shared memory for this thread's team: (address, bytes).
-    static HOST_SHARED: Cell<(*mut u8, usize)> = const { Cell::new((std::ptr::null_mut(), 0)) };
+    static HOST: Cell<HostThread> = const { Cell::new(OUTSIDE) };
+}
+
+/// Runs `body` as a thread of a fallback region described by `h`, restoring the thread's previous view afterwards
+/// (pool threads outlive a region; a region nested in a region's fallback runs inline), on unwind too.
+fn as_region_thread<R>(h: HostThread, body: impl FnOnce() -> R) -> R {
+    struct Restore(HostThread);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            HOST.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(HOST.with(|c| c.replace(h)));
+    body()
+}
+
+/// Each team's shared block for a launch, in 16-byte units (aligned for any atomic), zero-filled: only
+/// `teams, parallel` regions have one.
+fn shared_blocks(launch: Launch, teams: u32) -> (Vec<Mutex<Vec<u128>>>, usize) {
+    let units = if launch.spmd {
+        offload_model::abi::TEAM_SHARED_BYTES / 16
+    } else {
+        0
+    };
+    let blocks = (0..if units > 0 { teams } else { 0 })
+        .map(|_| Mutex::new(vec![0u128; units]))
+        .collect();
+    (blocks, units * 16)
+}
+
+fn block_of(blocks: &[Mutex<Vec<u128>>], team: u32, bytes: usize) -> (*mut u8, usize) {
+    match blocks.get(team as usize) {
+        // The block outlives the team's threads, which coordinate through atomics and the team barrier.
+        Some(m) => (
+            m.lock().unwrap_or_else(|p| p.into_inner()).as_mut_ptr() as *mut u8,
+            bytes,
+        ),
+        None => (std::ptr::null_mut(), 0),
+    }
 }
 
 /// Runs a parallel region's host fallback on teams of host threads; the body sees its team and thread numbers
@@ -192,25 +293,17 @@ thread_local! {
 /// (team, thread) order.
 fn run_all<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<Vec<R>, String> {
     let (teams, threads) = launch.host_geometry();
-    // Each team's shared block, in 16-byte units (aligned for any atomic), zero-filled.
-    let units = if launch.spmd {
-        offload_model::abi::TEAM_SHARED_BYTES / 16
-    } else {
-        0
-    };
-    let shared: Vec<Mutex<Vec<u128>>> =
-        (0..teams).map(|_| Mutex::new(vec![0u128; units])).collect();
+    let (blocks, bytes) = shared_blocks(launch, teams);
+    let kind = launch_kind::of(launch.spmd, launch.work_shared);
     run_teams(teams, threads, &|t, i, b| {
-        // The block outlives the team's threads, which coordinate through atomics and the team barrier.
-        let block = shared[t as usize]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut_ptr() as *mut u8;
-        let prev = HOST.with(|h| h.replace((t, teams, i, threads, b as *const TeamBarrier)));
-        let prev_shared = HOST_SHARED.with(|s| s.replace((block, units * 16)));
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
-        HOST.with(|h| h.set(prev));
-        HOST_SHARED.with(|s| s.set(prev_shared));
+        let h = HostThread {
+            geometry: (t, teams, i, threads),
+            barrier: b,
+            shared: block_of(&blocks, t, bytes),
+            kind,
+        };
+        let r =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| as_region_thread(h, body)));
         r.map_err(|p| {
             p.downcast_ref::<&str>()
                 .map(|s| s.to_string())
@@ -224,7 +317,14 @@ fn run_all<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<Vec
 pub fn run_fallback<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<R, String> {
     let (teams, threads) = launch.host_geometry();
     if teams * threads == 1 {
-        return Ok(body());
+        // One thread: inline on the caller, still as a region of its kind (with its team-shared memory).
+        let (blocks, bytes) = shared_blocks(launch, 1);
+        let h = HostThread {
+            shared: block_of(&blocks, 0, bytes),
+            kind: launch_kind::of(launch.spmd, launch.work_shared),
+            ..OUTSIDE
+        };
+        return Ok(as_region_thread(h, body));
     }
     Ok(run_all(launch, body)?.swap_remove(0))
 }
@@ -265,21 +365,22 @@ pub fn reduce_init<Op: ReduceOp<T>, T: 'static>(init: T) -> T {
 
 /// The host twins of the device's team queries.
 pub fn host_geometry() -> (u32, u32, u32, u32) {
-    HOST.with(|h| {
-        let (t, n, i, m, _) = h.get();
-        (t, n, i, m)
-    })
+    HOST.with(|h| h.get().geometry)
 }
 
-/// The host twin of `offload::barrier()`: synchronises the fallback's team; alone, nothing to wait for.
+/// The host twin of `offload::barrier()`: synchronises the fallback's team (alone, there is nothing to wait for);
+/// outside a `teams, parallel` region it fails.
+#[track_caller]
 pub fn host_barrier() {
-    let b = HOST.with(|h| h.get().4);
-    if b.is_null() {
+    let h = HOST.with(|h| h.get());
+    launch_kind::require_spmd("offload::barrier()", h.kind);
+    if h.barrier.is_null() {
         return;
     }
-    // SAFETY: set by `run_fallback` for the duration of the body, which is running.
-    if !unsafe { &*b }.wait() {
-        panic!("offload: another thread of this team failed; leaving the barrier");
+    // SAFETY: set by the team runner for the duration of the body, which is running.
+    let status = unsafe { &*h.barrier }.wait();
+    if status != barrier_status::DONE {
+        barrier_status::fail(status, h.geometry.0);
     }
 }
 
@@ -299,7 +400,11 @@ pub fn share_nest<N: Nest>(nest: N) -> impl Iterator<Item = N::Item> {
     flat_share(nest, (t * m + i) as usize, (n * m) as usize)
 }
 
-/// The host fallback's team-shared memory for this thread's team (null outside a `teams, parallel` region).
-pub fn host_team_shared() -> (*mut u8, usize) {
-    HOST_SHARED.with(|s| s.get())
+/// The host fallback's team-shared memory for this thread's team; `what` (the function called) fails outside a
+/// `teams, parallel` region.
+#[track_caller]
+pub fn host_team_shared(what: &str) -> (*mut u8, usize) {
+    let h = HOST.with(|h| h.get());
+    launch_kind::require_spmd(what, h.kind);
+    h.shared
 }

@@ -23,25 +23,46 @@ pub fn omp_get_num_threads() -> i32 {
     host_geometry().3 as i32
 }
 
-/// Waits until every thread of this team reaches the barrier (a no-op outside a parallel region). Allowed only in
-/// `teams, parallel` regions, where every thread reaches it. If another thread of the team failed, this panics so
-/// the region ends instead of waiting forever.
+/// Waits until every thread of this team reaches the barrier. Only for `teams, parallel` regions, where every thread
+/// runs the whole body: called anywhere else (a work-shared loop, a serial region, host code) it panics, which fails
+/// the region. If another thread of the team failed, or finished the region without reaching this barrier, it panics
+/// too, so the region fails instead of waiting forever.
+#[track_caller]
 pub fn barrier() {
     host_barrier()
 }
 
-/// The first `len` atomics of this team's shared memory (zeroed at launch, shared by the team's threads, gone when the
-/// region ends). Only `teams, parallel` regions have team-shared memory: 48 KiB per team.
-pub fn team_shared<T: offload_model::abi::SharedAtomic>(len: usize) -> &'static [T] {
-    // SAFETY: the fallback runner sets this thread's team block for the body's run.
-    unsafe { offload_model::abi::shared_atomics(crate::team::host_team_shared(), len) }
+/// Calls `f` with the first `len` atomics of this team's shared memory (zeroed at launch, shared by the team's
+/// threads) and returns what it returns. The slice cannot outlive the call, as the memory dies with the region.
+/// Only `teams, parallel` regions have team-shared memory (48 KiB per team): anywhere else this panics, which fails
+/// the region.
+///
+/// ```no_run
+/// # use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+/// let first = offload::team_shared(4, |slots: &[AtomicU32]| {
+///     slots[offload::omp_get_thread_num() as usize].store(1, Relaxed);
+///     offload::barrier();
+///     slots[0].load(Relaxed)
+/// });
+/// ```
+#[track_caller]
+pub fn team_shared<T: offload_model::abi::SharedAtomic, R>(
+    len: usize,
+    f: impl FnOnce(&[T]) -> R,
+) -> R {
+    let block = crate::team::host_team_shared("offload::team_shared()");
+    // SAFETY: the team runner set this thread's team block, which lives until the region's threads have all
+    // returned, so past this call.
+    f(unsafe { offload_model::abi::shared_atomics(block, len) })
 }
 
-/// This team's shared memory as raw bytes (address, length), for data that is not atomic.
+/// This team's shared memory as raw bytes (address, length), for data that is not atomic. Only for
+/// `teams, parallel` regions: anywhere else this panics, which fails the region.
 ///
 /// # Safety
 /// The caller keeps the team's threads' accesses apart (with `barrier()`), and uses the memory only during the
 /// region.
+#[track_caller]
 pub unsafe fn team_shared_raw() -> (*mut u8, usize) {
-    crate::team::host_team_shared()
+    crate::team::host_team_shared("offload::team_shared_raw()")
 }

@@ -12,8 +12,9 @@
     note = "use numbers, arrays of them, integer atomics, or a `#[declare_target]` `#[repr(C)]` struct of those"
 )]
 pub unsafe trait DeviceCopy: 'static {
-    /// For integer atomics, their size: the runtime then copies host data with atomic loads and stores, and a
-    /// shared `&[AtomicT]` is mapped `tofrom` (the region writes through it). 0 for everything else.
+    /// For integer atomics and arrays of them (any depth), the atomic's size: the runtime then copies host data
+    /// with atomic loads and stores, and a shared `&[AtomicT]` / `&[AtomicT; N]` is mapped `tofrom` (the region
+    /// writes through it). 0 for everything else.
     #[doc(hidden)]
     const HOST_ATOMIC: u64 = 0;
 }
@@ -66,7 +67,11 @@ atomics!(
     AtomicI64,
     AtomicIsize
 );
-unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
+// An array of atomics is atomics too, at any depth (`[[AtomicU32; 2]; 3]`): its elements are laid out one after
+// another, so the element-by-element atomic copy and the `tofrom` of a shared reference apply to it unchanged.
+unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {
+    const HOST_ATOMIC: u64 = T::HOST_ATOMIC;
+}
 
 unsafe impl<T: DeviceCopy + Copy> Firstprivate for T {}
 unsafe impl Firstprivate for bool {}

@@ -184,6 +184,7 @@ fn merge(part: &Stats, acc: &mut Stats) {
 }
 
 #[declare_target]
+#[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Op {
     Add(i64),
@@ -415,6 +416,56 @@ fn shared_atomics_are_tofrom_and_plain_data_is_to() {
         .iter()
         .enumerate()
         .all(|(i, m)| m.load(Ordering::Relaxed) == i as u32 + 2));
+}
+
+// Atomics nested in arrays are atomics too: a shared `&[AtomicU32; 4]` or `&[[AtomicU32; 2]]` is written through, so
+// it maps `tofrom` and its updates come back (copied element by element with atomic loads and stores).
+#[target]
+fn bump_atomic_arrays(
+    four: &[AtomicU32; 4],
+    rows: &[[AtomicU32; 2]],
+    deep: &[[[core::sync::atomic::AtomicU16; 2]; 2]],
+) {
+    for a in four {
+        a.fetch_add(1, Ordering::Relaxed);
+    }
+    for row in rows {
+        row[1].fetch_add(10, Ordering::Relaxed);
+    }
+    for plane in deep {
+        plane[1][0].fetch_add(100, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn arrays_of_atomics_are_tofrom() {
+    use core::sync::atomic::AtomicU16;
+    let four: [AtomicU32; 4] = core::array::from_fn(|i| AtomicU32::new(i as u32));
+    let rows: Vec<[AtomicU32; 2]> = (0..3)
+        .map(|_| [AtomicU32::new(1), AtomicU32::new(2)])
+        .collect();
+    let deep: Vec<[[AtomicU16; 2]; 2]> = (0..2)
+        .map(|_| core::array::from_fn(|_| core::array::from_fn(|_| AtomicU16::new(5))))
+        .collect();
+    bump_atomic_arrays(&four, &rows, &deep);
+    let four: Vec<u32> = four.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+    assert_eq!(four, [1, 2, 3, 4], "&[AtomicU32; 4] came back");
+    for row in &rows {
+        assert_eq!(row[0].load(Ordering::Relaxed), 1);
+        assert_eq!(
+            row[1].load(Ordering::Relaxed),
+            12,
+            "&[[AtomicU32; 2]] came back"
+        );
+    }
+    for plane in &deep {
+        assert_eq!(
+            plane[1][0].load(Ordering::Relaxed),
+            105,
+            "three levels deep came back"
+        );
+        assert_eq!(plane[0][0].load(Ordering::Relaxed), 5);
+    }
 }
 
 // A small by-value struct with padding travels as kernel-argument bits (its padding is never read as a number).

@@ -420,16 +420,17 @@ fn collapse_3_runs_each_triple_exactly_once() {
 // 26. A barrier orders a team's writes to team-shared memory before its reads; each team has its own block.
 #[target(teams, parallel, num_teams(3), thread_limit(4), if(on_device))]
 fn shared_stages(on_device: bool, seen: &[AtomicU32]) {
-    let slots: &[AtomicU32] = offload::team_shared(4);
     let (t, i, m) = (
         omp_get_team_num() as u32,
         omp_get_thread_num() as u32,
         omp_get_num_threads() as u32,
     );
-    slots[i as usize].store(t * 100 + i + 1, Relaxed);
-    barrier();
-    let next = (i + 1) % m;
-    seen[(t * m + i) as usize].store(slots[next as usize].load(Relaxed), Relaxed);
+    let next = offload::team_shared(4, |slots: &[AtomicU32]| {
+        slots[i as usize].store(t * 100 + i + 1, Relaxed);
+        barrier();
+        slots[((i + 1) % m) as usize].load(Relaxed)
+    });
+    seen[(t * m + i) as usize].store(next, Relaxed);
 }
 
 #[test]
@@ -532,6 +533,193 @@ fn a_short_slice_fails_at_its_first_missing_index() {
         let msg = failure(&|| try_copy_u32(on_device, &y, &mut vec![0u32; 100]));
         assert!(
             msg.contains("the len is 37 but the index is 37"),
+            "device {on_device}: {msg}"
+        );
+    }
+}
+
+// `barrier()` and `team_shared()` belong to `teams, parallel` regions. Called anywhere else (here through a
+// `#[declare_target]` helper the macro cannot see into) they fail the region with a message naming the call,
+// instead of hanging (a work-shared thread with no iterations never reaches a barrier) or handing out memory the
+// launch uses for something else (a reduction's partials).
+
+/// Runs `f` on its own thread and waits a bounded time for it: a region that hangs fails the test instead of CI.
+fn bounded<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+        Ok(Ok(r)) => r,
+        Ok(Err(p)) => std::panic::resume_unwind(p),
+        Err(_) => panic!("{what} hung: a barrier that can no longer complete must fail the region"),
+    }
+}
+
+/// The message of the host fallback's panic (re-raised with the region's name).
+fn fallback_failure(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+    let p = std::panic::catch_unwind(f).expect_err("the host fallback fails");
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+#[offload::declare_target]
+fn sync_team() {
+    barrier();
+}
+
+#[offload::declare_target]
+fn poke_team_shared() -> u32 {
+    offload::team_shared(4, |slots: &[AtomicU32]| {
+        slots[0].fetch_add(1_000_000, Relaxed)
+    })
+}
+
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(2),
+    thread_limit(4),
+    reduction(+: s),
+    if(on_device)
+)]
+fn sum_poking_team_shared(on_device: bool, x: &[u32]) -> u64 {
+    let mut s = 0;
+    for i in 0..x.len() {
+        poke_team_shared();
+        s += x[i] as u64;
+    }
+    s
+}
+
+#[test]
+fn team_shared_in_a_work_shared_loop_fails_the_region() {
+    let x = vec![1u32; 4096];
+    let err = try_sum_poking_team_shared(true, &x)
+        .expect_err("team_shared() in a work-shared loop fails the region")
+        .to_string();
+    assert!(
+        err.contains("sum_poking_team_shared failed on device 0 (host-elf)")
+            && err.contains("offload::team_shared()")
+            && err.contains("`teams, parallel`"),
+        "{err}"
+    );
+    let msg = fallback_failure(|| {
+        sum_poking_team_shared(false, &x);
+    });
+    assert!(
+        msg.contains("offload::team_shared()") && msg.contains("`teams, parallel`"),
+        "{msg}"
+    );
+}
+
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(1),
+    thread_limit(4),
+    if(on_device)
+)]
+fn barrier_in_a_loop(on_device: bool, y: &mut [u32]) {
+    for i in 0..y.len() {
+        sync_team();
+        y[i] = 1;
+    }
+}
+
+#[test]
+fn a_barrier_in_a_work_shared_loop_fails_instead_of_hanging() {
+    // One iteration for four threads: three of them never reach the barrier.
+    for on_device in [true, false] {
+        let msg = bounded("a barrier in a work-shared loop", move || {
+            let mut y = [0u32; 1];
+            if on_device {
+                try_barrier_in_a_loop(true, &mut y)
+                    .expect_err("barrier() in a work-shared loop fails the region")
+                    .to_string()
+            } else {
+                fallback_failure(move || barrier_in_a_loop(false, &mut y))
+            }
+        });
+        assert!(
+            msg.contains("offload::barrier()") && msg.contains("`teams, parallel`"),
+            "device {on_device}: {msg}"
+        );
+    }
+}
+
+#[target(if(on_device))]
+fn barrier_in_a_serial_region(on_device: bool) -> u32 {
+    sync_team();
+    7
+}
+
+#[test]
+fn a_barrier_in_a_serial_region_fails_the_region() {
+    let err = try_barrier_in_a_serial_region(true)
+        .expect_err("barrier() in a serial region fails the region")
+        .to_string();
+    assert!(
+        err.contains("offload::barrier()") && err.contains("serial region"),
+        "{err}"
+    );
+    // The host fallback of a serial region is a plain call: outside any `teams, parallel` region, so it fails too.
+    let msg = fallback_failure(|| {
+        barrier_in_a_serial_region(false);
+    });
+    assert!(
+        msg.contains("offload::barrier()") && msg.contains("`teams, parallel`"),
+        "{msg}"
+    );
+}
+
+// A barrier that some thread of the team can no longer reach fails the region on the host devices, naming the
+// thread that finished without it, instead of leaving the others waiting forever.
+#[target(teams, parallel, num_teams(2), thread_limit(3), if(on_device))]
+fn divergent_barrier(on_device: bool) {
+    if omp_get_thread_num() == 0 {
+        barrier();
+    }
+}
+
+#[target(teams, parallel, num_teams(1), thread_limit(4), if(on_device))]
+fn early_return(on_device: bool, reached: &[AtomicU32]) {
+    barrier();
+    if omp_get_thread_num() == 3 {
+        return;
+    }
+    barrier();
+    reached[0].fetch_add(1, Relaxed);
+}
+
+#[test]
+fn a_divergent_barrier_fails_instead_of_hanging() {
+    for on_device in [true, false] {
+        let msg = bounded("a divergent barrier", move || {
+            if on_device {
+                try_divergent_barrier(true)
+                    .expect_err("thread 0 waits for threads that finished")
+                    .to_string()
+            } else {
+                fallback_failure(|| divergent_barrier(false))
+            }
+        });
+        assert!(
+            msg.contains("of team") && msg.contains("finished without reaching the barrier"),
+            "device {on_device}: {msg}"
+        );
+        let msg = bounded("an early return", move || {
+            let reached = [AtomicU32::new(0)];
+            if on_device {
+                try_early_return(true, &reached)
+                    .expect_err("threads 0-2 wait for thread 3, which returned")
+                    .to_string()
+            } else {
+                fallback_failure(|| early_return(false, &reached))
+            }
+        });
+        assert!(
+            msg.contains("thread 3 of team 0 finished without reaching the barrier"),
             "device {on_device}: {msg}"
         );
     }

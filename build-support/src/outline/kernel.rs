@@ -90,18 +90,21 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
         }
         None => quote!(if ::offload::__first_thread() { ::offload::__rt::write_return(#r, __offload_r); }),
     });
+    // The region's kind reaches device-std, so `barrier()` and team-shared memory fail outside SPMD regions.
+    let kind = offload_model::abi::launch_kind::of(region.spmd, region.work_shared);
     match abi {
         KernelAbi::Host => quote! {
             #[doc(hidden)]
             #[unsafe(export_name = #symbol)]
             pub unsafe extern "C" fn #kernel_name(__offload_dyn: *mut ::core::ffi::c_void #(, #arg_names: u64)*) {
-                unsafe { ::offload::__rt::entry(__offload_dyn, move || { #call #store }) }
+                unsafe { ::offload::__rt::entry(__offload_dyn, #kind, move || { #call #store }) }
             }
         },
         KernelAbi::Amdgpu => quote! {
             #[doc(hidden)]
             #[unsafe(export_name = #symbol)]
             pub unsafe extern "gpu-kernel" fn #kernel_name(__offload_dyn: u64 #(, #arg_names: u64)*) {
+                ::offload::__rt::enter(#kind);
                 #call #store
             }
         },
@@ -109,6 +112,7 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
             #[doc(hidden)]
             #[unsafe(export_name = #symbol)]
             pub unsafe extern "ptx-kernel" fn #kernel_name(__offload_dyn: u64 #(, #arg_names: u64)*) {
+                ::offload::__rt::enter(#kind);
                 #call #store
             }
         },

@@ -167,6 +167,87 @@ fn copy_truncated(dst: &mut [u8], src: &str) -> usize {
     n
 }
 
+/// What kind of region a kernel or host-fallback thread runs. The kernel entry tells device-std (the host image:
+/// a thread-local; GPUs: a word of static shared memory every thread of the block writes at entry), the host
+/// fallback's team runner sets it for its threads, so `barrier()` and team-shared memory, which belong to
+/// `teams, parallel` regions alone, fail anywhere else, including in `#[declare_target]` helpers the macro cannot
+/// see into.
+pub mod launch_kind {
+    /// Not in a region: host code (or a serial region's host fallback, which runs as a plain call).
+    pub const NONE: u32 = 0;
+    /// A region without a parallel construct: one thread.
+    pub const SERIAL: u32 = 1;
+    /// A work-shared loop (`teams_distribute_parallel_for` and the like).
+    pub const WORK_SHARED: u32 = 2;
+    /// `teams, parallel`: every thread of every team runs the whole body.
+    pub const SPMD: u32 = 3;
+
+    /// The kind of a region with these constructs.
+    pub const fn of(spmd: bool, work_shared: bool) -> u32 {
+        if spmd {
+            SPMD
+        } else if work_shared {
+            WORK_SHARED
+        } else {
+            SERIAL
+        }
+    }
+
+    /// Panics unless `kind` is [`SPMD`]: `what` (`offload::barrier()`, ...) was called where it has no meaning.
+    #[inline(always)]
+    #[track_caller]
+    pub fn require_spmd(what: &str, kind: u32) {
+        if kind != SPMD {
+            not_spmd(what, kind)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn not_spmd(what: &str, kind: u32) -> ! {
+        let place = match kind {
+            SERIAL => "a serial region (one thread, no team to synchronise or share with)",
+            WORK_SHARED => {
+                "a work-shared loop region (each thread runs only its share of the iterations, so a thread with \
+                 none never reaches a barrier, and the launch's team memory holds a reduction's partials)"
+            }
+            _ => "code outside any `teams, parallel` region",
+        };
+        panic!(
+            "{what} was called in {place}; it is only for `teams, parallel` regions, where every thread of each \
+             team runs the whole body: move the code into a `#[target(teams, parallel)]` region, or do without it"
+        )
+    }
+}
+
+/// What a team barrier's wait returns on the host devices (the C-ABI barrier of [`HostLaunchEnv`]).
+pub mod barrier_status {
+    /// The whole team arrived.
+    pub const DONE: u32 = 0;
+    /// Another thread of the team failed: the region is failing anyway.
+    pub const FAILED: u32 = 1;
+    /// `FINISHED + n`: thread `n` of the team finished the region without reaching this barrier, so it can never
+    /// complete.
+    pub const FINISHED: u32 = 2;
+
+    /// Fails the calling thread for a barrier that returned `status` (not `DONE`) in team `team`.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    pub fn fail(status: u32, team: u32) -> ! {
+        if status == FAILED {
+            panic!("another thread of this team failed; leaving the barrier");
+        }
+        panic!(
+            "thread {} of team {team} finished without reaching the barrier the others wait at: every thread of a \
+             team must reach the same barriers (a barrier under a condition that differs between threads, or one \
+             after an early `return`, can never complete; on a GPU it hangs)",
+            status - FINISHED
+        )
+    }
+}
+
 /// What the host-elf plugin passes as the kernel's `dyn_ptr`: the launch geometry this thread runs in, team-shared
 /// memory, and where to report a panic.
 #[repr(C)]
@@ -178,8 +259,8 @@ pub struct HostLaunchEnv {
     pub team_shared: *mut u8,
     pub team_shared_len: usize,
     pub failure: *mut HostFailure,
-    /// The team's barrier: returns 0, or nonzero when a thread of the team failed (the caller must then stop).
-    /// `None` for a team of one thread.
+    /// The team's barrier: returns a [`barrier_status`] (anything but `DONE` means the barrier can never
+    /// complete, and the caller must fail). `None` for a team of one thread.
     pub barrier: Option<unsafe extern "C" fn(ctx: *const c_void) -> u32>,
     pub barrier_ctx: *const c_void,
 }

@@ -40,6 +40,17 @@ impl DataConstruct {
         };
         let (clauses, body) = parser.parse2(tokens)?;
         let mut errors = Errors::default();
+        if let Some(b) = &body {
+            for span in awaits(b) {
+                errors.push(syn::Error::new(
+                    span,
+                    "`.await` inside a `target_data!` block: the block is synchronous data-environment code, and a \
+                     future suspended in it that is then forgotten would never exit the data region, leaving a stale \
+                     mapping of memory that may be freed and reused; await before or after the block (a `target_data!` \
+                     inside an `async` block is fine as long as its own block does not await)",
+                ));
+            }
+        }
         let mut c = DataConstruct {
             construct,
             maps: Vec::new(),
@@ -83,6 +94,52 @@ impl DataConstruct {
         }
         errors.finish(c)
     }
+}
+
+/// Where a block awaits, outside the `async` blocks and closures it contains (their futures are new ones; awaiting
+/// them here is what suspends this block). Inside macro calls, whose bodies are tokens, any `.await` counts.
+fn awaits(block: &syn::Block) -> Vec<proc_macro2::Span> {
+    use syn::visit::Visit;
+    #[derive(Default)]
+    struct Awaits(Vec<proc_macro2::Span>);
+    impl<'a> Visit<'a> for Awaits {
+        fn visit_expr_await(&mut self, e: &'a syn::ExprAwait) {
+            self.0.push(e.await_token.span);
+            syn::visit::visit_expr_await(self, e);
+        }
+        fn visit_expr_async(&mut self, _: &'a syn::ExprAsync) {}
+        fn visit_expr_closure(&mut self, c: &'a syn::ExprClosure) {
+            if c.asyncness.is_none() {
+                syn::visit::visit_expr_closure(self, c);
+            }
+        }
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+        fn visit_macro(&mut self, m: &'a syn::Macro) {
+            tokens_await(m.tokens.clone(), &mut self.0);
+        }
+    }
+    fn tokens_await(tokens: proc_macro2::TokenStream, out: &mut Vec<proc_macro2::Span>) {
+        let mut after_dot = false;
+        for t in tokens {
+            after_dot = match t {
+                proc_macro2::TokenTree::Group(g) => {
+                    tokens_await(g.stream(), out);
+                    false
+                }
+                proc_macro2::TokenTree::Ident(i) => {
+                    if after_dot && i == "await" {
+                        out.push(i.span());
+                    }
+                    false
+                }
+                proc_macro2::TokenTree::Punct(p) => p.as_char() == '.',
+                proc_macro2::TokenTree::Literal(_) => false,
+            };
+        }
+    }
+    let mut v = Awaits::default();
+    v.visit_block(block);
+    v.0
 }
 
 /// The direction of a `target_update!` item.
