@@ -21,6 +21,7 @@ fn shadowed(on_device: bool, y: &mut [u32]) {
 }
 
 /// Element 0, through a closure whose parameter has the loop variable's name.
+#[allow(clippy::redundant_closure_call)]
 #[target(
     teams_distribute_parallel_for,
     num_teams(4),

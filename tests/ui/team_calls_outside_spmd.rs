@@ -15,7 +15,7 @@ fn waits(y: &mut [u32]) {
 fn shares(x: &[u32]) -> u32 {
     let mut s = 0;
     for i in 0..x.len() {
-        offload::team_shared::<AtomicU32>(1)[0].store(1, core::sync::atomic::Ordering::Relaxed);
+        offload::team_shared(1, |a: &[AtomicU32]| a[0].store(1, core::sync::atomic::Ordering::Relaxed));
         s += x[i];
     }
     s
@@ -23,7 +23,7 @@ fn shares(x: &[u32]) -> u32 {
 
 #[target]
 fn serial() -> u32 {
-    team_shared::<AtomicU32>(1).len() as u32
+    team_shared(1, |a: &[AtomicU32]| a.len() as u32)
 }
 
 fn main() {}

@@ -133,10 +133,11 @@ fn neighbours(seen: &[AtomicU32]) {
         omp_get_thread_num() as u32,
         omp_get_num_threads() as u32,
     );
-    let shared = team_shared::<AtomicU32>(m as usize);
-    shared[i as usize].store(t * 100 + i + 1, Relaxed);
-    barrier();
-    let other = shared[((i + 1) % m) as usize].load(Relaxed);
+    let other = team_shared(m as usize, |shared: &[AtomicU32]| {
+        shared[i as usize].store(t * 100 + i + 1, Relaxed);
+        barrier();
+        shared[((i + 1) % m) as usize].load(Relaxed)
+    });
     seen[(t * m + i) as usize].store(other, Relaxed);
 }
 
