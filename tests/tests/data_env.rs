@@ -335,6 +335,14 @@ fn scale_buffer(k: i64, buf: &mut DeviceBuffer<i64>) -> i64 {
     buf.len() as i64
 }
 
+/// In a work-shared loop a `&mut DeviceBuffer<T>` is a view, as a `&mut [T]` is.
+#[target(teams_distribute_parallel_for, num_teams(3))]
+fn square_buffer(buf: &mut DeviceBuffer<i64>) {
+    for i in 0..buf.len() {
+        buf[i] *= buf[i];
+    }
+}
+
 #[target(if(on_device), device(dev))]
 fn sum_buffer(on_device: bool, dev: i32, buf: &DeviceBuffer<i64>) -> i64 {
     buf.iter().sum()
@@ -355,6 +363,8 @@ fn device_memory_is_passed_as_is_and_never_falls_back() {
     assert_eq!(scale_buffer(10, &mut buf), 3);
     assert_eq!(buf.to_vec().unwrap(), [10, 20, 30]);
     assert_eq!(sum_buffer(true, 0, &buf), 60);
+    square_buffer(&mut buf);
+    assert_eq!(buf.to_vec().unwrap(), [100, 400, 900]);
 
     let err = try_sum_buffer(false, 0, &buf).expect_err("no host fallback for device memory");
     assert!(

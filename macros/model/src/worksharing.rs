@@ -380,7 +380,15 @@ pub fn check_races(region: &Region, block: &Block, ws: &WorkShared, errors: &mut
             )
         })
         .collect();
+    // One object every thread holds: any use of it races (the signature's error says so too).
+    let objects: Vec<String> = region
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::Ref { mutable: true, .. }))
+        .map(|p| p.ident.to_string())
+        .collect();
     let mut c = Races {
+        objects: &objects,
         exclusive: &exclusive,
         outer: &outer,
         index: ws.index.to_string(),
@@ -405,6 +413,8 @@ pub fn check_races(region: &Region, block: &Block, ws: &WorkShared, errors: &mut
 }
 
 struct Races<'a> {
+    /// `&mut T` parameters.
+    objects: &'a [String],
     exclusive: &'a [String],
     outer: &'a [String],
     index: String,
@@ -425,11 +435,27 @@ fn name(e: &Expr) -> Option<String> {
 impl<'ast> Visit<'ast> for Races<'_> {
     fn visit_expr(&mut self, e: &'ast Expr) {
         match e {
+            Expr::Path(_) if name(e).is_some_and(|n| self.objects.contains(&n)) => {
+                let n = name(e).unwrap_or_default();
+                self.errors.push((
+                    e.span(),
+                    format!(
+                        "`{n}` is a `&mut` to one object, and every thread of the loop would write it at once: take a \
+                         `&mut [T]` and write `{n}[{}]`, or use atomics",
+                        self.index
+                    ),
+                ));
+            }
             Expr::MethodCall(m)
                 if m.method == "len"
                     && m.args.is_empty()
-                    && name(&m.receiver).is_some_and(|n| self.exclusive.contains(&n)) => {}
-            Expr::Index(ix) if name(&ix.expr).is_some_and(|n| self.exclusive.contains(&n)) => {
+                    && name(&m.receiver).is_some_and(|n| {
+                        self.exclusive.contains(&n) && !self.objects.contains(&n)
+                    }) => {}
+            Expr::Index(ix)
+                if name(&ix.expr)
+                    .is_some_and(|n| self.exclusive.contains(&n) && !self.objects.contains(&n)) =>
+            {
                 let n = name(&ix.expr).unwrap_or_default();
                 let own = self.is_flat_index(&ix.index, self.collapsed.len());
                 if !(self.in_loop && own) {
