@@ -128,12 +128,14 @@ impl TeamBarrier {
 
     /// Thread `thread` of the team returned from the region: no barrier it did not reach can complete.
     pub fn finish(&self, thread: u32) {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .finished
-            .get_or_insert(thread);
-        self.cv.notify_all();
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.finished.is_none() {
+            s.finished = Some(thread);
+            // Only threads waiting at a barrier need waking (a wake costs a system call every launch otherwise).
+            if s.arrived > 0 {
+                self.cv.notify_all();
+            }
+        }
     }
 
     /// The C-ABI entry the host image's `offload::barrier()` calls: [`TeamBarrier::wait`]'s status.
