@@ -139,9 +139,10 @@ where
     I::Item: Iteration,
 {
     let mut acc = [start; LANES];
+    // SAFETY: `i` is an item of this thread's exclusive share; a plain loop has no strides.
     share
         .0
-        .run_lanes(lens, &mut acc, |i, s| body(i, s, i.own(&[])));
+        .run_lanes(lens, &mut acc, |i, s| body(i, s, unsafe { i.own(&[]) }));
     fold::<Op, T>(acc[0], &acc[1..])
 }
 
@@ -154,7 +155,8 @@ pub fn each<I: Lanes, const K: usize>(
 ) where
     I::Item: Iteration,
 {
-    share.0.run(lens, |i| body(i, i.own(&[])))
+    // SAFETY: as in `reduce`.
+    share.0.run(lens, |i| body(i, unsafe { i.own(&[]) }))
 }
 
 /// A `collapse(n)` nest, lowered: `each_nest(share, [m, p, ..], |(i, j, ..), __t| BODY)`, over the thread's tuples;
@@ -167,5 +169,6 @@ pub fn each_nest<I: Iterator, const S: usize>(
 ) where
     I::Item: Iteration,
 {
-    share.0.for_each(|i| body(i, i.own(&strides)))
+    // SAFETY: `i` is an item of this thread's exclusive share; the lowering computes `strides` from uniform values.
+    share.0.for_each(|i| body(i, unsafe { i.own(&strides) }))
 }

@@ -63,7 +63,11 @@ fn not_owned(e: usize, own: usize) -> ! {
 pub trait Iteration: Copy {
     /// The element this iteration owns: the index, or the row-major flat index with `strides` (`[m, p]` for
     /// `(i * m + j) * p + k`), each inner index below its stride so that distinct iterations own distinct elements.
-    fn own(self, strides: &[usize]) -> Own;
+    ///
+    /// # Safety
+    /// A token grants access to its element through any view of the launch: `self` must be an item of the calling
+    /// thread's [`Exclusive`] share, and `strides` the same for every thread of the launch.
+    unsafe fn own(self, strides: &[usize]) -> Own;
 }
 
 macro_rules! iteration_ints {
@@ -71,7 +75,7 @@ macro_rules! iteration_ints {
         impl Iteration for $t {
             #[inline(always)]
             #[allow(irrefutable_let_patterns)]
-            fn own(self, _: &[usize]) -> Own {
+            unsafe fn own(self, _: &[usize]) -> Own {
                 Own { own: usize::try_from(self).unwrap_or(usize::MAX) }
             }
         }
@@ -83,11 +87,13 @@ macro_rules! iteration_tuples {
     ($a:ident $av:ident $($t:ident $v:ident $k:tt),+) => {
         impl<$a: Iteration, $($t: Iteration),+> Iteration for ($a, $($t,)+) {
             #[inline(always)]
-            fn own(self, strides: &[usize]) -> Own {
+            unsafe fn own(self, strides: &[usize]) -> Own {
                 let ($av, $($v,)+) = self;
-                let mut own = $av.own(&[]).own;
+                // SAFETY: the parts' indices, not tokens.
+                let mut own = unsafe { $av.own(&[]) }.own;
                 $(
-                    let j = $v.own(&[]).own;
+                    // SAFETY: as above.
+                    let j = unsafe { $v.own(&[]) }.own;
                     own = match strides.get($k) {
                         Some(&m) if j < m => own.checked_mul(m).and_then(|o| o.checked_add(j)).unwrap_or(usize::MAX),
                         _ => usize::MAX,
