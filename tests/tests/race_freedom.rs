@@ -160,3 +160,107 @@ fn each_iteration_writes_its_own_element() {
         }
     }
 }
+
+// Stencils (OpenMP's most common kernel shape): an interior nest under `collapse(2)`, and rows shared out by the outer
+// loop, each iteration writing its own row. Both are safe: the strides are computed once, and an index outside the
+// iteration's element or row fails the region.
+#[target(
+    teams_distribute_parallel_for,
+    collapse(2),
+    num_teams(4),
+    thread_limit(2),
+    if(on_device)
+)]
+fn stencil_collapse(on_device: bool, n: usize, m: usize, a: &[f64], anew: &mut [f64]) {
+    for j in 1..n - 1 {
+        for i in 1..m - 1 {
+            anew[j * m + i] = 0.25
+                * (a[j * m + i + 1] + a[j * m + i - 1] + a[(j - 1) * m + i] + a[(j + 1) * m + i]);
+        }
+    }
+}
+
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(4),
+    thread_limit(2),
+    if(on_device)
+)]
+fn stencil_rows(on_device: bool, n: usize, m: usize, a: &[f64], anew: &mut [f64]) {
+    for j in 1..n - 1 {
+        for i in 1..m - 1 {
+            anew[j * m + i] = 0.25
+                * (a[j * m + i + 1] + a[j * m + i - 1] + a[(j - 1) * m + i] + a[(j + 1) * m + i]);
+        }
+    }
+}
+
+/// Writes one past its row's end.
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(4),
+    thread_limit(2),
+    if(on_device)
+)]
+fn past_the_row(on_device: bool, n: usize, m: usize, y: &mut [u32]) {
+    for j in 0..n {
+        for i in 0..m {
+            y[j * m + (i + 1)] += 1;
+        }
+    }
+}
+
+/// An inner index past its stride: `(j, m)` would own `(j + 1, 0)`'s element.
+#[target(
+    teams_distribute_parallel_for,
+    collapse(2),
+    num_teams(4),
+    thread_limit(2),
+    if(on_device)
+)]
+fn past_the_stride(on_device: bool, n: usize, m: usize, y: &mut [u32]) {
+    for j in 0..n {
+        for i in 0..m + 1 {
+            y[j * m + i] += 1;
+        }
+    }
+}
+
+#[test]
+fn stencils_write_their_own_cells() {
+    let (n, m) = (37, 29);
+    let a: Vec<f64> = (0..n * m).map(|k| ((k * 7) % 13) as f64).collect();
+    let mut want = vec![-1.0; n * m];
+    for j in 1..n - 1 {
+        for i in 1..m - 1 {
+            want[j * m + i] = 0.25
+                * (a[j * m + i + 1] + a[j * m + i - 1] + a[(j - 1) * m + i] + a[(j + 1) * m + i]);
+        }
+    }
+    for on_device in [true, false] {
+        let mut anew = vec![-1.0; n * m];
+        stencil_collapse(on_device, n, m, &a, &mut anew);
+        assert_eq!(anew, want, "collapse, device {on_device}");
+        let mut anew = vec![-1.0; n * m];
+        stencil_rows(on_device, n, m, &a, &mut anew);
+        assert_eq!(anew, want, "rows, device {on_device}");
+    }
+}
+
+#[test]
+fn a_cell_outside_the_iterations_row_or_stride_fails_the_region() {
+    for on_device in [true, false] {
+        let mut y = vec![0u32; 8 * 8 + 8];
+        let msg = failure(|| try_past_the_row(on_device, 8, 8, &mut y));
+        assert!(
+            msg.contains("region race_freedom::past_the_row") && msg.contains("owns the row of 8"),
+            "device {on_device}: {msg}"
+        );
+        let msg = failure(|| try_past_the_stride(on_device, 8, 8, &mut y));
+        assert!(
+            msg.contains("region race_freedom::past_the_stride")
+                && msg.contains("is not this iteration's"),
+            "device {on_device}: {msg}"
+        );
+    }
+}

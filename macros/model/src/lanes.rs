@@ -124,14 +124,16 @@ macro_rules! strided_lanes {
 }
 strided_lanes!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
 
-/// A reduction loop, lowered: `var = reduce(Op, share, [x.len(), ..], var, |i, __offload_s, __t| BODY)` with `var` in
-/// `BODY` as `(*__offload_s)` and `__t` the iteration's token (see [`crate::view`]). The copies start at `start` (the
-/// identity, once the initial value was recorded) and are combined in order at the end.
+/// A reduction loop, lowered: `var = reduce(Op, share, [x.len(), ..], [m?], var, |i, __offload_s, __t| BODY)` with
+/// `var` in `BODY` as `(*__offload_s)` and `__t` the iteration's token (see [`crate::view`]; `[m]` when each iteration
+/// owns a row of `m`). The copies start at `start` (the identity, once the initial value was recorded) and are
+/// combined in order at the end.
 #[inline(always)]
-pub fn reduce<Op: ReduceOp<T>, T: Copy, I: Lanes, const K: usize>(
+pub fn reduce<Op: ReduceOp<T>, T: Copy, I: Lanes, const K: usize, const S: usize>(
     _op: Op,
     share: Exclusive<I>,
     lens: [usize; K],
+    rows: [usize; S],
     start: T,
     mut body: impl FnMut(I::Item, &mut T, Own),
 ) -> T
@@ -139,24 +141,25 @@ where
     I::Item: Iteration,
 {
     let mut acc = [start; LANES];
-    // SAFETY: `i` is an item of this thread's exclusive share; a plain loop has no strides.
+    // SAFETY: `i` is an item of this thread's exclusive share; the lowering computes `rows` from uniform values.
     share
         .0
-        .run_lanes(lens, &mut acc, |i, s| body(i, s, unsafe { i.own(&[]) }));
+        .run_lanes(lens, &mut acc, |i, s| body(i, s, unsafe { i.own(&rows) }));
     fold::<Op, T>(acc[0], &acc[1..])
 }
 
-/// Any other work-shared loop, lowered: `each(share, [x.len(), ..], |i, __t| BODY)`.
+/// Any other work-shared loop, lowered: `each(share, [x.len(), ..], [m?], |i, __t| BODY)`.
 #[inline(always)]
-pub fn each<I: Lanes, const K: usize>(
+pub fn each<I: Lanes, const K: usize, const S: usize>(
     share: Exclusive<I>,
     lens: [usize; K],
+    rows: [usize; S],
     mut body: impl FnMut(I::Item, Own),
 ) where
     I::Item: Iteration,
 {
     // SAFETY: as in `reduce`.
-    share.0.run(lens, |i| body(i, unsafe { i.own(&[]) }))
+    share.0.run(lens, |i| body(i, unsafe { i.own(&rows) }))
 }
 
 /// A `collapse(n)` nest, lowered: `each_nest(share, [m, p, ..], |(i, j, ..), __t| BODY)`, over the thread's tuples;

@@ -164,6 +164,11 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
             .collect(),
         None => vec![quote!(0); ws.inner.len()],
     };
+    // A loop whose body writes `y[i * m + e]`: each iteration owns a row of `m`.
+    let rows: Vec<TokenStream> = worksharing::row_length(region, &ws)
+        .map(|m| relocate(m.to_token_stream(), at))
+        .into_iter()
+        .collect();
     let mut rewrite = Some(rewrite);
 
     let mixed = Span::mixed_site();
@@ -225,6 +230,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                             ::offload::__reduce::#op,
                             #share,
                             [#(#lens.len()),*],
+                            [#(#rows),*],
                             #var,
                             |#pat, #private, #token: ::offload::__view::Own| #body,
                         );
@@ -238,6 +244,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                         ::offload::__lanes::each(
                             #share,
                             [#(#lens.len()),*],
+                            [#(#rows),*],
                             |#pat, #token: ::offload::__view::Own| #body,
                         );
                     })

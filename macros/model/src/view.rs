@@ -20,11 +20,13 @@
 use core::marker::PhantomData;
 use core::ops::{Index, IndexMut};
 
-/// One iteration of a work-shared loop: the element it owns (`usize::MAX`, which no element has, where the loop
-/// variable is negative or does not fit). Made only by the loop drivers in [`crate::lanes`].
+/// One iteration of a work-shared loop: the elements it owns, `[own, own + len)`: one element (its index, or under
+/// `collapse(n)` its flat index), or a row of `len` (a loop over `i` writing `y[i * m + e]`); none (`len` 0) where the
+/// loop variable is negative or an index does not fit. Made only by the loop drivers in [`crate::lanes`].
 #[derive(Clone, Copy)]
 pub struct Own {
     own: usize,
+    len: usize,
 }
 
 /// An element index an iteration owns; only [`Own`] makes one.
@@ -32,11 +34,14 @@ pub struct Own {
 pub struct Owned(usize);
 
 impl Own {
-    /// `y[e]`: `e` must be the element this iteration owns (its index `i`; under `collapse(n)`, its flat index).
+    const NONE: Own = Own { own: 0, len: 0 };
+
+    /// `y[e]`: `e` must be an element this iteration owns.
     #[inline(always)]
     pub fn at(&self, e: usize) -> Owned {
-        if e != self.own {
-            not_owned(e, self.own);
+        // One comparison: `e == own` for a single element.
+        if e.wrapping_sub(self.own) >= self.len {
+            not_owned(e, *self);
         }
         Owned(e)
     }
@@ -45,24 +50,32 @@ impl Own {
 #[cold]
 #[inline(never)]
 #[track_caller]
-fn not_owned(e: usize, own: usize) -> ! {
-    if own == usize::MAX {
-        panic!(
+fn not_owned(e: usize, own: Own) -> ! {
+    match own.len {
+        0 => panic!(
             "offload: element {e} of a `&mut` parameter is not this iteration's: in a work-shared loop an iteration \
-             owns one element, its index (under `collapse(n)`, its flat index `(i * m + j) * p + k`, each inner \
-             index below its stride)"
-        )
+             owns its index (under `collapse(n)`, its flat index `(i * m + j) * p + k`, each inner index below its \
+             stride; in a loop writing `y[i * m + e]`, the row `i * m ..`, `e` below `m`)"
+        ),
+        1 => panic!(
+            "offload: element {e} of a `&mut` parameter is not this iteration's, which owns element {}: in a \
+             work-shared loop each iteration may touch only its own element",
+            own.own
+        ),
+        n => panic!(
+            "offload: element {e} of a `&mut` parameter is not this iteration's, which owns the row of {n} from {}: \
+             in a work-shared loop each iteration may touch only its own row",
+            own.own
+        ),
     }
-    panic!(
-        "offload: element {e} of a `&mut` parameter is not this iteration's, which owns element {own}: in a \
-         work-shared loop each iteration may touch only its own element"
-    )
 }
 
 /// A loop variable, or a `collapse(n)` tuple of them, as an iteration token.
 pub trait Iteration: Copy {
-    /// The element this iteration owns: the index, or the row-major flat index with `strides` (`[m, p]` for
-    /// `(i * m + j) * p + k`), each inner index below its stride so that distinct iterations own distinct elements.
+    /// The elements this iteration owns: for a loop variable `i`, the element `i`, or with `strides` `[m]` the row
+    /// `[i * m, i * m + m)`; for a `collapse(n)` tuple, the element at the row-major flat index with `strides`
+    /// (`[m, p]` for `(i * m + j) * p + k`), each inner index below its stride. Distinct iterations own disjoint
+    /// elements.
     ///
     /// # Safety
     /// A token grants access to its element through any view of the launch: `self` must be an item of the calling
@@ -75,8 +88,15 @@ macro_rules! iteration_ints {
         impl Iteration for $t {
             #[inline(always)]
             #[allow(irrefutable_let_patterns)]
-            unsafe fn own(self, _: &[usize]) -> Own {
-                Own { own: usize::try_from(self).unwrap_or(usize::MAX) }
+            unsafe fn own(self, strides: &[usize]) -> Own {
+                let Ok(i) = usize::try_from(self) else {
+                    return Own::NONE;
+                };
+                match strides {
+                    [] => Own { own: i, len: 1 },
+                    [m] => i.checked_mul(*m).map_or(Own::NONE, |own| Own { own, len: *m }),
+                    _ => Own::NONE,
+                }
             }
         }
     )*};
@@ -89,17 +109,26 @@ macro_rules! iteration_tuples {
             #[inline(always)]
             unsafe fn own(self, strides: &[usize]) -> Own {
                 let ($av, $($v,)+) = self;
-                // SAFETY: the parts' indices, not tokens.
-                let mut own = unsafe { $av.own(&[]) }.own;
+                // SAFETY: the parts' single elements, combined into the tuple's.
+                let first = unsafe { $av.own(&[]) };
+                if first.len == 0 {
+                    return Own::NONE;
+                }
+                let mut own = first.own;
                 $(
                     // SAFETY: as above.
-                    let j = unsafe { $v.own(&[]) }.own;
+                    let j = unsafe { $v.own(&[]) };
                     own = match strides.get($k) {
-                        Some(&m) if j < m => own.checked_mul(m).and_then(|o| o.checked_add(j)).unwrap_or(usize::MAX),
-                        _ => usize::MAX,
+                        Some(&m) if j.len == 1 && j.own < m => {
+                            match own.checked_mul(m).and_then(|o| o.checked_add(j.own)) {
+                                Some(o) => o,
+                                None => return Own::NONE,
+                            }
+                        }
+                        _ => return Own::NONE,
                     };
                 )+
-                Own { own }
+                Own { own, len: 1 }
             }
         }
     };

@@ -457,7 +457,15 @@ impl<'ast> Visit<'ast> for Races<'_> {
                     .is_some_and(|n| self.exclusive.contains(&n) && !self.objects.contains(&n)) =>
             {
                 let n = name(&ix.expr).unwrap_or_default();
-                let own = self.is_flat_index(&ix.index, self.collapsed.len());
+                let nest: Vec<String> = self.collapsed.iter().map(|(j, _)| j.clone()).collect();
+                // The iteration's element, its flat index under `collapse(n)` (any strides: the lowering computes
+                // them once and checks each inner index against its stride), or a row `i * m + e` it owns.
+                let own = if nest.is_empty() {
+                    name(&ix.index).is_some_and(|i| i == self.index)
+                        || row_stride(&ix.index, &self.index).is_some()
+                } else {
+                    flat_strides(&ix.index, &self.index, &nest).is_some()
+                };
                 if !(self.in_loop && own) {
                     let msg = if self.in_loop {
                         format!(
@@ -504,42 +512,6 @@ impl<'ast> Visit<'ast> for Races<'_> {
 }
 
 impl Races<'_> {
-    /// Whether `e` is the flat index of the first `depth` inner levels: `i` at depth 0, then `OUTER * m + j` for each
-    /// level (`(i * m + j) * p + k`), with `m` the level's bound as written and `j` its variable.
-    fn is_flat_index(&self, e: &Expr, depth: usize) -> bool {
-        if depth == 0 {
-            return name(e).is_some_and(|i| i == self.index);
-        }
-        let (j, Some(m)) = &self.collapsed[depth - 1] else {
-            return false;
-        };
-        let e = match e {
-            Expr::Paren(p) => &*p.expr,
-            e => e,
-        };
-        let Expr::Binary(
-            add @ syn::ExprBinary {
-                op: syn::BinOp::Add(_),
-                ..
-            },
-        ) = e
-        else {
-            return false;
-        };
-        let Expr::Binary(
-            mul @ syn::ExprBinary {
-                op: syn::BinOp::Mul(_),
-                ..
-            },
-        ) = &*add.left
-        else {
-            return false;
-        };
-        self.is_flat_index(&mul.left, depth - 1)
-            && quote::ToTokens::to_token_stream(&*mul.right).to_string() == *m
-            && name(&add.right).is_some_and(|n| n == *j)
-    }
-
     /// The flat index as the user should write it, for messages.
     fn flat_index(&self) -> String {
         self.collapsed
@@ -711,7 +683,8 @@ pub fn check_uniform(region: &Region, ws: &WorkShared, errors: &mut Errors) {
         }
     }
     let loops = std::iter::once(&*ws.for_loop.expr).chain(ws.inner.iter().map(|l| &*l.0.expr));
-    let strides = nest_strides(region, ws).unwrap_or_default();
+    let mut strides = nest_strides(region, ws).unwrap_or_default();
+    strides.extend(row_length(region, ws));
     for part in loops.flat_map(range_parts).chain(strides) {
         {
             if let Err(span) = env.check(part) {
@@ -853,23 +826,81 @@ pub fn name_of(e: &Expr) -> Option<String> {
 /// index `(i * m + j) * p + k`. The lowering computes them once, before the loop, and an iteration owns the element
 /// at its flat index with these strides; `None` when no view index is written so (then no element is owned).
 pub fn nest_strides<'a>(region: &Region, ws: &WorkShared<'a>) -> Option<Vec<&'a Expr>> {
-    struct V<'a, 'w> {
-        views: Vec<String>,
-        nest: Vec<String>,
-        index: &'w str,
-        out: Option<Vec<&'a Expr>>,
+    if ws.inner.is_empty() {
+        return None;
     }
-    impl<'a> Visit<'a> for V<'a, '_> {
+    first_view_index(region, ws, |e| {
+        flat_strides(e, &ws.index.to_string(), &nest_names(ws))
+    })
+}
+
+/// Without `collapse`: the row length `m` of the first view index in the loop's body written `i * m + e` (each
+/// iteration then owns the row `[i * m, i * m + m)`; the lowering computes `m` once, before the loop).
+pub fn row_length<'a>(region: &Region, ws: &WorkShared<'a>) -> Option<&'a Expr> {
+    if !ws.inner.is_empty() {
+        return None;
+    }
+    first_view_index(region, ws, |e| {
+        row_stride(e, &ws.index.to_string()).map(|m| vec![m])
+    })
+    .and_then(|v| v.into_iter().next())
+}
+
+fn nest_names(ws: &WorkShared) -> Vec<String> {
+    ws.inner.iter().map(|l| l.1.to_string()).collect()
+}
+
+/// `m` when `e` is written `i * m + e2` (`i` the loop variable).
+fn row_stride<'a>(e: &'a Expr, index: &str) -> Option<&'a Expr> {
+    let Expr::Binary(
+        add @ syn::ExprBinary {
+            op: syn::BinOp::Add(_),
+            ..
+        },
+    ) = strip(e)
+    else {
+        return None;
+    };
+    let Expr::Binary(
+        mul @ syn::ExprBinary {
+            op: syn::BinOp::Mul(_),
+            ..
+        },
+    ) = strip(&add.left)
+    else {
+        return None;
+    };
+    (name(&mul.left).as_deref() == Some(index)).then_some(&*mul.right)
+}
+
+fn strip(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => strip(&p.expr),
+        Expr::Group(g) => strip(&g.expr),
+        e => e,
+    }
+}
+
+/// What `f` finds in the first view index of the loop's (innermost) body for which it finds anything.
+fn first_view_index<'a, R>(
+    region: &Region,
+    ws: &WorkShared<'a>,
+    f: impl Fn(&'a Expr) -> Option<R>,
+) -> Option<R> {
+    struct V<'a, R, F> {
+        views: Vec<String>,
+        f: F,
+        out: Option<R>,
+        _a: std::marker::PhantomData<&'a ()>,
+    }
+    impl<'a, R, F: Fn(&'a Expr) -> Option<R>> Visit<'a> for V<'a, R, F> {
         fn visit_expr_index(&mut self, ix: &'a syn::ExprIndex) {
             if self.out.is_none() && name(&ix.expr).is_some_and(|n| self.views.contains(&n)) {
-                self.out = flat_strides(&ix.index, self.index, &self.nest);
+                self.out = (self.f)(&ix.index);
             }
             syn::visit::visit_expr_index(self, ix);
         }
         fn visit_item(&mut self, _: &'a syn::Item) {}
-    }
-    if ws.inner.is_empty() {
-        return None;
     }
     let mut v = V {
         views: region
@@ -878,9 +909,9 @@ pub fn nest_strides<'a>(region: &Region, ws: &WorkShared<'a>) -> Option<Vec<&'a 
             .filter(|p| is_view(region, &p.kind))
             .map(|p| p.ident.to_string())
             .collect(),
-        nest: ws.inner.iter().map(|l| l.1.to_string()).collect(),
-        index: &ws.index.to_string(),
+        f,
         out: None,
+        _a: std::marker::PhantomData,
     };
     let body = ws.inner.last().map_or(&ws.for_loop.body, |l| &l.0.body);
     v.visit_block(body);
