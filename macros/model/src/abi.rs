@@ -431,3 +431,35 @@ macro_rules! share_ranges {
     )*};
 }
 share_ranges!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
+
+// `a..=b`, which may end at the type's maximum (no `Range` can say that): parts are inclusive ranges too.
+macro_rules! share_inclusive {
+    ($($t:ty),*) => {$(
+        impl Share for core::ops::RangeInclusive<$t> {
+            type Part = core::ops::RangeInclusive<$t>;
+            #[inline(always)]
+            fn share(self, g: usize, total: usize) -> Self::Part {
+                // A range of more than `usize::MAX` items never finishes anyway.
+                let n = self.size_hint().1.unwrap_or(usize::MAX);
+                let (lo, hi) = block_share(n, g, total);
+                if lo == hi {
+                    #[allow(clippy::reversed_empty_ranges)]
+                    return 1..=0;
+                }
+                // `lo < hi <= n`: both ends lie in the range.
+                let start = *self.start();
+                start.wrapping_add(lo as $t)..=start.wrapping_add((hi - 1) as $t)
+            }
+            type Strided = core::iter::StepBy<core::ops::RangeInclusive<$t>>;
+            #[inline(always)]
+            fn share_strided(self, g: usize, total: usize) -> Self::Strided {
+                let n = self.size_hint().1.unwrap_or(usize::MAX);
+                let (start, end) = (*self.start(), *self.end());
+                #[allow(clippy::reversed_empty_ranges)]
+                let r = if g < n { start.wrapping_add(g as $t)..=end } else { 1..=0 };
+                r.step_by(total.max(1))
+            }
+        }
+    )*};
+}
+share_inclusive!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);

@@ -90,13 +90,135 @@ impl Lanes for core::ops::Range<usize> {
     }
 }
 
+// Every other integer type runs as `usize` does: whole groups of [`LANES`] first, computed as offsets from the start
+// (in `usize`, so the group loop is the same counted loop), each item `start + k` in the loop's own type. Where the
+// body indexes slices with `i as usize`, the groups stay below their lengths (`start` is not negative there) and say
+// so, which drops the bounds checks: a `u64` or `i32` loop vectorises like a `usize` one.
 macro_rules! lanes {
-    ($($t:ty),*) => {$(
-        impl Lanes for core::ops::Range<$t> {}
+    ($($t:ty: $u:ty),*) => {$(
+        impl Lanes for core::ops::Range<$t> {
+            #[inline(always)]
+            fn run_lanes<T, const K: usize>(
+                self,
+                lens: [usize; K],
+                acc: &mut [T; LANES],
+                mut body: impl FnMut($t, &mut T),
+            ) {
+                let (start, n, fast, lim) = int_parts!(self, lens, $t, $u);
+                let groups = fast / LANES;
+                for g in 0..groups {
+                    let k = g * LANES;
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        let i = start.wrapping_add((k + j) as $t);
+                        if K > 0 {
+                            // SAFETY: `k + j < fast`, so `i` is `start + k + j` below `lim` (see `int_parts`).
+                            unsafe { core::hint::assert_unchecked((i as usize) < lim) };
+                        }
+                        body(i, a);
+                    }
+                }
+                for k in groups * LANES..n {
+                    body(start.wrapping_add(k as $t), &mut acc[0]);
+                }
+            }
+
+            #[inline(always)]
+            fn run<const K: usize>(self, lens: [usize; K], mut body: impl FnMut($t)) {
+                let (start, n, fast, lim) = int_parts!(self, lens, $t, $u);
+                for k in 0..fast {
+                    let i = start.wrapping_add(k as $t);
+                    if K > 0 {
+                        // SAFETY: as in `run_lanes`.
+                        unsafe { core::hint::assert_unchecked((i as usize) < lim) };
+                    }
+                    body(i);
+                }
+                for k in fast..n {
+                    body(start.wrapping_add(k as $t));
+                }
+            }
+        }
         impl Lanes for core::iter::Take<core::iter::Skip<core::iter::StepBy<core::ops::Range<$t>>>> {}
     )*};
 }
-lanes!(u8, u16, u32, u64, i8, i16, i32, i64, isize);
+
+// `a..=b` runs as `a..b + 1` where that exists; a part ending at the type's maximum, one by one.
+macro_rules! inclusive_lanes {
+    ($($t:ty),*) => {$(
+        impl Lanes for core::ops::RangeInclusive<$t> {
+            #[inline(always)]
+            fn run_lanes<T, const K: usize>(
+                self,
+                lens: [usize; K],
+                acc: &mut [T; LANES],
+                mut body: impl FnMut($t, &mut T),
+            ) {
+                let (start, end) = (*self.start(), *self.end());
+                if start > end {
+                    return;
+                }
+                match end.checked_add(1) {
+                    Some(e) => (start..e).run_lanes(lens, acc, body),
+                    None => {
+                        let mut i = start;
+                        loop {
+                            body(i, &mut acc[0]);
+                            if i == end {
+                                break;
+                            }
+                            i += 1;
+                        }
+                    }
+                }
+            }
+
+            #[inline(always)]
+            fn run<const K: usize>(self, lens: [usize; K], mut body: impl FnMut($t)) {
+                let (start, end) = (*self.start(), *self.end());
+                if start > end {
+                    return;
+                }
+                match end.checked_add(1) {
+                    Some(e) => (start..e).run(lens, body),
+                    None => {
+                        let mut i = start;
+                        loop {
+                            body(i);
+                            if i == end {
+                                break;
+                            }
+                            i += 1;
+                        }
+                    }
+                }
+            }
+        }
+    )*};
+}
+inclusive_lanes!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
+
+/// `(start, n, fast, lim)` of a range share: its start, its item count, how many items from the start lie below
+/// every length in `lens` as `usize` (all of them when there are none; none when the start is negative), and the
+/// least length.
+macro_rules! int_parts {
+    ($r:expr, $lens:expr, $t:ty, $u:ty) => {{
+        let r = $r;
+        let n = if r.start < r.end { r.end.wrapping_sub(r.start) as $u as usize } else { 0 };
+        let lim = $lens.iter().fold(usize::MAX, |e, &l| e.min(l));
+        #[allow(unused_comparisons)]
+        let fast = if $lens.is_empty() {
+            n
+        } else if r.start >= 0 as $t {
+            // `start` is not negative and at most `$u`'s maximum, so `as usize` keeps its value on 64-bit targets
+            // and below (`u64`, `i64` and `isize` are as wide as `usize` there).
+            n.min(lim.saturating_sub(r.start as usize))
+        } else {
+            0
+        };
+        (r.start, n, fast, lim)
+    }};
+}
+lanes!(u8: u8, u16: u16, u32: u32, u64: u64, i8: u8, i16: u16, i32: u32, i64: u64, isize: usize);
 impl Lanes for core::iter::Take<core::iter::Skip<core::iter::StepBy<core::ops::Range<usize>>>> {}
 
 // A GPU thread's grid-stride share: one private copy (the GPU hides latency with other threads, and each copy costs
@@ -105,6 +227,7 @@ macro_rules! strided_lanes {
     ($($t:ty),*) => {$(
         strided_lanes!(@one core::iter::StepBy<core::ops::Range<$t>>);
         strided_lanes!(@one core::iter::StepBy<core::iter::Skip<core::iter::StepBy<core::ops::Range<$t>>>>);
+        strided_lanes!(@one core::iter::StepBy<core::ops::RangeInclusive<$t>>);
     )*};
     (@one $share:ty) => {
         impl Lanes for $share {

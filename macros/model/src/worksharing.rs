@@ -60,8 +60,8 @@ pub fn find<'a>(block: &'a Block, collapse: usize, errors: &mut Errors) -> Optio
     if !shareable(&for_loop.expr) {
         errors.push(syn::Error::new(
             for_loop.expr.span(),
-            "only `a..b` and `(a..b).step_by(s)` loops can be shared out over teams and threads; iterate over \
-             indices (`for i in 0..y.len()`) and index the slices",
+            "only `a..b`, `a..=b` and `(a..b).step_by(s)` loops can be shared out over teams and threads; \
+             iterate over indices (`for i in 0..y.len()`) and index the slices",
         ));
         return None;
     }
@@ -209,7 +209,7 @@ pub fn indexed_slices(region: &Region, ws: &WorkShared) -> Vec<syn::Ident> {
     }
     impl<'a> Visit<'a> for V<'_> {
         fn visit_expr_index(&mut self, ix: &'a syn::ExprIndex) {
-            if let (Some(n), Some(i)) = (name(&ix.expr), name(&ix.index)) {
+            if let (Some(n), Some(i)) = (name(&ix.expr), loop_index(&ix.index)) {
                 if i == self.index && !self.out.iter().any(|o| *o == n) {
                     if let Some(p) = self.slices.iter().find(|p| ***p == n) {
                         self.out.push((*p).clone());
@@ -315,13 +315,23 @@ pub fn collect_idents(ts: proc_macro2::TokenStream, out: &mut std::collections::
 
 fn shareable(e: &Expr) -> bool {
     match e {
-        Expr::Range(r) => {
-            r.start.is_some()
-                && r.end.is_some()
-                && matches!(r.limits, syn::RangeLimits::HalfOpen(_))
-        }
+        // `a..b`, and `a..=b` (which may end at the type's maximum).
+        Expr::Range(r) => r.start.is_some() && r.end.is_some(),
         Expr::Paren(p) => shareable(&p.expr),
-        Expr::MethodCall(m) => m.method == "step_by" && m.args.len() == 1 && shareable(&m.receiver),
+        Expr::MethodCall(m) => {
+            fn half_open(e: &Expr) -> bool {
+                match e {
+                    Expr::Range(r) => {
+                        r.start.is_some()
+                            && r.end.is_some()
+                            && matches!(r.limits, syn::RangeLimits::HalfOpen(_))
+                    }
+                    Expr::Paren(p) => half_open(&p.expr),
+                    _ => false,
+                }
+            }
+            m.method == "step_by" && m.args.len() == 1 && half_open(&m.receiver)
+        }
         _ => false,
     }
 }
@@ -461,7 +471,7 @@ impl<'ast> Visit<'ast> for Races<'_> {
                 // The iteration's element, its flat index under `collapse(n)` (any strides: the lowering computes
                 // them once and checks each inner index against its stride), or a row `i * m + e` it owns.
                 let own = if nest.is_empty() {
-                    name(&ix.index).is_some_and(|i| i == self.index)
+                    loop_index(&ix.index).is_some_and(|i| i == self.index)
                         || row_stride(&ix.index, &self.index).is_some()
                 } else {
                     flat_strides(&ix.index, &self.index, &nest).is_some()
@@ -814,6 +824,17 @@ impl Uniform {
             Expr::MethodCall(m) if m.method == "len" => self.check(e),
             _ => Err(e.span()),
         }
+    }
+}
+
+/// The name indexing with a loop variable uses: `i`, or `i as usize` for a loop over another integer type.
+fn loop_index(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Cast(c) if matches!(&*c.ty, syn::Type::Path(p) if p.path.is_ident("usize")) => {
+            name(&c.expr)
+        }
+        Expr::Paren(p) => loop_index(&p.expr),
+        e => name(e),
     }
 }
 

@@ -1,0 +1,106 @@
+//! Work-shared loops as C's `for` ports: `a..=b` (negative ranges, ending at the type's maximum), loop variables of
+//! every integer type, and `y[i as usize]` as indexing with the loop variable; on host-elf and in the fallback.
+
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use offload::target;
+
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(3),
+    thread_limit(2),
+    if(on_device)
+)]
+fn inclusive_u64(on_device: bool, n: u64, y: &mut [u32]) {
+    for i in 1..=n {
+        y[i as usize] += i as u32;
+    }
+}
+
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(3),
+    thread_limit(2),
+    if(on_device)
+)]
+fn over_i32(on_device: bool, n: i32, x: &[f32], y: &mut [f32]) {
+    for i in 0..n {
+        y[i as usize] = 2.0 * x[i as usize];
+    }
+}
+
+#[target(teams_distribute_parallel_for, num_teams(3), thread_limit(2), reduction(+: s), if(on_device))]
+fn sum_between(on_device: bool, lo: i32, hi: i32) -> i64 {
+    let mut s = 0i64;
+    for i in lo..=hi {
+        s += i as i64;
+    }
+    s
+}
+
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(3),
+    thread_limit(2),
+    if(on_device)
+)]
+fn to_the_maximum(on_device: bool, lo: u8, hits: &[AtomicU32]) {
+    for i in lo..=u8::MAX {
+        hits[i as usize].fetch_add(1, Relaxed);
+    }
+}
+
+#[target(teams_distribute_parallel_for, num_teams(3), thread_limit(2), reduction(+: s), if(on_device))]
+fn pi_u64(on_device: bool, steps: u64) -> f64 {
+    let step = 1.0 / steps as f64;
+    let mut s = 0.0;
+    for i in 0..steps {
+        let x = (i as f64 + 0.5) * step;
+        s += 4.0 / (1.0 + x * x);
+    }
+    s
+}
+
+#[test]
+fn loops_of_every_integer_type_share_every_iteration_once() {
+    for on_device in [true, false] {
+        let mut y = vec![0u32; 102];
+        inclusive_u64(on_device, 100, &mut y);
+        assert!(
+            y.iter()
+                .enumerate()
+                .all(|(i, &v)| v == if (1..=100).contains(&i) { i as u32 } else { 0 }),
+            "device {on_device}: {y:?}"
+        );
+        let x: Vec<f32> = (0..77).map(|v| v as f32).collect();
+        let mut y = vec![-1.0f32; 77];
+        over_i32(on_device, 77, &x, &mut y);
+        assert!(
+            y.iter().zip(&x).all(|(a, b)| *a == 2.0 * b),
+            "device {on_device}"
+        );
+        assert_eq!(
+            sum_between(on_device, -50, 20),
+            (-50..=20).sum::<i64>(),
+            "device {on_device}"
+        );
+        assert_eq!(sum_between(on_device, 5, 4), 0, "empty, device {on_device}");
+        assert_eq!(
+            sum_between(on_device, i32::MAX - 10, i32::MAX),
+            (i32::MAX as i64 - 10..=i32::MAX as i64).sum::<i64>(),
+            "to i32::MAX, device {on_device}"
+        );
+        let hits: Vec<AtomicU32> = (0..256).map(|_| AtomicU32::new(0)).collect();
+        to_the_maximum(on_device, 200, &hits);
+        assert!(
+            hits.iter()
+                .enumerate()
+                .all(|(i, h)| h.load(Relaxed) == (i >= 200) as u32),
+            "to u8::MAX, device {on_device}"
+        );
+        let pi = pi_u64(on_device, 100_000) / 100_000.0;
+        assert!(
+            (pi - std::f64::consts::PI).abs() < 1e-8,
+            "device {on_device}: {pi}"
+        );
+    }
+}
