@@ -130,6 +130,17 @@ mod split {
 #[doc(hidden)]
 pub use split::{__share, __share_nest};
 
+/// `schedule(static, c)`: the chunks of `c` iterations this thread runs, dealt round-robin over every thread.
+#[doc(hidden)]
+#[inline(always)]
+pub fn __share_chunks<I: offload_model::abi::ChunkShare>(
+    it: I,
+    chunk: usize,
+) -> offload_model::abi::Chunks<I::Item> {
+    let (t, n, i, m) = backend::geometry();
+    it.chunks(chunk, (t * m + i) as usize, (n * m) as usize)
+}
+
 #[doc(hidden)]
 pub use offload_model::lanes as __lanes;
 #[doc(hidden)]

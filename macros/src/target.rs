@@ -167,11 +167,18 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         Some(e) => quote!(::core::option::Option::Some(::offload::__private::count(#e))),
         None => quote!(::core::option::Option::None),
     };
-    let (spmd, work_shared) = (region.spmd, region.work_shared);
-    let (num_teams, thread_limit) = (count(&region.num_teams), count(&region.thread_limit));
+    let (spmd, work_shared, one_team) = (region.spmd, region.work_shared, region.one_team);
+    let one: syn::Expr = syn::parse_quote!(1u32);
+    let num_teams = count(&if one_team {
+        Some(one)
+    } else {
+        region.num_teams.clone()
+    });
+    let thread_limit = count(&region.thread_limit);
     let geometry = quote!(::offload::__private::Launch {
         device: __offload_device, cond: __offload_if,
-        spmd: #spmd, work_shared: #work_shared, num_teams: #num_teams, thread_limit: #thread_limit
+        spmd: #spmd, work_shared: #work_shared, one_team: #one_team, num_teams: #num_teams,
+        thread_limit: #thread_limit
     });
     let call_host = match unsafety {
         Some(_) => quote!(unsafe { __offload_host(#(#fallback_args),*) }),

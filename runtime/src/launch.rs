@@ -334,8 +334,10 @@ fn device_geometry(launch: Launch, dev: &DeviceEntry) -> (u32, u32) {
         num_teams: launch.num_teams.map(|t| t.min(max_teams)),
         ..launch
     };
-    let (teams, threads) =
-        clamped.geometry(dev.dev.default_geometry(launch.spmd), dev.dev.max_threads());
+    let (teams, threads) = clamped.geometry(
+        dev.dev.default_geometry(launch.spmd || launch.one_team),
+        dev.dev.max_threads(),
+    );
     (teams.min(max_teams), threads)
 }
 

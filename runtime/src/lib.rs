@@ -45,7 +45,10 @@ pub use offload_model::reduce as __reduce;
 pub use offload_model::view as __view;
 pub use plugin::{inventory, DeviceDescription, PluginReport};
 #[doc(hidden)]
-pub use team::{reduce_init as __reduce_init, share as __share, share_nest as __share_nest};
+pub use team::{
+    reduce_init as __reduce_init, share as __share, share_chunks as __share_chunks,
+    share_nest as __share_nest,
+};
 pub use team_api::*;
 pub use types::{DeviceCopy, Firstprivate};
 

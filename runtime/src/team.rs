@@ -15,6 +15,8 @@ pub struct Launch {
     pub cond: bool,
     pub spmd: bool,
     pub work_shared: bool,
+    /// `parallel_for`: one team, with as many threads as a parallel team gets by default.
+    pub one_team: bool,
     pub num_teams: Option<u32>,
     pub thread_limit: Option<u32>,
 }
@@ -40,7 +42,10 @@ impl Launch {
 
     /// [`Launch::geometry`] on the host (host-elf and the host fallback), with at most [`host_max_teams`] teams.
     pub fn host_geometry(self) -> (u32, u32) {
-        let (teams, threads) = self.geometry(host_default_geometry(self.spmd), MAX_TEAM_THREADS);
+        let (teams, threads) = self.geometry(
+            host_default_geometry(self.spmd || self.one_team),
+            MAX_TEAM_THREADS,
+        );
         (teams.min(host_max_teams()), threads)
     }
 }
@@ -392,6 +397,16 @@ pub fn host_barrier() {
 pub fn share<I: offload_model::abi::Share>(it: I) -> I::Part {
     let (t, n, i, m) = host_geometry();
     it.share((t * m + i) as usize, (n * m) as usize)
+}
+
+/// `schedule(static, c)`: the chunks of `c` iterations this thread runs, dealt round-robin over every thread.
+#[doc(hidden)]
+pub fn share_chunks<I: offload_model::abi::ChunkShare>(
+    it: I,
+    chunk: usize,
+) -> offload_model::abi::Chunks<I::Item> {
+    let (t, n, i, m) = host_geometry();
+    it.chunks(chunk, (t * m + i) as usize, (n * m) as usize)
 }
 
 /// The share of a `collapse(n)` loop nest `(a, b, ..)` this thread runs: a block of the flattened iteration space,

@@ -463,3 +463,60 @@ macro_rules! share_inclusive {
     )*};
 }
 share_inclusive!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
+
+/// `schedule(static, c)`: chunks of `c` iterations of `start..start + n`, dealt round-robin: thread `g` of `total`
+/// runs chunks `g`, `g + total`, .. (`schedule(dynamic, c)` is dealt the same way for now).
+#[derive(Clone, Debug)]
+pub struct Chunks<T> {
+    start: T,
+    n: usize,
+    chunk: usize,
+    /// The next chunk this thread runs.
+    next: usize,
+    stride: usize,
+    /// What is left of the current chunk, for item-by-item iteration.
+    cur: core::ops::Range<T>,
+}
+
+/// A loop a `schedule(static, c)` deals out in chunks.
+pub trait ChunkShare: Sized {
+    type Item;
+    fn chunks(self, chunk: usize, g: usize, total: usize) -> Chunks<Self::Item>;
+}
+
+macro_rules! chunk_ranges {
+    ($($t:ty: $u:ty),*) => {$(
+        impl ChunkShare for core::ops::Range<$t> {
+            type Item = $t;
+            #[inline(always)]
+            fn chunks(self, chunk: usize, g: usize, total: usize) -> Chunks<$t> {
+                let n = if self.start < self.end { self.end.wrapping_sub(self.start) as $u as usize } else { 0 };
+                Chunks { start: self.start, n, chunk: chunk.max(1), next: g, stride: total.max(1), cur: 0..0 }
+            }
+        }
+        impl Chunks<$t> {
+            /// This thread's next chunk, as a range.
+            #[inline(always)]
+            pub fn next_range(&mut self) -> Option<core::ops::Range<$t>> {
+                let lo = self.next.checked_mul(self.chunk).filter(|&lo| lo < self.n)?;
+                let hi = lo.saturating_add(self.chunk).min(self.n);
+                self.next = self.next.saturating_add(self.stride);
+                // `lo < hi <= n`: both ends lie in the loop's range.
+                Some(self.start.wrapping_add(lo as $t)..self.start.wrapping_add(hi as $t))
+            }
+        }
+        impl Iterator for Chunks<$t> {
+            type Item = $t;
+            // Item by item; the loop drivers go chunk by chunk (see `lanes`).
+            fn next(&mut self) -> Option<$t> {
+                loop {
+                    if let Some(i) = self.cur.next() {
+                        return Some(i);
+                    }
+                    self.cur = self.next_range()?;
+                }
+            }
+        }
+    )*};
+}
+chunk_ranges!(u8: u8, u16: u16, u32: u32, u64: u64, usize: usize, i8: u8, i16: u16, i32: u32, i64: u64, isize: usize);

@@ -228,11 +228,37 @@ pub enum Clause {
     /// `reduction(op: a, b)`: the operator's type name in `offload_model::reduce`, its span, and the variables.
     Reduction(&'static str, proc_macro2::Span, Vec<Ident>),
     NumTeams(Ident, Expr),
+    /// `thread_limit(n)`, or `num_threads(n)` (a `parallel` construct's name for it).
     ThreadLimit(Ident, Expr),
+    /// `schedule(static)`, `schedule(static, c)`, `schedule(dynamic[, c])`.
+    Schedule(Ident, Schedule),
+    /// `private(x, y)`: per-thread locals declared before the loop.
+    Private(Ident, Vec<Ident>),
 }
 
-const CLAUSES: &str =
-    "map, device, if, and on `#[target]`: teams, parallel, num_teams, thread_limit";
+/// How a work-shared loop's iterations are dealt out.
+#[derive(Clone, Debug)]
+pub enum Schedule {
+    /// One contiguous block per thread, in thread order (the default).
+    Static,
+    /// Chunks of `c` iterations dealt round-robin.
+    StaticChunk(Expr),
+    /// Chunks of `c` (1 if not given) handed to whichever thread asks next.
+    Dynamic(Option<Expr>),
+}
+
+/// The loop constructs `#[target]` takes (OpenMP's names, `target` left out), and its other construct words.
+pub const LOOP_CONSTRUCTS: &[&str] = &[
+    "teams_distribute_parallel_for",
+    "teams_distribute_parallel_for_simd",
+    "parallel_for",
+    "parallel_for_simd",
+    "teams_distribute",
+];
+
+const CLAUSES: &str = "map, device, if; and on `#[target]`: the loop constructs teams_distribute_parallel_for[_simd], \
+     parallel_for[_simd] and teams_distribute, `teams, parallel` (SPMD), simd, num_teams, thread_limit, num_threads, \
+     collapse, reduction, schedule, private";
 
 /// Parses one clause of `construct`.
 pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Clause> {
@@ -254,10 +280,41 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
             }
             Ok(if name == "device" { Clause::Device(kw, e) } else { Clause::If(kw, e) })
         }
-        "teams" | "parallel" | "teams_distribute_parallel_for" if construct == Construct::Target => {
-            Ok(Clause::Construct(kw))
+        "teams" | "parallel" | "simd" if construct == Construct::Target => Ok(Clause::Construct(kw)),
+        n if LOOP_CONSTRUCTS.contains(&n) && construct == Construct::Target => Ok(Clause::Construct(kw)),
+        "schedule" if construct == Construct::Target => {
+            let content;
+            syn::parenthesized!(content in input);
+            let kind: Ident = content.call(syn::ext::IdentExt::parse_any)?;
+            let chunk = if content.peek(Token![,]) {
+                content.parse::<Token![,]>()?;
+                Some(content.parse::<Expr>()?)
+            } else {
+                None
+            };
+            if !content.is_empty() {
+                return Err(content.error("`schedule` takes a kind and an optional chunk size: `schedule(static, 64)`"));
+            }
+            let schedule = match (kind.to_string().as_str(), chunk) {
+                ("static", None) => Schedule::Static,
+                ("static", Some(c)) => Schedule::StaticChunk(c),
+                ("dynamic", c) => Schedule::Dynamic(c),
+                (other, _) => {
+                    return Err(syn::Error::new(
+                        kind.span(),
+                        format!("unknown schedule `{other}`; use `static`, `static, c` or `dynamic, c`"),
+                    ))
+                }
+            };
+            Ok(Clause::Schedule(kw, schedule))
         }
-        "num_teams" | "thread_limit" if construct == Construct::Target => {
+        "private" if construct == Construct::Target => {
+            let content;
+            syn::parenthesized!(content in input);
+            let vars = Punctuated::<Ident, Token![,]>::parse_separated_nonempty(&content)?;
+            Ok(Clause::Private(kw, vars.into_iter().collect()))
+        }
+        "num_teams" | "thread_limit" | "num_threads" if construct == Construct::Target => {
             if !input.peek(syn::token::Paren) {
                 return Err(syn::Error::new(kw.span(), format!("`{kw}` takes arguments: `{kw}(...)`")));
             }
@@ -287,7 +344,7 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
             kw.span(),
             format!("`{kw}` is an OpenMP clause this version of offload does not support yet; supported: {CLAUSES}"),
         )),
-        "is_device_ptr" | "firstprivate" | "private" | "defaultmap" | "depend" => Err(syn::Error::new(
+        "is_device_ptr" | "firstprivate" | "defaultmap" | "depend" => Err(syn::Error::new(
             kw.span(),
             format!(
                 "`{kw}` is not a clause of `{}`: the parameter's type decides (by-value parameters are firstprivate); \

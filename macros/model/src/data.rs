@@ -81,7 +81,9 @@ impl DataConstruct {
                 | Clause::NumTeams(..)
                 | Clause::ThreadLimit(..)
                 | Clause::Reduction(..)
-                | Clause::Collapse(..) => {
+                | Clause::Collapse(..)
+                | Clause::Schedule(..)
+                | Clause::Private(..) => {
                     unreachable!("parse_clause yields these for #[target] only")
                 }
             }
@@ -192,7 +194,9 @@ impl Update {
                         | Clause::NumTeams(..)
                         | Clause::ThreadLimit(..)
                         | Clause::Reduction(..)
-                        | Clause::Collapse(..) => {
+                        | Clause::Collapse(..)
+                        | Clause::Schedule(..)
+                        | Clause::Private(..) => {
                             unreachable!("parse_clause yields these for #[target] only")
                         }
                         Clause::Map { .. } => {

@@ -142,6 +142,33 @@ macro_rules! lanes {
     )*};
 }
 
+// `schedule(static, c)`: each chunk runs as a range does.
+macro_rules! chunk_lanes {
+    ($($t:ty),*) => {$(
+        impl Lanes for crate::abi::Chunks<$t> {
+            #[inline(always)]
+            fn run_lanes<T, const K: usize>(
+                mut self,
+                lens: [usize; K],
+                acc: &mut [T; LANES],
+                mut body: impl FnMut($t, &mut T),
+            ) {
+                while let Some(r) = self.next_range() {
+                    r.run_lanes(lens, acc, &mut body);
+                }
+            }
+
+            #[inline(always)]
+            fn run<const K: usize>(mut self, lens: [usize; K], mut body: impl FnMut($t)) {
+                while let Some(r) = self.next_range() {
+                    r.run(lens, &mut body);
+                }
+            }
+        }
+    )*};
+}
+chunk_lanes!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
+
 // `a..=b` runs as `a..b + 1` where that exists; a part ending at the type's maximum, one by one.
 macro_rules! inclusive_lanes {
     ($($t:ty),*) => {$(

@@ -118,6 +118,20 @@ pub fn lower(region: &Region, func: &ItemFn) -> Lowered {
 }
 
 fn lower_work_shared(region: &Region, block: &mut Block) {
+    // `private(x)` declared without a value (`let mut x: f64;`, C's `double x;`): each iteration starts with its own
+    // uninitialised `x`, which Rust then checks is assigned before it is read. First, so the addresses taken below
+    // stay valid.
+    let mut moved: Vec<Stmt> = Vec::new();
+    block.stmts.retain(|stmt| match stmt {
+        Stmt::Local(l) if l.init.is_none() && is_private(region, &l.pat) => {
+            // Assigned once per iteration now, where `mut` was written for the whole loop.
+            let mut l = l.clone();
+            l.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
+            moved.push(Stmt::Local(l));
+            false
+        }
+        _ => true,
+    });
     let mut errors = crate::clause::Errors::default();
     // Found again in the copy, so the addresses below are the copy's.
     let Some(ws) = worksharing::find(block, region.collapse, &mut errors) else {
@@ -204,6 +218,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                     return;
                 };
                 rw.visit_block_mut(body);
+                body.stmts.splice(0..0, moved.drain(..));
                 let body = body.clone();
                 let share = format_ident!("__offload_share", span = mixed);
                 let token = format_ident!("__t", span = mixed);
@@ -221,9 +236,10 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                         );
                     })
                 } else if let Some((op, var)) = reduction {
-                    let (pat, range, op) = (&pats[0], &ranges[0], format_ident!("{}", op));
+                    let (pat, op) = (&pats[0], format_ident!("{}", op));
+                    let share_call = share_call(region, &ranges[0]);
                     quote_spanned!(mixed=> {
-                        let #share = ::offload::__share(#range);
+                        let #share = #share_call;
                         // SAFETY: as above, for the loop's range.
                         let #share = unsafe { ::offload::__view::Exclusive::new(#share) };
                         #var = ::offload::__lanes::reduce(
@@ -236,9 +252,10 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                         );
                     })
                 } else {
-                    let (pat, range) = (&pats[0], &ranges[0]);
+                    let pat = &pats[0];
+                    let share_call = share_call(region, &ranges[0]);
                     quote_spanned!(mixed=> {
-                        let #share = ::offload::__share(#range);
+                        let #share = #share_call;
                         // SAFETY: as above, for the loop's range.
                         let #share = unsafe { ::offload::__view::Exclusive::new(#share) };
                         ::offload::__lanes::each(
@@ -326,4 +343,33 @@ fn relocate(tokens: TokenStream, at: Span) -> TokenStream {
             tt
         })
         .collect()
+}
+
+/// Whether a `let` binds a `private(..)` variable.
+fn is_private(region: &Region, pat: &Pat) -> bool {
+    let ident = match pat {
+        Pat::Ident(p) => &p.ident,
+        Pat::Type(t) => match &*t.pat {
+            Pat::Ident(p) => &p.ident,
+            _ => return false,
+        },
+        _ => return false,
+    };
+    region.private.iter().any(|p| p == ident)
+}
+
+/// The thread's share of a one-loop range: one block (`schedule(static)`, the default), or chunks dealt round-robin.
+fn share_call(region: &Region, range: &Expr) -> TokenStream {
+    use crate::clause::Schedule;
+    let mixed = Span::mixed_site();
+    match &region.schedule {
+        Some(Schedule::StaticChunk(c)) => {
+            quote_spanned!(mixed=> ::offload::__share_chunks(#range, (#c) as usize))
+        }
+        Some(Schedule::Dynamic(c)) => {
+            let c = c.clone().unwrap_or_else(|| syn::parse_quote!(1));
+            quote_spanned!(mixed=> ::offload::__share_chunks(#range, (#c) as usize))
+        }
+        Some(Schedule::Static) | None => quote_spanned!(mixed=> ::offload::__share(#range)),
+    }
 }

@@ -4,6 +4,7 @@
 
 use crate::clause::{
     parse_clauses, set_once, Clause, Construct, Errors, Map, MapItem, MapType, Section,
+    LOOP_CONSTRUCTS,
 };
 use proc_macro2::TokenStream;
 use quote::ToTokens;
@@ -81,6 +82,12 @@ pub struct Region {
     pub reduction: Option<(&'static str, Ident)>,
     /// `collapse(n)`: how many perfectly nested loops are shared out as one (1 without the clause).
     pub collapse: usize,
+    /// `parallel_for[_simd]`: one team, whose threads share the loop.
+    pub one_team: bool,
+    /// `schedule(..)`: how the loop's iterations are dealt out (one block per thread without it).
+    pub schedule: Option<crate::clause::Schedule>,
+    /// `private(x, ..)`: per-thread locals declared before the loop that the loop may assign.
+    pub private: Vec<Ident>,
 }
 
 impl Region {
@@ -132,6 +139,9 @@ impl Region {
             is_unsafe: func.sig.unsafety.is_some(),
             reduction: None,
             collapse: 1,
+            one_team: false,
+            schedule: None,
+            private: Vec::new(),
         };
         region.apply_clauses(clauses, &mut errors);
         if !region.spmd {
@@ -168,6 +178,7 @@ impl Region {
     fn apply_clauses(&mut self, clauses: Vec<Clause>, errors: &mut Errors) {
         let mut words: Vec<Ident> = Vec::new();
         let mut collapse_kw: Option<Ident> = None;
+        let (mut schedule_kw, mut private_kw): (Option<Ident>, Option<Ident>) = (None, None);
         for clause in clauses {
             match clause {
                 Clause::Map { map, items } => {
@@ -180,6 +191,17 @@ impl Region {
                 Clause::NumTeams(kw, e) => set_once(&mut self.num_teams, kw, e, errors),
                 Clause::ThreadLimit(kw, e) => set_once(&mut self.thread_limit, kw, e, errors),
                 Clause::Construct(kw) => words.push(kw),
+                Clause::Schedule(kw, sched) => {
+                    if schedule_kw.is_some() {
+                        errors.push(syn::Error::new(kw.span(), "`schedule` is given twice"));
+                    }
+                    self.schedule = Some(sched);
+                    schedule_kw = Some(kw);
+                }
+                Clause::Private(kw, vars) => {
+                    self.private.extend(vars);
+                    private_kw = Some(kw);
+                }
                 Clause::Collapse(kw, n) => {
                     if !(1..=crate::abi::MAX_COLLAPSE).contains(&n) {
                         errors.push(syn::Error::new(
@@ -207,18 +229,68 @@ impl Region {
             }
         }
         let has = |w: &str| words.iter().any(|k| k == w);
-        self.work_shared = has("teams_distribute_parallel_for");
+        let loops: Vec<&Ident> = words
+            .iter()
+            .filter(|w| LOOP_CONSTRUCTS.contains(&&*w.to_string()))
+            .collect();
+        if let [_, second, ..] = loops.as_slice() {
+            errors.push(syn::Error::new(
+                second.span(),
+                "a region has one loop construct: `teams_distribute_parallel_for`, `parallel_for` or \
+                 `teams_distribute` (each with `_simd` where it applies)",
+            ));
+        }
+        self.work_shared = !loops.is_empty();
+        let mut one_thread = false;
+        match loops.first().map(|w| w.to_string()).as_deref() {
+            // OpenMP `target parallel for`: one team.
+            Some("parallel_for" | "parallel_for_simd") => self.one_team = true,
+            // OpenMP `target teams distribute`: the iterations go to the teams, one thread each.
+            Some("teams_distribute") => one_thread = true,
+            _ => {}
+        }
+        if let (Some(w), false) = (words.iter().find(|w| *w == "simd"), self.work_shared) {
+            errors.push(syn::Error::new(
+                w.span(),
+                "`simd` goes with a loop construct (`teams_distribute_parallel_for, simd`, or \
+                 `teams_distribute_parallel_for_simd`)",
+            ));
+        }
         if let (Some(kw), false) = (&collapse_kw, self.work_shared) {
             errors.push(syn::Error::new(
                 kw.span(),
-                "`collapse` applies to `teams_distribute_parallel_for`",
+                "`collapse` applies to a loop construct such as `teams_distribute_parallel_for`",
             ));
+        }
+        if let (true, Some(e)) = (self.one_team, &self.num_teams) {
+            errors.push(syn::Error::new(
+                e.span(),
+                "`parallel_for` runs one team; bound its threads with `num_threads(n)` (or use \
+                 `teams_distribute_parallel_for` for several teams)",
+            ));
+        }
+        if one_thread {
+            match &self.thread_limit {
+                Some(e) => errors.push(syn::Error::new(
+                    e.span(),
+                    "`teams_distribute` runs one thread per team; use `teams_distribute_parallel_for` for more",
+                )),
+                None => self.thread_limit = Some(syn::parse_quote!(1u32)),
+            }
+        }
+        for (kw, what) in [(&schedule_kw, "schedule"), (&private_kw, "private")] {
+            if let (Some(kw), false) = (kw, self.work_shared) {
+                errors.push(syn::Error::new(
+                    kw.span(),
+                    format!("`{what}` applies to a loop construct such as `teams_distribute_parallel_for`"),
+                ));
+            }
         }
         match (has("teams"), has("parallel")) {
             (true, true) if self.work_shared => errors.push(syn::Error::new(
                 words[0].span(),
-                "choose one construct: `teams_distribute_parallel_for` shares a loop out, `teams, parallel` runs the \
-                 whole body in every thread",
+                "choose one construct: a loop construct (`teams_distribute_parallel_for`, ..) shares a loop out, \
+                 `teams, parallel` runs the whole body in every thread",
             )),
             (true, true) => self.spmd = true,
             (false, false) => {}

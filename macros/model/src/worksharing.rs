@@ -368,7 +368,19 @@ pub fn check_races(region: &Region, block: &Block, ws: &WorkShared, errors: &mut
             _ => None,
         })
         .collect();
-    // The reduction variable is each thread's private copy, combined at the end: the loop may update it.
+    // The reduction variable is each thread's private copy, combined at the end, and `private(x)` says `x` is the
+    // thread's own: the loop may update them.
+    for p in &region.private {
+        if !outer.iter().any(|n| p == n) {
+            errors.push(syn::Error::new(
+                p.span(),
+                format!(
+                    "`private({p})` names a per-thread local: declare it before the loop, `let mut {p}: T;` (or with \
+                     a value)"
+                ),
+            ));
+        }
+    }
     let outer: Vec<String> = outer
         .into_iter()
         .filter(|n| {
@@ -376,6 +388,7 @@ pub fn check_races(region: &Region, block: &Block, ws: &WorkShared, errors: &mut
                 .reduction
                 .as_ref()
                 .is_none_or(|(_, v)| v != n.as_str())
+                && !region.private.iter().any(|p| p == n)
         })
         .collect();
     // Under `collapse(n)` each thread owns `(i, j, ..)` tuples: `y[(i * m + j) * p + k]` (with `m`, `p` the inner
@@ -695,6 +708,19 @@ pub fn check_uniform(region: &Region, ws: &WorkShared, errors: &mut Errors) {
     let loops = std::iter::once(&*ws.for_loop.expr).chain(ws.inner.iter().map(|l| &*l.0.expr));
     let mut strides = nest_strides(region, ws).unwrap_or_default();
     strides.extend(row_length(region, ws));
+    // A chunk size too: threads dealing chunks of different sizes would overlap.
+    use crate::clause::Schedule;
+    if let Some(Schedule::StaticChunk(c) | Schedule::Dynamic(Some(c))) = &region.schedule {
+        strides.push(c);
+        let plain = matches!(strip(&ws.for_loop.expr), Expr::Range(r) if matches!(r.limits, syn::RangeLimits::HalfOpen(_)));
+        if !ws.inner.is_empty() || !plain {
+            errors.push(syn::Error::new(
+                c.span(),
+                "a chunked `schedule` deals out an `a..b` loop's iterations; `collapse`, `a..=b` and `step_by` take \
+                 `schedule(static)` in this version",
+            ));
+        }
+    }
     for part in loops.flat_map(range_parts).chain(strides) {
         {
             if let Err(span) = env.check(part) {
