@@ -291,10 +291,14 @@ pub trait Nest: Clone {
     fn count(&self) -> usize;
     /// Iteration `k` of the flattened space (`nth` on a range is O(1): a division per level).
     fn at(&self, k: usize) -> Option<Self::Item>;
+    /// Each level's length, outermost first, the innermost last (levels before the nest's are 1 long).
+    fn lens(&self) -> [usize; MAX_COLLAPSE];
+    /// The iteration at these row-major digits (aligned as [`Nest::lens`]).
+    fn item(&self, digits: &[usize; MAX_COLLAPSE]) -> Option<Self::Item>;
 }
 
 macro_rules! nest {
-    ($($it:ident $v:ident),+) => {
+    ($($it:ident $v:ident $k:tt),+) => {
         impl<$($it: Iterator + Clone),+> Nest for ($($it,)+) {
             type Item = ($($it::Item,)+);
             #[inline]
@@ -316,20 +320,77 @@ macro_rules! nest {
                 let mut digits = digits.into_iter();
                 Some(($($v.clone().nth(digits.next()?)?,)+))
             }
+            #[inline]
+            fn lens(&self) -> [usize; MAX_COLLAPSE] {
+                let ($($v,)+) = self;
+                let first = MAX_COLLAPSE - [$($k),+].len();
+                let mut lens = [1; MAX_COLLAPSE];
+                $(lens[first + $k] = $v.size_hint().1.unwrap_or(0);)+
+                lens
+            }
+            #[inline(always)]
+            fn item(&self, digits: &[usize; MAX_COLLAPSE]) -> Option<Self::Item> {
+                let ($($v,)+) = self;
+                let first = MAX_COLLAPSE - [$($k),+].len();
+                Some(($($v.clone().nth(digits[first + $k])?,)+))
+            }
         }
     };
 }
-nest!(A a, B b);
-nest!(A a, B b, C c);
-nest!(A a, B b, C c, D d);
-nest!(A a, B b, C c, D d, E e);
-nest!(A a, B b, C c, D d, E e, F f);
+nest!(A a 0, B b 1);
+nest!(A a 0, B b 1, C c 2);
+nest!(A a 0, B b 1, C c 2, D d 3);
+nest!(A a 0, B b 1, C c 2, D d 3, E e 4);
+nest!(A a 0, B b 1, C c 2, D d 3, E e 4, F f 5);
+
+/// A contiguous block of a nest's flattened space, walked like nested loops: the digits count up with carries from
+/// the innermost (the last), so an iteration costs an add, not a division per level.
+#[derive(Clone)]
+pub struct FlatBlock<N> {
+    nest: N,
+    lens: [usize; MAX_COLLAPSE],
+    digits: [usize; MAX_COLLAPSE],
+    left: usize,
+}
+
+impl<N: Nest> Iterator for FlatBlock<N> {
+    type Item = N::Item;
+    #[inline(always)]
+    fn next(&mut self) -> Option<N::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let item = self.nest.item(&self.digits);
+        for d in (0..MAX_COLLAPSE).rev() {
+            self.digits[d] += 1;
+            if self.digits[d] < self.lens[d] {
+                break;
+            }
+            self.digits[d] = 0;
+        }
+        item
+    }
+}
 
 /// The iterations of a `collapse(n)` nest that global thread `g` of `total` runs: a contiguous block of the flattened
 /// space, as tuples.
-pub fn flat_share<N: Nest>(nest: N, g: usize, total: usize) -> impl Iterator<Item = N::Item> {
+pub fn flat_share<N: Nest>(nest: N, g: usize, total: usize) -> FlatBlock<N> {
     let (lo, hi) = block_share(nest.count(), g, total);
-    (lo..hi).filter_map(move |k| nest.at(k))
+    let lens = nest.lens();
+    // Row-major digits of `lo`.
+    let mut digits = [0; MAX_COLLAPSE];
+    let mut rest = lo;
+    for d in (0..MAX_COLLAPSE).rev() {
+        digits[d] = rest % lens[d].max(1);
+        rest /= lens[d].max(1);
+    }
+    FlatBlock {
+        nest,
+        lens,
+        digits,
+        left: hi - lo,
+    }
 }
 
 /// The iterations of a `collapse(n)` nest that global thread `g` of `total` runs on a GPU: every `total`-th of the
