@@ -4,11 +4,10 @@
 
 use super::backend::{barrier, geometry, team_shared};
 
-/// The reduction's slot `k` in team-shared memory (16 bytes each: one per thread, then the initial value's).
+/// The reduction's slot `k` in team-shared memory (one per thread, then the initial value's).
 fn slot<T>(k: u32) -> *mut T {
-    team_shared()
-        .0
-        .wrapping_add(k as usize * offload_model::reduce::SLOT) as *mut T
+    let bytes = offload_model::reduce::slot_bytes(core::mem::size_of::<T>());
+    team_shared().0.wrapping_add(k as usize * bytes) as *mut T
 }
 
 /// Keeps the reduction variable's initial value for [`reduce_team`]: thread 0 puts it in the slot after the
@@ -24,8 +23,8 @@ pub fn record_init<T: Copy>(v: T) {
 /// The end of a reduction region's thread.
 ///
 /// # Safety
-/// `out` is the device address of `teams + 1` slots of `T`, and the launch gave each team `(threads + 1) * 16` bytes
-/// of team-shared memory.
+/// `out` is the device address of `teams + 1` slots of `T`, and the launch gave each team `threads + 1` slots of
+/// `slot_bytes(size_of::<T>())` bytes of team-shared memory.
 pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(partial: T, out: u64) {
     let (team, teams, thread, threads) = geometry();
     let out = out as *mut T;

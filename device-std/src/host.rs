@@ -85,16 +85,18 @@ pub fn barrier() {
 }
 
 std::thread_local! {
-    /// This thread's reduction variable's initial value, recorded by `__reduce_init` (at most 16 bytes).
-    static REDUCE_INIT: Cell<[u8; 16]> = const { Cell::new([0; 16]) };
+    /// This thread's reduction variable's initial value, recorded by `__reduce_init`.
+    static REDUCE_INIT: Cell<[u8; offload_model::reduce::MAX_BYTES]> =
+        const { Cell::new([0; offload_model::reduce::MAX_BYTES]) };
 }
 
 pub fn record_init<T: Copy>(v: T) {
     assert!(
-        core::mem::size_of::<T>() <= 16,
-        "reduction values are at most 16 bytes"
+        core::mem::size_of::<T>() <= offload_model::reduce::MAX_BYTES,
+        "reduction values are at most {} bytes",
+        offload_model::reduce::MAX_BYTES
     );
-    let mut b = [0u8; 16];
+    let mut b = [0u8; offload_model::reduce::MAX_BYTES];
     // SAFETY: `T` fits; reduction types are plain numbers without padding.
     unsafe { core::ptr::write_unaligned(b.as_mut_ptr() as *mut T, v) };
     REDUCE_INIT.with(|c| c.set(b));
@@ -111,15 +113,16 @@ fn recorded_init<T: Copy>() -> T {
 /// host combines the teams.
 ///
 /// # Safety
-/// `out` is the device address of `teams + 1` slots of `T`, and the launch gave each team `threads * 16` bytes of
-/// team-shared memory.
+/// `out` is the device address of `teams + 1` slots of `T`, and the launch gave each team `threads` slots of
+/// `slot_bytes(size_of::<T>())` bytes of team-shared memory.
 pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(partial: T, out: u64) {
     let (team, teams, thread, threads) = geometry();
     let out = out as *mut T;
     let mut team_value = partial;
     if threads > 1 {
         let e = env().expect("a parallel launch");
-        let slot = |k: u32| (e.team_shared as *mut u8).wrapping_add(k as usize * 16) as *mut T;
+        let bytes = offload_model::reduce::slot_bytes(core::mem::size_of::<T>());
+        let slot = |k: u32| (e.team_shared as *mut u8).wrapping_add(k as usize * bytes) as *mut T;
         // SAFETY: each thread writes its own slot; the barrier orders the writes before thread 0's reads.
         unsafe { core::ptr::write_unaligned(slot(thread), partial) };
         barrier();

@@ -106,6 +106,15 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     if let Some(t) = &region.ret {
         // The kernel entry writes a typed `R` into the return slot, so any by-value type may come back.
         checks.push(quote_spanned!(t.span()=> ::offload::__private::assert_firstprivate::<#t>();));
+        if region.reduction.is_some() {
+            // Each thread passes its partial through team-shared memory.
+            checks.push(quote_spanned!(t.span()=>
+                const _: () = ::core::assert!(
+                    ::core::mem::size_of::<#t>() <= ::offload::__reduce::MAX_BYTES,
+                    "a reduction value is at most 512 bytes (an array of 128 `u32`s)"
+                );
+            ));
+        }
     }
 
     let maps = region.kernel_args().into_iter().map(|arg| match arg {

@@ -419,7 +419,7 @@ unsafe fn run_on_device(
             // A slot per thread for its partial, and one for the initial value (GPUs have no thread-locals).
             let Some(slots) = (num_threads as usize)
                 .checked_add(1)
-                .and_then(|n| n.checked_mul(offload_model::reduce::SLOT))
+                .and_then(|n| n.checked_mul(offload_model::reduce::slot_bytes(maps[k].size)))
             else {
                 return too_big("the reduction's team-shared slots");
             };

@@ -104,3 +104,48 @@ fn loops_of_every_integer_type_share_every_iteration_once() {
         );
     }
 }
+
+/// OpenMP's array reductions: a histogram (`reduction(+: hist)`) and an element-wise maximum.
+#[target(teams_distribute_parallel_for, num_teams(3), thread_limit(2), reduction(+: hist), if(on_device))]
+fn histogram(on_device: bool, x: &[u32]) -> [u32; 16] {
+    let mut hist = [0u32; 16];
+    for i in 0..x.len() {
+        hist[(x[i] % 16) as usize] += 1;
+    }
+    hist
+}
+
+#[target(teams_distribute_parallel_for, num_teams(3), thread_limit(2), reduction(max: m), if(on_device))]
+fn column_max(on_device: bool, rows: usize, x: &[f64]) -> [f64; 4] {
+    let mut m = [f64::NEG_INFINITY; 4];
+    for r in 0..rows {
+        for c in 0..4 {
+            m[c] = m[c].max(x[r * 4 + c]);
+        }
+    }
+    m
+}
+
+#[test]
+fn arrays_reduce_element_by_element() {
+    let x: Vec<u32> = (0..10_000).map(|v| (v * 7919) % 1000).collect();
+    let mut want = [0u32; 16];
+    for v in &x {
+        want[(v % 16) as usize] += 1;
+    }
+    let y: Vec<f64> = (0..4 * 333)
+        .map(|v| ((v * 37) % 101) as f64 - 50.0)
+        .collect();
+    let mut want_max = [f64::NEG_INFINITY; 4];
+    for (k, v) in y.iter().enumerate() {
+        want_max[k % 4] = want_max[k % 4].max(*v);
+    }
+    for on_device in [true, false] {
+        assert_eq!(histogram(on_device, &x), want, "device {on_device}");
+        assert_eq!(
+            column_max(on_device, 333, &y),
+            want_max,
+            "device {on_device}"
+        );
+    }
+}

@@ -304,9 +304,22 @@ impl VisitMut for Rewrite {
     fn visit_expr_mut(&mut self, e: &mut Expr) {
         let mixed = Span::mixed_site();
         match e {
+            // The private copy, `*__offload_s`; in parentheses only where a postfix operator follows (`.max(..)`,
+            // `[k]`, `.field`, `?`), so no `unused_parens` warning quotes the lowering.
             Expr::Path(p) if self.uses.contains(&(&*p as *const _)) => {
                 let private = format_ident!("__offload_s", span = mixed);
-                *e = syn::parse_quote_spanned!(p.span()=> (*#private));
+                *e = syn::parse_quote_spanned!(p.span()=> *#private);
+            }
+            Expr::MethodCall(syn::ExprMethodCall { receiver: x, .. })
+            | Expr::Field(syn::ExprField { base: x, .. })
+            | Expr::Index(syn::ExprIndex { expr: x, .. })
+            | Expr::Try(syn::ExprTry { expr: x, .. })
+                if matches!(&**x, Expr::Path(p) if self.uses.contains(&(p as *const _))) =>
+            {
+                let private = format_ident!("__offload_s", span = mixed);
+                let span = x.span();
+                **x = syn::parse_quote_spanned!(span=> (*#private));
+                syn::visit_mut::visit_expr_mut(self, e);
             }
             Expr::Continue(c) if self.continues.contains(&(&*c as *const _)) => {
                 *e = syn::parse_quote_spanned!(c.span()=> return);

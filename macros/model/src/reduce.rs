@@ -2,6 +2,12 @@
 //! `T`s it applies to, so `reduction(&: x)` on an `f32` is a compile error rather than a wrong answer.
 
 /// An operator of `reduction(op: var)`: its identity (what private copies start at) and how two values combine.
+#[diagnostic::on_unimplemented(
+    message = "`reduction` with this operator does not apply to `{T}`",
+    label = "the reduction variable's type",
+    note = "`+ *` apply to numbers, `min max` to numbers and not `bool`, `& | ^` to integers and `bool`, `&& ||` to \
+            `bool`; arrays of these reduce element by element"
+)]
 pub trait ReduceOp<T> {
     fn identity() -> T;
     fn combine(a: T, b: T) -> T;
@@ -86,5 +92,39 @@ pub fn fold<Op: ReduceOp<T>, T: Copy>(initial: T, partials: &[T]) -> T {
     partials.iter().fold(initial, |acc, &p| Op::combine(acc, p))
 }
 
-/// The largest reduction value a team-shared slot holds.
-pub const SLOT: usize = 16;
+// Arrays reduce element by element (`let mut hist = [0u32; 16]; .. reduction(+: hist)`).
+macro_rules! arrays {
+    ($($op:ident),*) => {$(
+        impl<T: Copy, const N: usize> ReduceOp<[T; N]> for $op
+        where
+            $op: ReduceOp<T>,
+        {
+            #[inline(always)]
+            fn identity() -> [T; N] {
+                [<$op as ReduceOp<T>>::identity(); N]
+            }
+            #[inline(always)]
+            fn combine(a: [T; N], b: [T; N]) -> [T; N] {
+                let mut out = a;
+                for (o, b) in out.iter_mut().zip(b) {
+                    *o = <$op as ReduceOp<T>>::combine(*o, b);
+                }
+                out
+            }
+        }
+    )*};
+}
+arrays!(Add, Mul, Min, Max, BitAnd, BitOr, BitXor, And, Or);
+
+/// The largest reduction value (an array of 128 `u32`s): each thread of a team passes its partial through team-shared
+/// memory, which GPUs have little of.
+pub const MAX_BYTES: usize = 512;
+
+/// The bytes of a team-shared slot for a reduction value of `size` bytes: 16-byte aligned for any element.
+pub const fn slot_bytes(size: usize) -> usize {
+    if size <= 16 {
+        16
+    } else {
+        size.div_ceil(16) * 16
+    }
+}
