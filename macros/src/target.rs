@@ -42,6 +42,8 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         Some(t) => quote!(#t),
         None => quote!(()),
     };
+    // What the return slot holds: the return type, or for several reduction variables their `#[repr(C)]` tuple.
+    let slot_ty = region.reduce_wire().unwrap_or_else(|| ret_ty.clone());
     let unsafety = &sig.unsafety;
     let generics = &sig.generics;
     let output = &sig.output;
@@ -104,9 +106,21 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         }
     }
     if let Some(t) = &region.ret {
-        // The kernel entry writes a typed `R` into the return slot, so any by-value type may come back.
-        checks.push(quote_spanned!(t.span()=> ::offload::__private::assert_firstprivate::<#t>();));
-        if region.reduction.is_some() {
+        // The kernel entry writes a typed `R` into the return slot, so any by-value type may come back (several
+        // reduction variables: a tuple of such types, crossing as a `#[repr(C)]` tuple).
+        match t {
+            syn::Type::Tuple(tuple) => {
+                for e in &tuple.elems {
+                    checks.push(
+                        quote_spanned!(e.span()=> ::offload::__private::assert_firstprivate::<#e>();),
+                    );
+                }
+            }
+            t => checks.push(
+                quote_spanned!(t.span()=> ::offload::__private::assert_firstprivate::<#t>();),
+            ),
+        }
+        if !region.reductions.is_empty() {
             // Each thread passes its partial through team-shared memory.
             checks.push(quote_spanned!(t.span()=>
                 const _: () = ::core::assert!(
@@ -144,7 +158,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             let id = &p.ident;
             quote!(::offload::__private::MapArg::value(&#id))
         }
-        KernelArg::Return if region.reduction.is_some() => quote!(::offload::__private::MapArg::reduction::<#ret_ty>()),
+        KernelArg::Return if !region.reductions.is_empty() => quote!(::offload::__private::MapArg::reduction::<#slot_ty>()),
         KernelArg::Return => quote!(::offload::__private::MapArg::ret(__offload_ret)),
         KernelArg::DevicePtr(p) => {
             let id = &p.ident;
@@ -243,21 +257,17 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     });
     // A parallel region's host fallback runs the body on teams of host threads too. Only shared data (atomics for
     // writes) reaches such a body in safe code, so sharing the call across threads is sound.
-    let reduce_op = region
-        .reduction
-        .as_ref()
-        .map(|(op, _)| format_ident!("{}", op));
-    let reduce = match &reduce_op {
+    let reduce = match region.reduce_op() {
         Some(op) => quote!(::core::option::Option::Some(
-            ::offload::__private::fold::<::offload::__reduce::#op, #ret_ty> as fn(#ret_ty, &[#ret_ty]) -> #ret_ty
+            ::offload::__private::fold::<#op, #slot_ty> as fn(#slot_ty, &[#slot_ty]) -> #slot_ty
         )),
         None => quote!(::core::option::Option::None),
     };
-    let fallback = if let Some(op) = &reduce_op {
+    let fallback = if let Some(op) = region.reduce_op() {
         quote!(move || {
             let __offload_body = unsafe { ::offload::__private::AssertSync::new(move || #call_host) };
-            match ::offload::__private::run_fallback_reduce::<::offload::__reduce::#op, #ret_ty>(
-                __offload_launch, &|| __offload_body.call()
+            match ::offload::__private::run_fallback_reduce::<#op, #slot_ty>(
+                __offload_launch, &|| ::core::convert::Into::into(__offload_body.call())
             ) {
                 ::core::result::Result::Ok(r) => r,
                 ::core::result::Result::Err(m) => ::core::panic!("{}", m),
@@ -276,6 +286,8 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     };
     // A region taking device memory runs on its device or fails: its body exists only in the device crate, and the
     // host function is just the region's id.
+    // Several reduction variables come back from their `#[repr(C)]` tuple.
+    let finish = (region.reductions.len() > 1).then(|| quote!(.map(::core::convert::Into::into)));
     let (host_fn, launch) = if region.needs_device() {
         (
             quote!(
@@ -341,7 +353,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             let __offload_launch = #geometry;
             #(#section_bounds)*
             #(#raw)*
-            let mut __offload_ret_slot = ::core::mem::MaybeUninit::<#ret_ty>::uninit();
+            let mut __offload_ret_slot = ::core::mem::MaybeUninit::<#slot_ty>::uninit();
             // One raw pointer to the slot serves the map list and the runtime, so neither invalidates the other.
             let __offload_ret = ::core::ptr::addr_of_mut!(__offload_ret_slot);
             #[allow(unused_unsafe)]
@@ -350,7 +362,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             // checked `Firstprivate` above.
             unsafe {
                 let __offload_maps = [#(#maps),*];
-                #launch
+                #launch #finish
             }
         }
     }

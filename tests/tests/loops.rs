@@ -149,3 +149,51 @@ fn arrays_reduce_element_by_element() {
         );
     }
 }
+
+/// Several reduction variables (OpenMP's `reduction(+: s, n) reduction(max: m)`), returned as a tuple.
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(3),
+    thread_limit(2),
+    reduction(+: s, n),
+    reduction(max: m),
+    if(on_device)
+)]
+fn stats(on_device: bool, x: &[f64]) -> (f64, u64, f64) {
+    let mut s = 1.0;
+    let mut n = 0u64;
+    let mut m = f64::NEG_INFINITY;
+    for i in 0..x.len() {
+        s += x[i];
+        n += 1;
+        m = m.max(x[i]);
+    }
+    (s, n, m)
+}
+
+/// A reduction over a `collapse(2)` nest.
+#[target(teams_distribute_parallel_for, collapse(2), num_teams(3), thread_limit(2), reduction(+: s), if(on_device))]
+fn grid_sum(on_device: bool, n: usize, m: usize, x: &[u64]) -> u64 {
+    let mut s = 7;
+    for i in 0..n {
+        for j in 0..m {
+            s += x[i * m + j];
+        }
+    }
+    s
+}
+
+#[test]
+fn several_variables_and_collapsed_nests_reduce() {
+    let x: Vec<f64> = (0..1001).map(|v| ((v * 13) % 97) as f64).collect();
+    let want = (1.0 + x.iter().sum::<f64>(), 1001, 96.0);
+    let g: Vec<u64> = (0..17 * 23).collect();
+    for on_device in [true, false] {
+        assert_eq!(stats(on_device, &x), want, "device {on_device}");
+        assert_eq!(
+            grid_sum(on_device, 17, 23, &g),
+            7 + g.iter().sum::<u64>(),
+            "device {on_device}"
+        );
+    }
+}

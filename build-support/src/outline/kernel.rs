@@ -82,13 +82,13 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
     let kernel_name = format_ident!("__offload_kernel_{}", name);
     let call = quote!(#(#lets)* #[allow(unused_unsafe)] let __offload_r = unsafe { #name(#(#call_args),*) };);
     // Every thread of a parallel region computes the value; team 0, thread 0's is returned.
-    let store = ret.map(|r| match &region.reduction {
-        // Each thread's partial joins its team's; the host combines the teams with the initial value.
-        Some((op, _)) => {
-            let op = format_ident!("{}", op);
-            quote!(unsafe { ::offload::__rt::reduce_team::<::offload::__reduce::#op, _>(__offload_r, #r) };)
-        }
-        None => quote!(if ::offload::__first_thread() { ::offload::__rt::write_return(#r, __offload_r); }),
+    let store = ret.map(|r| match (region.reduce_op(), region.reduce_wire()) {
+        // Each thread's partial joins its team's; the host combines the teams with the initial value. Several
+        // variables cross as their `#[repr(C)]` tuple.
+        (Some(op), Some(wire)) => quote!(unsafe {
+            ::offload::__rt::reduce_team::<#op, #wire>(::core::convert::Into::into(__offload_r), #r)
+        };),
+        _ => quote!(if ::offload::__first_thread() { ::offload::__rt::write_return(#r, __offload_r); }),
     });
     // The region's kind reaches device-std, so `barrier()` and team-shared memory fail outside SPMD regions.
     let kind = offload_model::abi::launch_kind::of(region.spmd, region.work_shared);

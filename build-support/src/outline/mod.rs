@@ -324,7 +324,7 @@ impl<'a> Outliner<'a> {
         // A reduction's entry on the host image is optimised on its own, not inlined into the entry's unwinding
         // closure, where LLVM kept the accumulator in memory (dot products 4x slower). GPU entries have no such
         // closure.
-        let inline = (region.reduction.is_some() && matches!(self.abi, KernelAbi::Host))
+        let inline = (!region.reductions.is_empty() && matches!(self.abi, KernelAbi::Host))
             .then(|| quote::quote!(#[inline(never)]));
         let mut sig = func.sig.clone();
         sig.inputs = lowered.inputs.into_iter().collect();

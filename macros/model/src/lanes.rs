@@ -312,6 +312,27 @@ pub fn each<I: Lanes, const K: usize, const S: usize>(
     share.0.run(lens, |i| body(i, unsafe { i.own(&rows) }))
 }
 
+/// A reduction over a `collapse(n)` nest, lowered: `var = reduce_nest(Op, share, [m, ..], var, |(i, j), s, __t|
+/// BODY)`, one private copy.
+#[inline(always)]
+pub fn reduce_nest<Op: ReduceOp<T>, T: Copy, I: Iterator, const S: usize>(
+    _op: Op,
+    share: Exclusive<I>,
+    strides: [usize; S],
+    start: T,
+    mut body: impl FnMut(I::Item, &mut T, Own),
+) -> T
+where
+    I::Item: Iteration,
+{
+    let mut acc = start;
+    // SAFETY: as in `each_nest`.
+    share
+        .0
+        .for_each(|i| body(i, &mut acc, unsafe { i.own(&strides) }));
+    acc
+}
+
 /// A `collapse(n)` nest, lowered: `each_nest(share, [m, p, ..], |(i, j, ..), __t| BODY)`, over the thread's tuples;
 /// `[m, p, ..]` are the strides of the flat index the body writes, `(i * m + j) * p + k`, computed once.
 #[inline(always)]

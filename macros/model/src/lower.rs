@@ -18,7 +18,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
-use syn::{Block, Expr, FnArg, ItemFn, Pat, Stmt, Type};
+use syn::{Block, Expr, FnArg, Ident, ItemFn, Pat, Stmt, Type};
 
 /// The region's function, lowered.
 pub struct Lowered {
@@ -138,7 +138,10 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
         return;
     };
     let lens = worksharing::indexed_slices(region, &ws);
-    let reduction = region.reduction.as_ref();
+    let reductions = &region.reductions;
+    // One variable is the private copy itself; several are the fields of one `TupleK` copy.
+    let several = reductions.len() > 1;
+    let body_of_nest = ws.inner.last().map_or(&ws.for_loop.body, |l| &l.0.body);
     let rewrite = Rewrite {
         views: if region.is_unsafe {
             Vec::new()
@@ -150,22 +153,27 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 .map(|p| p.ident.to_string())
                 .collect()
         },
-        uses: reduction.map_or_else(Vec::new, |(_, var)| {
-            let body = ws.inner.last().map_or(&ws.for_loop.body, |l| &l.0.body);
-            worksharing::reduction_uses(body, var)
-                .into_iter()
-                .map(|u| u as *const _)
-                .collect()
-        }),
+        uses: reductions
+            .iter()
+            .enumerate()
+            .flat_map(|(k, (_, var))| {
+                worksharing::reduction_uses(body_of_nest, var)
+                    .into_iter()
+                    .map(move |u| (u as *const _, several.then_some(k)))
+            })
+            .collect(),
         continues: worksharing::exits(&ws)
             .continues
             .into_iter()
             .map(|c| c as *const _)
             .collect(),
     };
-    let init = reduction
-        .and_then(|(_, var)| worksharing::reduction_init(&ws, var))
-        .map(|e| e as *const Expr);
+    // One variable starts at the identity in its `let`, its initial value recorded; several are recorded together
+    // at the loop.
+    let init = match reductions.as_slice() {
+        [(op, var)] => worksharing::reduction_init(&ws, var).map(|e| (e as *const Expr, *op)),
+        _ => None,
+    };
     let target: *const syn::ExprForLoop = ws.for_loop;
     let (pats, ranges) = nest_parts(&ws);
     // No flat index written: strides no inner index is below, so no element is owned.
@@ -189,7 +197,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
     for stmt in &mut block.stmts {
         match stmt {
             Stmt::Local(l) => {
-                let (Some(i), Some((op, _)), Some(init)) = (&mut l.init, reduction, init) else {
+                let (Some(i), Some((init, op))) = (&mut l.init, init) else {
                     continue;
                 };
                 if std::ptr::eq(&*i.expr, init) {
@@ -223,50 +231,66 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 let share = format_ident!("__offload_share", span = mixed);
                 let token = format_ident!("__t", span = mixed);
                 let private = format_ident!("__offload_s", span = mixed);
-                let lowered: Expr = if region.collapse > 1 {
-                    quote_spanned!(mixed=> {
-                        let #share = ::offload::__share_nest((#(#ranges),*));
-                        // SAFETY: this thread's part of the nest's iteration space, whose bounds every thread
-                        // computes alike (the uniformity rule).
-                        let #share = unsafe { ::offload::__view::Exclusive::new(#share) };
-                        ::offload::__lanes::each_nest(
-                            #share,
-                            [#(#strides),*],
-                            |(#(#pats),*), #token: ::offload::__view::Own| #body,
-                        );
-                    })
-                } else if let Some((op, var)) = reduction {
-                    let (pat, op) = (&pats[0], format_ident!("{}", op));
-                    let share_call = share_call(region, &ranges[0]);
-                    quote_spanned!(mixed=> {
-                        let #share = #share_call;
-                        // SAFETY: as above, for the loop's range.
-                        let #share = unsafe { ::offload::__view::Exclusive::new(#share) };
-                        #var = ::offload::__lanes::reduce(
-                            ::offload::__reduce::#op,
-                            #share,
-                            [#(#lens.len()),*],
-                            [#(#rows),*],
-                            #var,
-                            |#pat, #private, #token: ::offload::__view::Own| #body,
-                        );
-                    })
+                // The thread's share, the driver, what the driver takes besides, and the closure's item pattern.
+                let (share_call, each, reduce, args, item) = if region.collapse > 1 {
+                    (
+                        quote_spanned!(mixed=> ::offload::__share_nest((#(#ranges),*))),
+                        quote_spanned!(mixed=> each_nest),
+                        quote_spanned!(mixed=> reduce_nest),
+                        quote_spanned!(mixed=> [#(#strides),*]),
+                        quote!((#(#pats),*)),
+                    )
                 } else {
                     let pat = &pats[0];
-                    let share_call = share_call(region, &ranges[0]);
-                    quote_spanned!(mixed=> {
-                        let #share = #share_call;
-                        // SAFETY: as above, for the loop's range.
-                        let #share = unsafe { ::offload::__view::Exclusive::new(#share) };
-                        ::offload::__lanes::each(
-                            #share,
-                            [#(#lens.len()),*],
-                            [#(#rows),*],
-                            |#pat, #token: ::offload::__view::Own| #body,
+                    (
+                        share_call(region, &ranges[0]),
+                        quote_spanned!(mixed=> each),
+                        quote_spanned!(mixed=> reduce),
+                        quote_spanned!(mixed=> [#(#lens.len()),*], [#(#rows),*]),
+                        quote!(#pat),
+                    )
+                };
+                let run = match reductions.as_slice() {
+                    [] => quote_spanned!(mixed=>
+                        ::offload::__lanes::#each(#share, #args, |#item, #token: ::offload::__view::Own| #body);
+                    ),
+                    [(_, var)] => {
+                        let op = region.reduce_op_value();
+                        quote_spanned!(mixed=>
+                            #var = ::offload::__lanes::#reduce(
+                                #op, #share, #args, #var,
+                                |#item, #private, #token: ::offload::__view::Own| #body,
+                            );
+                        )
+                    }
+                    several => {
+                        let (op, op_value) = (region.reduce_op(), region.reduce_op_value());
+                        let tuple = format_ident!("Tuple{}", several.len());
+                        let vars: Vec<&Ident> = several.iter().map(|(_, v)| v).collect();
+                        let k = (0..several.len()).map(syn::Index::from);
+                        let (start, r) = (
+                            format_ident!("__offload_start", span = mixed),
+                            format_ident!("__offload_r", span = mixed),
                         );
-                    })
-                }
-                .into_token_stream()
+                        quote_spanned!(mixed=>
+                            let #start = ::offload::__reduce_init::<#op, _>(
+                                ::offload::__reduce::#tuple(#(#vars),*)
+                            );
+                            let #r = ::offload::__lanes::#reduce(
+                                #op_value, #share, #args, #start,
+                                |#item, #private, #token: ::offload::__view::Own| #body,
+                            );
+                            #(#vars = #r.#k;)*
+                        )
+                    }
+                };
+                let lowered: Expr = quote_spanned!(mixed=> {
+                    let #share = #share_call;
+                    // SAFETY: this thread's part of the loop's iteration space, whose bounds every thread computes
+                    // alike (the uniformity rule).
+                    let #share = unsafe { ::offload::__view::Exclusive::new(#share) };
+                    #run
+                })
                 .pipe(|ts| syn::parse2(ts).expect("the lowering's own syntax"));
                 *e = lowered;
             }
@@ -294,8 +318,8 @@ impl<T> Pipe for T {}
 struct Rewrite {
     /// Parameters that are checked views.
     views: Vec<String>,
-    /// The reduction variable's uses.
-    uses: Vec<*const syn::ExprPath>,
+    /// The reduction variables' uses, with the variable's field in the private copy when there are several.
+    uses: Vec<(*const syn::ExprPath, Option<usize>)>,
     /// The loop's `continue`s.
     continues: Vec<*const syn::ExprContinue>,
 }
@@ -305,16 +329,23 @@ impl VisitMut for Rewrite {
         let mixed = Span::mixed_site();
         match e {
             // The private copy, `*__offload_s`; in parentheses only where a postfix operator follows (`.max(..)`,
-            // `[k]`, `.field`, `?`), so no `unused_parens` warning quotes the lowering.
-            Expr::Path(p) if self.uses.contains(&(&*p as *const _)) => {
+            // `[k]`, `.field`, `?`), so no `unused_parens` warning quotes the lowering. Several variables are the
+            // copy's fields, `(*__offload_s).k`.
+            Expr::Path(p) if self.use_of(p).is_some() => {
                 let private = format_ident!("__offload_s", span = mixed);
-                *e = syn::parse_quote_spanned!(p.span()=> *#private);
+                *e = match self.use_of(p).flatten() {
+                    Some(k) => {
+                        let k = syn::Index::from(k);
+                        syn::parse_quote_spanned!(p.span()=> (*#private).#k)
+                    }
+                    None => syn::parse_quote_spanned!(p.span()=> *#private),
+                };
             }
             Expr::MethodCall(syn::ExprMethodCall { receiver: x, .. })
             | Expr::Field(syn::ExprField { base: x, .. })
             | Expr::Index(syn::ExprIndex { expr: x, .. })
             | Expr::Try(syn::ExprTry { expr: x, .. })
-                if matches!(&**x, Expr::Path(p) if self.uses.contains(&(p as *const _))) =>
+                if matches!(&**x, Expr::Path(p) if self.use_of(p) == Some(None)) =>
             {
                 let private = format_ident!("__offload_s", span = mixed);
                 let span = x.span();
@@ -339,6 +370,16 @@ impl VisitMut for Rewrite {
 
     // Items are their own scope.
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+impl Rewrite {
+    /// `Some(field)` if `p` is a use of a reduction variable (`field` when there are several).
+    fn use_of(&self, p: &syn::ExprPath) -> Option<Option<usize>> {
+        self.uses
+            .iter()
+            .find(|(u, _)| std::ptr::eq(*u, p))
+            .map(|(_, k)| *k)
+    }
 }
 
 /// `tokens` shown at `at`, each still resolved where it was written.

@@ -128,3 +128,61 @@ pub const fn slot_bytes(size: usize) -> usize {
         size.div_ceil(16) * 16
     }
 }
+
+// Several reduction variables (`reduction(+: s, t), reduction(max: e)`, tail `(s, t, e)`) reduce as one value: a
+// `#[repr(C)]` tuple (a Rust tuple's layout may differ between the compilers of the host and of a GPU image), whose
+// operator is the tuple of the variables' operators.
+macro_rules! tuples {
+    ($($name:ident($($t:ident $k:tt),+);)*) => {$(
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq)]
+        pub struct $name<$($t),+>($(pub $t),+);
+
+        impl<$($t),+> From<($($t,)+)> for $name<$($t),+> {
+            #[inline(always)]
+            fn from(v: ($($t,)+)) -> Self {
+                $name($(v.$k),+)
+            }
+        }
+
+        impl<$($t),+> From<$name<$($t),+>> for ($($t,)+) {
+            #[inline(always)]
+            fn from(v: $name<$($t),+>) -> Self {
+                ($(v.$k,)+)
+            }
+        }
+
+    )*};
+}
+tuples! {
+    Tuple2(A 0, B 1);
+    Tuple3(A 0, B 1, C 2);
+    Tuple4(A 0, B 1, C 2, D 3);
+    Tuple5(A 0, B 1, C 2, D 3, E 4);
+    Tuple6(A 0, B 1, C 2, D 3, E 4, F 5);
+}
+
+macro_rules! tuple_ops {
+    ($($name:ident($($op:ident $t:ident $k:tt),+);)*) => {$(
+        impl<$($op: ReduceOp<$t>, $t: Copy),+> ReduceOp<$name<$($t),+>> for $name<$($op),+> {
+            #[inline(always)]
+            fn identity() -> $name<$($t),+> {
+                $name($($op::identity()),+)
+            }
+            #[inline(always)]
+            fn combine(a: $name<$($t),+>, b: $name<$($t),+>) -> $name<$($t),+> {
+                $name($($op::combine(a.$k, b.$k)),+)
+            }
+        }
+    )*};
+}
+tuple_ops! {
+    Tuple2(OA A 0, OB B 1);
+    Tuple3(OA A 0, OB B 1, OC C 2);
+    Tuple4(OA A 0, OB B 1, OC C 2, OD D 3);
+    Tuple5(OA A 0, OB B 1, OC C 2, OD D 3, OE E 4);
+    Tuple6(OA A 0, OB B 1, OC C 2, OD D 3, OE E 4, OF F 5);
+}
+
+/// The most reduction variables one region combines.
+pub const MAX_VARS: usize = 6;

@@ -78,8 +78,8 @@ pub struct Region {
     pub thread_limit: Option<Expr>,
     /// Declared `unsafe fn`: opts out of the race-freedom rules.
     pub is_unsafe: bool,
-    /// `reduction(op: var)`: the operator's type in `offload_model::reduce` and the variable.
-    pub reduction: Option<(&'static str, Ident)>,
+    /// `reduction(op: var, ..)`, in clause order: each operator's type in `offload_model::reduce` and its variable.
+    pub reductions: Vec<(&'static str, Ident)>,
     /// `collapse(n)`: how many perfectly nested loops are shared out as one (1 without the clause).
     pub collapse: usize,
     /// `parallel_for[_simd]`: one team, whose threads share the loop.
@@ -115,6 +115,8 @@ impl Region {
             ReturnType::Default => None,
             ReturnType::Type(_, ty) => match &**ty {
                 Type::Tuple(t) if t.elems.is_empty() => None,
+                // Several reduction variables come back as a tuple; checked once the clauses are known.
+                Type::Tuple(_) => Some((**ty).clone()),
                 ty => {
                     if let Some(msg) = unsupported_type(ty) {
                         errors.push(syn::Error::new(
@@ -137,13 +139,14 @@ impl Region {
             num_teams: None,
             thread_limit: None,
             is_unsafe: func.sig.unsafety.is_some(),
-            reduction: None,
+            reductions: Vec::new(),
             collapse: 1,
             one_team: false,
             schedule: None,
             private: Vec::new(),
         };
         region.apply_clauses(clauses, &mut errors);
+        region.check_reduction_return(&mut errors);
         if !region.spmd {
             crate::worksharing::check_team_calls(&func.block, &mut errors);
         }
@@ -151,11 +154,16 @@ impl Region {
             if let Some(ws) = crate::worksharing::find(&func.block, region.collapse, &mut errors) {
                 crate::worksharing::check_races(&region, &func.block, &ws, &mut errors);
                 crate::worksharing::check_uniform(&region, &ws, &mut errors);
-                if let Some((_, var)) = &region.reduction {
-                    crate::worksharing::check_reduction(&func.block, &ws, var, &mut errors);
+                if !region.reductions.is_empty() {
+                    crate::worksharing::check_reduction(
+                        &func.block,
+                        &ws,
+                        &region.reductions,
+                        &mut errors,
+                    );
                 }
             }
-        } else if let Some((_, var)) = &region.reduction {
+        } else if let Some((_, var)) = region.reductions.first() {
             errors.push(syn::Error::new(
                 var.span(),
                 "`reduction` combines a work-shared loop's partial results: add `teams_distribute_parallel_for`",
@@ -217,13 +225,22 @@ impl Region {
                     }
                 }
                 Clause::Reduction(op, span, vars) => {
-                    if self.reduction.is_some() || vars.len() > 1 {
+                    for v in vars {
+                        if self.reductions.iter().any(|(_, w)| *w == v) {
+                            errors
+                                .push(syn::Error::new(v.span(), format!("`{v}` is reduced twice")));
+                        } else {
+                            self.reductions.push((op, v));
+                        }
+                    }
+                    if self.reductions.len() > crate::reduce::MAX_VARS {
                         errors.push(syn::Error::new(
                             span,
-                            "one reduction variable per region in this version",
+                            format!(
+                                "at most {} reduction variables per region",
+                                crate::reduce::MAX_VARS
+                            ),
                         ));
-                    } else {
-                        self.reduction = Some((op, vars[0].clone()));
                     }
                 }
             }
@@ -448,6 +465,92 @@ impl Region {
             ..map.clone()
         });
         param.section = item.section;
+    }
+
+    /// Several reduction variables return as a tuple of as many; any other tuple is rejected.
+    fn check_reduction_return(&self, errors: &mut Errors) {
+        let k = self.reductions.len();
+        match &self.ret {
+            Some(Type::Tuple(t)) if k < 2 || t.elems.len() != k => {
+                errors.push(syn::Error::new(
+                    t.span(),
+                    if k >= 2 {
+                        format!("a region with {k} reduction variables returns them as a tuple of {k}, in clause order")
+                    } else {
+                        "a region cannot return a tuple, whose layout Rust does not fix across compilers (a region \
+                         with several reduction variables returns them as one); use a `#[declare_target]` \
+                         `#[repr(C)]` struct"
+                            .into()
+                    },
+                ));
+            }
+            Some(Type::Tuple(t)) => {
+                for e in &t.elems {
+                    if let Some(msg) = unsupported_type(e) {
+                        errors.push(syn::Error::new(e.span(), format!("a region cannot return {msg}")));
+                    }
+                }
+            }
+            Some(ty) if k >= 2 => errors.push(syn::Error::new(
+                ty.span(),
+                format!("a region with {k} reduction variables returns them as a tuple of {k}, in clause order"),
+            )),
+            _ => {}
+        }
+    }
+
+    /// The reduction's operator type (a [`crate::reduce`] operator, or a `TupleK` of them for several variables).
+    pub fn reduce_op(&self) -> Option<TokenStream> {
+        let ops: Vec<TokenStream> = self
+            .reductions
+            .iter()
+            .map(|(op, _)| {
+                let op = quote::format_ident!("{}", op);
+                quote::quote!(::offload::__reduce::#op)
+            })
+            .collect();
+        match ops.as_slice() {
+            [] => None,
+            [one] => Some(one.clone()),
+            _ => {
+                let tuple = quote::format_ident!("Tuple{}", ops.len());
+                Some(quote::quote!(::offload::__reduce::#tuple<#(#ops),*>))
+            }
+        }
+    }
+
+    /// The operator as a value, for the loop driver.
+    pub fn reduce_op_value(&self) -> Option<TokenStream> {
+        let ops: Vec<TokenStream> = self
+            .reductions
+            .iter()
+            .map(|(op, _)| {
+                let op = quote::format_ident!("{}", op);
+                quote::quote!(::offload::__reduce::#op)
+            })
+            .collect();
+        match ops.as_slice() {
+            [] => None,
+            [one] => Some(one.clone()),
+            _ => {
+                let tuple = quote::format_ident!("Tuple{}", ops.len());
+                Some(quote::quote!(::offload::__reduce::#tuple(#(#ops),*)))
+            }
+        }
+    }
+
+    /// The reduction value's type as it crosses to and from the device: the return type, or for several variables
+    /// the `#[repr(C)]` `TupleK` of the returned tuple's types.
+    pub fn reduce_wire(&self) -> Option<TokenStream> {
+        match (&self.ret, self.reductions.len()) {
+            (_, 0) | (None, _) => None,
+            (Some(Type::Tuple(t)), k) if k >= 2 => {
+                let tuple = quote::format_ident!("Tuple{}", k);
+                let elems = t.elems.iter();
+                Some(quote::quote!(::offload::__reduce::#tuple<#(#elems),*>))
+            }
+            (Some(ty), _) => Some(ty.to_token_stream()),
+        }
     }
 
     /// The kernel arguments, in order: the calling convention both the host stub and the kernel entry follow.

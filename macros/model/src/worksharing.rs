@@ -384,10 +384,7 @@ pub fn check_races(region: &Region, block: &Block, ws: &WorkShared, errors: &mut
     let outer: Vec<String> = outer
         .into_iter()
         .filter(|n| {
-            region
-                .reduction
-                .as_ref()
-                .is_none_or(|(_, v)| v != n.as_str())
+            region.reductions.iter().all(|(_, v)| v != n.as_str())
                 && !region.private.iter().any(|p| p == n)
         })
         .collect();
@@ -599,20 +596,43 @@ pub fn reduction_init<'a>(ws: &WorkShared<'a>, var: &syn::Ident) -> Option<&'a E
     })
 }
 
-/// A reduction variable is a `let mut var = INIT;` before the loop, and the body's tail is exactly `var`.
-pub fn check_reduction(block: &Block, ws: &WorkShared, var: &syn::Ident, errors: &mut Errors) {
-    if reduction_init(ws, var).is_none() {
-        errors.push(syn::Error::new(
-            var.span(),
-            format!("declare the reduction variable before the loop with its initial value: `let mut {var} = ..;`"),
-        ));
+/// A reduction variable is a `let mut var = INIT;` before the loop, and the body's tail is exactly `var` (a tuple of
+/// the variables, in clause order, for several).
+pub fn check_reduction(
+    block: &Block,
+    ws: &WorkShared,
+    vars: &[(&'static str, syn::Ident)],
+    errors: &mut Errors,
+) {
+    for (_, var) in vars {
+        if reduction_init(ws, var).is_none() {
+            errors.push(syn::Error::new(
+                var.span(),
+                format!("declare the reduction variable before the loop with its initial value: `let mut {var} = ..;`"),
+            ));
+        }
     }
-    let tail_is_var = matches!(block.stmts.last(), Some(Stmt::Expr(e, None)) if name(e).is_some_and(|n| *var == n));
-    if !tail_is_var {
+    let names: Vec<String> = vars.iter().map(|(_, v)| v.to_string()).collect();
+    let tail_ok = match (block.stmts.last(), names.as_slice()) {
+        (Some(Stmt::Expr(e, None)), [one]) => name(e).is_some_and(|n| n == *one),
+        (Some(Stmt::Expr(Expr::Tuple(t), None)), _) => {
+            t.elems.len() == names.len()
+                && t.elems
+                    .iter()
+                    .zip(&names)
+                    .all(|(e, n)| name(e).as_deref() == Some(n))
+        }
+        _ => false,
+    };
+    if !tail_ok {
         let span = block.stmts.last().map_or(block.span(), |s| s.span());
+        let want = match names.as_slice() {
+            [one] => one.clone(),
+            more => format!("({})", more.join(", ")),
+        };
         errors.push(syn::Error::new(
             span,
-            format!("a reduction region ends with its variable: make the tail `{var}`"),
+            format!("a reduction region ends with its variables: make the tail `{want}`"),
         ));
     }
 }
