@@ -78,7 +78,12 @@ fn the_host_fallback_and_the_device_crate_lower_every_region_alike() {
             let region = Region::parse(args, &func).expect("the suite's regions are valid");
             let r = &site.region;
             forms.insert(
-                match (r.spmd, r.work_shared, r.collapse > 1, r.reduction.is_some()) {
+                match (
+                    r.spmd,
+                    r.work_shared,
+                    r.collapse > 1,
+                    !r.reductions.is_empty(),
+                ) {
                     (true, ..) => "spmd",
                     (_, true, true, _) => "collapse",
                     (_, true, _, true) => "reduction",
