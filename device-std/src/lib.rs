@@ -184,6 +184,9 @@ pub unsafe fn team_shared_raw() -> (*mut u8, usize) {
 }
 
 pub use offload_model::abi::SharedAtomic;
+/// A reduction operator; implement it on a unit struct to name it in `reduction(Op: var)` (OpenMP's `declare
+/// reduction`).
+pub use offload_model::reduce::ReduceOp;
 
 /// Whether this is team 0, thread 0: the thread whose value a region returns.
 #[doc(hidden)]

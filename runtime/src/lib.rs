@@ -41,6 +41,7 @@ pub use offload_model::abi::SharedAtomic;
 pub use offload_model::lanes as __lanes;
 #[doc(hidden)]
 pub use offload_model::reduce as __reduce;
+pub use offload_model::reduce::ReduceOp;
 #[doc(hidden)]
 pub use offload_model::view as __view;
 pub use plugin::{inventory, DeviceDescription, PluginReport};

@@ -197,3 +197,58 @@ fn several_variables_and_collapsed_nests_reduce() {
         );
     }
 }
+
+/// A user's reduction (OpenMP's `declare reduction`): a unit struct implementing `offload::ReduceOp` for a
+/// `#[declare_target]` type.
+#[offload::declare_target]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Range {
+    lo: f64,
+    hi: f64,
+}
+
+#[offload::declare_target]
+#[repr(C)]
+pub struct Span;
+
+#[offload::declare_target]
+impl offload::ReduceOp<Range> for Span {
+    fn identity() -> Range {
+        Range {
+            lo: f64::INFINITY,
+            hi: f64::NEG_INFINITY,
+        }
+    }
+    fn combine(a: Range, b: Range) -> Range {
+        Range {
+            lo: a.lo.min(b.lo),
+            hi: a.hi.max(b.hi),
+        }
+    }
+}
+
+#[target(teams_distribute_parallel_for, num_teams(3), thread_limit(2), reduction(Span: r), if(on_device))]
+fn range_of(on_device: bool, x: &[f64]) -> Range {
+    let mut r = Range { lo: 0.5, hi: 0.5 };
+    for i in 0..x.len() {
+        r.lo = r.lo.min(x[i]);
+        r.hi = r.hi.max(x[i]);
+    }
+    r
+}
+
+#[test]
+fn a_users_reduction_operator_combines_its_type() {
+    let x: Vec<f64> = (0..999).map(|v| ((v * 31) % 211) as f64 - 100.0).collect();
+    for on_device in [true, false] {
+        assert_eq!(
+            range_of(on_device, &x),
+            Range {
+                lo: -100.0,
+                hi: 110.0
+            },
+            "device {on_device}"
+        );
+    }
+}

@@ -225,8 +225,8 @@ pub enum Clause {
     Construct(Ident),
     /// `collapse(n)`.
     Collapse(Ident, usize),
-    /// `reduction(op: a, b)`: the operator's type name in `offload_model::reduce`, its span, and the variables.
-    Reduction(&'static str, proc_macro2::Span, Vec<Ident>),
+    /// `reduction(op: a, b)`: the operator, its span, and the variables.
+    Reduction(ReduceOp, proc_macro2::Span, Vec<Ident>),
     NumTeams(Ident, Expr),
     /// `thread_limit(n)`, or `num_threads(n)` (a `parallel` construct's name for it).
     ThreadLimit(Ident, Expr),
@@ -356,8 +356,56 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
     }
 }
 
-/// A reduction operator: `+ * & | ^ && ||`, `min` or `max`, as the name of its type in `offload_model::reduce`.
-fn parse_reduce_op(input: ParseStream) -> syn::Result<(&'static str, proc_macro2::Span)> {
+/// A reduction's operator: one of OpenMP's, or a user's (OpenMP's `declare reduction`): a unit struct implementing
+/// `offload::ReduceOp<T>` for the variable's type, named by its path.
+#[derive(Clone, Debug)]
+pub enum ReduceOp {
+    /// The name of its type in `offload_model::reduce`.
+    Builtin(&'static str),
+    User(syn::Path),
+}
+
+impl ReduceOp {
+    /// The operator's type (a unit struct, so also its value).
+    pub fn path(&self) -> proc_macro2::TokenStream {
+        match self {
+            ReduceOp::Builtin(name) => {
+                let id = quote::format_ident!("{}", name);
+                quote::quote!(::offload::__reduce::#id)
+            }
+            ReduceOp::User(p) => quote::ToTokens::to_token_stream(p),
+        }
+    }
+}
+
+/// A reduction operator: `+ * & | ^ && ||`, `min`, `max`, or the path of a user's operator type.
+fn parse_reduce_op(input: ParseStream) -> syn::Result<(ReduceOp, proc_macro2::Span)> {
+    let span = input.span();
+    if !(input.peek(Token![&&])
+        || input.peek(Token![||])
+        || input.peek(Token![+])
+        || input.peek(Token![*])
+        || input.peek(Token![&])
+        || input.peek(Token![|])
+        || input.peek(Token![^]))
+    {
+        let path: syn::Path = input.parse().map_err(|_| {
+            input.error("expected a reduction operator: + * min max & | ^ && ||, or a type implementing `offload::ReduceOp`")
+        })?;
+        return Ok((
+            match path.get_ident().map(|i| i.to_string()).as_deref() {
+                Some("min") => ReduceOp::Builtin("Min"),
+                Some("max") => ReduceOp::Builtin("Max"),
+                _ => ReduceOp::User(path),
+            },
+            span,
+        ));
+    }
+    let (op, span) = parse_builtin_op(input)?;
+    Ok((ReduceOp::Builtin(op), span))
+}
+
+fn parse_builtin_op(input: ParseStream) -> syn::Result<(&'static str, proc_macro2::Span)> {
     let span = input.span();
     let op = if input.peek(Token![&&]) {
         input.parse::<Token![&&]>()?;

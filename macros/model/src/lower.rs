@@ -171,7 +171,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
     // One variable starts at the identity in its `let`, its initial value recorded; several are recorded together
     // at the loop.
     let init = match reductions.as_slice() {
-        [(op, var)] => worksharing::reduction_init(&ws, var).map(|e| (e as *const Expr, *op)),
+        [(op, var)] => worksharing::reduction_init(&ws, var).map(|e| (e as *const Expr, op.path())),
         _ => None,
     };
     let target: *const syn::ExprForLoop = ws.for_loop;
@@ -197,14 +197,12 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
     for stmt in &mut block.stmts {
         match stmt {
             Stmt::Local(l) => {
-                let (Some(i), Some((init, op))) = (&mut l.init, init) else {
+                let (Some(i), Some((init, op))) = (&mut l.init, &init) else {
                     continue;
                 };
-                if std::ptr::eq(&*i.expr, init) {
+                if std::ptr::eq(&*i.expr, *init) {
                     let e = &i.expr;
-                    let op = format_ident!("{}", op);
-                    *i.expr = syn::parse_quote_spanned!(e.span()=>
-                        ::offload::__reduce_init::<::offload::__reduce::#op, _>(#e));
+                    *i.expr = syn::parse_quote_spanned!(e.span()=> ::offload::__reduce_init::<#op, _>(#e));
                 }
             }
             Stmt::Expr(e @ Expr::ForLoop(_), _) => {

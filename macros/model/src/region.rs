@@ -78,8 +78,8 @@ pub struct Region {
     pub thread_limit: Option<Expr>,
     /// Declared `unsafe fn`: opts out of the race-freedom rules.
     pub is_unsafe: bool,
-    /// `reduction(op: var, ..)`, in clause order: each operator's type in `offload_model::reduce` and its variable.
-    pub reductions: Vec<(&'static str, Ident)>,
+    /// `reduction(op: var, ..)`, in clause order: each variable's operator and the variable.
+    pub reductions: Vec<(crate::clause::ReduceOp, Ident)>,
     /// `collapse(n)`: how many perfectly nested loops are shared out as one (1 without the clause).
     pub collapse: usize,
     /// `parallel_for[_simd]`: one team, whose threads share the loop.
@@ -230,7 +230,7 @@ impl Region {
                             errors
                                 .push(syn::Error::new(v.span(), format!("`{v}` is reduced twice")));
                         } else {
-                            self.reductions.push((op, v));
+                            self.reductions.push((op.clone(), v));
                         }
                     }
                     if self.reductions.len() > crate::reduce::MAX_VARS {
@@ -501,14 +501,7 @@ impl Region {
 
     /// The reduction's operator type (a [`crate::reduce`] operator, or a `TupleK` of them for several variables).
     pub fn reduce_op(&self) -> Option<TokenStream> {
-        let ops: Vec<TokenStream> = self
-            .reductions
-            .iter()
-            .map(|(op, _)| {
-                let op = quote::format_ident!("{}", op);
-                quote::quote!(::offload::__reduce::#op)
-            })
-            .collect();
+        let ops: Vec<TokenStream> = self.reductions.iter().map(|(op, _)| op.path()).collect();
         match ops.as_slice() {
             [] => None,
             [one] => Some(one.clone()),
@@ -521,14 +514,7 @@ impl Region {
 
     /// The operator as a value, for the loop driver.
     pub fn reduce_op_value(&self) -> Option<TokenStream> {
-        let ops: Vec<TokenStream> = self
-            .reductions
-            .iter()
-            .map(|(op, _)| {
-                let op = quote::format_ident!("{}", op);
-                quote::quote!(::offload::__reduce::#op)
-            })
-            .collect();
+        let ops: Vec<TokenStream> = self.reductions.iter().map(|(op, _)| op.path()).collect();
         match ops.as_slice() {
             [] => None,
             [one] => Some(one.clone()),

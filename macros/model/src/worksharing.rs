@@ -601,7 +601,7 @@ pub fn reduction_init<'a>(ws: &WorkShared<'a>, var: &syn::Ident) -> Option<&'a E
 pub fn check_reduction(
     block: &Block,
     ws: &WorkShared,
-    vars: &[(&'static str, syn::Ident)],
+    vars: &[(crate::clause::ReduceOp, syn::Ident)],
     errors: &mut Errors,
 ) {
     for (_, var) in vars {
