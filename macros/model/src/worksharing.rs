@@ -414,6 +414,7 @@ pub fn check_races(region: &Region, block: &Block, ws: &WorkShared, errors: &mut
         index: ws.index.to_string(),
         collapsed,
         in_loop: false,
+        writing: false,
         errors: Vec::new(),
     };
     for stmt in &block.stmts {
@@ -441,6 +442,8 @@ struct Races<'a> {
     /// Under `collapse(n)`: the inner variables and the inner bounds' tokens, outermost first.
     collapsed: Vec<(String, Option<String>)>,
     in_loop: bool,
+    /// Visiting a place being written (not read).
+    writing: bool,
     errors: Vec<(Span, String)>,
 }
 
@@ -487,7 +490,16 @@ impl<'ast> Visit<'ast> for Races<'_> {
                     flat_strides(&ix.index, &self.index, &nest).is_some()
                 };
                 if !(self.in_loop && own) {
-                    let msg = if self.in_loop {
+                    let msg = if self.in_loop && !self.writing {
+                        format!(
+                            "reading `{n}[{index}]` races: `{n}` is `&mut`, and the iteration that owns that element \
+                             may be writing it on another thread at the same time; read only `{n}[{own}]`, or take the \
+                             values to read as a separate `&[T]` parameter (a copy made before the region, as \
+                             Jacobi's `a` and `anew`), or declare the region `unsafe fn`",
+                            index = quote::ToTokens::to_token_stream(&*ix.index),
+                            own = self.flat_index()
+                        )
+                    } else if self.in_loop {
                         format!(
                             "`{n}` is `&mut` and every thread has it: index it with the loop variable (`{n}[{}]`) so \
                              each element is written by one thread only, or declare the region `unsafe fn`",
@@ -502,7 +514,10 @@ impl<'ast> Visit<'ast> for Races<'_> {
                     };
                     self.errors.push((ix.expr.span(), msg));
                 }
+                // The index itself is read.
+                let was = std::mem::replace(&mut self.writing, false);
                 self.visit_expr(&ix.index);
+                self.writing = was;
             }
             Expr::Path(_) if name(e).is_some_and(|n| self.exclusive.contains(&n)) => {
                 let n = name(e).unwrap_or_default();
@@ -517,12 +532,15 @@ impl<'ast> Visit<'ast> for Races<'_> {
             }
             Expr::Assign(a) if self.in_loop => {
                 self.check_assigned(&a.left);
-                syn::visit::visit_expr(self, e);
+                self.written(&a.left);
+                self.visit_expr(&a.right);
             }
             Expr::Binary(b) if self.in_loop && is_compound_assign(&b.op) => {
                 self.check_assigned(&b.left);
-                syn::visit::visit_expr(self, e);
+                self.written(&b.left);
+                self.visit_expr(&b.right);
             }
+            Expr::Reference(r) if r.mutability.is_some() => self.written(&r.expr),
             _ => syn::visit::visit_expr(self, e),
         }
     }
@@ -544,6 +562,13 @@ impl Races<'_> {
                 };
                 format!("{outer} * {} + {j}", m.as_deref().unwrap_or("m"))
             })
+    }
+
+    /// Visits a place the code writes (an assignment's left side, a `&mut`'s operand).
+    fn written(&mut self, place: &Expr) {
+        let was = std::mem::replace(&mut self.writing, true);
+        self.visit_expr(place);
+        self.writing = was;
     }
 
     fn check_assigned(&mut self, left: &Expr) {
