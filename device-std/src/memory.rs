@@ -60,6 +60,14 @@ impl<T> DeviceBuffer<T> {
     }
 }
 
+// SAFETY: a buffer's length is fixed for the kernel's run.
+unsafe impl<T> offload_model::lanes::Length for DeviceBuffer<T> {
+    #[inline(always)]
+    fn length(&self) -> usize {
+        self.len
+    }
+}
+
 impl<T> Deref for DeviceBuffer<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {

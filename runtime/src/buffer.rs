@@ -200,6 +200,13 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     }
 }
 
+// SAFETY: a buffer's length is fixed at its making.
+unsafe impl<T: DeviceCopy> offload_model::lanes::Length for DeviceBuffer<T> {
+    fn length(&self) -> usize {
+        self.len
+    }
+}
+
 impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
         let _scope = Watch::now().scope(Label::Construct("DeviceBuffer drop"), self.dev);

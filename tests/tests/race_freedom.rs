@@ -264,3 +264,46 @@ fn a_cell_outside_the_iterations_row_or_stride_fails_the_region() {
         );
     }
 }
+
+/// A method named `at` that a user gives the iteration token (in scope here) would send every access to element 0;
+/// the lowering calls the token's own check by its path, so the region writes its own elements (a review found the
+/// method-call form hijacked).
+mod hijack {
+    use offload::__view::{Own, Owned};
+    use offload::target;
+
+    // Never called: that is the point.
+    #[allow(dead_code)]
+    pub trait At<'t> {
+        fn at(self, e: usize) -> Owned<'t>;
+    }
+    impl<'t> At<'t> for Own<'t> {
+        fn at(self, _e: usize) -> Owned<'t> {
+            Own::at(&self, 0)
+        }
+    }
+
+    #[target(
+        teams_distribute_parallel_for,
+        num_teams(4),
+        thread_limit(2),
+        if(on_device)
+    )]
+    pub fn bump(on_device: bool, y: &mut [u32]) {
+        for i in 0..y.len() {
+            y[i] += i as u32;
+        }
+    }
+}
+
+#[test]
+fn a_users_method_on_the_token_is_not_the_check() {
+    for on_device in [true, false] {
+        let mut y = vec![1u32; 64];
+        hijack::bump(on_device, &mut y);
+        assert!(
+            y.iter().enumerate().all(|(i, &v)| v == 1 + i as u32),
+            "device {on_device}: {y:?}"
+        );
+    }
+}

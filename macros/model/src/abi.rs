@@ -285,7 +285,11 @@ pub const MAX_COLLAPSE: usize = 6;
 
 /// A `collapse(n)` loop nest as a tuple of its loops' iterators (each independent of the others): one flattened
 /// iteration space, in row-major order.
-pub trait Nest: Clone {
+///
+/// # Safety
+/// Distinct positions of the flattened space give distinct items, and `count` is the number of positions: a thread's
+/// iteration tokens rely on it.
+pub unsafe trait Nest: Clone {
     type Item;
     /// Iterations in the flattened space.
     fn count(&self) -> usize;
@@ -297,9 +301,27 @@ pub trait Nest: Clone {
     fn item(&self, digits: &[usize; MAX_COLLAPSE]) -> Option<Self::Item>;
 }
 
+/// A loop of a `collapse(n)` nest: an integer range, whose distinct positions are distinct values.
+///
+/// # Safety
+/// `nth(k)` of a clone gives distinct items for distinct `k` below its length.
+pub unsafe trait NestLevel: Iterator + Clone {}
+macro_rules! nest_levels {
+    ($($t:ty),*) => {$(
+        // SAFETY: integer ranges count up, by a positive step.
+        unsafe impl NestLevel for core::ops::Range<$t> {}
+        // SAFETY: as above.
+        unsafe impl NestLevel for core::ops::RangeInclusive<$t> {}
+        // SAFETY: as above.
+        unsafe impl NestLevel for core::iter::StepBy<core::ops::Range<$t>> {}
+    )*};
+}
+nest_levels!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
+
 macro_rules! nest {
     ($($it:ident $v:ident $k:tt),+) => {
-        impl<$($it: Iterator + Clone),+> Nest for ($($it,)+) {
+        // SAFETY: each level is an integer range (`NestLevel`), whose distinct positions are distinct values.
+        unsafe impl<$($it: NestLevel),+> Nest for ($($it,)+) {
             type Item = ($($it::Item,)+);
             #[inline]
             fn count(&self) -> usize {
@@ -444,7 +466,10 @@ pub unsafe fn shared_atomics<'a, T: SharedAtomic>(block: (*mut u8, usize), len: 
 /// A work-shared loop's iterator and the part of it one thread runs ([`block_share`]). A range's part is again a
 /// range, clamped to the range's end: the clamp changes nothing, but it lets the compiler prove `i < end`, and so
 /// drop `x[i]`'s bounds check when the loop is `for i in 0..x.len()`.
-pub trait Share: Iterator + Sized {
+///
+/// # Safety
+/// For the same iterator, the parts of `g` in `0..total` are disjoint (the thread tokens rely on it).
+pub unsafe trait Share: Iterator + Sized {
     type Part: Lanes<Item = Self::Item>;
     /// Thread `g`'s contiguous block (the host's split).
     fn share(self, g: usize, total: usize) -> Self::Part;
@@ -455,7 +480,8 @@ pub trait Share: Iterator + Sized {
 
 macro_rules! share_ranges {
     ($($t:ty),*) => {$(
-        impl Share for core::ops::Range<$t> {
+        // SAFETY: `block_share` and the strided starts partition the items.
+        unsafe impl Share for core::ops::Range<$t> {
             type Part = core::ops::Range<$t>;
             #[inline(always)]
             fn share(self, g: usize, total: usize) -> Self::Part {
@@ -475,7 +501,8 @@ macro_rules! share_ranges {
                 (first..self.end).step_by(total.max(1))
             }
         }
-        impl Share for core::iter::StepBy<core::ops::Range<$t>> {
+        // SAFETY: `block_share` and the strided starts partition the items.
+        unsafe impl Share for core::iter::StepBy<core::ops::Range<$t>> {
             type Part = core::iter::Take<core::iter::Skip<Self>>;
             #[inline(always)]
             fn share(self, g: usize, total: usize) -> Self::Part {
@@ -496,7 +523,8 @@ share_ranges!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
 // `a..=b`, which may end at the type's maximum (no `Range` can say that): parts are inclusive ranges too.
 macro_rules! share_inclusive {
     ($($t:ty),*) => {$(
-        impl Share for core::ops::RangeInclusive<$t> {
+        // SAFETY: `block_share` and the strided starts partition the items.
+        unsafe impl Share for core::ops::RangeInclusive<$t> {
             type Part = core::ops::RangeInclusive<$t>;
             #[inline(always)]
             fn share(self, g: usize, total: usize) -> Self::Part {
@@ -540,14 +568,18 @@ pub struct Chunks<T> {
 }
 
 /// A loop a `schedule(static, c)` deals out in chunks.
-pub trait ChunkShare: Sized {
+///
+/// # Safety
+/// As [`Share`]: chunks dealt to distinct `g` are disjoint.
+pub unsafe trait ChunkShare: Sized {
     type Item;
     fn chunks(self, chunk: usize, g: usize, total: usize) -> Chunks<Self::Item>;
 }
 
 macro_rules! chunk_ranges {
     ($($t:ty: $u:ty),*) => {$(
-        impl ChunkShare for core::ops::Range<$t> {
+        // SAFETY: chunk `k` goes to `k % total` alone.
+        unsafe impl ChunkShare for core::ops::Range<$t> {
             type Item = $t;
             #[inline(always)]
             fn chunks(self, chunk: usize, g: usize, total: usize) -> Chunks<$t> {

@@ -10,7 +10,11 @@ use crate::view::{Exclusive, Iteration, Own};
 pub const LANES: usize = 8;
 
 /// A thread's share of a work-shared loop, as the lowering runs it.
-pub trait Lanes: Iterator + Sized {
+///
+/// # Safety
+/// The drivers hand an iteration token to each item: `run` and `run_lanes` call `body` once per item the iterator
+/// yields, and no item twice.
+pub unsafe trait Lanes: Iterator + Sized {
     /// Runs `body` on every item, in order, feeding the [`LANES`] private copies in turn; `lens` are the lengths of
     /// the slices the body indexes with the item.
     #[inline(always)]
@@ -43,7 +47,9 @@ fn fast_part<const K: usize>(r: &core::ops::Range<usize>, lens: [usize; K]) -> (
     (r.end.min(lim), lim)
 }
 
-impl Lanes for core::ops::Range<usize> {
+// SAFETY: each item once, in order.
+
+unsafe impl Lanes for core::ops::Range<usize> {
     /// Whole groups of [`LANES`] indices first, below every length in `lens`: there the lanes have no bounds checks
     /// and no control flow between them, so they vectorise. The rest runs one by one, so an index past a slice's end
     /// still panics at the same iteration.
@@ -96,7 +102,8 @@ impl Lanes for core::ops::Range<usize> {
 // so, which drops the bounds checks: a `u64` or `i32` loop vectorises like a `usize` one.
 macro_rules! lanes {
     ($($t:ty: $u:ty),*) => {$(
-        impl Lanes for core::ops::Range<$t> {
+        // SAFETY: each item once, in order.
+        unsafe impl Lanes for core::ops::Range<$t> {
             #[inline(always)]
             fn run_lanes<T, const K: usize>(
                 self,
@@ -138,14 +145,16 @@ macro_rules! lanes {
                 }
             }
         }
-        impl Lanes for core::iter::Take<core::iter::Skip<core::iter::StepBy<core::ops::Range<$t>>>> {}
+        // SAFETY: each item once, in order.
+        unsafe impl Lanes for core::iter::Take<core::iter::Skip<core::iter::StepBy<core::ops::Range<$t>>>> {}
     )*};
 }
 
 // `schedule(static, c)`: each chunk runs as a range does.
 macro_rules! chunk_lanes {
     ($($t:ty),*) => {$(
-        impl Lanes for crate::abi::Chunks<$t> {
+        // SAFETY: each item once, in order.
+        unsafe impl Lanes for crate::abi::Chunks<$t> {
             #[inline(always)]
             fn run_lanes<T, const K: usize>(
                 mut self,
@@ -172,7 +181,8 @@ chunk_lanes!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
 // `a..=b` runs as `a..b + 1` where that exists; a part ending at the type's maximum, one by one.
 macro_rules! inclusive_lanes {
     ($($t:ty),*) => {$(
-        impl Lanes for core::ops::RangeInclusive<$t> {
+        // SAFETY: each item once, in order.
+        unsafe impl Lanes for core::ops::RangeInclusive<$t> {
             #[inline(always)]
             fn run_lanes<T, const K: usize>(
                 self,
@@ -246,7 +256,11 @@ macro_rules! int_parts {
     }};
 }
 lanes!(u8: u8, u16: u16, u32: u32, u64: u64, i8: u8, i16: u16, i32: u32, i64: u64, isize: usize);
-impl Lanes for core::iter::Take<core::iter::Skip<core::iter::StepBy<core::ops::Range<usize>>>> {}
+// SAFETY: each item once, in order.
+unsafe impl Lanes
+    for core::iter::Take<core::iter::Skip<core::iter::StepBy<core::ops::Range<usize>>>>
+{
+}
 
 // A GPU thread's grid-stride share: one private copy (the GPU hides latency with other threads, and each copy costs
 // registers every thread of a block pays for).
@@ -257,7 +271,8 @@ macro_rules! strided_lanes {
         strided_lanes!(@one core::iter::StepBy<core::ops::RangeInclusive<$t>>);
     )*};
     (@one $share:ty) => {
-        impl Lanes for $share {
+        // SAFETY: each item once, in order.
+        unsafe impl Lanes for $share {
             #[inline(always)]
             fn run_lanes<T, const K: usize>(
                 self,
@@ -285,7 +300,7 @@ pub fn reduce<Op: ReduceOp<T>, T: Copy, I: Lanes, const K: usize, const S: usize
     lens: [usize; K],
     rows: [usize; S],
     start: T,
-    mut body: impl FnMut(I::Item, &mut T, Own),
+    mut body: impl for<'t> FnMut(I::Item, &mut T, Own<'t>),
 ) -> T
 where
     I::Item: Iteration,
@@ -304,7 +319,7 @@ pub fn each<I: Lanes, const K: usize, const S: usize>(
     share: Exclusive<I>,
     lens: [usize; K],
     rows: [usize; S],
-    mut body: impl FnMut(I::Item, Own),
+    mut body: impl for<'t> FnMut(I::Item, Own<'t>),
 ) where
     I::Item: Iteration,
 {
@@ -320,7 +335,7 @@ pub fn reduce_nest<Op: ReduceOp<T>, T: Copy, I: Iterator, const S: usize>(
     share: Exclusive<I>,
     strides: [usize; S],
     start: T,
-    mut body: impl FnMut(I::Item, &mut T, Own),
+    mut body: impl for<'t> FnMut(I::Item, &mut T, Own<'t>),
 ) -> T
 where
     I::Item: Iteration,
@@ -339,10 +354,86 @@ where
 pub fn each_nest<I: Iterator, const S: usize>(
     share: Exclusive<I>,
     strides: [usize; S],
-    mut body: impl FnMut(I::Item, Own),
+    mut body: impl for<'t> FnMut(I::Item, Own<'t>),
 ) where
     I::Item: Iteration,
 {
     // SAFETY: `i` is an item of this thread's exclusive share; the lowering computes `strides` from uniform values.
     share.0.for_each(|i| body(i, unsafe { i.own(&strides) }))
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// The primitive integers, and only they: what a loop's bounds are computed from.
+#[diagnostic::on_unimplemented(
+    message = "a work-shared loop's bounds are computed from primitive integers only, not `{Self}`",
+    note = "every thread computes the bounds itself, and they must agree: a user type's operators could make them differ"
+)]
+pub trait PrimInt: sealed::Sealed + Copy {}
+macro_rules! prim_ints {
+    ($($t:ty),*) => {$( impl sealed::Sealed for $t {} impl PrimInt for $t {} )*};
+}
+prim_ints!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);
+
+/// A leaf of a value every thread must compute alike (a bound, step, stride or chunk size, or a `let` they use): a
+/// primitive integer, so only the built-in operators apply to it, never a user's `impl Add`.
+#[inline(always)]
+pub fn int<T: PrimInt>(x: T) -> T {
+    x
+}
+
+/// What has a length a loop's bounds may use, whatever methods its user adds.
+///
+/// # Safety
+/// `length` returns the same value on every thread for the whole launch and calls no user code.
+pub unsafe trait Length {
+    fn length(&self) -> usize;
+}
+
+// SAFETY: a slice's length is fixed.
+unsafe impl<T> Length for [T] {
+    #[inline(always)]
+    fn length(&self) -> usize {
+        <[T]>::len(self)
+    }
+}
+
+// SAFETY: as the view's own `len`, fixed at its making.
+unsafe impl<T> Length for crate::view::View<'_, T> {
+    #[inline(always)]
+    fn length(&self) -> usize {
+        crate::view::View::len(self)
+    }
+}
+
+// SAFETY: as above.
+unsafe impl<T> Length for crate::view::UnsafeView<'_, T> {
+    #[inline(always)]
+    fn length(&self) -> usize {
+        crate::view::UnsafeView::len(self)
+    }
+}
+
+// SAFETY: the referent's.
+unsafe impl<L: Length + ?Sized> Length for &L {
+    #[inline(always)]
+    fn length(&self) -> usize {
+        L::length(self)
+    }
+}
+
+// SAFETY: the referent's.
+unsafe impl<L: Length + ?Sized> Length for &mut L {
+    #[inline(always)]
+    fn length(&self) -> usize {
+        L::length(self)
+    }
+}
+
+/// `x.len()` in a value every thread must compute alike, called without method lookup.
+#[inline(always)]
+pub fn len<L: Length + ?Sized>(x: &L) -> usize {
+    x.length()
 }

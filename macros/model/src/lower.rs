@@ -5,12 +5,17 @@
 //!   regions, `UnsafeView` in `unsafe fn` ones); the caller (fallback or kernel entry) makes one per thread.
 //! - A work-shared loop becomes a closure run by a driver of [`crate::lanes`] over the thread's share:
 //!   `for i in A { BODY }` -> `{ let s = __share(A); let s = unsafe { Exclusive::new(s) }; each(s, [x.len(), ..],
-//!   |i, __t| BODY) }` (`reduce` with the private copies for a reduction, `each_nest` over the tuples of a
-//!   `collapse(n)` nest, with the strides of its flat index). In `BODY`, `y[E]` on a view becomes `y[__t.at(E)]`, a
-//!   reduction variable the private copy `(*__offload_s)`, and the loop's `continue` a `return`.
+//!   [m?], |i, t| BODY) }` (`reduce` with the private copies for a reduction, `each_nest`/`reduce_nest` over the
+//!   tuples of a `collapse(n)` nest, with the strides of its flat index; `[m]` when each iteration owns a row). In
+//!   `BODY`, `y[E]` on a view becomes `y[Own::at(&t, E)]`, a reduction variable the private copy `*__offload_s` (a
+//!   field of it for several), and the loop's `continue` a `return`.
 //! - A reduction variable's initial value is recorded and the private copy starts at the identity.
+//! - What must be the same in every thread (bounds, steps, strides, chunk sizes, and the `let`s they use) is computed
+//!   from primitive integers only: each leaf goes through `__lanes::int`, a slice's length through `__lanes::len`, and
+//!   `step_by` is `Iterator::step_by`, so no operator, method or trait of the user's runs there.
 //!
-//! Generated names are mixed-site: user code can neither name nor shadow them.
+//! Generated names are mixed-site in the macro; the device crate is plain text, so region bodies may not write names
+//! starting with `__offload` at all (a compile error), and the lowering's own are all such names.
 
 use crate::region::{ParamKind, Region};
 use crate::worksharing::{self, WorkShared};
@@ -176,19 +181,38 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
     };
     let target: *const syn::ExprForLoop = ws.for_loop;
     let (pats, ranges) = nest_parts(&ws);
+    // What every thread must compute alike, computed from primitive integers only (see the module doc).
+    let safe = !region.is_unsafe;
+    let slices = worksharing::slice_params(region);
+    let harden = |e: &Expr| -> Expr {
+        if safe {
+            worksharing::harden(e, &slices)
+        } else {
+            e.clone()
+        }
+    };
+    let ranges: Vec<Expr> = ranges.iter().map(harden).collect();
+    let uniform_lets: Vec<*const Expr> = if safe {
+        worksharing::uniform_lets(region, &ws)
+            .into_iter()
+            .map(|e| e as *const Expr)
+            .collect()
+    } else {
+        Vec::new()
+    };
     // No flat index written: strides no inner index is below, so no element is owned.
     // They are computed before the loop, so they are placed on its line (the outliner keeps tokens on their lines).
     let at = ws.for_loop.expr.span();
     let strides: Vec<TokenStream> = match worksharing::nest_strides(region, &ws) {
         Some(s) => s
             .into_iter()
-            .map(|e| relocate(e.to_token_stream(), at))
+            .map(|e| relocate(harden(e).to_token_stream(), at))
             .collect(),
         None => vec![quote!(0); ws.inner.len()],
     };
     // A loop whose body writes `y[i * m + e]`: each iteration owns a row of `m`.
     let rows: Vec<TokenStream> = worksharing::row_length(region, &ws)
-        .map(|m| relocate(m.to_token_stream(), at))
+        .map(|m| relocate(harden(m).to_token_stream(), at))
         .into_iter()
         .collect();
     let mut rewrite = Some(rewrite);
@@ -197,6 +221,12 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
     for stmt in &mut block.stmts {
         match stmt {
             Stmt::Local(l) => {
+                if let Some(i) = &mut l.init {
+                    if uniform_lets.iter().any(|u| std::ptr::eq(*u, &*i.expr)) {
+                        *i.expr = harden(&i.expr);
+                        continue;
+                    }
+                }
                 let (Some(i), Some((init, op))) = (&mut l.init, &init) else {
                     continue;
                 };
@@ -227,7 +257,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 body.stmts.splice(0..0, moved.drain(..));
                 let body = body.clone();
                 let share = format_ident!("__offload_share", span = mixed);
-                let token = format_ident!("__t", span = mixed);
+                let token = format_ident!("__offload_t", span = mixed);
                 let private = format_ident!("__offload_s", span = mixed);
                 // The thread's share, the driver, what the driver takes besides, and the closure's item pattern.
                 let (share_call, each, reduce, args, item) = if region.collapse > 1 {
@@ -241,7 +271,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 } else {
                     let pat = &pats[0];
                     (
-                        share_call(region, &ranges[0]),
+                        share_call(region, &ranges[0], &harden),
                         quote_spanned!(mixed=> each),
                         quote_spanned!(mixed=> reduce),
                         quote_spanned!(mixed=> [#(#lens.len()),*], [#(#rows),*]),
@@ -250,14 +280,14 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 };
                 let run = match reductions.as_slice() {
                     [] => quote_spanned!(mixed=>
-                        ::offload::__lanes::#each(#share, #args, |#item, #token: ::offload::__view::Own| #body);
+                        ::offload::__lanes::#each(#share, #args, |#item, #token: ::offload::__view::Own<'_>| #body);
                     ),
                     [(_, var)] => {
                         let op = region.reduce_op_value();
                         quote_spanned!(mixed=>
                             #var = ::offload::__lanes::#reduce(
                                 #op, #share, #args, #var,
-                                |#item, #private, #token: ::offload::__view::Own| #body,
+                                |#item, #private, #token: ::offload::__view::Own<'_>| #body,
                             );
                         )
                     }
@@ -276,7 +306,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                             );
                             let #r = ::offload::__lanes::#reduce(
                                 #op_value, #share, #args, #start,
-                                |#item, #private, #token: ::offload::__view::Own| #body,
+                                |#item, #private, #token: ::offload::__view::Own<'_>| #body,
                             );
                             #(#vars = #r.#k;)*
                         )
@@ -358,9 +388,10 @@ impl VisitMut for Rewrite {
             {
                 // The index first: it may hold other rewrites.
                 syn::visit_mut::visit_expr_mut(self, &mut ix.index);
-                let token = format_ident!("__t", span = mixed);
+                let token = format_ident!("__offload_t", span = mixed);
                 let index = &ix.index;
-                *ix.index = syn::parse_quote_spanned!(index.span()=> #token.at(#index));
+                // By its path: no method a user gives `Own` can stand in for the check.
+                *ix.index = syn::parse_quote_spanned!(index.span()=> ::offload::__view::Own::at(&#token, #index));
             }
             _ => syn::visit_mut::visit_expr_mut(self, e),
         }
@@ -411,15 +442,16 @@ fn is_private(region: &Region, pat: &Pat) -> bool {
 }
 
 /// The thread's share of a one-loop range: one block (`schedule(static)`, the default), or chunks dealt round-robin.
-fn share_call(region: &Region, range: &Expr) -> TokenStream {
+fn share_call(region: &Region, range: &Expr, harden: &dyn Fn(&Expr) -> Expr) -> TokenStream {
     use crate::clause::Schedule;
     let mixed = Span::mixed_site();
     match &region.schedule {
         Some(Schedule::StaticChunk(c)) => {
+            let c = harden(c);
             quote_spanned!(mixed=> ::offload::__share_chunks(#range, (#c) as usize))
         }
         Some(Schedule::Dynamic(c)) => {
-            let c = c.clone().unwrap_or_else(|| syn::parse_quote!(1));
+            let c = harden(&c.clone().unwrap_or_else(|| syn::parse_quote!(1)));
             quote_spanned!(mixed=> ::offload::__share_chunks(#range, (#c) as usize))
         }
         Some(Schedule::Static) | None => quote_spanned!(mixed=> ::offload::__share(#range)),

@@ -147,6 +147,7 @@ impl Region {
         };
         region.apply_clauses(clauses, &mut errors);
         region.check_reduction_return(&mut errors);
+        crate::worksharing::check_reserved(&func.block, &mut errors);
         if !region.spmd {
             crate::worksharing::check_team_calls(&func.block, &mut errors);
         }

@@ -23,49 +23,64 @@ use core::ops::{Index, IndexMut};
 /// One iteration of a work-shared loop: the elements it owns, `[own, own + len)`: one element (its index, or under
 /// `collapse(n)` its flat index), or a row of `len` (a loop over `i` writing `y[i * m + e]`); none (`len` 0) where the
 /// loop variable is negative or an index does not fit. Made only by the loop drivers in [`crate::lanes`].
+///
+/// `'t` is the iteration's: the drivers hand tokens to a closure that takes any lifetime (`for<'t>`), so neither a
+/// token nor an index it made can be kept past its iteration, and neither is `Send`, so no other thread gets one.
 #[derive(Clone, Copy)]
-pub struct Own {
+pub struct Own<'t> {
     own: usize,
     len: usize,
+    _iteration: PhantomData<(&'t mut (), *const ())>,
 }
 
 /// An element index an iteration owns; only [`Own`] makes one.
 #[derive(Clone, Copy)]
-pub struct Owned(usize);
+pub struct Owned<'t>(usize, PhantomData<(&'t mut (), *const ())>);
 
-impl Own {
-    const NONE: Own = Own { own: 0, len: 0 };
+impl<'t> Own<'t> {
+    const NONE: Own<'static> = Own {
+        own: 0,
+        len: 0,
+        _iteration: PhantomData,
+    };
 
-    /// `y[e]`: `e` must be an element this iteration owns.
+    fn new(own: usize, len: usize) -> Self {
+        Own {
+            own,
+            len,
+            _iteration: PhantomData,
+        }
+    }
+
+    /// `y[e]`: `e` must be an element this iteration owns. (The lowering calls it by its path,
+    /// `Own::at(&token, e)`, so no method a user gives `Own` can stand in for it.)
     #[inline(always)]
-    pub fn at(&self, e: usize) -> Owned {
+    pub fn at(&self, e: usize) -> Owned<'t> {
         // One comparison: `e == own` for a single element.
         if e.wrapping_sub(self.own) >= self.len {
-            not_owned(e, *self);
+            not_owned(e, self.own, self.len);
         }
-        Owned(e)
+        Owned(e, PhantomData)
     }
 }
 
 #[cold]
 #[inline(never)]
 #[track_caller]
-fn not_owned(e: usize, own: Own) -> ! {
-    match own.len {
+fn not_owned(e: usize, own: usize, len: usize) -> ! {
+    match len {
         0 => panic!(
             "offload: element {e} of a `&mut` parameter is not this iteration's: in a work-shared loop an iteration \
              owns its index (under `collapse(n)`, its flat index `(i * m + j) * p + k`, each inner index below its \
              stride; in a loop writing `y[i * m + e]`, the row `i * m ..`, `e` below `m`)"
         ),
         1 => panic!(
-            "offload: element {e} of a `&mut` parameter is not this iteration's, which owns element {}: in a \
+            "offload: element {e} of a `&mut` parameter is not this iteration's, which owns element {own}: in a \
              work-shared loop each iteration may touch only its own element",
-            own.own
         ),
         n => panic!(
-            "offload: element {e} of a `&mut` parameter is not this iteration's, which owns the row of {n} from {}: \
+            "offload: element {e} of a `&mut` parameter is not this iteration's, which owns the row of {n} from {own}: \
              in a work-shared loop each iteration may touch only its own row",
-            own.own
         ),
     }
 }
@@ -80,7 +95,7 @@ pub trait Iteration: Copy {
     /// # Safety
     /// A token grants access to its element through any view of the launch: `self` must be an item of the calling
     /// thread's [`Exclusive`] share, and `strides` the same for every thread of the launch.
-    unsafe fn own(self, strides: &[usize]) -> Own;
+    unsafe fn own<'t>(self, strides: &[usize]) -> Own<'t>;
 }
 
 macro_rules! iteration_ints {
@@ -88,13 +103,13 @@ macro_rules! iteration_ints {
         impl Iteration for $t {
             #[inline(always)]
             #[allow(irrefutable_let_patterns)]
-            unsafe fn own(self, strides: &[usize]) -> Own {
+            unsafe fn own<'t>(self, strides: &[usize]) -> Own<'t> {
                 let Ok(i) = usize::try_from(self) else {
                     return Own::NONE;
                 };
                 match strides {
-                    [] => Own { own: i, len: 1 },
-                    [m] => i.checked_mul(*m).map_or(Own::NONE, |own| Own { own, len: *m }),
+                    [] => Own::new(i, 1),
+                    [m] => i.checked_mul(*m).map_or(Own::NONE, |own| Own::new(own, *m)),
                     _ => Own::NONE,
                 }
             }
@@ -107,7 +122,7 @@ macro_rules! iteration_tuples {
     ($a:ident $av:ident $($t:ident $v:ident $k:tt),+) => {
         impl<$a: Iteration, $($t: Iteration),+> Iteration for ($a, $($t,)+) {
             #[inline(always)]
-            unsafe fn own(self, strides: &[usize]) -> Own {
+            unsafe fn own<'t>(self, strides: &[usize]) -> Own<'t> {
                 let ($av, $($v,)+) = self;
                 // SAFETY: the parts' single elements, combined into the tuple's.
                 let first = unsafe { $av.own(&[]) };
@@ -128,7 +143,7 @@ macro_rules! iteration_tuples {
                         _ => return Own::NONE,
                     };
                 )+
-                Own { own, len: 1 }
+                Own::new(own, 1)
             }
         }
     };
@@ -192,11 +207,11 @@ fn out_of_bounds(index: usize, len: usize) -> ! {
     panic!("index out of bounds: the len is {len} but the index is {index}")
 }
 
-impl<T> Index<Owned> for View<'_, T> {
+impl<'t, T> Index<Owned<'t>> for View<'_, T> {
     type Output = T;
     #[inline(always)]
     #[track_caller]
-    fn index(&self, i: Owned) -> &T {
+    fn index(&self, i: Owned<'t>) -> &T {
         if i.0 >= self.len {
             out_of_bounds(i.0, self.len);
         }
@@ -205,10 +220,10 @@ impl<T> Index<Owned> for View<'_, T> {
     }
 }
 
-impl<T> IndexMut<Owned> for View<'_, T> {
+impl<'t, T> IndexMut<Owned<'t>> for View<'_, T> {
     #[inline(always)]
     #[track_caller]
-    fn index_mut(&mut self, i: Owned) -> &mut T {
+    fn index_mut(&mut self, i: Owned<'t>) -> &mut T {
         if i.0 >= self.len {
             out_of_bounds(i.0, self.len);
         }

@@ -545,8 +545,44 @@ impl<'ast> Visit<'ast> for Races<'_> {
         }
     }
 
+    // A macro's arguments are tokens the lowering cannot see into: a view named there would not be reached through
+    // an iteration's token (a type error at best), so say why.
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        let mut names = std::collections::BTreeSet::new();
+        collect_idents(m.tokens.clone(), &mut names);
+        for n in self.exclusive.iter().filter(|n| names.contains(*n)) {
+            self.errors.push((
+                m.span(),
+                format!(
+                    "`{n}` is `&mut`, which a parallel region reaches only through `{n}[{}]` written outside macros (the \
+                     lowering cannot see into a macro's arguments); compute the value into a `let` first",
+                    self.index
+                ),
+            ));
+        }
+    }
+
     // Items and closures' own names are out of scope of this rule.
     fn visit_item(&mut self, _: &'ast syn::Item) {}
+}
+
+/// Names starting `__offload` are the lowering's: in the device crate (plain text) a body could name or shadow them.
+pub fn check_reserved(block: &Block, errors: &mut Errors) {
+    fn walk(ts: proc_macro2::TokenStream, errors: &mut Errors) {
+        for tt in ts {
+            match tt {
+                proc_macro2::TokenTree::Ident(i) if i.to_string().starts_with("__offload") => {
+                    errors.push(syn::Error::new(
+                        i.span(),
+                        format!("`{i}`: names starting `__offload` are reserved for the code `#[target]` generates"),
+                    ))
+                }
+                proc_macro2::TokenTree::Group(g) => walk(g.stream(), errors),
+                _ => {}
+            }
+        }
+    }
+    walk(quote::ToTokens::to_token_stream(block), errors);
 }
 
 impl Races<'_> {
@@ -704,6 +740,90 @@ pub fn check_uniform(region: &Region, ws: &WorkShared, errors: &mut Errors) {
     if region.is_unsafe {
         return;
     }
+    let (env, _) = uniform_env(region, ws);
+    check_uniform_parts(region, ws, &env, errors);
+}
+
+/// The per-thread `let`s the uniformity rule counts as the same in every thread: their initial values.
+pub fn uniform_lets<'a>(region: &Region, ws: &WorkShared<'a>) -> Vec<&'a Expr> {
+    uniform_env(region, ws).1
+}
+
+/// The slice parameters (their `len()` is the same in every thread).
+pub fn slice_params(region: &Region) -> Vec<String> {
+    region
+        .params
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.kind,
+                ParamKind::Slice { .. } | ParamKind::DeviceBuffer { .. }
+            )
+        })
+        .map(|p| p.ident.to_string())
+        .collect()
+}
+
+/// `e` (which the uniformity rule accepted) computed from primitive integers only: every leaf goes through
+/// `__lanes::int` (so only the built-in operators apply to it), a slice's `len()` through `__lanes::len`, and
+/// `(a..b).step_by(s)` is `Iterator::step_by`: no operator, method or trait of the user's can make it differ between
+/// threads.
+pub fn harden(e: &Expr, slices: &[String]) -> Expr {
+    let h = |e: &Expr| Box::new(harden(e, slices));
+    match e {
+        Expr::Lit(_) | Expr::Path(_) => {
+            syn::parse_quote_spanned!(e.span()=> ::offload::__lanes::int(#e))
+        }
+        Expr::Paren(p) => Expr::Paren(syn::ExprParen {
+            expr: h(&p.expr),
+            ..p.clone()
+        }),
+        Expr::Group(g) => Expr::Group(syn::ExprGroup {
+            expr: h(&g.expr),
+            ..g.clone()
+        }),
+        Expr::Cast(c) => Expr::Cast(syn::ExprCast {
+            expr: h(&c.expr),
+            ..c.clone()
+        }),
+        Expr::Unary(u) => Expr::Unary(syn::ExprUnary {
+            expr: h(&u.expr),
+            ..u.clone()
+        }),
+        Expr::Binary(b) => Expr::Binary(syn::ExprBinary {
+            left: h(&b.left),
+            right: h(&b.right),
+            ..b.clone()
+        }),
+        Expr::Range(r) => Expr::Range(syn::ExprRange {
+            start: r.start.as_deref().map(h),
+            end: r.end.as_deref().map(h),
+            ..r.clone()
+        }),
+        Expr::MethodCall(m)
+            if m.method == "len"
+                && m.args.is_empty()
+                && name(&m.receiver).is_some_and(|n| slices.contains(&n)) =>
+        {
+            let x = &m.receiver;
+            syn::parse_quote_spanned!(e.span()=> ::offload::__lanes::len(&#x))
+        }
+        Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 => {
+            // The range as an argument needs no parentheses (they would draw `unused_parens`).
+            let (r, step) = (h(strip(&m.receiver)), h(&m.args[0]));
+            syn::parse_quote_spanned!(e.span()=> ::core::iter::Iterator::step_by(#r, #step))
+        }
+        Expr::MethodCall(m) => Expr::MethodCall(syn::ExprMethodCall {
+            receiver: h(&m.receiver),
+            args: m.args.iter().map(|a| harden(a, slices)).collect(),
+            ..m.clone()
+        }),
+        e => e.clone(),
+    }
+}
+
+fn uniform_env<'a>(region: &Region, ws: &WorkShared<'a>) -> (Uniform, Vec<&'a Expr>) {
+    let mut lets = Vec::new();
     let mut env = Uniform::default();
     for p in &region.params {
         let name = p.ident.to_string();
@@ -748,8 +868,13 @@ pub fn check_uniform(region: &Region, ws: &WorkShared, errors: &mut Errors) {
             let n = id.to_string();
             env.varying.remove(&n);
             env.ints.insert(n);
+            lets.extend(l.init.as_ref().map(|i| &*i.expr));
         }
     }
+    (env, lets)
+}
+
+fn check_uniform_parts(region: &Region, ws: &WorkShared, env: &Uniform, errors: &mut Errors) {
     let loops = std::iter::once(&*ws.for_loop.expr).chain(ws.inner.iter().map(|l| &*l.0.expr));
     let mut strides = nest_strides(region, ws).unwrap_or_default();
     strides.extend(row_length(region, ws));
