@@ -70,25 +70,33 @@ fn ns_per_call(iters: u32, mut f: impl FnMut()) -> f64 {
     best
 }
 
-/// Best time per call in microseconds, with as many calls per round as fill about 20 ms (at least one): a launch
-/// may cost anywhere from a microsecond to a quarter of a second.
-fn us_per_call(mut f: impl FnMut()) -> f64 {
-    let t = Instant::now();
-    f();
-    let once = t.elapsed().as_secs_f64();
-    let iters = ((0.02 / once.max(1e-9)) as u32).clamp(1, 20_000);
-    let mut best = f64::INFINITY;
-    for _ in 0..5 {
+/// Best time per call in microseconds of `a` and of `b`, measured in alternating rounds (this machine's load
+/// drifts), each round as many calls as fill about 10 ms: a launch may cost anywhere from a microsecond to a
+/// quarter of a second.
+fn us_per_call_pair(mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64) {
+    let round = |f: &mut dyn FnMut(), iters: u32| {
         let t = Instant::now();
         for _ in 0..iters {
             f();
         }
-        best = best.min(t.elapsed().as_secs_f64() * 1e6 / iters as f64);
+        t.elapsed().as_secs_f64() * 1e6 / iters as f64
+    };
+    // Warm up (pool threads, the image's first calls), then size the rounds from a few calls.
+    let calls = |f: &mut dyn FnMut()| {
+        round(f, 3);
+        ((1e4 / round(f, 5).max(1e-3)) as u32).clamp(1, 20_000)
+    };
+    let (ia, ib) = (calls(&mut a), calls(&mut b));
+    let mut best = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..15 {
+        best.0 = best.0.min(round(&mut a, ia));
+        best.1 = best.1.min(round(&mut b, ib));
     }
     best
 }
 
-/// The geometry figures: work-shared `thread_limit(2)` against `thread_limit(256)`, and 64 x 128 SPMD with a barrier.
+/// The geometry figures: work-shared `thread_limit(2)` against `thread_limit(256)`, and 64 x 128 SPMD with a barrier,
+/// on the device and in the host fallback.
 fn geometry() {
     let mut x = vec![0f32; 4096];
     let seen: Vec<AtomicU32> = (0..64 * 128).map(|_| AtomicU32::new(0)).collect();
@@ -98,22 +106,27 @@ fn geometry() {
     );
     let mut ratio = [0.0; 2];
     for (k, on_device) in [true, false].into_iter().enumerate() {
-        let two = us_per_call(|| limited(black_box(on_device), 2, &mut x));
-        let many = us_per_call(|| limited(black_box(on_device), 256, &mut x));
+        let x = std::cell::RefCell::new(&mut x);
+        let (two, many) = us_per_call_pair(
+            || limited(black_box(on_device), 2, &mut x.borrow_mut()),
+            || limited(black_box(on_device), 256, &mut x.borrow_mut()),
+        );
         ratio[k] = many / two;
         println!(
-            "  {}: thread_limit(2) {two:8.1} us, thread_limit(256) {many:8.1} us",
+            "  4096-element loop, {:8}: thread_limit(2) {two:8.1} us, thread_limit(256) {many:8.1} us",
             ["device", "fallback"][k]
         );
     }
     println!(
-        "4096-element loop, thread_limit(256) / thread_limit(2): device {:.2}, fallback {:.2}  (target < 2)",
+        "  thread_limit(256) / thread_limit(2): device {:.2}, fallback {:.2}  (target < 2)",
         ratio[0], ratio[1]
     );
-    let dev = us_per_call(|| one_barrier(black_box(true), 64, 128, &seen));
-    let host = us_per_call(|| one_barrier(black_box(false), 64, 128, &seen));
+    let (dev, host) = us_per_call_pair(
+        || one_barrier(black_box(true), 64, 128, &seen),
+        || one_barrier(black_box(false), 64, 128, &seen),
+    );
     println!(
-        "64 teams x 128 threads, one barrier   : device {:.3} ms, fallback {:.3} ms  (target < 5)",
+        "  64 teams x 128 threads, one barrier: device {:.3} ms, fallback {:.3} ms  (target < 5)",
         dev / 1e3,
         host / 1e3
     );
