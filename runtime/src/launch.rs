@@ -233,7 +233,7 @@ pub unsafe fn target<R>(
             });
         }
     }
-    match observe::fallback(w, region, why.reason(), || {
+    match observe::fallback(w, region, why.reason(), launch, || {
         catch_unwind(AssertUnwindSafe(fallback))
     }) {
         Ok(r) => Ok(r),
@@ -455,7 +455,7 @@ unsafe fn run_on_device(
         num_threads,
         team_shared,
     };
-    let launched = observe::launch(w, region, dev, params, || {
+    let launched = observe::launch(w, region, dev, launch, params, || {
         // SAFETY: the kernel came from this device and the arguments follow the region's calling convention.
         unsafe { dev.dev.launch(kernel, &mapped.args, params) }
     });

@@ -18,6 +18,7 @@ use crate::launch::RegionInfo;
 use crate::plugin::{Device, DevicePtr, KernelFailure, LaunchParams};
 use crate::profile::{self, Value};
 use crate::tables::{entry_symbol, Image};
+use crate::team::Launch;
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -296,19 +297,21 @@ pub fn image_loaded(
 // The helpers below are a check, inlined into the caller, and the reporting, out of line and cold: nothing watching
 // costs the caller one load and a branch.
 
-/// Launches a region's kernel with `run`: the `OFFLOAD_INFO=1` line before, the trace event after.
+/// Launches a region's kernel with `run`: the `OFFLOAD_INFO=1` line before (and one more when `params` has fewer
+/// teams or threads than the region's clauses, `asked`, ask for), the trace event after.
 #[inline]
 pub fn launch(
     w: Watch,
     region: &RegionInfo,
     dev: &DeviceEntry,
+    asked: Launch,
     params: LaunchParams,
     run: impl FnOnce() -> Result<(), KernelFailure>,
 ) -> Result<(), KernelFailure> {
     if !w.wants(LAUNCH) {
         return run();
     }
-    let start = launching(w, region, dev);
+    let start = launching(w, region, dev, asked, params);
     let r = run();
     launched(start, region, dev, params, &r);
     r
@@ -316,7 +319,13 @@ pub fn launch(
 
 #[cold]
 #[inline(never)]
-fn launching(w: Watch, region: &RegionInfo, dev: &DeviceEntry) -> Option<Instant> {
+fn launching(
+    w: Watch,
+    region: &RegionInfo,
+    dev: &DeviceEntry,
+    asked: Launch,
+    params: LaunchParams,
+) -> Option<Instant> {
     if w.info(LAUNCH) {
         eprintln!(
             "offload: launch {} (entry {}) on device {} ({})",
@@ -325,6 +334,13 @@ fn launching(w: Watch, region: &RegionInfo, dev: &DeviceEntry) -> Option<Instant
             dev.number,
             dev.plugin
         );
+        let got = (params.num_teams, params.num_threads);
+        if let Some(note) = asked.reduced(got, dev.dev.limits_why()) {
+            eprintln!(
+                "offload: region {} gets {note} (device {}, {})",
+                region.name, dev.number, dev.plugin
+            );
+        }
     }
     w.start()
 }
@@ -360,13 +376,20 @@ fn launched(
     profile::record(region.name.into(), "launch", start, args);
 }
 
-/// Runs a region's host fallback with `run`: the `OFFLOAD_INFO=1` line before, the trace event after.
+/// Runs a region's host fallback with `run`: the `OFFLOAD_INFO=1` line before (and one more when the host runs
+/// fewer teams or threads than the region's clauses, `asked`, ask for), the trace event after.
 #[inline]
-pub fn fallback<R>(w: Watch, region: &RegionInfo, reason: &str, run: impl FnOnce() -> R) -> R {
+pub fn fallback<R>(
+    w: Watch,
+    region: &RegionInfo,
+    reason: &str,
+    asked: Launch,
+    run: impl FnOnce() -> R,
+) -> R {
     if !w.wants(LAUNCH) {
         return run();
     }
-    let start = falling_back(w, region, reason);
+    let start = falling_back(w, region, reason, asked);
     let r = run();
     fell_back(start, region, reason);
     r
@@ -374,12 +397,18 @@ pub fn fallback<R>(w: Watch, region: &RegionInfo, reason: &str, run: impl FnOnce
 
 #[cold]
 #[inline(never)]
-fn falling_back(w: Watch, region: &RegionInfo, reason: &str) -> Option<Instant> {
+fn falling_back(w: Watch, region: &RegionInfo, reason: &str, asked: Launch) -> Option<Instant> {
     if w.info(LAUNCH) {
         eprintln!(
             "offload: launch {} on the host (host-fallback): {reason}",
             region.name
         );
+        if let Some(note) = asked.reduced(asked.host_geometry(), crate::team::HOST_LIMITS_WHY) {
+            eprintln!(
+                "offload: region {} gets {note} (host-fallback)",
+                region.name
+            );
+        }
     }
     w.start()
 }

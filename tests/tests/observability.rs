@@ -58,6 +58,42 @@ fn level_1_shows_launches_but_no_transfers() {
 }
 
 #[test]
+fn level_1_says_when_a_host_launch_gets_fewer_threads_than_asked_and_why() {
+    let r = probe(&["wide"], &[("OFFLOAD_INFO", "1")]);
+    assert!(r.out.status.success(), "{}", r.describe());
+    assert_eq!(r.get("results_correct"), "true", "{}", r.describe());
+    let hw = r.get("hardware_threads");
+    // The default: as many teams as hardware threads; each gets as many threads as the host runs at once.
+    let note = format!(
+        "offload: region probe::wide gets {hw} teams of {hw} threads: thread_limit(4096) is more than {hw}, the \
+         host's hardware threads (a team's threads all run at once, for its barriers; more would fight for the cores)"
+    );
+    assert_eq!(
+        r.lines("offload: region "),
+        [
+            format!("{note} (device 0, host-elf)"),
+            format!("{note} (host-fallback)")
+        ],
+        "one note for each wide launch, none for the narrow ones: {}",
+        r.describe()
+    );
+    // Each note follows its launch's line.
+    let stderr = r.stderr();
+    let lines: Vec<&str> = stderr.lines().collect();
+    for k in (0..lines.len()).filter(|&k| lines[k].starts_with("offload: region ")) {
+        assert!(
+            k > 0 && lines[k - 1].starts_with("offload: launch probe::wide"),
+            "{}",
+            r.describe()
+        );
+    }
+    // Quiet by default.
+    let r = probe(&["wide"], &[]);
+    assert!(r.out.status.success(), "{}", r.describe());
+    assert_eq!(r.stderr(), "");
+}
+
+#[test]
 fn level_2_shows_every_transfer_with_direction_size_addresses_and_region() {
     let r = probe(&["double"], &[("OFFLOAD_INFO", "2")]);
     r.assert_ok("device");

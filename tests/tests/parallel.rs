@@ -1,12 +1,31 @@
 //! `teams, parallel` (SPMD) regions on the host-elf device and in the host fallback (CONFORMANCE 24, 26, and 28 for
 //! parallel regions): every thread of every team runs the body, team and thread numbers are in range and distinct,
 //! a barrier orders a team's writes before its reads, and a failing thread never leaves its team waiting.
+//!
+//! The host devices give a team at most as many threads as the host has hardware threads (`thread_limit` is an upper
+//! bound): the tests index by `omp_get_num_threads()` and expect `min(thread_limit, hw)` threads per team.
 
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use offload::{
     barrier, omp_get_num_teams, omp_get_num_threads, omp_get_team_num, omp_get_thread_num,
     omp_is_initial_device, target,
 };
+
+/// The host's hardware threads: the most threads a host team gets.
+fn hw() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
+
+/// The tests of failing barriers need teams of at least two threads, which a one-core host never runs.
+fn multicore(test: &str) -> bool {
+    let ok = hw() >= 2;
+    if !ok {
+        eprintln!(
+            "{test}: skipped, the host runs one thread at a time, so every team has one thread"
+        );
+    }
+    ok
+}
 
 /// Each thread counts itself in `slots[team * threads + thread]`; returns the geometry it saw.
 #[target(
@@ -43,14 +62,13 @@ fn every_thread_of_every_team_runs_once() {
             let slots: Vec<AtomicU32> = (0..teams * threads).map(|_| AtomicU32::new(0)).collect();
             let bad = [AtomicU32::new(0)];
             let seen = census(on_device, teams, threads, &slots, &bad);
-            assert_eq!(
-                seen,
-                teams * 1000 + threads,
-                "geometry (device: {on_device})"
-            );
+            let m = threads.min(hw());
+            assert_eq!(seen, teams * 1000 + m, "geometry (device: {on_device})");
             assert_eq!(bad[0].load(Relaxed), 0, "numbers in range, right device");
+            let ran = (teams * m) as usize;
             assert!(
-                slots.iter().all(|s| s.load(Relaxed) == 1),
+                slots[..ran].iter().all(|s| s.load(Relaxed) == 1)
+                    && slots[ran..].iter().all(|s| s.load(Relaxed) == 0),
                 "each (team, thread) once: {slots:?}"
             );
         }
@@ -75,8 +93,9 @@ fn a_barrier_orders_writes_before_reads() {
             let stage: Vec<AtomicU32> = (0..8).map(|_| AtomicU32::new(0)).collect();
             let seen: Vec<AtomicU32> = (0..8).map(|_| AtomicU32::new(0)).collect();
             ordered(on_device, &stage, &seen);
+            let ran = 2 * 4.min(hw()) as usize;
             assert!(
-                seen.iter().all(|s| s.load(Relaxed) != 0),
+                seen[..ran].iter().all(|s| s.load(Relaxed) != 0),
                 "read before the neighbour wrote: {seen:?}"
             );
         }
@@ -95,6 +114,9 @@ fn one_fails(on_device: bool, reached: &[AtomicU32]) {
 
 #[test]
 fn a_failing_thread_does_not_hang_its_team() {
+    if !multicore("a_failing_thread_does_not_hang_its_team") {
+        return;
+    }
     let reached = [AtomicU32::new(0)];
     let err = try_one_fails(true, &reached).expect_err("a thread panicked");
     let msg = err.to_string();
@@ -122,6 +144,9 @@ unsafe fn disjoint(out: &mut [u32]) {
 
 #[test]
 fn an_unsafe_spmd_region_may_take_mut() {
+    if !multicore("an_unsafe_spmd_region_may_take_mut") {
+        return;
+    }
     let mut out = [0u32; 4];
     // SAFETY: `disjoint` writes one element per thread.
     unsafe { disjoint(&mut out) };
@@ -419,7 +444,7 @@ fn collapse_3_runs_each_triple_exactly_once() {
 
 // 26. A barrier orders a team's writes to team-shared memory before its reads; each team has its own block.
 #[target(teams, parallel, num_teams(3), thread_limit(4), if(on_device))]
-fn shared_stages(on_device: bool, seen: &[AtomicU32]) {
+fn shared_stages(on_device: bool, seen: &[AtomicU32]) -> u32 {
     let (t, i, m) = (
         omp_get_team_num() as u32,
         omp_get_thread_num() as u32,
@@ -431,6 +456,7 @@ fn shared_stages(on_device: bool, seen: &[AtomicU32]) {
         slots[((i + 1) % m) as usize].load(Relaxed)
     });
     seen[(t * m + i) as usize].store(next, Relaxed);
+    m
 }
 
 #[test]
@@ -438,12 +464,13 @@ fn a_barrier_orders_team_shared_memory() {
     for on_device in [true, false] {
         for _ in 0..10 {
             let seen: Vec<AtomicU32> = (0..12).map(|_| AtomicU32::new(0)).collect();
-            shared_stages(on_device, &seen);
+            let m = shared_stages(on_device, &seen);
+            assert_eq!(m, 4.min(hw()), "threads per team");
             for t in 0..3u32 {
-                for i in 0..4u32 {
-                    let want = t * 100 + (i + 1) % 4 + 1;
+                for i in 0..m {
+                    let want = t * 100 + (i + 1) % m + 1;
                     assert_eq!(
-                        seen[(t * 4 + i) as usize].load(Relaxed),
+                        seen[(t * m + i) as usize].load(Relaxed),
                         want,
                         "team {t} thread {i} (device {on_device})"
                     );
@@ -685,7 +712,7 @@ fn divergent_barrier(on_device: bool) {
 #[target(teams, parallel, num_teams(1), thread_limit(4), if(on_device))]
 fn early_return(on_device: bool, reached: &[AtomicU32]) {
     barrier();
-    if omp_get_thread_num() == 3 {
+    if omp_get_thread_num() == omp_get_num_threads() - 1 {
         return;
     }
     barrier();
@@ -694,6 +721,10 @@ fn early_return(on_device: bool, reached: &[AtomicU32]) {
 
 #[test]
 fn a_divergent_barrier_fails_instead_of_hanging() {
+    if !multicore("a_divergent_barrier_fails_instead_of_hanging") {
+        return;
+    }
+    let last = 4.min(hw()) - 1;
     for on_device in [true, false] {
         let msg = bounded("a divergent barrier", move || {
             if on_device {
@@ -712,15 +743,104 @@ fn a_divergent_barrier_fails_instead_of_hanging() {
             let reached = [AtomicU32::new(0)];
             if on_device {
                 try_early_return(true, &reached)
-                    .expect_err("threads 0-2 wait for thread 3, which returned")
+                    .expect_err("the others wait for the last thread, which returned")
                     .to_string()
             } else {
                 fallback_failure(|| early_return(false, &reached))
             }
         });
         assert!(
-            msg.contains("thread 3 of team 0 finished without reaching the barrier"),
+            msg.contains(&format!(
+                "thread {last} of team 0 finished without reaching the barrier"
+            )),
             "device {on_device}: {msg}"
         );
+    }
+}
+
+// Launch geometry (issue 14): the host devices never run more threads than the host runs at once. `thread_limit` is
+// an upper bound: a team gets at most the host's hardware threads, all running at once, and
+// `omp_get_num_threads()` says how many; a work-shared loop shares its iterations over the threads it got.
+
+/// A loop asking for 256 threads per team: each iteration records the team size its thread saw.
+#[target(teams_distribute_parallel_for, thread_limit(256), if(on_device))]
+fn wide_loop(on_device: bool, hits: &[AtomicU32], sizes: &[AtomicU32]) -> u32 {
+    let m = omp_get_num_threads() as u32;
+    let ok = omp_get_thread_num() >= 0 && omp_get_thread_num() < omp_get_num_threads();
+    for i in 0..hits.len() {
+        hits[i].fetch_add(1, Relaxed);
+        sizes[i].store(if ok { m } else { u32::MAX }, Relaxed);
+    }
+    m
+}
+
+#[test]
+fn a_wide_work_shared_loop_gets_at_most_the_hardware_threads_and_runs_every_iteration_once() {
+    for on_device in [true, false] {
+        let n = 4096;
+        let hits: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+        let sizes: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+        let m = wide_loop(on_device, &hits, &sizes);
+        assert_eq!(m, hw(), "device {on_device}: threads per team");
+        assert!(
+            hits.iter().all(|h| h.load(Relaxed) == 1),
+            "device {on_device}: every iteration exactly once"
+        );
+        assert!(
+            sizes.iter().all(|s| s.load(Relaxed) == m),
+            "device {on_device}: every thread saw the same team size, its number below it"
+        );
+    }
+}
+
+/// 64 teams of 128 threads asked: each team sums its thread numbers by a tree over team-shared memory, a barrier per
+/// level, indexing by `omp_get_num_threads()`; thread `i` of team `t` writes `seen[t * m + i]`. Returns
+/// `teams * 1000 + threads per team`.
+#[target(teams, parallel, num_teams(64), thread_limit(128), if(on_device))]
+fn tree_sums(on_device: bool, seen: &[AtomicU32]) -> u32 {
+    let (t, n, i, m) = (
+        omp_get_team_num() as u32,
+        omp_get_num_teams() as u32,
+        omp_get_thread_num() as u32,
+        omp_get_num_threads() as u32,
+    );
+    let total = offload::team_shared(128, |slots: &[AtomicU32]| {
+        slots[i as usize].store(i, Relaxed);
+        barrier();
+        let mut stride = 1;
+        while stride < m {
+            if i % (2 * stride) == 0 && i + stride < m {
+                let other = slots[(i + stride) as usize].load(Relaxed);
+                slots[i as usize].fetch_add(other, Relaxed);
+            }
+            barrier();
+            stride *= 2;
+        }
+        slots[0].load(Relaxed)
+    });
+    seen[(t * m + i) as usize].store(total + 1, Relaxed);
+    n * 1000 + m
+}
+
+#[test]
+fn an_spmd_region_with_barriers_is_correct_with_the_reduced_geometry() {
+    for on_device in [true, false] {
+        for _ in 0..5 {
+            let seen: Vec<AtomicU32> = (0..64 * 128).map(|_| AtomicU32::new(0)).collect();
+            let geometry = tree_sums(on_device, &seen);
+            let (n, m) = (geometry / 1000, geometry % 1000);
+            assert_eq!(m, 128.min(hw()), "device {on_device}: threads per team");
+            assert!(
+                (1..=64).contains(&n),
+                "device {on_device}: {n} teams (num_teams is an upper bound)"
+            );
+            let want = m * (m - 1) / 2 + 1;
+            let ran = (n * m) as usize;
+            assert!(
+                seen[..ran].iter().all(|s| s.load(Relaxed) == want)
+                    && seen[ran..].iter().all(|s| s.load(Relaxed) == 0),
+                "device {on_device}: every thread of every team saw its team's sum {want}"
+            );
+        }
     }
 }

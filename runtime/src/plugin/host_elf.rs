@@ -217,6 +217,14 @@ impl Device for HostElfDevice {
         crate::team::host_max_teams()
     }
 
+    fn max_threads(&self) -> u32 {
+        crate::team::host_max_threads()
+    }
+
+    fn limits_why(&self) -> (&'static str, &'static str) {
+        crate::team::HOST_LIMITS_WHY
+    }
+
     fn load_image(&self, image: &Image) -> Result<LoadedImage, String> {
         if image.bytes.get(..4) != Some(b"\x7fELF") {
             return Err("not an ELF shared object".into());

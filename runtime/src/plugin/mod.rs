@@ -74,6 +74,14 @@ pub trait Device: Send + Sync {
     fn max_teams(&self) -> u32 {
         65_535
     }
+    /// Why a launch gets at most [`Device::max_teams`] teams and [`Device::max_threads`] threads per team: what the
+    /// `OFFLOAD_INFO` line says of a launch whose clauses ask for more.
+    fn limits_why(&self) -> (&'static str, &'static str) {
+        (
+            "the most teams the device takes in a launch",
+            "the most threads the device takes in a team",
+        )
+    }
     /// Loads an image; the kernels it holds stay valid for the life of the process.
     fn load_image(&self, image: &Image) -> Result<LoadedImage, String>;
     /// Device memory, zero-filled, aligned to at least [`Device::alloc_align`].

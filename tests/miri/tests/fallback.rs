@@ -125,7 +125,8 @@ fn any_seven(x: &[u32]) -> bool {
     a
 }
 
-/// Each thread publishes in team-shared memory, then reads its neighbour's after the barrier.
+/// Each thread publishes in team-shared memory, then reads its neighbour's after the barrier. A host team gets at most
+/// the host's hardware threads: .ci/run gives Miri two CPUs.
 #[target(teams, parallel, num_teams(2), thread_limit(2))]
 fn neighbours(seen: &[AtomicU32]) {
     let (t, i, m) = (

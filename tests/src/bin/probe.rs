@@ -25,6 +25,22 @@ fn bump_with(y: &mut [i64], big: &[i64]) -> bool {
     offload::omp_is_initial_device()
 }
 
+/// A loop asking for more threads per team than any host this runs on has (for tests/observability.rs).
+#[offload::target(teams_distribute_parallel_for, thread_limit(4096), if(on_device))]
+fn wide(on_device: bool, y: &mut [i64]) {
+    for i in 0..y.len() {
+        y[i] += 1;
+    }
+}
+
+/// The same loop asking for one thread per team: it gets what it asks.
+#[offload::target(teams_distribute_parallel_for, thread_limit(1), if(on_device))]
+fn narrow(on_device: bool, y: &mut [i64]) {
+    for i in 0..y.len() {
+        y[i] += 1;
+    }
+}
+
 fn scaled(y: &[i64], factor: i64) -> bool {
     y.iter().enumerate().all(|(i, &v)| v == i as i64 * factor)
 }
@@ -104,6 +120,22 @@ fn main() {
             println!(
                 "alone_falls_back={}",
                 on_host && alone.iter().all(|&v| v == 2)
+            );
+        }
+        // Host launches that get fewer threads than their `thread_limit` asks, on the device and in the host
+        // fallback, and one that gets what it asks (for tests/observability.rs).
+        "wide" => {
+            wide(true, &mut y);
+            wide(false, &mut y);
+            narrow(true, &mut y);
+            narrow(false, &mut y);
+            println!(
+                "hardware_threads={}",
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            );
+            println!(
+                "results_correct={}",
+                y.iter().enumerate().all(|(i, &v)| v == i as i64 + 4)
             );
         }
         other => panic!("unknown scenario {other:?}"),
