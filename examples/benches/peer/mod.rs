@@ -88,6 +88,16 @@ impl Session {
             .map_err(|_| format!("the peer answered {what:?} with {line:?}"))
     }
 
+    /// Asks for several figures at once: the peer answers with one line of numbers.
+    pub fn ask_all(&mut self, what: &str) -> Result<Vec<f64>, String> {
+        writeln!(self.to, "{what}").map_err(|e| format!("the peer is gone: {e}"))?;
+        let line = self.read()?;
+        line.split_whitespace()
+            .map(|v| v.parse())
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("the peer answered {what:?} with {line:?}"))
+    }
+
     fn read(&mut self) -> Result<String, String> {
         let mut line = String::new();
         match self.from.read_line(&mut line) {
