@@ -56,7 +56,9 @@ pub mod __private {
         update_from, update_to, DataDevice, EnterTo, MapSource, MapSourceMut, MapTarget, MapToExcl,
         MapToShared, MappedMut, MappedRef,
     };
-    pub use crate::launch::{fail, target, target_on_device, MapArg, RegionInfo};
+    pub use crate::launch::{
+        fail, target, target_device_memory, target_on_device, MapArg, RegionInfo,
+    };
     pub use crate::team::{run_fallback, run_fallback_reduce, Launch};
     pub use offload_model::reduce::fold;
 

@@ -632,3 +632,33 @@ fn exit_data_on_another_device_than_the_entry_is_an_error() {
         "{msg}"
     );
 }
+
+// Device memory of the initial device is host memory, under every policy (omp_target_alloc's too).
+#[test]
+fn device_memory_on_the_initial_device_is_host_memory() {
+    for host in [HOST, offload::OMP_INITIAL_DEVICE] {
+        let mut buf = DeviceBuffer::from_slice(&[1i64, 2, 3], host).unwrap();
+        assert_eq!(buf.device(), HOST);
+        assert_eq!(buf.to_vec().unwrap(), [1, 2, 3]);
+        buf.copy_from_host(&[4, 5, 6]).unwrap();
+        let mut out = [0i64; 3];
+        buf.copy_to_host(&mut out).unwrap();
+        assert_eq!(out, [4, 5, 6]);
+        // SAFETY: host memory of three i64, not otherwise in use while the slice lives.
+        let s = unsafe { buf.as_device_ptr().as_slice_mut(3) };
+        assert_eq!(s, [4, 5, 6], "the initial device's memory is the host's");
+    }
+    let atomics = DeviceBuffer::from_slice(&[AtomicU64::new(9)], HOST).unwrap();
+    assert_eq!(atomics.to_vec().unwrap()[0].load(Ordering::Relaxed), 9);
+    assert!(DeviceBuffer::<u8>::new(0, HOST).unwrap().is_empty());
+}
+
+// A device-memory region on the initial device runs on the host, as clang runs an is_device_ptr region's host
+// version. The runtime's entry point for it is `__private::target_device_memory`; the `#[target]` expansion
+// (macros/src/target.rs) must emit a host body for device-memory regions and call it.
+#[test]
+#[ignore = "needs a host body for device-memory regions in macros/src/target.rs"]
+fn a_device_memory_region_on_the_initial_device_runs_on_the_host() {
+    let buf = DeviceBuffer::from_slice(&[1i64, 2, 3], HOST).unwrap();
+    assert_eq!(sum_buffer(true, HOST, &buf), 6);
+}
