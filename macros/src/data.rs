@@ -72,7 +72,7 @@ pub fn target_data(input: TokenStream) -> TokenStream {
                 // exit copies back only for `from`/`tofrom`.
                 guards.push(quote_spanned!(id.span()=>
                     let mut #g = ::offload::__private::MappedMut::enter(
-                        #dev, { use ::offload::__private::MapSourceMut as _; #id.map_mut() }, #sec, #bits);
+                        #dev, { use ::offload::__private::MapWrite as _; #id.map_write() }, #sec, #bits);
                 ));
                 rebinds.push(quote!(#[allow(unused_mut, unused_variables)] let mut #id = #g.get_mut();));
             }
@@ -107,7 +107,7 @@ pub fn target_enter_data(input: TokenStream) -> TokenStream {
             }
             let id = &item.ident;
             let bits = map.bits();
-            out.push(quote_spanned!(id.span()=> ::offload::Mapped::enter(#id, #bits, __offload_device, __offload_if)));
+            out.push(quote_spanned!(id.span()=> ::offload::__private::enter_data(#id, #bits, __offload_device, __offload_if)));
         }
         Ok(quote!({
             let __offload_device = #device;
@@ -134,7 +134,7 @@ pub fn target_exit_data(input: TokenStream) -> TokenStream {
             }
             let id = &item.ident;
             let bits = map.bits();
-            out.push(quote_spanned!(id.span()=> ::offload::Mapped::exit_on(#id, #bits, __offload_device)));
+            out.push(quote_spanned!(id.span()=> ::offload::__private::exit_data(#id, #bits, __offload_device)));
         }
         Ok(quote!({
             let __offload_device = #device;
@@ -155,7 +155,7 @@ pub fn target_update(input: TokenStream) -> TokenStream {
                 Motion::To => quote_spanned!(id.span()=> ::offload::__private::update_to(
                     __offload_dev, { use ::offload::__private::MapSource as _; #id.map_ref() }, #sec);),
                 Motion::From => quote_spanned!(id.span()=> ::offload::__private::update_from(
-                    __offload_dev, { use ::offload::__private::MapSourceMut as _; #id.map_mut() }, #sec);),
+                    __offload_dev, { use ::offload::__private::MapWrite as _; #id.map_write() }, #sec);),
             }
         });
         quote!({

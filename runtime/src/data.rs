@@ -360,12 +360,28 @@ pub struct SharedSrc<'a, T: ?Sized>(&'a T);
 pub struct ExclSrc<'a, T: ?Sized>(&'a mut T);
 
 /// `x.map_to()` on a source that is not a `&mut`: a shared borrow, so an immutable `let x` still maps `to`.
-pub trait MapToShared: MapSource {
-    fn map_to(&self) -> SharedSrc<'_, Self::Target> {
+/// Implemented for every type, the bound on the method: a source that is not one gets `MapSource`'s message.
+pub trait MapToShared {
+    fn map_to(&self) -> SharedSrc<'_, <Self as MapSource>::Target>
+    where
+        Self: MapSource,
+    {
         SharedSrc(self.map_ref())
     }
 }
-impl<S: MapSource + ?Sized> MapToShared for S {}
+impl<S: ?Sized> MapToShared for S {}
+
+/// `x.map_write()`: [`MapSourceMut::map_mut`] for every type, the bound on the method, so a source that cannot be
+/// written gets `MapSourceMut`'s message rather than "method not found".
+pub trait MapWrite {
+    fn map_write(&mut self) -> &mut <Self as MapSource>::Target
+    where
+        Self: MapSourceMut,
+    {
+        self.map_mut()
+    }
+}
+impl<S: ?Sized> MapWrite for S {}
 
 /// `x.map_to()` on a `&mut` source: method resolution picks this one (its receiver is the `&mut` itself), and
 /// reborrowing a `&mut` needs no `let mut`, so the block may pass `x` on to `&mut` parameters.
@@ -481,6 +497,12 @@ pub struct Mapped<V: MapOwner> {
 /// # Safety
 /// The references returned must be the value's own heap storage, at one address for the value's whole life and freed
 /// only when it is dropped: `Mapped` relies on it to keep the mapping's host memory alive.
+#[diagnostic::on_unimplemented(
+    message = "`target_enter_data!` takes an owned buffer by value, not `{Self}`",
+    label = "not a `Vec<T>`, `Box<[T]>` or `Box<T>` of `T: offload::DeviceCopy`",
+    note = "the `Mapped` it returns owns the buffer so its memory stays put while mapped; to map borrowed data, use \
+            `target_data!`"
+)]
 pub unsafe trait MapOwner {
     /// What `Mapped` derefs to: a slice, or the boxed value.
     type Target: ?Sized + MapTarget;
@@ -519,6 +541,62 @@ unsafe impl<T: DeviceCopy> MapOwner for Box<T> {
     fn target_mut(&mut self) -> &mut T {
         self
     }
+}
+
+/// What `target_enter_data!` accepts; the error for anything else names the owned buffers it takes. (The bound on
+/// `Mapped` itself would repeat the error at every use of the value.)
+#[diagnostic::on_unimplemented(
+    message = "`target_enter_data!` takes an owned buffer by value, not `{Self}`",
+    label = "not a `Vec<T>`, `Box<[T]>` or `Box<T>` of `T: offload::DeviceCopy`",
+    note = "the `Mapped` it returns owns the buffer so its memory stays put while mapped; to map borrowed data, use \
+            `target_data!`"
+)]
+pub trait EnterData {
+    type Owner: MapOwner;
+    fn into_owner(self) -> Self::Owner;
+}
+
+impl<V: MapOwner> EnterData for V {
+    type Owner = V;
+    fn into_owner(self) -> V {
+        self
+    }
+}
+
+/// `target_enter_data!(map(..: v))`.
+#[track_caller]
+pub fn enter_data<V: EnterData>(
+    value: V,
+    map_type: u64,
+    device: Option<i32>,
+    cond: bool,
+) -> Mapped<V::Owner> {
+    Mapped::enter(value.into_owner(), map_type, device, cond)
+}
+
+/// What `target_exit_data!` accepts: a `Mapped`.
+#[diagnostic::on_unimplemented(
+    message = "`target_exit_data!` takes the `Mapped` value `target_enter_data!` returned, not `{Self}`",
+    label = "not entered by `target_enter_data!`",
+    note = "`let m = target_enter_data!(map(to: v));` .. `let v = target_exit_data!(map(from: m));`"
+)]
+pub trait ExitData {
+    type Owner;
+    fn exit_data(self, map_type: u64, device: Option<i32>) -> Self::Owner;
+}
+
+impl<V: MapOwner> ExitData for Mapped<V> {
+    type Owner = V;
+    #[track_caller]
+    fn exit_data(self, map_type: u64, device: Option<i32>) -> V {
+        self.exit_on(map_type, device)
+    }
+}
+
+/// `target_exit_data!(map(..: m), device(..))`.
+#[track_caller]
+pub fn exit_data<M: ExitData>(mapped: M, map_type: u64, device: Option<i32>) -> M::Owner {
+    mapped.exit_data(map_type, device)
 }
 
 /// A device number as OpenMP compares them: `omp_initial_device` (-1) is `omp_get_initial_device()`.
@@ -637,12 +715,24 @@ impl<V: MapOwner> DerefMut for Mapped<V> {
 
 /// A data source a data construct may name: `Vec<T>`, arrays, slices, `&[T]`, `&mut [T]`, `Mapped<V>`, and
 /// `DeviceCopy` scalars; `target_data!` re-binds the name to [`MapSource::Target`] by reference.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be mapped by a data construct",
+    label = "not a mappable buffer",
+    note = "map a `Vec<T>`, `Box<[T]>`, an array, a slice, a `Mapped`, a reference to one of these, or a number, with \
+            `T: offload::DeviceCopy` (numbers, arrays of them, `#[declare_target]` `#[repr(C)]` structs)"
+)]
 pub trait MapSource {
     type Target: ?Sized + MapTarget;
     fn map_ref(&self) -> &Self::Target;
 }
 
 /// A writable data source (`from`, `tofrom`, `alloc` in `target_data!`, `target_update!(from: ..)`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be written by a data construct",
+    label = "`from`, `tofrom`, `alloc` and `target_update!(from: ..)` write the host copy here",
+    note = "the source must be owned and mutable (`let mut v`) or a `&mut`; a `&` borrow can only be mapped `to` \
+            or updated `to`"
+)]
 pub trait MapSourceMut: MapSource {
     fn map_mut(&mut self) -> &mut Self::Target;
 }

@@ -53,8 +53,8 @@ pub use types::{DeviceCopy, Firstprivate};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::data::{
-        update_from, update_to, DataDevice, EnterTo, MapSource, MapSourceMut, MapTarget, MapToExcl,
-        MapToShared, MappedMut, MappedRef,
+        enter_data, exit_data, update_from, update_to, DataDevice, EnterTo, MapSource,
+        MapSourceMut, MapTarget, MapToExcl, MapToShared, MapWrite, MappedMut, MappedRef,
     };
     pub use crate::launch::{
         fail, target, target_device_memory, target_on_device, MapArg, RegionInfo,
