@@ -45,6 +45,7 @@ pub fn target_data(input: TokenStream) -> TokenStream {
         let dev = hygienic("__offload_dev".into());
         let value = hygienic("__offload_value".into());
         let mut guards = Vec::new();
+        let mut written_to = false;
         let mut rebinds = Vec::new();
         for (map, item) in &c.maps {
             let id = &item.ident;
@@ -68,6 +69,7 @@ pub fn target_data(input: TokenStream) -> TokenStream {
                 ));
                 rebinds.push(quote!(#[allow(unused_mut, unused_variables)] let mut #id = #g.rebind();));
             } else {
+                written_to |= map.map_type == MapType::To;
                 // A `to` variable the block writes is borrowed exclusively too (the source must be mutable); the
                 // exit copies back only for `from`/`tofrom`.
                 guards.push(quote_spanned!(id.span()=>
@@ -78,6 +80,14 @@ pub fn target_data(input: TokenStream) -> TokenStream {
             }
         }
         let body = c.body.as_ref().expect("target_data! has a block");
+        // A `to` variable re-bound `&mut` because the block writes `&mut x` is a `&mut [T]` there, so clippy calls
+        // that borrow needless; without it the macro would see no write and re-bind `x` shared, so the suggested
+        // `f(x)` would not compile.
+        let lints = if written_to {
+            quote!(#[allow(clippy::needless_borrow)])
+        } else {
+            quote!()
+        };
         // The block's value is bound in a `let`, so its temporaries die before the guards (edition 2021 would keep a
         // tail expression's temporaries past them); a block that always diverges draws no lint on our scaffolding.
         quote!({
@@ -86,6 +96,7 @@ pub fn target_data(input: TokenStream) -> TokenStream {
                 let #dev = ::offload::__private::DataDevice::select("target_data!", #device, #cond);
                 #(#guards)*
                 #(#rebinds)*
+                #lints
                 let #value = #body;
                 #value
             };

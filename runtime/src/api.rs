@@ -222,9 +222,9 @@ pub unsafe fn omp_target_disassociate_ptr(host_ptr: *const c_void, device: i32) 
     }
 }
 
-/// The host's clock as `(seconds, nanoseconds)`: `CLOCK_MONOTONIC`, the clock under std's `Instant`, read directly
+/// The host's clock (or its resolution) in seconds: `CLOCK_MONOTONIC`, the clock under std's `Instant`, read directly
 /// so that host code, the host fallback and the host image (device-std reads the same clock) share one time line.
-fn monotonic(res: bool) -> (i64, i64) {
+fn monotonic(res: bool) -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -237,18 +237,16 @@ fn monotonic(res: bool) -> (i64, i64) {
             libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
         }
     }
-    (ts.tv_sec as i64, ts.tv_nsec as i64)
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// Elapsed wall-clock seconds from a fixed point in the past (OpenMP's `omp_get_wtime`; the point is the system's
 /// boot, the same in every thread and in host-image regions). Region code on a GPU reads the GPU's clock.
 pub fn omp_get_wtime() -> f64 {
-    let (s, ns) = monotonic(false);
-    s as f64 + ns as f64 * 1e-9
+    monotonic(false)
 }
 
 /// The resolution of [`omp_get_wtime`]'s clock in seconds.
 pub fn omp_get_wtick() -> f64 {
-    let (s, ns) = monotonic(true);
-    s as f64 + ns as f64 * 1e-9
+    monotonic(true)
 }

@@ -548,7 +548,10 @@ fn the_host_writes_a_to_variable_and_updates_the_device_copy() {
     let y = vec![4i64; 2];
     target_data!(map(to: y) => {
         assert_eq!(first(y), 4);
-        assert_eq!(first(&y), 4);
+        // Both spellings compile on a shared re-binding too.
+        #[allow(clippy::needless_borrow)]
+        let via_ref = first(&y);
+        assert_eq!(via_ref, 4);
     });
 }
 

@@ -299,8 +299,7 @@ fn tokens_write(tokens: proc_macro2::TokenStream, id: &Ident) -> bool {
             }
             T::Ident(i) if i == id => {
                 // A field or method named like the variable, a path segment, a macro: not the variable.
-                if (k > 0 && punct(k - 1, '.'))
-                    || (k > 0 && punct(k - 1, ':'))
+                if (k > 0 && (punct(k - 1, '.') || punct(k - 1, ':')))
                     || punct(k + 1, '!')
                     || (punct(k + 1, ':') && punct(k + 2, ':'))
                 {
