@@ -30,6 +30,14 @@ define i32 @__offload_dyn_shared_len() #0 {
 
 declare i32 @llvm.nvvm.read.ptx.sreg.dynamic_smem_size()
 
+; `omp_get_wtime`: nanoseconds (a non-constant special register: every call reads it anew).
+define i64 @__offload_globaltimer() #0 {
+  %t = call i64 @llvm.nvvm.read.ptx.sreg.globaltimer()
+  ret i64 %t
+}
+
+declare i64 @llvm.nvvm.read.ptx.sreg.globaltimer()
+
 ; The running kernel's launch kind, one word per block (static shared memory comes before the dynamic block): each
 ; thread stores it at entry, before it reads it, so no barrier is needed. Atomic, as every thread stores the same.
 @__offload_launch_kind_word = internal addrspace(3) global i32 undef, align 4
@@ -279,6 +287,13 @@ fn amdgcn_shim(gfx: &str) -> String {
     let digit = |i: usize| u32::from_str_radix(&rest[i..i + 1], 16).unwrap_or(0);
     let isa = major.parse::<u32>().unwrap_or(0) * 1000 + digit(0) * 100 + digit(1);
     let wave64 = u8::from(major == "9");
+    // The 100 MHz real-time counter: `s_memrealtime` up to gfx10; gfx11 dropped that instruction, and LLVM's
+    // `readsteadycounter` reads the same counter there (through `s_sendmsg_rtn`).
+    let realtime = if major.parse::<u32>().unwrap_or(0) >= 11 {
+        "llvm.readsteadycounter"
+    } else {
+        "llvm.amdgcn.s.memrealtime"
+    };
     format!(
         r#"target triple = "amdgcn-amd-amdhsa"
 
@@ -314,6 +329,13 @@ define i32 @__offload_launch_kind() #0 {{
   %k = load atomic i32, ptr addrspace(3) @__offload_launch_kind_word monotonic, align 4
   ret i32 %k
 }}
+
+define i64 @__offload_realtime() #0 {{
+  %t = call i64 @{realtime}()
+  ret i64 %t
+}}
+
+declare i64 @{realtime}()
 
 define void @__offload_trap() #2 {{
   call void @llvm.trap()

@@ -14,6 +14,8 @@ unsafe extern "C" {
     // A word of static LDS (one per workgroup) holding the running kernel's `launch_kind`.
     fn __offload_set_launch_kind(kind: u32);
     fn __offload_launch_kind() -> u32;
+    // The real-time counter: a constant 100 MHz clock (gfx9 and later), the same on every compute unit.
+    fn __offload_realtime() -> u64;
 }
 
 /// What every kernel entry calls first: records the region's `launch_kind` for this workgroup. Every work-item
@@ -74,4 +76,19 @@ pub fn team_shared() -> (*mut u8, usize) {
         unsafe { __offload_dyn_lds_ptr() },
         total.saturating_sub(fixed),
     )
+}
+
+/// Ticks of the 100 MHz real-time counter.
+const REALTIME_TICK: f64 = 1e-8;
+
+/// The real-time counter in seconds.
+#[inline(always)]
+pub fn wtime() -> f64 {
+    // SAFETY: the shim's function reads a hardware counter.
+    (unsafe { __offload_realtime() }) as f64 * REALTIME_TICK
+}
+
+#[inline(always)]
+pub fn wtick() -> f64 {
+    REALTIME_TICK
 }

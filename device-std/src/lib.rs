@@ -195,6 +195,20 @@ pub fn __first_thread() -> bool {
     t == 0 && i == 0
 }
 
+/// Elapsed wall-clock seconds from a fixed point in the past (OpenMP's `omp_get_wtime`): on the host image the
+/// host's clock (the same time line as host code), on NVIDIA GPUs `%globaltimer`, on AMD GPUs the constant 100 MHz
+/// real-time counter. Compare readings taken on one device.
+#[inline]
+pub fn omp_get_wtime() -> f64 {
+    backend::wtime()
+}
+
+/// The resolution of [`omp_get_wtime`]'s clock in seconds.
+#[inline]
+pub fn omp_get_wtick() -> f64 {
+    backend::wtick()
+}
+
 /// False: this code is running on an offload device.
 #[inline]
 pub fn omp_is_initial_device() -> bool {

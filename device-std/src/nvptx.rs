@@ -11,6 +11,8 @@ unsafe extern "C" {
     // A word of static shared memory (one per block) holding the running kernel's `launch_kind`.
     fn __offload_set_launch_kind(kind: u32);
     fn __offload_launch_kind() -> u32;
+    // `%globaltimer`: nanoseconds, the same counter on every SM.
+    fn __offload_globaltimer() -> u64;
 }
 
 /// What every kernel entry calls first: records the region's `launch_kind` for this block. Every thread writes the
@@ -63,4 +65,17 @@ pub fn team_shared() -> (*mut u8, usize) {
             __offload_dyn_shared_len() as usize,
         )
     }
+}
+
+/// `%globaltimer` in seconds.
+#[inline(always)]
+pub fn wtime() -> f64 {
+    // SAFETY: the shim's function reads a special register.
+    (unsafe { __offload_globaltimer() }) as f64 * 1e-9
+}
+
+/// `%globaltimer` counts nanoseconds (as LLVM's device runtime reports it; hardware may update it more coarsely).
+#[inline(always)]
+pub fn wtick() -> f64 {
+    1e-9
 }

@@ -45,6 +45,7 @@ pub fn target_data(input: TokenStream) -> TokenStream {
         let dev = hygienic("__offload_dev".into());
         let value = hygienic("__offload_value".into());
         let mut guards = Vec::new();
+        let mut written_to = false;
         let mut rebinds = Vec::new();
         for (map, item) in &c.maps {
             let id = &item.ident;
@@ -52,21 +53,41 @@ pub fn target_data(input: TokenStream) -> TokenStream {
             let (bits, sec) = (map.bits(), section(&item.section));
             // Each guard borrows its source until the region's exit, and the block's name borrows the guard, so
             // neither the source nor a reference into it can be touched or escape before the copy back.
-            if map.map_type == MapType::To {
+            let body = c.body.as_ref().expect("target_data! has a block");
+            if map.map_type == MapType::To && !offload_model::data::block_writes(body, id) {
+                // OpenMP's `to` governs only the copy-in. A block that does not visibly write `x` borrows it shared
+                // (so an immutable source maps `to`), unless the source is a `&mut`: then `map_to` resolves to the
+                // exclusive borrow, and the block may pass `x` on to `&mut` parameters.
                 guards.push(quote_spanned!(id.span()=>
-                    let #g = ::offload::__private::MappedRef::enter(
-                        #dev, { use ::offload::__private::MapSource as _; #id.map_ref() }, #sec, #bits);
+                    #[allow(unused_mut)]
+                    let mut #g = {
+                        // One of the two `map_to`s is used, depending on the source's type.
+                        #[allow(unused_imports)]
+                        use ::offload::__private::{EnterTo as _, MapToExcl as _, MapToShared as _};
+                        #id.map_to().enter_to(#dev, #sec, #bits)
+                    };
                 ));
-                rebinds.push(quote!(#[allow(unused_variables)] let #id = #g.get();));
+                rebinds.push(quote!(#[allow(unused_mut, unused_variables)] let mut #id = #g.rebind();));
             } else {
+                written_to |= map.map_type == MapType::To;
+                // A `to` variable the block writes is borrowed exclusively too (the source must be mutable); the
+                // exit copies back only for `from`/`tofrom`.
                 guards.push(quote_spanned!(id.span()=>
                     let mut #g = ::offload::__private::MappedMut::enter(
-                        #dev, { use ::offload::__private::MapSourceMut as _; #id.map_mut() }, #sec, #bits);
+                        #dev, { use ::offload::__private::MapWrite as _; #id.map_write() }, #sec, #bits);
                 ));
                 rebinds.push(quote!(#[allow(unused_mut, unused_variables)] let mut #id = #g.get_mut();));
             }
         }
         let body = c.body.as_ref().expect("target_data! has a block");
+        // A `to` variable re-bound `&mut` because the block writes `&mut x` is a `&mut [T]` there, so clippy calls
+        // that borrow needless; without it the macro would see no write and re-bind `x` shared, so the suggested
+        // `f(x)` would not compile.
+        let lints = if written_to {
+            quote!(#[allow(clippy::needless_borrow)])
+        } else {
+            quote!()
+        };
         // The block's value is bound in a `let`, so its temporaries die before the guards (edition 2021 would keep a
         // tail expression's temporaries past them); a block that always diverges draws no lint on our scaffolding.
         quote!({
@@ -75,6 +96,7 @@ pub fn target_data(input: TokenStream) -> TokenStream {
                 let #dev = ::offload::__private::DataDevice::select("target_data!", #device, #cond);
                 #(#guards)*
                 #(#rebinds)*
+                #lints
                 let #value = #body;
                 #value
             };
@@ -96,7 +118,7 @@ pub fn target_enter_data(input: TokenStream) -> TokenStream {
             }
             let id = &item.ident;
             let bits = map.bits();
-            out.push(quote_spanned!(id.span()=> ::offload::Mapped::enter(#id, #bits, __offload_device, __offload_if)));
+            out.push(quote_spanned!(id.span()=> ::offload::__private::enter_data(#id, #bits, __offload_device, __offload_if)));
         }
         Ok(quote!({
             let __offload_device = #device;
@@ -108,12 +130,14 @@ pub fn target_enter_data(input: TokenStream) -> TokenStream {
 
 pub fn target_exit_data(input: TokenStream) -> TokenStream {
     or_error(DataConstruct::parse(input, Construct::ExitData).and_then(|c| {
-        if let Some(e) = c.device.as_ref().or(c.if_cond.as_ref()) {
+        if let Some(e) = &c.if_cond {
             return Err(syn::Error::new_spanned(
                 e,
-                "`target_exit_data!` acts on the device the data was entered on; `device` and `if` belong to `target_enter_data!`",
+                "`target_exit_data!` takes no `if`: it returns the buffer, so it must always run; to keep the data \
+                 mapped, keep the `Mapped` value instead of exiting",
             ));
         }
+        let (device, _) = device_and_if(&c.device, &None);
         let mut out = Vec::new();
         for (map, item) in &c.maps {
             if let Some(s) = &item.section {
@@ -121,9 +145,12 @@ pub fn target_exit_data(input: TokenStream) -> TokenStream {
             }
             let id = &item.ident;
             let bits = map.bits();
-            out.push(quote_spanned!(id.span()=> ::offload::Mapped::exit(#id, #bits)));
+            out.push(quote_spanned!(id.span()=> ::offload::__private::exit_data(#id, #bits, __offload_device)));
         }
-        Ok(quote!((#(#out),*)))
+        Ok(quote!({
+            let __offload_device = #device;
+            (#(#out),*)
+        }))
     }))
 }
 
@@ -139,7 +166,7 @@ pub fn target_update(input: TokenStream) -> TokenStream {
                 Motion::To => quote_spanned!(id.span()=> ::offload::__private::update_to(
                     __offload_dev, { use ::offload::__private::MapSource as _; #id.map_ref() }, #sec);),
                 Motion::From => quote_spanned!(id.span()=> ::offload::__private::update_from(
-                    __offload_dev, { use ::offload::__private::MapSourceMut as _; #id.map_mut() }, #sec);),
+                    __offload_dev, { use ::offload::__private::MapWrite as _; #id.map_write() }, #sec);),
             }
         });
         quote!({

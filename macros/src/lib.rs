@@ -23,21 +23,22 @@ pub fn declare_target(args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// A structured device data environment (OpenMP's `target data`):
 /// `target_data!(map(to: x), map(tofrom: y), device(d), if(c) => { .. })`. Inside the block each mapped name is
-/// re-bound to a reference to its data (`&[T]` for `to`, `&mut [T]` otherwise); regions called there find it
-/// present and copy nothing. The exit runs on every way out of the block.
+/// re-bound to a reference to its data (`&mut [T]`; for `to` only where the source is a `&mut` or the block writes
+/// it, else `&[T]`: OpenMP's `to` governs only the copy-in); regions called there find it present and copy nothing. The exit runs on every way out of the block.
 #[proc_macro]
 pub fn target_data(input: TokenStream) -> TokenStream {
     data::target_data(input.into()).into()
 }
 
-/// `target_enter_data!(map(to: v))`: maps an owned `Vec<T>` or `Box<[T]>` until it is exited, returning
+/// `target_enter_data!(map(to: v))`: maps an owned `Vec<T>`, `Box<[T]>` or `Box<T>` until it is exited, returning
 /// `offload::Mapped<V>` (a tuple of them for several maps).
 #[proc_macro]
 pub fn target_enter_data(input: TokenStream) -> TokenStream {
     data::target_enter_data(input.into()).into()
 }
 
-/// `target_exit_data!(map(from: m))` (or `release`, `delete`): exits a `Mapped<V>` and returns the buffer.
+/// `target_exit_data!(map(from: m), device(d))` (or `release`, `delete`; `device` optional, and must be the
+/// entry's): exits a `Mapped<V>` and returns the buffer.
 #[proc_macro]
 pub fn target_exit_data(input: TokenStream) -> TokenStream {
     data::target_exit_data(input.into()).into()

@@ -8,8 +8,12 @@ use std::cell::Cell;
 use std::ffi::c_void;
 
 thread_local! {
-    /// default-device-var: per thread (OpenMP keeps it per data environment), starting at `OMP_DEFAULT_DEVICE`.
-    static DEFAULT_DEVICE: Cell<i32> = Cell::new(icv().default_device);
+    /// default-device-var: per thread (OpenMP keeps it per data environment), starting at `OMP_DEFAULT_DEVICE`, or
+    /// at the initial device under `OMP_TARGET_OFFLOAD=DISABLED` (the host is then the only device).
+    static DEFAULT_DEVICE: Cell<i32> = Cell::new(match icv().policy {
+        crate::icv::Policy::Disabled => omp_get_initial_device(),
+        _ => icv().default_device,
+    });
 }
 
 /// OpenMP 5.1's `omp_initial_device`: a device number that always means the host.
@@ -216,4 +220,33 @@ pub unsafe fn omp_target_disassociate_ptr(host_ptr: *const c_void, device: i32) 
         }
         _ => -1,
     }
+}
+
+/// The host's clock (or its resolution) in seconds: `CLOCK_MONOTONIC`, the clock under std's `Instant`, read directly
+/// so that host code, the host fallback and the host image (device-std reads the same clock) share one time line.
+fn monotonic(res: bool) -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-parameter; CLOCK_MONOTONIC always exists on Linux.
+    unsafe {
+        if res {
+            libc::clock_getres(libc::CLOCK_MONOTONIC, &mut ts);
+        } else {
+            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        }
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Elapsed wall-clock seconds from a fixed point in the past (OpenMP's `omp_get_wtime`; the point is the system's
+/// boot, the same in every thread and in host-image regions). Region code on a GPU reads the GPU's clock.
+pub fn omp_get_wtime() -> f64 {
+    monotonic(false)
+}
+
+/// The resolution of [`omp_get_wtime`]'s clock in seconds.
+pub fn omp_get_wtick() -> f64 {
+    monotonic(true)
 }

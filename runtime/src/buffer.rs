@@ -1,6 +1,7 @@
 //! Device memory the program manages itself, passed to regions as is (OpenMP's `is_device_ptr`): `DevicePtr<T>`, a
 //! raw device address, and `DeviceBuffer<T>`, a safe owning buffer. A region taking either runs only on the device
-//! that holds the memory: it never falls back to the host, which cannot dereference device memory.
+//! that holds the memory. The initial device's "device memory" is host memory, as in OpenMP (`omp_target_alloc` on
+//! the initial device is `malloc`), under every policy.
 
 use crate::device::{devices, DeviceEntry};
 use crate::error::Error;
@@ -48,13 +49,30 @@ impl<T> DevicePtr<T> {
     pub fn device(self) -> i32 {
         self.device
     }
+
+    /// The memory as a raw pointer (only the device holding it may dereference it: on the initial device, the
+    /// host). Region code sees device-std's twin of this method.
+    pub fn as_ptr(self) -> *mut T {
+        self.addr as usize as *mut T
+    }
+
+    /// The first `len` elements as a slice: host code may call it for memory of the initial device only.
+    ///
+    /// # Safety
+    /// The memory is the host's (the initial device's), holds `len` initialised `T`s, and nothing else accesses
+    /// them for `'a`.
+    pub unsafe fn as_slice_mut<'a>(self, len: usize) -> &'a mut [T] {
+        // SAFETY: per the contract.
+        unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), len) }
+    }
 }
 
-/// `len` `T`s of device memory on one device, zero-filled, freed on drop.
+/// `len` `T`s of device memory on one device, zero-filled, freed on drop. On the initial device it is host memory.
 pub struct DeviceBuffer<T: DeviceCopy> {
     ptr: DevicePtr<T>,
     len: usize,
-    dev: &'static DeviceEntry,
+    /// `None`: the initial device (host memory from `std::alloc`).
+    dev: Option<&'static DeviceEntry>,
 }
 
 // SAFETY: the buffer owns its device memory. Not `Sync`: a region on one thread and a copy on another could then
@@ -66,6 +84,40 @@ fn atomics<T: DeviceCopy>() -> u64 {
     T::HOST_ATOMIC << offload_model::abi::map_type::HOST_ATOMIC_SHIFT
 }
 
+/// The layout of an initial-device buffer of `bytes` bytes (at least 1, so it can be allocated).
+fn host_layout<T>(bytes: usize) -> Result<std::alloc::Layout, String> {
+    std::alloc::Layout::from_size_align(bytes.max(1), std::mem::align_of::<T>())
+        .map_err(|e| format!("{bytes} bytes: {e}"))
+}
+
+/// Copies `len` `T`s between host ranges (the initial device's memory and the program's); atomic elements one by
+/// one, atomically, as the device copies do.
+///
+/// # Safety
+/// Both ranges hold `len` `T`s, `dst` is writable, and they do not overlap.
+unsafe fn host_copy<T: DeviceCopy>(dst: *mut T, src: *const T, len: usize) {
+    use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+    if T::HOST_ATOMIC == 0 {
+        // SAFETY: per the contract.
+        return unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+    }
+    // SAFETY: per the contract; atomic `T`s are single integer atomics of `HOST_ATOMIC` bytes, aligned as such.
+    unsafe {
+        for i in 0..len {
+            let (d, s) = (dst.add(i) as *mut u8, src.add(i) as *mut u8);
+            match T::HOST_ATOMIC {
+                1 => AtomicU8::from_ptr(d).store(AtomicU8::from_ptr(s).load(Relaxed), Relaxed),
+                2 => AtomicU16::from_ptr(d.cast())
+                    .store(AtomicU16::from_ptr(s.cast()).load(Relaxed), Relaxed),
+                4 => AtomicU32::from_ptr(d.cast())
+                    .store(AtomicU32::from_ptr(s.cast()).load(Relaxed), Relaxed),
+                _ => AtomicU64::from_ptr(d.cast())
+                    .store(AtomicU64::from_ptr(s.cast()).load(Relaxed), Relaxed),
+            }
+        }
+    }
+}
+
 fn device_error(device: i32, plugin: &'static str, message: String) -> Error {
     Error::Device {
         device,
@@ -75,35 +127,62 @@ fn device_error(device: i32, plugin: &'static str, message: String) -> Error {
 }
 
 impl<T: DeviceCopy> DeviceBuffer<T> {
-    /// Allocates `len` zero-filled elements on offload device `device`.
+    /// Allocates `len` zero-filled elements on device `device`: an offload device, or the initial device
+    /// (`omp_get_initial_device()` or `OMP_INITIAL_DEVICE`), where it is host memory.
     pub fn new(len: usize, device: i32) -> Result<Self, Error> {
-        let dev = usize::try_from(device)
-            .ok()
-            .and_then(|d| devices().get(d))
-            .ok_or_else(|| {
-                device_error(
-                    device,
-                    "none",
-                    format!(
-                        "there is no offload device {device} ({} devices)",
-                        devices().len()
-                    ),
-                )
-            })?;
+        let initial = crate::api::omp_get_initial_device();
+        let dev = if device == initial || device == crate::api::OMP_INITIAL_DEVICE {
+            None
+        } else {
+            Some(
+                usize::try_from(device)
+                    .ok()
+                    .and_then(|d| devices().get(d))
+                    .ok_or_else(|| {
+                        device_error(
+                            device,
+                            "none",
+                            format!(
+                                "there is no offload device {device} ({} devices; the initial device is {initial})",
+                                devices().len()
+                            ),
+                        )
+                    })?,
+            )
+        };
+        let plugin = dev.map_or("host", |d| d.plugin);
         let bytes = len.checked_mul(size_of::<T>()).ok_or_else(|| {
             device_error(
                 device,
-                dev.plugin,
+                plugin,
                 format!("{len} elements of {} bytes overflow", size_of::<T>()),
             )
         })?;
-        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::new"), dev);
-        let addr = observe::alloc(&*dev.dev, bytes.max(1), std::mem::align_of::<T>())
-            .map_err(|m| device_error(device, dev.plugin, m))?;
+        let addr = match dev {
+            Some(dev) => {
+                let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::new"), dev);
+                observe::alloc(&*dev.dev, bytes.max(1), std::mem::align_of::<T>())
+                    .map_err(|m| device_error(device, dev.plugin, m))?
+            }
+            None => {
+                let layout =
+                    host_layout::<T>(bytes).map_err(|m| device_error(device, plugin, m))?;
+                // SAFETY: the layout's size is at least 1.
+                let p = unsafe { std::alloc::alloc_zeroed(layout) };
+                if p.is_null() {
+                    return Err(device_error(
+                        device,
+                        plugin,
+                        format!("cannot allocate {bytes} bytes of host memory"),
+                    ));
+                }
+                p as usize as u64
+            }
+        };
         Ok(DeviceBuffer {
             ptr: DevicePtr {
                 addr,
-                device,
+                device: if dev.is_none() { initial } else { device },
                 _t: PhantomData,
             },
             len,
@@ -140,60 +219,83 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         }
         Err(device_error(
             self.device(),
-            self.dev.plugin,
+            self.plugin(),
             format!("host slice has {n} elements, buffer {}", self.len),
         ))
+    }
+
+    fn plugin(&self) -> &'static str {
+        self.dev.map_or("host", |d| d.plugin)
     }
 
     /// Overwrites the buffer with `src` (same length).
     pub fn copy_from_host(&mut self, src: &[T]) -> Result<(), Error> {
         self.check_len(src.len())?;
-        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::copy_from_host"), self.dev);
+        let Some(dev) = self.dev else {
+            // SAFETY: the buffer is host memory holding `len` elements, borrowed exclusively; `src` is another
+            // allocation (the buffer is never lent out as a slice).
+            unsafe { host_copy(self.ptr.as_ptr(), src.as_ptr(), self.len) };
+            return Ok(());
+        };
+        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::copy_from_host"), dev);
         // SAFETY: `src` is readable; the buffer holds `len` elements. Atomics are read one by one, atomically.
         unsafe {
             copy_in(
-                &*self.dev.dev,
+                &*dev.dev,
                 self.ptr.addr,
                 src.as_ptr() as usize,
                 size_of_val(src),
                 atomics::<T>(),
             )
         }
-        .map_err(|m| device_error(self.device(), self.dev.plugin, m))
+        .map_err(|m| device_error(self.device(), dev.plugin, m))
     }
 
     /// Copies the buffer into `dst` (same length).
     pub fn copy_to_host(&self, dst: &mut [T]) -> Result<(), Error> {
         self.check_len(dst.len())?;
-        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::copy_to_host"), self.dev);
+        let Some(dev) = self.dev else {
+            // SAFETY: the buffer is host memory holding `len` elements; `dst` is writable and another allocation.
+            unsafe { host_copy(dst.as_mut_ptr(), self.ptr.as_ptr(), self.len) };
+            return Ok(());
+        };
+        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::copy_to_host"), dev);
         // SAFETY: `dst` is writable and `T: DeviceCopy` accepts any bytes; the buffer holds `len` elements.
         unsafe {
             copy_to_host(
-                &*self.dev.dev,
+                &*dev.dev,
                 dst.as_mut_ptr() as usize,
                 self.ptr.addr,
                 size_of_val(dst),
                 atomics::<T>(),
             )
         }
-        .map_err(|m| device_error(self.device(), self.dev.plugin, m))
+        .map_err(|m| device_error(self.device(), dev.plugin, m))
     }
 
     /// The buffer's contents as a `Vec`.
     pub fn to_vec(&self) -> Result<Vec<T>, Error> {
         let mut v: Vec<T> = Vec::with_capacity(self.len);
-        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::to_vec"), self.dev);
+        let Some(dev) = self.dev else {
+            // SAFETY: `host_copy` fills all `len` elements (any bytes are a valid `T`) before `set_len`.
+            unsafe {
+                host_copy(v.as_mut_ptr(), self.ptr.as_ptr(), self.len);
+                v.set_len(self.len);
+            }
+            return Ok(v);
+        };
+        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::to_vec"), dev);
         // SAFETY: `T: DeviceCopy` accepts any bytes; the copy fills all `len` elements before `set_len`.
         unsafe {
             let bytes = self.len * size_of::<T>();
             copy_to_host(
-                &*self.dev.dev,
+                &*dev.dev,
                 v.as_mut_ptr() as usize,
                 self.ptr.addr,
                 bytes,
                 atomics::<T>(),
             )
-            .map_err(|m| device_error(self.device(), self.dev.plugin, m))?;
+            .map_err(|m| device_error(self.device(), dev.plugin, m))?;
             v.set_len(self.len);
         }
         Ok(v)
@@ -209,9 +311,15 @@ unsafe impl<T: DeviceCopy> offload_model::lanes::Length for DeviceBuffer<T> {
 
 impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
-        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer drop"), self.dev);
+        let Some(dev) = self.dev else {
+            let layout = host_layout::<T>(self.len * size_of::<T>()).expect("allocated with it");
+            // SAFETY: allocated in `new` with this layout, and a region borrowing the buffer has returned.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), layout) };
+            return;
+        };
+        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer drop"), dev);
         // SAFETY: allocated in `new`, and a region borrowing the buffer has returned.
-        unsafe { observe::free(&*self.dev.dev, self.ptr.addr) };
+        unsafe { observe::free(&*dev.dev, self.ptr.addr) };
     }
 }
 

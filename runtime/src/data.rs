@@ -337,12 +337,80 @@ impl<'a, T: ?Sized + MapTarget> MappedRef<'a, T> {
     pub fn get(&self) -> &T {
         self.data
     }
+
+    /// What the block's name is re-bound to (the same method name as [`MappedMut::rebind`]).
+    pub fn rebind(&self) -> &T {
+        self.data
+    }
 }
 
 // Implementing `Drop` on the guard itself (not only on a field) makes the borrow last until the exit.
 impl<T: ?Sized> Drop for MappedRef<'_, T> {
     fn drop(&mut self) {
         self.inner.exit()
+    }
+}
+
+/// A `map(to: x)` source borrowed shared: the block sees `&T` (the block does not write `x`, and the source is
+/// not a `&mut`).
+pub struct SharedSrc<'a, T: ?Sized>(&'a T);
+
+/// A `map(to: x)` source borrowed exclusively: the block sees `&mut T` and may write the host copy (OpenMP's `to`
+/// governs only the copy-in; `target_update!(to: x)` refreshes the device copy).
+pub struct ExclSrc<'a, T: ?Sized>(&'a mut T);
+
+/// `x.map_to()` on a source that is not a `&mut`: a shared borrow, so an immutable `let x` still maps `to`.
+/// Implemented for every type, the bound on the method: a source that is not one gets `MapSource`'s message.
+pub trait MapToShared {
+    fn map_to(&self) -> SharedSrc<'_, <Self as MapSource>::Target>
+    where
+        Self: MapSource,
+    {
+        SharedSrc(self.map_ref())
+    }
+}
+impl<S: ?Sized> MapToShared for S {}
+
+/// `x.map_write()`: [`MapSourceMut::map_mut`] for every type, the bound on the method, so a source that cannot be
+/// written gets `MapSourceMut`'s message rather than "method not found".
+pub trait MapWrite {
+    fn map_write(&mut self) -> &mut <Self as MapSource>::Target
+    where
+        Self: MapSourceMut,
+    {
+        self.map_mut()
+    }
+}
+impl<S: ?Sized> MapWrite for S {}
+
+/// `x.map_to()` on a `&mut` source: method resolution picks this one (its receiver is the `&mut` itself), and
+/// reborrowing a `&mut` needs no `let mut`, so the block may pass `x` on to `&mut` parameters.
+pub trait MapToExcl: MapSourceMut {
+    fn map_to(&mut self) -> ExclSrc<'_, Self::Target> {
+        ExclSrc(self.map_mut())
+    }
+}
+impl<S: MapSourceMut + ?Sized> MapToExcl for S {}
+
+/// Enters a `map(to: x)` variable with the guard its borrow calls for.
+pub trait EnterTo<'a> {
+    type Guard;
+    fn enter_to(self, dev: DataDevice, section: Section, map_type: u64) -> Self::Guard;
+}
+
+impl<'a, T: ?Sized + MapTarget> EnterTo<'a> for SharedSrc<'a, T> {
+    type Guard = MappedRef<'a, T>;
+    #[track_caller]
+    fn enter_to(self, dev: DataDevice, section: Section, map_type: u64) -> MappedRef<'a, T> {
+        MappedRef::enter(dev, self.0, section, map_type)
+    }
+}
+
+impl<'a, T: ?Sized + MapTarget> EnterTo<'a> for ExclSrc<'a, T> {
+    type Guard = MappedMut<'a, T>;
+    #[track_caller]
+    fn enter_to(self, dev: DataDevice, section: Section, map_type: u64) -> MappedMut<'a, T> {
+        MappedMut::enter(dev, self.0, section, map_type)
     }
 }
 
@@ -368,6 +436,11 @@ impl<'a, T: ?Sized + MapTarget> MappedMut<'a, T> {
     pub fn get_mut(&mut self) -> &mut T {
         // SAFETY: the guard holds the exclusive borrow; the runtime touches the data only at entry and exit.
         unsafe { &mut *self.data }
+    }
+
+    /// What the block's name is re-bound to (the same method name as [`MappedRef::rebind`]).
+    pub fn rebind(&mut self) -> &mut T {
+        self.get_mut()
     }
 }
 
@@ -414,38 +487,124 @@ unsafe fn update_one(dev: DataDevice, m: MapArg) {
 pub struct Mapped<V: MapOwner> {
     value: Option<V>,
     dev: Option<&'static DeviceEntry>,
+    /// The device number the entry named (the default device if it named none), for `target_exit_data!(device(..))`.
+    named: i32,
 }
 
-/// What `target_enter_data!` takes by value: an owned buffer whose heap address does not move.
+/// What `target_enter_data!` takes by value: an owned buffer whose heap address does not move (`Vec<T>`,
+/// `Box<[T]>`, or `Box<T>` of a single `DeviceCopy` value).
 ///
 /// # Safety
-/// The slices returned must be the value's own storage, at one address for the value's whole life and freed only
-/// when it is dropped: `Mapped` relies on it to keep the mapping's host memory alive.
+/// The references returned must be the value's own heap storage, at one address for the value's whole life and freed
+/// only when it is dropped: `Mapped` relies on it to keep the mapping's host memory alive.
+#[diagnostic::on_unimplemented(
+    message = "`target_enter_data!` takes an owned buffer by value, not `{Self}`",
+    label = "not a `Vec<T>`, `Box<[T]>` or `Box<T>` of `T: offload::DeviceCopy`",
+    note = "the `Mapped` it returns owns the buffer so its memory stays put while mapped; to map borrowed data, use \
+            `target_data!`"
+)]
 pub unsafe trait MapOwner {
-    type Elem: DeviceCopy;
-    fn as_slice(&self) -> &[Self::Elem];
-    fn as_mut_slice(&mut self) -> &mut [Self::Elem];
+    /// What `Mapped` derefs to: a slice, or the boxed value.
+    type Target: ?Sized + MapTarget;
+    fn target(&self) -> &Self::Target;
+    fn target_mut(&mut self) -> &mut Self::Target;
 }
 
 // SAFETY: a Vec's buffer moves only when it grows, which `Mapped` never lets happen.
 unsafe impl<T: DeviceCopy> MapOwner for Vec<T> {
-    type Elem = T;
-    fn as_slice(&self) -> &[T] {
+    type Target = [T];
+    fn target(&self) -> &[T] {
         self
     }
-    fn as_mut_slice(&mut self) -> &mut [T] {
+    fn target_mut(&mut self) -> &mut [T] {
         self
     }
 }
 
 // SAFETY: a boxed slice's storage never moves.
 unsafe impl<T: DeviceCopy> MapOwner for Box<[T]> {
-    type Elem = T;
-    fn as_slice(&self) -> &[T] {
+    type Target = [T];
+    fn target(&self) -> &[T] {
         self
     }
-    fn as_mut_slice(&mut self) -> &mut [T] {
+    fn target_mut(&mut self) -> &mut [T] {
         self
+    }
+}
+
+// SAFETY: a box's storage never moves. (A zero-sized `T` is never mapped: empty data skips the table.)
+unsafe impl<T: DeviceCopy> MapOwner for Box<T> {
+    type Target = T;
+    fn target(&self) -> &T {
+        self
+    }
+    fn target_mut(&mut self) -> &mut T {
+        self
+    }
+}
+
+/// What `target_enter_data!` accepts; the error for anything else names the owned buffers it takes. (The bound on
+/// `Mapped` itself would repeat the error at every use of the value.)
+#[diagnostic::on_unimplemented(
+    message = "`target_enter_data!` takes an owned buffer by value, not `{Self}`",
+    label = "not a `Vec<T>`, `Box<[T]>` or `Box<T>` of `T: offload::DeviceCopy`",
+    note = "the `Mapped` it returns owns the buffer so its memory stays put while mapped; to map borrowed data, use \
+            `target_data!`"
+)]
+pub trait EnterData {
+    type Owner: MapOwner;
+    fn into_owner(self) -> Self::Owner;
+}
+
+impl<V: MapOwner> EnterData for V {
+    type Owner = V;
+    fn into_owner(self) -> V {
+        self
+    }
+}
+
+/// `target_enter_data!(map(..: v))`.
+#[track_caller]
+pub fn enter_data<V: EnterData>(
+    value: V,
+    map_type: u64,
+    device: Option<i32>,
+    cond: bool,
+) -> Mapped<V::Owner> {
+    Mapped::enter(value.into_owner(), map_type, device, cond)
+}
+
+/// What `target_exit_data!` accepts: a `Mapped`.
+#[diagnostic::on_unimplemented(
+    message = "`target_exit_data!` takes the `Mapped` value `target_enter_data!` returned, not `{Self}`",
+    label = "not entered by `target_enter_data!`",
+    note = "`let m = target_enter_data!(map(to: v));` .. `let v = target_exit_data!(map(from: m));`"
+)]
+pub trait ExitData {
+    type Owner;
+    fn exit_data(self, map_type: u64, device: Option<i32>) -> Self::Owner;
+}
+
+impl<V: MapOwner> ExitData for Mapped<V> {
+    type Owner = V;
+    #[track_caller]
+    fn exit_data(self, map_type: u64, device: Option<i32>) -> V {
+        self.exit_on(map_type, device)
+    }
+}
+
+/// `target_exit_data!(map(..: m), device(..))`.
+#[track_caller]
+pub fn exit_data<M: ExitData>(mapped: M, map_type: u64, device: Option<i32>) -> M::Owner {
+    mapped.exit_data(map_type, device)
+}
+
+/// A device number as OpenMP compares them: `omp_initial_device` (-1) is `omp_get_initial_device()`.
+fn normalize_device(d: i32) -> i32 {
+    if d == crate::api::OMP_INITIAL_DEVICE {
+        crate::api::omp_get_initial_device()
+    } else {
+        d
     }
 }
 
@@ -456,30 +615,48 @@ impl<V: MapOwner> Mapped<V> {
         let dev = data_device("target_enter_data!", device, cond);
         if let Some(d) = dev {
             let _scope = Watch::now().scope(Label::Construct("target_enter_data!"), d);
-            let m = MapArg::slice(value.as_mut_slice() as *const [V::Elem], map_type);
+            let m = V::Target::map_arg(value.target_mut(), None, map_type);
             // SAFETY: `value` is owned by the returned `Mapped` for as long as the mapping can live.
             unsafe { enter_list(d, &[m], RefKind::Dynamic) }
                 .unwrap_or_else(|e| mapping_failed("target_enter_data!", d, e))
                 .keep();
         }
+        let named = normalize_device(device.unwrap_or_else(crate::api::omp_get_default_device));
         Mapped {
             value: Some(value),
             dev,
+            named,
         }
     }
 
-    /// `target_exit_data!` with `map_type` (from, release or delete, and modifiers); returns the buffer.
+    /// `target_exit_data!` with `map_type` (from, release or delete, and modifiers); returns the buffer. A
+    /// `device(..)` clause must name the device the entry named.
     #[track_caller]
-    pub fn exit(mut self, map_type: u64) -> V {
+    pub fn exit_on(mut self, map_type: u64, device: Option<i32>) -> V {
+        if let Some(d) = device.map(normalize_device) {
+            if d != self.named {
+                panic!(
+                    "offload: target_exit_data! names device {d}, but the data was entered on device {}; exit on \
+                     the device of the entry (or leave out `device(..)`)",
+                    self.named
+                );
+            }
+        }
         let mut value = self.value.take().expect("present until exit");
         if let Some(d) = self.dev {
             let _scope = Watch::now().scope(Label::Construct("target_exit_data!"), d);
-            let m = MapArg::slice(value.as_mut_slice() as *const [V::Elem], map_type);
+            let m = V::Target::map_arg(value.target_mut(), None, map_type);
             // SAFETY: we own the buffer; `from` writes into it through `&mut`.
             unsafe { exit_list(d, &[m], &[exit_held(&m)], RefKind::Dynamic, true) }
                 .unwrap_or_else(|e| mapping_failed("target_exit_data!", d, e));
         }
         value
+    }
+
+    /// `target_exit_data!` with `map_type` (from, release or delete, and modifiers); returns the buffer.
+    #[track_caller]
+    pub fn exit(self, map_type: u64) -> V {
+        self.exit_on(map_type, None)
     }
 
     /// Exits with `from`: copies the device data back if this was the last reference.
@@ -513,7 +690,7 @@ impl<V: MapOwner> Drop for Mapped<V> {
     fn drop(&mut self) {
         if let (Some(mut value), Some(d)) = (self.value.take(), self.dev) {
             let _scope = Watch::now().scope(Label::Construct("Mapped drop (release)"), d);
-            let m = MapArg::slice(value.as_mut_slice() as *const [V::Elem], 0);
+            let m = V::Target::map_arg(value.target_mut(), None, 0);
             // SAFETY: we own the buffer; `release` copies nothing.
             let _ = unsafe { exit_list(d, &[m], &[exit_held(&m)], RefKind::Dynamic, false) };
         }
@@ -521,29 +698,41 @@ impl<V: MapOwner> Drop for Mapped<V> {
 }
 
 impl<V: MapOwner> Deref for Mapped<V> {
-    type Target = [V::Elem];
-    fn deref(&self) -> &[V::Elem] {
-        self.value.as_ref().expect("present until exit").as_slice()
+    type Target = V::Target;
+    fn deref(&self) -> &V::Target {
+        self.value.as_ref().expect("present until exit").target()
     }
 }
 
 impl<V: MapOwner> DerefMut for Mapped<V> {
-    fn deref_mut(&mut self) -> &mut [V::Elem] {
+    fn deref_mut(&mut self) -> &mut V::Target {
         self.value
             .as_mut()
             .expect("present until exit")
-            .as_mut_slice()
+            .target_mut()
     }
 }
 
 /// A data source a data construct may name: `Vec<T>`, arrays, slices, `&[T]`, `&mut [T]`, `Mapped<V>`, and
 /// `DeviceCopy` scalars; `target_data!` re-binds the name to [`MapSource::Target`] by reference.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be mapped by a data construct",
+    label = "not a mappable buffer",
+    note = "map a `Vec<T>`, `Box<[T]>`, an array, a slice, a `Mapped`, a reference to one of these, or a number, with \
+            `T: offload::DeviceCopy` (numbers, arrays of them, `#[declare_target]` `#[repr(C)]` structs)"
+)]
 pub trait MapSource {
     type Target: ?Sized + MapTarget;
     fn map_ref(&self) -> &Self::Target;
 }
 
 /// A writable data source (`from`, `tofrom`, `alloc` in `target_data!`, `target_update!(from: ..)`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be written by a data construct",
+    label = "`from`, `tofrom`, `alloc` and `target_update!(from: ..)` write the host copy here",
+    note = "the source must be owned and mutable (`let mut v`) or a `&mut`; a `&` borrow can only be mapped `to` \
+            or updated `to`"
+)]
 pub trait MapSourceMut: MapSource {
     fn map_mut(&mut self) -> &mut Self::Target;
 }
@@ -567,15 +756,21 @@ impl<T: DeviceCopy> MapTarget for [T] {
     }
 }
 
+/// A single value: a number, an array, a `#[declare_target]` struct.
+impl<T: DeviceCopy> MapTarget for T {
+    #[track_caller]
+    fn map_arg(this: *const Self, section: Section, map_type: u64) -> MapArg {
+        assert!(
+            section.is_none(),
+            "offload: a section needs a slice, not a `{}`",
+            std::any::type_name::<T>()
+        );
+        MapArg::object(this, map_type)
+    }
+}
+
 macro_rules! scalar_sources {
     ($($t:ty),*) => {$(
-        impl MapTarget for $t {
-            #[track_caller]
-            fn map_arg(this: *const Self, section: Section, map_type: u64) -> MapArg {
-                assert!(section.is_none(), "offload: a section needs a slice, not a `{}`", stringify!($t));
-                MapArg::object(this, map_type)
-            }
-        }
         impl MapSource for $t {
             type Target = $t;
             fn map_ref(&self) -> &$t { self }
@@ -627,14 +822,14 @@ impl<S: MapSourceMut + ?Sized> MapSourceMut for &mut S {
 }
 
 impl<V: MapOwner> MapSource for Mapped<V> {
-    type Target = [V::Elem];
-    fn map_ref(&self) -> &[V::Elem] {
+    type Target = V::Target;
+    fn map_ref(&self) -> &V::Target {
         self
     }
 }
 
 impl<V: MapOwner> MapSourceMut for Mapped<V> {
-    fn map_mut(&mut self) -> &mut [V::Elem] {
+    fn map_mut(&mut self) -> &mut V::Target {
         self
     }
 }

@@ -278,6 +278,39 @@ pub unsafe fn target_on_device<R>(
     }
 }
 
+/// Runs a region that takes device memory and has a host body: when all its device memory is the initial device's
+/// (host memory), as [`target`] does, so it runs on the host where the host is chosen (`DISABLED`, the initial
+/// device as the default device or in `device(..)`), as clang runs an `is_device_ptr` region's host version; else as
+/// [`target_on_device`]. (The `#[target]` expansion calls [`target_on_device`] until it emits host bodies for such
+/// regions.)
+///
+/// # Safety
+/// As [`target`].
+pub unsafe fn target_device_memory<R>(
+    region: &'static RegionInfo,
+    launch: Launch,
+    maps: &[MapArg],
+    ret: *mut MaybeUninit<R>,
+    reduce: Option<fn(R, &[R]) -> R>,
+    fallback: impl FnOnce() -> R,
+) -> Result<R, Error> {
+    let initial = crate::api::omp_get_initial_device();
+    let host_memory = maps
+        .iter()
+        .filter(|m| m.map_type & DEVICE_MEMORY != 0)
+        .all(|m| {
+            let d = m.base_size as u32 as i32;
+            d == initial || d == crate::api::OMP_INITIAL_DEVICE
+        });
+    if host_memory {
+        // SAFETY: forwarded from the caller.
+        unsafe { target(region, launch, maps, ret, reduce, fallback) }
+    } else {
+        // SAFETY: forwarded from the caller.
+        unsafe { target_on_device(region, launch, maps, ret, reduce) }
+    }
+}
+
 /// A region's value after a device run: the reduction of the teams' partials and the initial value, or the return
 /// slot.
 ///

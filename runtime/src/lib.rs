@@ -57,10 +57,12 @@ pub use types::{DeviceCopy, Firstprivate};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::data::{
-        update_from, update_to, DataDevice, MapSource, MapSourceMut, MapTarget, MappedMut,
-        MappedRef,
+        enter_data, exit_data, update_from, update_to, DataDevice, EnterTo, MapSource,
+        MapSourceMut, MapTarget, MapToExcl, MapToShared, MapWrite, MappedMut, MappedRef,
     };
-    pub use crate::launch::{fail, target, target_on_device, MapArg, RegionInfo};
+    pub use crate::launch::{
+        fail, target, target_device_memory, target_on_device, MapArg, RegionInfo,
+    };
     pub use crate::team::{run_fallback, run_fallback_reduce, Launch};
     pub use offload_model::reduce::fold;
 

@@ -125,6 +125,45 @@ fn if_clause_chooses_host_or_device_with_equal_results() {
     assert_eq!(dev.to_bits(), host.to_bits());
 }
 
+// omp_get_wtime and omp_get_wtick in region code: the host image and the host fallback read the host's clock,
+// so a region's reading lies between two taken around the call.
+#[target(if(on_device))]
+fn region_clock(on_device: bool) -> Clock {
+    Clock {
+        time: offload::omp_get_wtime(),
+        tick: offload::omp_get_wtick(),
+    }
+}
+
+#[declare_target]
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    pub time: f64,
+    pub tick: f64,
+}
+
+#[test]
+fn wtime_is_one_clock_on_the_host_and_in_regions() {
+    let tick = offload::omp_get_wtick();
+    assert!(tick > 0.0 && tick <= 1e-6, "{tick}");
+    for on_device in [true, false] {
+        let before = offload::omp_get_wtime();
+        let c = region_clock(on_device);
+        let after = offload::omp_get_wtime();
+        assert!(
+            before <= c.time && c.time <= after,
+            "{before} <= {} <= {after}",
+            c.time
+        );
+        assert_eq!(c.tick, tick);
+    }
+    let t0 = offload::omp_get_wtime();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let elapsed = offload::omp_get_wtime() - t0;
+    assert!((0.02..1.0).contains(&elapsed), "{elapsed}");
+}
+
 // 7 (in-process part). `device(omp_get_initial_device())` is the host.
 #[target(device(dev))]
 fn initial_on(dev: i32) -> bool {

@@ -48,6 +48,25 @@ fn disabled_has_no_devices_and_runs_everything_on_the_host() {
 }
 
 #[test]
+fn disabled_makes_the_initial_device_the_default_and_its_memory_host_memory() {
+    let r = probe(&["is-device-ptr"], &[("OMP_TARGET_OFFLOAD", "disabled")]);
+    assert!(r.out.status.success(), "{}", r.describe());
+    assert_eq!(r.get("default_device"), "0");
+    assert_eq!(r.get("default_is_initial"), "true");
+    assert_eq!(r.get("alloc_ok"), "true");
+    assert_eq!(r.get("buffer"), "[1, 2, 3]", "{}", r.describe());
+}
+
+// The region part of OpenMP V&V's test_target_is_device_ptr under DISABLED: the runtime side is
+// `__private::target_device_memory`; macros/src/target.rs must emit host bodies for device-memory regions.
+#[test]
+#[ignore = "needs a host body for device-memory regions in macros/src/target.rs"]
+fn is_device_ptr_on_the_default_device_passes_under_disabled() {
+    let r = probe(&["is-device-ptr"], &[("OMP_TARGET_OFFLOAD", "disabled")]);
+    assert_eq!(r.get("region_correct"), "true", "{}", r.describe());
+}
+
+#[test]
 fn mandatory_without_a_device_stops_the_program() {
     let r = probe(
         &["double"],

@@ -188,6 +188,12 @@ pub fn parse_item(input: ParseStream) -> syn::Result<MapItem> {
              `map(tofrom: buf)`",
         ));
     }
+    if input.peek(Token![&]) || input.peek(Token![*]) {
+        return Err(input.error(
+            "map clauses name variables, not expressions: write `map(to: v)`; the construct borrows `v` itself \
+             (`target_enter_data!` takes it by value)",
+        ));
+    }
     let ident: Ident = input.parse()?;
     let section = if input.peek(syn::token::Bracket) {
         let content;

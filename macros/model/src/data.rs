@@ -230,3 +230,199 @@ impl Update {
         parser.parse2(tokens)
     }
 }
+
+/// Whether `block` visibly writes the variable `id` (re-bound by a `map(to: id)` clause): an assignment or compound
+/// assignment to it or through it (`id[k] = ..`, `id[k] += ..`, `*id = ..`), `&mut id..`, a `_mut` or other
+/// mutating slice method on it (`id.iter_mut()`, `id.fill(..)`), or a nested data construct that maps or updates it
+/// `from`/`tofrom`/`alloc`. Then `target_data!` borrows a `to` source exclusively, so the host may write it in the
+/// block (OpenMP's `to` governs only the copy-in). A write the tokens do not show (passing `id` on to a `&mut`
+/// parameter) needs `&mut id` at the call. Macro arguments are scanned as tokens, so writes inside them count too.
+pub fn block_writes(block: &syn::Block, id: &Ident) -> bool {
+    use quote::ToTokens;
+    tokens_write(block.to_token_stream(), id)
+}
+
+/// `[T]` methods that take `&mut self` without saying so in their name (`*_mut` methods are recognised by name).
+const MUTATING_METHODS: &[&str] = &[
+    "fill",
+    "fill_with",
+    "swap",
+    "reverse",
+    "sort",
+    "sort_by",
+    "sort_by_key",
+    "sort_by_cached_key",
+    "sort_unstable",
+    "sort_unstable_by",
+    "sort_unstable_by_key",
+    "copy_from_slice",
+    "clone_from_slice",
+    "copy_within",
+    "rotate_left",
+    "rotate_right",
+    "swap_with_slice",
+    "select_nth_unstable",
+    "select_nth_unstable_by",
+    "select_nth_unstable_by_key",
+    "as_mut_ptr",
+    "as_mut_ptr_range",
+];
+
+fn tokens_write(tokens: proc_macro2::TokenStream, id: &Ident) -> bool {
+    use proc_macro2::{Spacing, TokenTree as T};
+    let ts: Vec<T> = tokens.into_iter().collect();
+    let punct = |k: usize, c: char| matches!(ts.get(k), Some(T::Punct(p)) if p.as_char() == c);
+    let joint = |k: usize| matches!(ts.get(k), Some(T::Punct(p)) if p.spacing() == Spacing::Joint);
+    let ident_is = |k: usize, s: &str| matches!(ts.get(k), Some(T::Ident(i)) if i == s);
+    for (k, t) in ts.iter().enumerate() {
+        match t {
+            T::Group(g) => {
+                if tokens_write(g.stream(), id) {
+                    return true;
+                }
+                // A nested data construct: `target_update!(from: id)`, `target_data!(map(tofrom: id) => ..)`.
+                let is_macro = |name: &str| k >= 2 && ident_is(k - 2, name) && punct(k - 1, '!');
+                if is_macro("target_update") {
+                    if let Ok(u) = Update::parse(g.stream()) {
+                        if u.items
+                            .iter()
+                            .any(|(m, i)| *m == Motion::From && i.ident == *id)
+                        {
+                            return true;
+                        }
+                    }
+                } else if is_macro("target_data") {
+                    if let Ok(c) = DataConstruct::parse(g.stream(), Construct::Data) {
+                        if c.maps.iter().any(|(m, i)| {
+                            m.map_type != crate::clause::MapType::To && i.ident == *id
+                        }) {
+                            return true;
+                        }
+                    }
+                }
+            }
+            T::Ident(i) if i == id => {
+                // A field or method named like the variable, a path segment, a macro: not the variable.
+                if (k > 0 && (punct(k - 1, '.') || punct(k - 1, ':')))
+                    || punct(k + 1, '!')
+                    || (punct(k + 1, ':') && punct(k + 2, ':'))
+                {
+                    continue;
+                }
+                // `&mut id`, `&mut *id`.
+                let mut b = k;
+                while b > 0 && punct(b - 1, '*') {
+                    b -= 1;
+                }
+                if b >= 2 && ident_is(b - 1, "mut") && punct(b - 2, '&') {
+                    return true;
+                }
+                // The place `id[..]`, `id.field`, `id.0`, then what is done with it.
+                let mut a = k + 1;
+                loop {
+                    match ts.get(a) {
+                        Some(T::Group(g)) if g.delimiter() == proc_macro2::Delimiter::Bracket => {
+                            a += 1
+                        }
+                        Some(T::Punct(p)) if p.as_char() == '.' && !joint(a) => match ts.get(a + 1)
+                        {
+                            Some(T::Ident(m)) => {
+                                let called = matches!(ts.get(a + 2), Some(T::Group(g)) if g.delimiter() == proc_macro2::Delimiter::Parenthesis)
+                                    || (punct(a + 2, ':') && punct(a + 3, ':'));
+                                if called {
+                                    let m = m.to_string();
+                                    if m.ends_with("_mut") || MUTATING_METHODS.contains(&m.as_str())
+                                    {
+                                        return true;
+                                    }
+                                    break;
+                                }
+                                a += 2;
+                            }
+                            Some(T::Literal(_)) => a += 2,
+                            _ => break,
+                        },
+                        _ => break,
+                    }
+                }
+                // `=` alone is an assignment (`==`, `=>`, `<=`, `>=`, `!=` are joint or follow a joint punct).
+                if punct(a, '=') && !joint(a) {
+                    return true;
+                }
+                // Compound assignment: `+=` .. `|=`, `<<=`, `>>=`.
+                if joint(a) {
+                    let c = match ts.get(a) {
+                        Some(T::Punct(p)) => p.as_char(),
+                        _ => ' ',
+                    };
+                    let op = if "+-*/%^&|".contains(c) {
+                        a + 1
+                    } else if (c == '<' || c == '>') && punct(a + 1, c) && joint(a + 1) {
+                        a + 2
+                    } else {
+                        continue;
+                    };
+                    if punct(op, '=') && !joint(op) {
+                        return true;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writes(block: &str) -> bool {
+        let b: syn::Block = syn::parse_str(block).unwrap();
+        block_writes(&b, &Ident::new("x", proc_macro2::Span::call_site()))
+    }
+
+    #[test]
+    fn writes_are_recognised() {
+        for w in [
+            "{ x[0] = 1.0; }",
+            "{ x[i][j] += 2; }",
+            "{ *x = 3; }",
+            "{ x[0] <<= 1; }",
+            "{ f(&mut x); }",
+            "{ g(&mut x[1..]); }",
+            "{ for v in x.iter_mut() { *v = 0; } }",
+            "{ x.fill(0); }",
+            "{ x[2..].copy_from_slice(&y); }",
+            "{ let c = || x[0] = 1; }",
+            "{ println!(\"{}\", { x[0] = 1; 0 }); }",
+            "{ target_update!(from: x); }",
+            "{ offload::target_data!(map(tofrom: x) => {}); }",
+            "{ x.0 = 1; }",
+        ] {
+            assert!(writes(w), "{w}");
+        }
+    }
+
+    #[test]
+    fn reads_are_not_writes() {
+        for r in [
+            "{ f(x); }",
+            "{ let a = x[0] == 1; }",
+            "{ if x[0] <= 1 {} }",
+            "{ if x[0] >= 1 {} }",
+            "{ if x[0] != 1 {} }",
+            "{ match x[0] { _ => {} } }",
+            "{ let p = x.as_ptr(); }",
+            "{ s.x = 1; }",
+            "{ y.x[0] = 1; }",
+            "{ let a = &x; }",
+            "{ target_update!(to: x); }",
+            "{ target_data!(map(to: x) => { f(x) }); }",
+            "{ self::x::y = 1; }",
+            "{ let t = x.len(); }",
+        ] {
+            assert!(!writes(r), "{r}");
+        }
+    }
+}

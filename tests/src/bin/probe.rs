@@ -41,6 +41,16 @@ fn narrow(on_device: bool, y: &mut [i64]) {
     }
 }
 
+/// Fills `n` elements through a device pointer.
+#[offload::target]
+fn fill_ptr(p: offload::DevicePtr<i64>, n: usize) {
+    // SAFETY: the caller allocated `n` elements for `p`.
+    let s = unsafe { p.as_slice_mut(n) };
+    for (i, v) in s.iter_mut().enumerate() {
+        *v = i as i64 * 2;
+    }
+}
+
 fn scaled(y: &[i64], factor: i64) -> bool {
     y.iter().enumerate().all(|(i, &v)| v == i as i64 * factor)
 }
@@ -137,6 +147,46 @@ fn main() {
                 "results_correct={}",
                 y.iter().enumerate().all(|(i, &v)| v == i as i64 + 4)
             );
+        }
+        // OpenMP V&V's test_target_is_device_ptr: memory from omp_target_alloc on the default device, filled by a
+        // region that takes it as a device pointer, checked after a copy to the host.
+        "is-device-ptr" => {
+            let dev = omp_get_default_device();
+            println!("default_is_initial={}", dev == omp_get_initial_device());
+            let n = 16;
+            let raw = offload::omp_target_alloc(n * 8, dev);
+            println!("alloc_ok={}", !raw.is_null());
+            match offload::DeviceBuffer::from_slice(&[1i64, 2, 3], dev) {
+                Ok(b) => println!("buffer={:?}", b.to_vec().unwrap()),
+                Err(e) => println!("buffer_error={e}"),
+            }
+            // SAFETY: `n` i64 of `dev`'s memory, freed below.
+            let p = unsafe { offload::DevicePtr::<i64>::from_raw(raw, dev) };
+            match try_fill_ptr(p, n) {
+                Ok(()) => {
+                    let mut out = vec![0i64; n];
+                    let host = omp_get_initial_device();
+                    // SAFETY: both ranges hold `n` i64.
+                    let rc = unsafe {
+                        offload::omp_target_memcpy(
+                            out.as_mut_ptr().cast(),
+                            raw,
+                            n * 8,
+                            0,
+                            0,
+                            host,
+                            dev,
+                        )
+                    };
+                    println!(
+                        "region_correct={}",
+                        rc == 0 && out.iter().enumerate().all(|(i, &v)| v == i as i64 * 2)
+                    );
+                }
+                Err(e) => println!("region_error={e}"),
+            }
+            // SAFETY: from omp_target_alloc on `dev`, no longer used.
+            unsafe { offload::omp_target_free(raw, dev) };
         }
         other => panic!("unknown scenario {other:?}"),
     }
