@@ -101,10 +101,43 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
                 );
                 fallback_args.push(quote!(#id));
             }
-            // Passed as is; such a region has no host fallback.
-            ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. } => {}
+            // Device memory: the host fallback runs only when it is the initial device's, which is host memory.
+            ParamKind::DevicePtr => fallback_args.push(quote!(#id)),
+            kind @ ParamKind::DeviceBuffer { mutable } => {
+                let elem = offload_model::lower::view_elem(p);
+                if *mutable {
+                    raw.push(quote!(let #ptr = ::core::ptr::from_mut(#id);));
+                } else {
+                    raw.push(quote!(let #ptr = ::core::ptr::from_ref(#id);));
+                }
+                fallback_args.push(match view_kind(region, kind) {
+                    Some(v) => {
+                        let view = match v {
+                            ViewKind::Checked => quote!(View),
+                            ViewKind::Unchecked => quote!(UnsafeView),
+                        };
+                        quote_spanned!(Span::mixed_site()=>
+                            // SAFETY: host memory (the fallback runs for the initial device's buffers only), borrowed
+                            // for the whole call; every thread gets its own view.
+                            unsafe {
+                                ::offload::__view::#view::<#elem>::new(
+                                    (*#ptr).as_device_ptr().as_ptr(), (*#ptr).len())
+                            }
+                        )
+                    }
+                    // SAFETY: as above; one thread.
+                    None if *mutable => quote_spanned!(Span::mixed_site()=>
+                        unsafe { ::offload::__private::host_slice_mut(&mut *#ptr) }
+                    ),
+                    None => quote_spanned!(Span::mixed_site()=>
+                        unsafe { ::offload::__private::host_slice(&*#ptr) }
+                    ),
+                });
+            }
         }
     }
+    // In the host fallback a device buffer (on the initial device) is its slice, what device code sees by `Deref`.
+    let host_inputs: Vec<syn::FnArg> = lowered_host_inputs(region, &sig);
     if let Some(t) = &region.ret {
         // The kernel entry writes a typed `R` into the return slot, so any by-value type may come back (several
         // reduction variables: a tuple of such types, crossing as a `#[repr(C)]` tuple).
@@ -165,12 +198,12 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             quote!(::offload::__private::MapArg::device_ptr(#id))
         }
         KernelArg::BufferPtr(p) => {
-            let id = &p.ident;
-            quote!(::offload::__private::MapArg::device_ptr(#id.as_device_ptr()))
+            let ptr = format_ident!("__offload_ptr_{}", p.ident);
+            quote!(::offload::__private::MapArg::device_ptr((*#ptr).as_device_ptr()))
         }
         KernelArg::BufferLen(p) => {
-            let id = &p.ident;
-            quote!(::offload::__private::MapArg::literal(#id.len() as u64))
+            let ptr = format_ident!("__offload_ptr_{}", p.ident);
+            quote!(::offload::__private::MapArg::literal((*#ptr).len() as u64))
         }
     });
 
@@ -240,7 +273,6 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         },
     );
     let block = &lowered.block;
-    let lowered_inputs = &lowered.inputs;
     // Wrapping an untouched body would draw `unused_braces` on single-expression bodies.
     let host_body = if touch.is_empty() {
         quote!(#block)
@@ -284,35 +316,25 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     } else {
         quote!(move || #call_host)
     };
-    // A region taking device memory runs on its device or fails: its body exists only in the device crate, and the
-    // host function is just the region's id.
     // Several reduction variables come back from their `#[repr(C)]` tuple.
     let finish = (region.reductions.len() > 1).then(|| quote!(.map(::core::convert::Into::into)));
-    let (host_fn, launch) = if region.needs_device() {
-        (
-            quote!(
-                fn __offload_host() {}
-            ),
-            quote!(::offload::__private::target_on_device(
-                &__OFFLOAD_REGION,
-                __offload_launch,
-                &__offload_maps,
-                __offload_ret,
-                #reduce
-            )),
-        )
+    let host_fn = quote!(
+        #(#lint_attrs)*
+        #[allow(clippy::too_many_arguments)]
+        #unsafety fn __offload_host #generics (#(#host_inputs),*) #output #host_body
+    );
+    // A region taking device memory runs on its device, or on the host when the memory is the initial device's
+    // (host memory, as clang does); never in a fallback otherwise, since the host cannot reach a device's memory.
+    let launch = if region.needs_device() {
+        quote!(::offload::__private::target_device_memory(
+            &__OFFLOAD_REGION, __offload_launch, &__offload_maps, __offload_ret,
+            #reduce, #fallback,
+        ))
     } else {
-        (
-            quote!(
-                #(#lint_attrs)*
-                #[allow(clippy::too_many_arguments)]
-                #unsafety fn __offload_host #generics (#(#lowered_inputs),*) #output #host_body
-            ),
-            quote!(::offload::__private::target(
-                &__OFFLOAD_REGION, __offload_launch, &__offload_maps, __offload_ret,
-                #reduce, #fallback,
-            )),
-        )
+        quote!(::offload::__private::target(
+            &__OFFLOAD_REGION, __offload_launch, &__offload_maps, __offload_ret,
+            #reduce, #fallback,
+        ))
     };
     let try_doc = format!("Runs the region [`{name_str}`], returning a device failure as an `Err` instead of panicking.");
 
@@ -366,4 +388,40 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             }
         }
     }
+}
+
+/// The host fallback's parameters: the lowered ones, with a device buffer that is not a view as its slice (`&[T]`,
+/// `&mut [T]`).
+fn lowered_host_inputs(region: &Region, sig: &syn::Signature) -> Vec<syn::FnArg> {
+    let func = ItemFn {
+        attrs: Vec::new(),
+        vis: syn::Visibility::Inherited,
+        sig: sig.clone(),
+        block: Box::new(syn::parse_quote!({})),
+    };
+    offload_model::lower::lower(region, &func)
+        .inputs
+        .into_iter()
+        .map(|arg| {
+            let FnArg::Typed(mut pt) = arg else {
+                return arg;
+            };
+            let Pat::Ident(pi) = &*pt.pat else {
+                return FnArg::Typed(pt);
+            };
+            if let Some(p) = region.params.iter().find(|p| p.ident == pi.ident) {
+                if let (ParamKind::DeviceBuffer { mutable }, None) =
+                    (&p.kind, view_kind(region, &p.kind))
+                {
+                    let elem = offload_model::lower::view_elem(p);
+                    *pt.ty = if *mutable {
+                        syn::parse_quote_spanned!(p.ty.span()=> &mut [#elem])
+                    } else {
+                        syn::parse_quote_spanned!(p.ty.span()=> &[#elem])
+                    };
+                }
+            }
+            FnArg::Typed(pt)
+        })
+        .collect()
 }

@@ -302,6 +302,32 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     }
 }
 
+/// A buffer on the initial device as the host fallback's body sees it: its slice (what device code gets by `Deref`).
+///
+/// # Safety
+/// The buffer is on the initial device (its memory is host memory), and nothing else uses it meanwhile.
+#[doc(hidden)]
+pub unsafe fn host_slice_mut<'a, T: DeviceCopy>(b: &'a mut DeviceBuffer<T>) -> &'a mut [T] {
+    if b.len == 0 {
+        return &mut [];
+    }
+    // SAFETY: per the contract; `len` elements from `ptr`, borrowed exclusively through `b`.
+    unsafe { std::slice::from_raw_parts_mut(b.as_device_ptr().as_ptr(), b.len) }
+}
+
+/// As [`host_slice_mut`], shared.
+///
+/// # Safety
+/// As [`host_slice_mut`], and nothing writes it meanwhile.
+#[doc(hidden)]
+pub unsafe fn host_slice<T: DeviceCopy>(b: &DeviceBuffer<T>) -> &[T] {
+    if b.len == 0 {
+        return &[];
+    }
+    // SAFETY: per the contract.
+    unsafe { std::slice::from_raw_parts(b.as_device_ptr().as_ptr(), b.len) }
+}
+
 // SAFETY: a buffer's length is fixed at its making.
 unsafe impl<T: DeviceCopy> offload_model::lanes::Length for DeviceBuffer<T> {
     fn length(&self) -> usize {

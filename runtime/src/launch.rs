@@ -303,6 +303,11 @@ pub unsafe fn target_device_memory<R>(
             d == initial || d == crate::api::OMP_INITIAL_DEVICE
         });
     if host_memory {
+        // Host memory: the region runs on the host, by request (no other device could use it).
+        let launch = Launch {
+            device: Some(initial),
+            ..launch
+        };
         // SAFETY: forwarded from the caller.
         unsafe { target(region, launch, maps, ret, reduce, fallback) }
     } else {

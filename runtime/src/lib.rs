@@ -56,6 +56,7 @@ pub use types::{DeviceCopy, Firstprivate};
 /// Used by the code `#[target]` and `#[declare_target]` expand to; not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::buffer::{host_slice, host_slice_mut};
     pub use crate::data::{
         enter_data, exit_data, update_from, update_to, DataDevice, EnterTo, MapSource,
         MapSourceMut, MapTarget, MapToExcl, MapToShared, MapWrite, MappedMut, MappedRef,

@@ -660,7 +660,6 @@ fn device_memory_on_the_initial_device_is_host_memory() {
 // version. The runtime's entry point for it is `__private::target_device_memory`; the `#[target]` expansion
 // (macros/src/target.rs) must emit a host body for device-memory regions and call it.
 #[test]
-#[ignore = "needs a host body for device-memory regions in macros/src/target.rs"]
 fn a_device_memory_region_on_the_initial_device_runs_on_the_host() {
     let buf = DeviceBuffer::from_slice(&[1i64, 2, 3], HOST).unwrap();
     assert_eq!(sum_buffer(true, HOST, &buf), 6);

@@ -60,7 +60,6 @@ fn disabled_makes_the_initial_device_the_default_and_its_memory_host_memory() {
 // The region part of OpenMP V&V's test_target_is_device_ptr under DISABLED: the runtime side is
 // `__private::target_device_memory`; macros/src/target.rs must emit host bodies for device-memory regions.
 #[test]
-#[ignore = "needs a host body for device-memory regions in macros/src/target.rs"]
 fn is_device_ptr_on_the_default_device_passes_under_disabled() {
     let r = probe(&["is-device-ptr"], &[("OMP_TARGET_OFFLOAD", "disabled")]);
     assert_eq!(r.get("region_correct"), "true", "{}", r.describe());
