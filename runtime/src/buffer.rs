@@ -307,7 +307,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 /// # Safety
 /// The buffer is on the initial device (its memory is host memory), and nothing else uses it meanwhile.
 #[doc(hidden)]
-pub unsafe fn host_slice_mut<'a, T: DeviceCopy>(b: &'a mut DeviceBuffer<T>) -> &'a mut [T] {
+pub unsafe fn host_slice_mut<T: DeviceCopy>(b: &mut DeviceBuffer<T>) -> &mut [T] {
     if b.len == 0 {
         return &mut [];
     }
