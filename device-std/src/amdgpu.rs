@@ -92,3 +92,8 @@ pub fn wtime() -> f64 {
 pub fn wtick() -> f64 {
     REALTIME_TICK
 }
+
+/// No launch-wide counter: `schedule(dynamic)` chunks are dealt round-robin here.
+pub fn chunk_counter() -> *const core::sync::atomic::AtomicUsize {
+    core::ptr::null()
+}

@@ -143,6 +143,11 @@ pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(parti
     }
 }
 
+/// The launch's `schedule(dynamic)` chunk counter (null outside a launch).
+pub fn chunk_counter() -> *const core::sync::atomic::AtomicUsize {
+    env().map_or(core::ptr::null(), |e| e.chunks)
+}
+
 /// The running team's shared block (address, bytes).
 pub fn team_shared() -> (*mut u8, usize) {
     env().map_or((core::ptr::null_mut(), 0), |e| {

@@ -130,6 +130,22 @@ mod split {
 #[doc(hidden)]
 pub use split::{__share, __share_nest};
 
+/// `schedule(dynamic, c)`: chunks of `c` iterations this thread claims as it goes, from the launch's counter (on the
+/// host image); dealt round-robin where there is none (GPUs).
+#[doc(hidden)]
+#[inline(always)]
+pub fn __share_dynamic<I: offload_model::abi::ChunkShare>(
+    it: I,
+    chunk: usize,
+) -> offload_model::abi::Chunks<I::Item> {
+    let counter = backend::chunk_counter();
+    if counter.is_null() {
+        return __share_chunks(it, chunk);
+    }
+    // SAFETY: the plugin's counter for this launch, shared by its threads alone, alive for the kernel's run.
+    unsafe { it.dynamic(chunk, &*counter) }
+}
+
 /// `schedule(static, c)`: the chunks of `c` iterations this thread runs, dealt round-robin over every thread.
 #[doc(hidden)]
 #[inline(always)]

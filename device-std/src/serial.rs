@@ -33,3 +33,8 @@ pub fn wtime() -> f64 {
 pub fn wtick() -> f64 {
     1e-9
 }
+
+/// No launch-wide counter: `schedule(dynamic)` chunks are dealt round-robin here.
+pub fn chunk_counter() -> *const core::sync::atomic::AtomicUsize {
+    core::ptr::null()
+}

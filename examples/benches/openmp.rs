@@ -47,8 +47,19 @@ fn pi(on_device: bool, steps: u64) -> f64 {
     s
 }
 
-// One Jacobi sweep. Without its residual: a reduction under `collapse(n)` is not lowered yet (the body's `err` is
-// left unresolved), and both forms should do the same work.
+/// `pi` over a `usize` loop: a `u64` loop (C's `long`) should cost no more (issue: within 1.15x).
+#[target(teams_distribute_parallel_for, reduction(+: s), if(on_device))]
+fn pi_usize(on_device: bool, steps: usize) -> f64 {
+    let step = 1.0 / steps as f64;
+    let mut s = 0.0;
+    for i in 0..steps {
+        let x = (i as f64 + 0.5) * step;
+        s += 4.0 / (1.0 + x * x);
+    }
+    s
+}
+
+// One Jacobi sweep (without its residual, so both forms do the same work).
 #[target(teams_distribute_parallel_for, collapse(2), if(on_device))]
 fn jacobi_collapse(on_device: bool, n: usize, m: usize, a: &[f64], anew: &mut [f64]) {
     for j in 1..n - 1 {
@@ -560,6 +571,22 @@ fn main() {
             if met { "all met" } else { "not all met" }
         );
     }
+    // A `u64` loop variable against `usize`, alternating, on the device.
+    let ratios: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            let wide = best(|| {
+                std::hint::black_box(pi(true, PI_STEPS));
+            });
+            let native = best(|| {
+                std::hint::black_box(pi_usize(true, PI_STEPS as usize));
+            });
+            wide / native
+        })
+        .collect();
+    println!(
+        "pi, u64 loop / usize loop on the device: {:.2} (target <= 1.15)",
+        median(ratios)
+    );
     println!(
         "({:.0} s, of which {set_up:.0} s setting up and checking)",
         started.elapsed().as_secs_f64()

@@ -48,7 +48,7 @@ pub use plugin::{inventory, DeviceDescription, PluginReport};
 #[doc(hidden)]
 pub use team::{
     reduce_init as __reduce_init, share as __share, share_chunks as __share_chunks,
-    share_nest as __share_nest,
+    share_dynamic as __share_dynamic, share_nest as __share_nest,
 };
 pub use team_api::*;
 pub use types::{DeviceCopy, Firstprivate};

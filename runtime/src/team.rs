@@ -282,6 +282,8 @@ struct HostThread {
     shared: (*mut u8, usize),
     /// The region's `launch_kind`.
     kind: u32,
+    /// The launch's `schedule(dynamic)` chunk counter; null outside a parallel region.
+    chunks: *const std::sync::atomic::AtomicUsize,
 }
 
 /// Host code outside any region the team runner started.
@@ -290,6 +292,7 @@ const OUTSIDE: HostThread = HostThread {
     barrier: std::ptr::null(),
     shared: (std::ptr::null_mut(), 0),
     kind: launch_kind::NONE,
+    chunks: std::ptr::null(),
 };
 
 thread_local! {
@@ -341,12 +344,14 @@ fn run_all<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<Vec
     let (teams, threads) = launch.host_geometry();
     let (blocks, bytes) = shared_blocks(launch, teams);
     let kind = launch_kind::of(launch.spmd, launch.work_shared);
+    let chunks = std::sync::atomic::AtomicUsize::new(0);
     run_teams(teams, threads, &|t, i, b| {
         let h = HostThread {
             geometry: (t, teams, i, threads),
             barrier: b,
             shared: block_of(&blocks, t, bytes),
             kind,
+            chunks: &chunks,
         };
         let r =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| as_region_thread(h, body)));
@@ -436,6 +441,20 @@ pub fn host_barrier() {
 pub fn share<I: offload_model::abi::Share>(it: I) -> I::Part {
     let (t, n, i, m) = host_geometry();
     it.share((t * m + i) as usize, (n * m) as usize)
+}
+
+/// `schedule(dynamic, c)`: the chunks of `c` iterations this thread claims as it goes, from the launch's counter.
+#[doc(hidden)]
+pub fn share_dynamic<I: offload_model::abi::ChunkShare>(
+    it: I,
+    chunk: usize,
+) -> offload_model::abi::Chunks<I::Item> {
+    let counter = HOST.with(|h| h.get().chunks);
+    if counter.is_null() {
+        return share_chunks(it, chunk);
+    }
+    // SAFETY: `run_all`'s counter for this launch, shared by its threads alone, alive until they have all finished.
+    unsafe { it.dynamic(chunk, &*counter) }
 }
 
 /// `schedule(static, c)`: the chunks of `c` iterations this thread runs, dealt round-robin over every thread.

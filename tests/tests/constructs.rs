@@ -184,3 +184,36 @@ fn private_locals_are_each_threads_own() {
         );
     }
 }
+
+/// `schedule(dynamic, 1)`: chunk 0 waits until chunk 2 has run. Dealt round-robin over two threads, chunk 2 would be
+/// chunk 0's own thread's next, and the wait would give up; claimed on demand, the other thread runs it.
+#[target(parallel_for, num_threads(2), schedule(dynamic, 1), if(on_device))]
+fn waits_for_a_later_chunk(on_device: bool, done: &[AtomicU32], gave_up: &AtomicU32) {
+    for i in 0..done.len() {
+        if i == 0 {
+            let mut spins = 0u64;
+            while done[2].load(Relaxed) == 0 {
+                spins += 1;
+                if spins > 2_000_000_000 {
+                    gave_up.store(1, Relaxed);
+                    break;
+                }
+                core::hint::spin_loop();
+            }
+        }
+        done[i].store(1, Relaxed);
+    }
+}
+
+#[test]
+fn schedule_dynamic_hands_chunks_out_on_demand() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return; // one thread per team here: nobody else could take chunk 2
+    }
+    for on_device in [true, false] {
+        let (done, gave_up) = (atomics(8), AtomicU32::new(0));
+        waits_for_a_later_chunk(on_device, &done, &gave_up);
+        assert_eq!(gave_up.load(Relaxed), 0, "device {on_device}");
+        assert!(loads(&done).iter().all(|&d| d == 1), "device {on_device}");
+    }
+}

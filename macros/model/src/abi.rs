@@ -263,6 +263,8 @@ pub struct HostLaunchEnv {
     /// complete, and the caller must fail). `None` for a team of one thread.
     pub barrier: Option<unsafe extern "C" fn(ctx: *const c_void) -> u32>,
     pub barrier_ctx: *const c_void,
+    /// The launch's `schedule(dynamic)` chunk counter, shared by all its threads (null where there is none).
+    pub chunks: *const core::sync::atomic::AtomicUsize,
 }
 
 /// The iterations `[lo, hi)` of `n` that global thread `g` of `total` runs in a work-shared loop: contiguous blocks
@@ -554,26 +556,44 @@ macro_rules! share_inclusive {
 share_inclusive!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
 
 /// `schedule(static, c)`: chunks of `c` iterations of `start..start + n`, dealt round-robin: thread `g` of `total`
-/// runs chunks `g`, `g + total`, .. (`schedule(dynamic, c)` is dealt the same way for now).
+/// runs chunks `g`, `g + total`, ..; `schedule(dynamic, c)`: each thread claims the next chunk from a counter the
+/// launch's threads share, as it finishes one (on the host; GPUs deal dynamic chunks round-robin).
 #[derive(Clone, Debug)]
 pub struct Chunks<T> {
     start: T,
     n: usize,
     chunk: usize,
-    /// The next chunk this thread runs.
+    /// The next chunk this thread runs (round-robin).
     next: usize,
     stride: usize,
+    /// The launch's shared counter of claimed chunks (dynamic), or null.
+    counter: *const core::sync::atomic::AtomicUsize,
     /// What is left of the current chunk, for item-by-item iteration.
     cur: core::ops::Range<T>,
 }
 
-/// A loop a `schedule(static, c)` deals out in chunks.
+/// A loop a `schedule(static, c)` or `schedule(dynamic, c)` deals out in chunks.
 ///
 /// # Safety
 /// As [`Share`]: chunks dealt to distinct `g` are disjoint.
 pub unsafe trait ChunkShare: Sized {
     type Item;
     fn chunks(self, chunk: usize, g: usize, total: usize) -> Chunks<Self::Item>;
+
+    /// The chunks this thread claims from `counter`, one after another.
+    ///
+    /// # Safety
+    /// `counter` starts at 0, outlives the chunks, and is shared by the launch's threads alone, all dealing the same
+    /// loop with the same chunk size.
+    unsafe fn dynamic(
+        self,
+        chunk: usize,
+        counter: &core::sync::atomic::AtomicUsize,
+    ) -> Chunks<Self::Item> {
+        let mut c = self.chunks(chunk, 0, 1);
+        c.counter = counter;
+        c
+    }
 }
 
 macro_rules! chunk_ranges {
@@ -584,16 +604,31 @@ macro_rules! chunk_ranges {
             #[inline(always)]
             fn chunks(self, chunk: usize, g: usize, total: usize) -> Chunks<$t> {
                 let n = if self.start < self.end { self.end.wrapping_sub(self.start) as $u as usize } else { 0 };
-                Chunks { start: self.start, n, chunk: chunk.max(1), next: g, stride: total.max(1), cur: 0..0 }
+                Chunks {
+                    start: self.start,
+                    n,
+                    chunk: chunk.max(1),
+                    next: g,
+                    stride: total.max(1),
+                    counter: core::ptr::null(),
+                    cur: 0..0,
+                }
             }
         }
         impl Chunks<$t> {
             /// This thread's next chunk, as a range.
             #[inline(always)]
             pub fn next_range(&mut self) -> Option<core::ops::Range<$t>> {
-                let lo = self.next.checked_mul(self.chunk).filter(|&lo| lo < self.n)?;
+                let k = if self.counter.is_null() {
+                    let k = self.next;
+                    self.next = self.next.saturating_add(self.stride);
+                    k
+                } else {
+                    // SAFETY: `dynamic`'s contract: the launch's counter, alive for the loop.
+                    unsafe { &*self.counter }.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
+                };
+                let lo = k.checked_mul(self.chunk).filter(|&lo| lo < self.n)?;
                 let hi = lo.saturating_add(self.chunk).min(self.n);
-                self.next = self.next.saturating_add(self.stride);
                 // `lo < hi <= n`: both ends lie in the loop's range.
                 Some(self.start.wrapping_add(lo as $t)..self.start.wrapping_add(hi as $t))
             }

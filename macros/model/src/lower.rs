@@ -452,7 +452,7 @@ fn share_call(region: &Region, range: &Expr, harden: &dyn Fn(&Expr) -> Expr) -> 
         }
         Some(Schedule::Dynamic(c)) => {
             let c = harden(&c.clone().unwrap_or_else(|| syn::parse_quote!(1)));
-            quote_spanned!(mixed=> ::offload::__share_chunks(#range, (#c) as usize))
+            quote_spanned!(mixed=> ::offload::__share_dynamic(#range, (#c) as usize))
         }
         Some(Schedule::Static) | None => quote_spanned!(mixed=> ::offload::__share(#range)),
     }

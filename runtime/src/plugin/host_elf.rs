@@ -378,13 +378,24 @@ impl Device for HostElfDevice {
                 None => (std::ptr::null_mut(), 0),
             }
         };
+        // `schedule(dynamic)`'s chunk counter, shared by the launch's threads.
+        let chunks = std::sync::atomic::AtomicUsize::new(0);
         if teams == 1 && threads == 1 {
             // SAFETY: per the trait's contract.
-            return unsafe { run_thread(kernel, args, (0, 1, 0, 1), None, shared_ptr(0)) };
+            return unsafe { run_thread(kernel, args, (0, 1, 0, 1), None, shared_ptr(0), &chunks) };
         }
         run_teams(teams, threads, &|t, i, b| {
-            // SAFETY: per the trait's contract; `b` and the team's block outlive the kernel call.
-            unsafe { run_thread(kernel, args, (t, teams, i, threads), Some(b), shared_ptr(t)) }
+            // SAFETY: per the trait's contract; `b`, the team's block and the counter outlive the kernel call.
+            unsafe {
+                run_thread(
+                    kernel,
+                    args,
+                    (t, teams, i, threads),
+                    Some(b),
+                    shared_ptr(t),
+                    &chunks,
+                )
+            }
         })
         .map(drop)
     }
@@ -400,6 +411,7 @@ unsafe fn run_thread(
     g: (u32, u32, u32, u32),
     barrier: Option<&TeamBarrier>,
     shared: (*mut u8, usize),
+    chunks: &std::sync::atomic::AtomicUsize,
 ) -> Result<(), KernelFailure> {
     let mut failure = MaybeUninit::<HostFailure>::uninit();
     // SAFETY: only `failed` is read unless the kernel set it, after writing the rest.
@@ -416,6 +428,7 @@ unsafe fn run_thread(
         barrier_ctx: barrier.map_or(std::ptr::null(), |b| {
             b as *const TeamBarrier as *const c_void
         }),
+        chunks,
     };
     // SAFETY: per the contract; the image's entry catches every panic, so nothing unwinds into us.
     unsafe {
