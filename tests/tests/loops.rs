@@ -252,3 +252,32 @@ fn a_users_reduction_operator_combines_its_type() {
         );
     }
 }
+
+#[offload::declare_target]
+const SCALE: f64 = 0.5;
+#[offload::declare_target]
+const COUNT: f64 = 12.0;
+
+/// Per-thread `let`s of any type beside the bounds, and a bound cast from a float constant.
+#[target(teams_distribute_parallel_for, num_teams(2), if(on_device))]
+fn scaled_prefix(on_device: bool, y: &mut [f64]) {
+    let k = SCALE;
+    let n = COUNT as usize;
+    for i in 0..n {
+        y[i] = k * i as f64;
+    }
+}
+
+#[test]
+fn lets_of_any_type_sit_beside_uniform_bounds() {
+    for on_device in [true, false] {
+        let mut y = vec![-1.0; 16];
+        scaled_prefix(on_device, &mut y);
+        assert!(
+            y.iter()
+                .enumerate()
+                .all(|(i, &v)| v == if i < 12 { 0.5 * i as f64 } else { -1.0 }),
+            "device {on_device}: {y:?}"
+        );
+    }
+}

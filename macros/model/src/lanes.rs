@@ -377,6 +377,24 @@ macro_rules! prim_ints {
 }
 prim_ints!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);
 
+/// The primitive numbers, and only they: what a cast in a loop's bounds may convert.
+#[diagnostic::on_unimplemented(
+    message = "a work-shared loop's bounds are computed from primitive numbers only, not `{Self}`",
+    note = "every thread computes the bounds itself, and they must agree: a user type's operators could make them differ"
+)]
+pub trait PrimNum: sealed::Sealed + Copy {}
+impl<T: PrimInt> PrimNum for T {}
+impl sealed::Sealed for f32 {}
+impl sealed::Sealed for f64 {}
+impl PrimNum for f32 {}
+impl PrimNum for f64 {}
+
+/// A leaf cast to an integer in a value every thread must compute alike: any primitive number.
+#[inline(always)]
+pub fn num<T: PrimNum>(x: T) -> T {
+    x
+}
+
 /// A leaf of a value every thread must compute alike (a bound, step, stride or chunk size, or a `let` they use): a
 /// primitive integer, so only the built-in operators apply to it, never a user's `impl Add`.
 #[inline(always)]

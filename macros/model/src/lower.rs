@@ -312,15 +312,14 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                         )
                     }
                 };
-                let lowered: Expr = quote_spanned!(mixed=> {
+                // SAFETY (of the generated `unsafe`): this thread's part of the loop's iteration space, whose bounds
+                // every thread computes alike (the uniformity rule).
+                let lowered = quote_spanned!(mixed=> {
                     let #share = #share_call;
-                    // SAFETY: this thread's part of the loop's iteration space, whose bounds every thread computes
-                    // alike (the uniformity rule).
                     let #share = unsafe { ::offload::__view::Exclusive::new(#share) };
                     #run
-                })
-                .pipe(|ts| syn::parse2(ts).expect("the lowering's own syntax"));
-                *e = lowered;
+                });
+                *e = syn::parse2(lowered).expect("the lowering's own syntax, around a parsed body");
             }
             _ => {}
         }
@@ -334,13 +333,6 @@ fn nest_parts(ws: &WorkShared) -> (Vec<Pat>, Vec<Expr>) {
         .map(|f| ((*f.pat).clone(), (*f.expr).clone()))
         .unzip()
 }
-
-trait Pipe: Sized {
-    fn pipe<R>(self, f: impl FnOnce(Self) -> R) -> R {
-        f(self)
-    }
-}
-impl<T> Pipe for T {}
 
 /// Rewrites the work-shared loop's body into the driver closure's (see the module doc).
 struct Rewrite {

@@ -744,9 +744,31 @@ pub fn check_uniform(region: &Region, ws: &WorkShared, errors: &mut Errors) {
     check_uniform_parts(region, ws, &env, errors);
 }
 
-/// The per-thread `let`s the uniformity rule counts as the same in every thread: their initial values.
+/// The per-thread `let`s the values every thread must compute alike use (bounds, steps, strides, row length, chunk
+/// size), directly or through each other: their initial values. Other `let`s may hold anything.
 pub fn uniform_lets<'a>(region: &Region, ws: &WorkShared<'a>) -> Vec<&'a Expr> {
-    uniform_env(region, ws).1
+    use crate::clause::Schedule;
+    let mut needed = std::collections::BTreeSet::new();
+    let mut roots: Vec<&Expr> = std::iter::once(&*ws.for_loop.expr)
+        .chain(ws.inner.iter().map(|l| &*l.0.expr))
+        .collect();
+    roots.extend(nest_strides(region, ws).unwrap_or_default());
+    roots.extend(row_length(region, ws));
+    if let Some(Schedule::StaticChunk(c) | Schedule::Dynamic(Some(c))) = &region.schedule {
+        roots.push(c);
+    }
+    for e in roots {
+        collect_idents(quote::ToTokens::to_token_stream(e), &mut needed);
+    }
+    // Latest first: a `let` is needed if a root or a later needed `let` names it.
+    let mut out = Vec::new();
+    for (name, init) in uniform_env(region, ws).1.into_iter().rev() {
+        if needed.contains(&name) {
+            collect_idents(quote::ToTokens::to_token_stream(init), &mut needed);
+            out.push(init);
+        }
+    }
+    out
 }
 
 /// The slice parameters (their `len()` is the same in every thread).
@@ -782,6 +804,14 @@ pub fn harden(e: &Expr, slices: &[String]) -> Expr {
             expr: h(&g.expr),
             ..g.clone()
         }),
+        // A leaf cast to an integer may be any primitive number (`N as usize` of an `f64` constant).
+        Expr::Cast(c) if matches!(strip(&c.expr), Expr::Lit(_) | Expr::Path(_)) => {
+            let x = &c.expr;
+            Expr::Cast(syn::ExprCast {
+                expr: Box::new(syn::parse_quote_spanned!(x.span()=> ::offload::__lanes::num(#x))),
+                ..c.clone()
+            })
+        }
         Expr::Cast(c) => Expr::Cast(syn::ExprCast {
             expr: h(&c.expr),
             ..c.clone()
@@ -822,7 +852,7 @@ pub fn harden(e: &Expr, slices: &[String]) -> Expr {
     }
 }
 
-fn uniform_env<'a>(region: &Region, ws: &WorkShared<'a>) -> (Uniform, Vec<&'a Expr>) {
+fn uniform_env<'a>(region: &Region, ws: &WorkShared<'a>) -> (Uniform, Vec<(String, &'a Expr)>) {
     let mut lets = Vec::new();
     let mut env = Uniform::default();
     for p in &region.params {
@@ -867,8 +897,8 @@ fn uniform_env<'a>(region: &Region, ws: &WorkShared<'a>) -> (Uniform, Vec<&'a Ex
         if let (Some(id), true) = (ident, uniform) {
             let n = id.to_string();
             env.varying.remove(&n);
-            env.ints.insert(n);
-            lets.extend(l.init.as_ref().map(|i| &*i.expr));
+            env.ints.insert(n.clone());
+            lets.extend(l.init.as_ref().map(|i| (n, &*i.expr)));
         }
     }
     (env, lets)
