@@ -134,10 +134,10 @@ pub use split::{__share, __share_nest};
 /// host image); dealt round-robin where there is none (GPUs).
 #[doc(hidden)]
 #[inline(always)]
-pub fn __share_dynamic<I: offload_model::abi::ChunkShare>(
+pub fn __share_dynamic<I: offload_model::lanes::ChunkShare>(
     it: I,
     chunk: usize,
-) -> offload_model::abi::Chunks<I::Item> {
+) -> offload_model::lanes::Chunks<I::Item> {
     let counter = backend::chunk_counter();
     if counter.is_null() {
         return __share_chunks(it, chunk);
@@ -149,10 +149,10 @@ pub fn __share_dynamic<I: offload_model::abi::ChunkShare>(
 /// `schedule(static, c)`: the chunks of `c` iterations this thread runs, dealt round-robin over every thread.
 #[doc(hidden)]
 #[inline(always)]
-pub fn __share_chunks<I: offload_model::abi::ChunkShare>(
+pub fn __share_chunks<I: offload_model::lanes::ChunkShare>(
     it: I,
     chunk: usize,
-) -> offload_model::abi::Chunks<I::Item> {
+) -> offload_model::lanes::Chunks<I::Item> {
     let (t, n, i, m) = backend::geometry();
     it.chunks(chunk, (t * m + i) as usize, (n * m) as usize)
 }

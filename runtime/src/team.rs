@@ -445,10 +445,10 @@ pub fn share<I: offload_model::abi::Share>(it: I) -> I::Part {
 
 /// `schedule(dynamic, c)`: the chunks of `c` iterations this thread claims as it goes, from the launch's counter.
 #[doc(hidden)]
-pub fn share_dynamic<I: offload_model::abi::ChunkShare>(
+pub fn share_dynamic<I: offload_model::lanes::ChunkShare>(
     it: I,
     chunk: usize,
-) -> offload_model::abi::Chunks<I::Item> {
+) -> offload_model::lanes::Chunks<I::Item> {
     let counter = HOST.with(|h| h.get().chunks);
     if counter.is_null() {
         return share_chunks(it, chunk);
@@ -459,10 +459,10 @@ pub fn share_dynamic<I: offload_model::abi::ChunkShare>(
 
 /// `schedule(static, c)`: the chunks of `c` iterations this thread runs, dealt round-robin over every thread.
 #[doc(hidden)]
-pub fn share_chunks<I: offload_model::abi::ChunkShare>(
+pub fn share_chunks<I: offload_model::lanes::ChunkShare>(
     it: I,
     chunk: usize,
-) -> offload_model::abi::Chunks<I::Item> {
+) -> offload_model::lanes::Chunks<I::Item> {
     let (t, n, i, m) = host_geometry();
     it.chunks(chunk, (t * m + i) as usize, (n * m) as usize)
 }

@@ -150,11 +150,105 @@ macro_rules! lanes {
     )*};
 }
 
+/// `schedule(static, c)`: chunks of `c` iterations of `start..start + n`, dealt round-robin: thread `g` of `total`
+/// runs chunks `g`, `g + total`, ..; `schedule(dynamic, c)`: each thread claims the next chunk from a counter the
+/// launch's threads share, as it finishes one (on the host; GPUs deal dynamic chunks round-robin).
+#[derive(Clone, Debug)]
+pub struct Chunks<T> {
+    start: T,
+    n: usize,
+    chunk: usize,
+    /// The next chunk this thread runs (round-robin).
+    next: usize,
+    stride: usize,
+    /// The launch's shared counter of claimed chunks (dynamic), or null.
+    counter: *const core::sync::atomic::AtomicUsize,
+    /// What is left of the current chunk, for item-by-item iteration.
+    cur: core::ops::Range<T>,
+}
+
+/// A loop a `schedule(static, c)` or `schedule(dynamic, c)` deals out in chunks.
+///
+/// # Safety
+/// As [`Share`]: chunks dealt to distinct `g` are disjoint.
+pub unsafe trait ChunkShare: Sized {
+    type Item;
+    fn chunks(self, chunk: usize, g: usize, total: usize) -> Chunks<Self::Item>;
+
+    /// The chunks this thread claims from `counter`, one after another.
+    ///
+    /// # Safety
+    /// `counter` starts at 0, outlives the chunks, and is shared by the launch's threads alone, all dealing the same
+    /// loop with the same chunk size.
+    unsafe fn dynamic(
+        self,
+        chunk: usize,
+        counter: &core::sync::atomic::AtomicUsize,
+    ) -> Chunks<Self::Item> {
+        let mut c = self.chunks(chunk, 0, 1);
+        c.counter = counter;
+        c
+    }
+}
+
+macro_rules! chunk_ranges {
+    ($($t:ty: $u:ty),*) => {$(
+        // SAFETY: chunk `k` goes to `k % total` alone.
+        unsafe impl ChunkShare for core::ops::Range<$t> {
+            type Item = $t;
+            #[inline(always)]
+            fn chunks(self, chunk: usize, g: usize, total: usize) -> Chunks<$t> {
+                let n = if self.start < self.end { self.end.wrapping_sub(self.start) as $u as usize } else { 0 };
+                Chunks {
+                    start: self.start,
+                    n,
+                    chunk: chunk.max(1),
+                    next: g,
+                    stride: total.max(1),
+                    counter: core::ptr::null(),
+                    cur: 0..0,
+                }
+            }
+        }
+        impl Chunks<$t> {
+            /// This thread's next chunk, as a range.
+            #[inline(always)]
+            pub fn next_range(&mut self) -> Option<core::ops::Range<$t>> {
+                let k = if self.counter.is_null() {
+                    let k = self.next;
+                    self.next = self.next.saturating_add(self.stride);
+                    k
+                } else {
+                    // SAFETY: `dynamic`'s contract: the launch's counter, alive for the loop.
+                    unsafe { &*self.counter }.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
+                };
+                let lo = k.checked_mul(self.chunk).filter(|&lo| lo < self.n)?;
+                let hi = lo.saturating_add(self.chunk).min(self.n);
+                // `lo < hi <= n`: both ends lie in the loop's range.
+                Some(self.start.wrapping_add(lo as $t)..self.start.wrapping_add(hi as $t))
+            }
+        }
+        impl Iterator for Chunks<$t> {
+            type Item = $t;
+            // Item by item; the loop drivers go chunk by chunk (see `lanes`).
+            fn next(&mut self) -> Option<$t> {
+                loop {
+                    if let Some(i) = self.cur.next() {
+                        return Some(i);
+                    }
+                    self.cur = self.next_range()?;
+                }
+            }
+        }
+    )*};
+}
+chunk_ranges!(u8: u8, u16: u16, u32: u32, u64: u64, usize: usize, i8: u8, i16: u16, i32: u32, i64: u64, isize: usize);
+
 // `schedule(static, c)`: each chunk runs as a range does.
 macro_rules! chunk_lanes {
     ($($t:ty),*) => {$(
         // SAFETY: each item once, in order.
-        unsafe impl Lanes for crate::abi::Chunks<$t> {
+        unsafe impl Lanes for Chunks<$t> {
             #[inline(always)]
             fn run_lanes<T, const K: usize>(
                 mut self,

@@ -1099,25 +1099,23 @@ fn nest_names(ws: &WorkShared) -> Vec<String> {
 
 /// `m` when `e` is written `i * m + e2` (`i` the loop variable).
 fn row_stride<'a>(e: &'a Expr, index: &str) -> Option<&'a Expr> {
-    let Expr::Binary(
-        add @ syn::ExprBinary {
-            op: syn::BinOp::Add(_),
-            ..
-        },
-    ) = strip(e)
-    else {
+    let (x, m, _) = mul_add(e)?;
+    (name(x).as_deref() == Some(index)).then_some(m)
+}
+
+/// `(x, m, y)` when `e` is written `x * m + y`.
+fn mul_add(e: &Expr) -> Option<(&Expr, &Expr, &Expr)> {
+    let Expr::Binary(add) = strip(e) else {
         return None;
     };
-    let Expr::Binary(
-        mul @ syn::ExprBinary {
-            op: syn::BinOp::Mul(_),
-            ..
-        },
-    ) = strip(&add.left)
-    else {
+    let Expr::Binary(mul) = strip(&add.left) else {
         return None;
     };
-    (name(&mul.left).as_deref() == Some(index)).then_some(&*mul.right)
+    (matches!(add.op, syn::BinOp::Add(_)) && matches!(mul.op, syn::BinOp::Mul(_))).then_some((
+        &*mul.left,
+        &*mul.right,
+        &*add.right,
+    ))
 }
 
 fn strip(e: &Expr) -> &Expr {
@@ -1167,39 +1165,15 @@ fn first_view_index<'a, R>(
 
 /// `[m, p]` when `e` is written `(i * m + j) * p + k`, `i` the outer variable and `[j, k]` the nest's.
 fn flat_strides<'a>(e: &'a Expr, index: &str, nest: &[String]) -> Option<Vec<&'a Expr>> {
-    fn strip(e: &Expr) -> &Expr {
-        match e {
-            Expr::Paren(p) => strip(&p.expr),
-            Expr::Group(g) => strip(&g.expr),
-            e => e,
-        }
-    }
     let mut strides = Vec::new();
     let mut e = e;
     for j in nest.iter().rev() {
-        let Expr::Binary(
-            add @ syn::ExprBinary {
-                op: syn::BinOp::Add(_),
-                ..
-            },
-        ) = strip(e)
-        else {
-            return None;
-        };
-        let Expr::Binary(
-            mul @ syn::ExprBinary {
-                op: syn::BinOp::Mul(_),
-                ..
-            },
-        ) = strip(&add.left)
-        else {
-            return None;
-        };
-        if name(&add.right).as_deref() != Some(j.as_str()) {
+        let (x, m, y) = mul_add(e)?;
+        if name(y).as_deref() != Some(j.as_str()) {
             return None;
         }
-        strides.push(&*mul.right);
-        e = &mul.left;
+        strides.push(m);
+        e = x;
     }
     (name(e).as_deref() == Some(index)).then(|| {
         strides.reverse();
