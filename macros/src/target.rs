@@ -136,8 +136,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             }
         }
     }
-    // In the host fallback a device buffer (on the initial device) is its slice, what device code sees by `Deref`.
-    let host_inputs: Vec<syn::FnArg> = lowered_host_inputs(region, &sig);
+
     if let Some(t) = &region.ret {
         // The kernel entry writes a typed `R` into the return slot, so any by-value type may come back (several
         // reduction variables: a tuple of such types, crossing as a `#[repr(C)]` tuple).
@@ -273,6 +272,8 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         },
     );
     let block = &lowered.block;
+    // In the host fallback a device buffer (on the initial device) is its slice, what device code sees by `Deref`.
+    let host_inputs = host_inputs(region, &lowered.inputs);
     // Wrapping an untouched body would draw `unused_braces` on single-expression bodies.
     let host_body = if touch.is_empty() {
         quote!(#block)
@@ -392,35 +393,30 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
 
 /// The host fallback's parameters: the lowered ones, with a device buffer that is not a view as its slice (`&[T]`,
 /// `&mut [T]`).
-fn lowered_host_inputs(region: &Region, sig: &syn::Signature) -> Vec<syn::FnArg> {
-    let func = ItemFn {
-        attrs: Vec::new(),
-        vis: syn::Visibility::Inherited,
-        sig: sig.clone(),
-        block: Box::new(syn::parse_quote!({})),
-    };
-    offload_model::lower::lower(region, &func)
-        .inputs
-        .into_iter()
+fn host_inputs(region: &Region, lowered: &[FnArg]) -> Vec<FnArg> {
+    lowered
+        .iter()
         .map(|arg| {
-            let FnArg::Typed(mut pt) = arg else {
-                return arg;
+            let FnArg::Typed(pt) = arg else {
+                return arg.clone();
             };
             let Pat::Ident(pi) = &*pt.pat else {
-                return FnArg::Typed(pt);
+                return arg.clone();
             };
-            if let Some(p) = region.params.iter().find(|p| p.ident == pi.ident) {
-                if let (ParamKind::DeviceBuffer { mutable }, None) =
-                    (&p.kind, view_kind(region, &p.kind))
-                {
-                    let elem = offload_model::lower::view_elem(p);
-                    *pt.ty = if *mutable {
-                        syn::parse_quote_spanned!(p.ty.span()=> &mut [#elem])
-                    } else {
-                        syn::parse_quote_spanned!(p.ty.span()=> &[#elem])
-                    };
-                }
-            }
+            let Some(p) = region.params.iter().find(|p| p.ident == pi.ident) else {
+                return arg.clone();
+            };
+            let (ParamKind::DeviceBuffer { mutable }, None) = (&p.kind, view_kind(region, &p.kind))
+            else {
+                return arg.clone();
+            };
+            let elem = offload_model::lower::view_elem(p);
+            let mut pt = pt.clone();
+            *pt.ty = if *mutable {
+                syn::parse_quote_spanned!(p.ty.span()=> &mut [#elem])
+            } else {
+                syn::parse_quote_spanned!(p.ty.span()=> &[#elem])
+            };
             FnArg::Typed(pt)
         })
         .collect()

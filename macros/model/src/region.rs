@@ -502,27 +502,24 @@ impl Region {
 
     /// The reduction's operator type (a [`crate::reduce`] operator, or a `TupleK` of them for several variables).
     pub fn reduce_op(&self) -> Option<TokenStream> {
-        let ops: Vec<TokenStream> = self.reductions.iter().map(|(op, _)| op.path()).collect();
-        match ops.as_slice() {
-            [] => None,
-            [one] => Some(one.clone()),
-            _ => {
-                let tuple = quote::format_ident!("Tuple{}", ops.len());
-                Some(quote::quote!(::offload::__reduce::#tuple<#(#ops),*>))
-            }
-        }
+        self.reduce_ops(|tuple, ops| quote::quote!(::offload::__reduce::#tuple<#(#ops),*>))
     }
 
-    /// The operator as a value, for the loop driver.
+    /// The operator as a value, for the loop driver (operators are unit structs).
     pub fn reduce_op_value(&self) -> Option<TokenStream> {
+        self.reduce_ops(|tuple, ops| quote::quote!(::offload::__reduce::#tuple(#(#ops),*)))
+    }
+
+    /// The one operator, or `several(TupleK, ops)` for several variables.
+    fn reduce_ops(
+        &self,
+        several: impl Fn(Ident, &[TokenStream]) -> TokenStream,
+    ) -> Option<TokenStream> {
         let ops: Vec<TokenStream> = self.reductions.iter().map(|(op, _)| op.path()).collect();
         match ops.as_slice() {
             [] => None,
             [one] => Some(one.clone()),
-            _ => {
-                let tuple = quote::format_ident!("Tuple{}", ops.len());
-                Some(quote::quote!(::offload::__reduce::#tuple(#(#ops),*)))
-            }
+            _ => Some(several(quote::format_ident!("Tuple{}", ops.len()), &ops)),
         }
     }
 
