@@ -92,7 +92,7 @@ pub fn barrier() {
 #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
 mod split {
     use super::backend::geometry;
-    use offload_model::abi::{flat_share, Nest, Share};
+    use offload_model::abi::{flat_share, FlatBlock, Nest, Share};
 
     /// The share of a work-shared loop's iterations this thread runs; the outliner wraps the loop in it.
     #[inline(always)]
@@ -103,7 +103,7 @@ mod split {
 
     /// The share of a `collapse(n)` loop nest `(a, b, ..)` this thread runs, as `(i, j, ..)` tuples.
     #[inline(always)]
-    pub fn __share_nest<N: Nest>(nest: N) -> impl Iterator<Item = N::Item> {
+    pub fn __share_nest<N: Nest>(nest: N) -> FlatBlock<N> {
         let (t, n, i, m) = geometry();
         flat_share(nest, (t * m + i) as usize, (n * m) as usize)
     }
@@ -111,7 +111,7 @@ mod split {
 #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
 mod split {
     use super::backend::geometry;
-    use offload_model::abi::{flat_share_strided, Nest, Share};
+    use offload_model::abi::{flat_share_strided, Nest, Share, StridedNest};
 
     /// The share of a work-shared loop's iterations this thread runs: every `total`-th, from its global number.
     #[inline(always)]
@@ -122,7 +122,7 @@ mod split {
 
     /// The share of a `collapse(n)` loop nest this thread runs: every `total`-th tuple of the flattened space.
     #[inline(always)]
-    pub fn __share_nest<N: Nest>(nest: N) -> impl Iterator<Item = N::Item> {
+    pub fn __share_nest<N: Nest>(nest: N) -> StridedNest<N> {
         let (t, n, i, m) = geometry();
         flat_share_strided(nest, (t * m + i) as usize, (n * m) as usize)
     }
@@ -134,10 +134,7 @@ pub use split::{__share, __share_nest};
 /// host image); dealt round-robin where there is none (GPUs).
 #[doc(hidden)]
 #[inline(always)]
-pub fn __share_dynamic<I: offload_model::lanes::ChunkShare>(
-    it: I,
-    chunk: usize,
-) -> offload_model::lanes::Chunks<I::Item> {
+pub fn __share_dynamic<I: offload_model::lanes::ChunkShare>(it: I, chunk: usize) -> I::Chunked {
     let counter = backend::chunk_counter();
     if counter.is_null() {
         return __share_chunks(it, chunk);
@@ -149,10 +146,7 @@ pub fn __share_dynamic<I: offload_model::lanes::ChunkShare>(
 /// `schedule(static, c)`: the chunks of `c` iterations this thread runs, dealt round-robin over every thread.
 #[doc(hidden)]
 #[inline(always)]
-pub fn __share_chunks<I: offload_model::lanes::ChunkShare>(
-    it: I,
-    chunk: usize,
-) -> offload_model::lanes::Chunks<I::Item> {
+pub fn __share_chunks<I: offload_model::lanes::ChunkShare>(it: I, chunk: usize) -> I::Chunked {
     let (t, n, i, m) = backend::geometry();
     it.chunks(chunk, (t * m + i) as usize, (n * m) as usize)
 }

@@ -445,10 +445,7 @@ pub fn share<I: offload_model::abi::Share>(it: I) -> I::Part {
 
 /// `schedule(dynamic, c)`: the chunks of `c` iterations this thread claims as it goes, from the launch's counter.
 #[doc(hidden)]
-pub fn share_dynamic<I: offload_model::lanes::ChunkShare>(
-    it: I,
-    chunk: usize,
-) -> offload_model::lanes::Chunks<I::Item> {
+pub fn share_dynamic<I: offload_model::lanes::ChunkShare>(it: I, chunk: usize) -> I::Chunked {
     let counter = HOST.with(|h| h.get().chunks);
     if counter.is_null() {
         return share_chunks(it, chunk);
@@ -459,10 +456,7 @@ pub fn share_dynamic<I: offload_model::lanes::ChunkShare>(
 
 /// `schedule(static, c)`: the chunks of `c` iterations this thread runs, dealt round-robin over every thread.
 #[doc(hidden)]
-pub fn share_chunks<I: offload_model::lanes::ChunkShare>(
-    it: I,
-    chunk: usize,
-) -> offload_model::lanes::Chunks<I::Item> {
+pub fn share_chunks<I: offload_model::lanes::ChunkShare>(it: I, chunk: usize) -> I::Chunked {
     let (t, n, i, m) = host_geometry();
     it.chunks(chunk, (t * m + i) as usize, (n * m) as usize)
 }
@@ -470,7 +464,7 @@ pub fn share_chunks<I: offload_model::lanes::ChunkShare>(
 /// The share of a `collapse(n)` loop nest `(a, b, ..)` this thread runs: a block of the flattened iteration space,
 /// as `(i, j, ..)` tuples.
 #[doc(hidden)]
-pub fn share_nest<N: Nest>(nest: N) -> impl Iterator<Item = N::Item> {
+pub fn share_nest<N: Nest>(nest: N) -> offload_model::abi::FlatBlock<N> {
     let (t, n, i, m) = host_geometry();
     flat_share(nest, (t * m + i) as usize, (n * m) as usize)
 }

@@ -80,6 +80,84 @@ fn dynamic(on_device: bool, hits: &[AtomicU32]) {
     }
 }
 
+/// `schedule(static, 3)` over a `collapse(2)` nest: chunks of its flattened space, dealt round-robin.
+#[target(
+    teams_distribute_parallel_for,
+    collapse(2),
+    num_teams(2),
+    thread_limit(2),
+    schedule(static, 3),
+    if(on_device)
+)]
+fn chunked_nest(on_device: bool, n: usize, m: usize, owner: &[AtomicU32], geometry: &[AtomicU32]) {
+    for i in 0..n {
+        for j in 0..m {
+            who_ran(i * m + j, owner, geometry);
+        }
+    }
+}
+
+/// A stencil's interior under `collapse(2)` and `schedule(dynamic, 5)`: each cell written once, by its iteration.
+#[target(
+    teams_distribute_parallel_for,
+    collapse(2),
+    schedule(dynamic, 5),
+    if(on_device)
+)]
+fn dynamic_stencil(on_device: bool, n: usize, m: usize, a: &[u32], y: &mut [u32]) {
+    for j in 1..n - 1 {
+        for i in 1..m - 1 {
+            y[j * m + i] += a[j * m + i - 1] + a[(j - 1) * m + i] + 1;
+        }
+    }
+}
+
+/// A reduction over a chunked `collapse(2)` nest.
+#[target(
+    teams_distribute_parallel_for,
+    collapse(2),
+    schedule(static, 7),
+    reduction(+: s),
+    if(on_device)
+)]
+fn chunked_nest_sum(on_device: bool, n: u64, m: u64) -> u64 {
+    let mut s = 0;
+    for i in 0..n {
+        for j in 1..=m {
+            s += i * 1000 + j;
+        }
+    }
+    s
+}
+
+/// Chunked schedules over `a..=b` (here a negative one), one ending at the type's maximum, and `step_by`.
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(2),
+    thread_limit(2),
+    schedule(static, 4),
+    if(on_device)
+)]
+fn chunked_inclusive(on_device: bool, owner: &[AtomicU32], geometry: &[AtomicU32]) {
+    for i in -20i32..=29 {
+        who_ran((i + 20) as usize, owner, geometry);
+    }
+}
+
+#[target(teams_distribute_parallel_for, schedule(dynamic, 2), if(on_device))]
+fn dynamic_to_max(on_device: bool, hits: &[AtomicU32]) {
+    for i in 200u8..=255 {
+        hits[(i - 200) as usize].fetch_add(1, Relaxed);
+    }
+}
+
+#[target(teams_distribute_parallel_for, schedule(static, 2), if(on_device))]
+fn chunked_steps(on_device: bool, y: &mut [u32]) {
+    for i in (1..y.len()).step_by(3) {
+        y[i] += 1;
+    }
+}
+
 /// C's `double t;` with `private(t)`, and a private with a value.
 #[target(teams_distribute_parallel_for, private(t, acc), if(on_device))]
 fn privates(on_device: bool, x: &[f64], y: &mut [f64]) {
@@ -169,6 +247,73 @@ fn schedule_static_chunk_deals_chunks_round_robin_and_dynamic_runs_each_once() {
         let hits = atomics(101);
         dynamic(on_device, &hits);
         assert!(loads(&hits).iter().all(|&h| h == 1), "device {on_device}");
+    }
+}
+
+#[test]
+fn chunked_schedules_deal_nests_inclusive_ranges_and_steps() {
+    for on_device in [true, false] {
+        let (n, m) = (7, 9);
+        let (owner, geometry) = (atomics(n * m), atomics(2));
+        chunked_nest(on_device, n, m, &owner, &geometry);
+        let g = loads(&geometry);
+        let total = g[0] * g[1];
+        let got = loads(&owner);
+        for (f, &o) in got.iter().enumerate() {
+            assert_eq!(
+                o - 1,
+                (f as u32 / 3) % total,
+                "flat iteration {f} of {got:?} ({g:?}, device {on_device})"
+            );
+        }
+
+        let (n, m) = (13usize, 17usize);
+        let a: Vec<u32> = (0..(n * m) as u32).map(|k| k % 5).collect();
+        let mut y = vec![0u32; n * m];
+        dynamic_stencil(on_device, n, m, &a, &mut y);
+        for j in 0..n {
+            for i in 0..m {
+                let k = j * m + i;
+                let want = if (1..n - 1).contains(&j) && (1..m - 1).contains(&i) {
+                    a[k - 1] + a[k - m] + 1
+                } else {
+                    0
+                };
+                assert_eq!(y[k], want, "cell ({j}, {i}), device {on_device}");
+            }
+        }
+
+        let want: u64 = (0..11u64)
+            .flat_map(|i| (1..=23u64).map(move |j| i * 1000 + j))
+            .sum();
+        assert_eq!(
+            chunked_nest_sum(on_device, 11, 23),
+            want,
+            "device {on_device}"
+        );
+
+        let (owner, geometry) = (atomics(50), atomics(2));
+        chunked_inclusive(on_device, &owner, &geometry);
+        let g = loads(&geometry);
+        let total = g[0] * g[1];
+        let got = loads(&owner);
+        for (k, &o) in got.iter().enumerate() {
+            assert_eq!(
+                o - 1,
+                (k as u32 / 4) % total,
+                "position {k} of {got:?} ({g:?}, device {on_device})"
+            );
+        }
+
+        let hits = atomics(56);
+        dynamic_to_max(on_device, &hits);
+        assert!(loads(&hits).iter().all(|&h| h == 1), "device {on_device}");
+
+        let mut y = vec![0u32; 40];
+        chunked_steps(on_device, &mut y);
+        for (i, &v) in y.iter().enumerate() {
+            assert_eq!(v, u32::from(i % 3 == 1), "element {i}, device {on_device}");
+        }
     }
 }
 

@@ -301,27 +301,76 @@ pub unsafe trait Nest: Clone {
     fn lens(&self) -> [usize; MAX_COLLAPSE];
     /// The iteration at these row-major digits (aligned as [`Nest::lens`]).
     fn item(&self, digits: &[usize; MAX_COLLAPSE]) -> Option<Self::Item>;
+    /// Whether the innermost loop counts up by one (a range, not `step_by`).
+    const CONSECUTIVE: bool;
+    /// The `n` iterations from these digits on, the innermost loop's positions counting up (the caller keeps them
+    /// inside its length): what [`Nest::item`] gives for each, the outer loops' values computed once.
+    fn row(
+        &self,
+        digits: &[usize; MAX_COLLAPSE],
+        n: usize,
+    ) -> Option<impl Iterator<Item = Self::Item>>;
 }
 
 /// A loop of a `collapse(n)` nest: an integer range, whose distinct positions are distinct values.
 ///
 /// # Safety
 /// `nth(k)` of a clone gives distinct items for distinct `k` below its length.
-pub unsafe trait NestLevel: Iterator + Clone {}
+/// `part(from, n)` gives what `nth(from)`, `nth(from + 1)`, .. `nth(from + n - 1)` of clones give.
+pub unsafe trait NestLevel: Iterator<Item: Copy> + Clone {
+    /// Whether consecutive positions are consecutive integers.
+    const CONSECUTIVE: bool;
+    type Part: Iterator<Item = Self::Item>;
+    /// The positions `from..from + n` (inside the level's length).
+    fn part(&self, from: usize, n: usize) -> Self::Part;
+}
 macro_rules! nest_levels {
     ($($t:ty),*) => {$(
-        // SAFETY: integer ranges count up, by a positive step.
-        unsafe impl NestLevel for core::ops::Range<$t> {}
+        // SAFETY: integer ranges count up, by a positive step; a part is the same values.
+        unsafe impl NestLevel for core::ops::Range<$t> {
+            const CONSECUTIVE: bool = true;
+            type Part = core::ops::Range<$t>;
+            #[inline(always)]
+            fn part(&self, from: usize, n: usize) -> Self::Part {
+                // Inside the length: the sums stay in range, and wrap to the same bits for signed types.
+                let start = self.start.wrapping_add(from as $t);
+                start..start.wrapping_add(n as $t)
+            }
+        }
         // SAFETY: as above.
-        unsafe impl NestLevel for core::ops::RangeInclusive<$t> {}
+        unsafe impl NestLevel for core::ops::RangeInclusive<$t> {
+            const CONSECUTIVE: bool = true;
+            type Part = core::ops::RangeInclusive<$t>;
+            #[inline(always)]
+            fn part(&self, from: usize, n: usize) -> Self::Part {
+                let start = self.start().wrapping_add(from as $t);
+                if n == 0 {
+                    let mut empty = start..=start;
+                    empty.next();
+                    return empty;
+                }
+                // The last position is inside the range, so it does not pass `end` (which may be the maximum).
+                start..=start.wrapping_add((n - 1) as $t)
+            }
+        }
         // SAFETY: as above.
-        unsafe impl NestLevel for core::iter::StepBy<core::ops::Range<$t>> {}
+        unsafe impl NestLevel for core::iter::StepBy<core::ops::Range<$t>> {
+            const CONSECUTIVE: bool = false;
+            type Part = core::iter::Take<core::iter::Skip<Self>>;
+            #[inline(always)]
+            fn part(&self, from: usize, n: usize) -> Self::Part {
+                self.clone().skip(from).take(n)
+            }
+        }
     )*};
 }
 nest_levels!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
 
 macro_rules! nest {
-    ($($it:ident $v:ident $k:tt),+) => {
+    ($($oit:ident $ov:ident $ok:tt),+; $last:ident $lv:ident $lk:tt) => {
+        nest!(@ [$($oit $ov $ok,)+ $last $lv $lk,] $($oit $ov $ok),+; $last $lv $lk);
+    };
+    (@ [$($it:ident $v:ident $k:tt,)+] $($oit:ident $ov:ident $ok:tt),+; $last:ident $lv:ident $lk:tt) => {
         // SAFETY: each level is an integer range (`NestLevel`), whose distinct positions are distinct values.
         unsafe impl<$($it: NestLevel),+> Nest for ($($it,)+) {
             type Item = ($($it::Item,)+);
@@ -358,14 +407,26 @@ macro_rules! nest {
                 let first = MAX_COLLAPSE - [$($k),+].len();
                 Some(($($v.clone().nth(digits[first + $k])?,)+))
             }
+            const CONSECUTIVE: bool = <$last as NestLevel>::CONSECUTIVE;
+            #[inline(always)]
+            fn row(
+                &self,
+                digits: &[usize; MAX_COLLAPSE],
+                n: usize,
+            ) -> Option<impl Iterator<Item = Self::Item>> {
+                let ($($ov,)* $lv,) = self;
+                let first = MAX_COLLAPSE - [$($ok,)* $lk].len();
+                let ($($ov,)*) = ($($ov.clone().nth(digits[first + $ok])?,)*);
+                Some($lv.part(digits[MAX_COLLAPSE - 1], n).map(move |last| ($($ov,)* last,)))
+            }
         }
     };
 }
-nest!(A a 0, B b 1);
-nest!(A a 0, B b 1, C c 2);
-nest!(A a 0, B b 1, C c 2, D d 3);
-nest!(A a 0, B b 1, C c 2, D d 3, E e 4);
-nest!(A a 0, B b 1, C c 2, D d 3, E e 4, F f 5);
+nest!(A a 0; B b 1);
+nest!(A a 0, B b 1; C c 2);
+nest!(A a 0, B b 1, C c 2; D d 3);
+nest!(A a 0, B b 1, C c 2, D d 3; E e 4);
+nest!(A a 0, B b 1, C c 2, D d 3, E e 4; F f 5);
 
 /// A contiguous block of a nest's flattened space, walked like nested loops: the digits count up with carries from
 /// the innermost (the last), so an iteration costs an add, not a division per level.
@@ -397,36 +458,77 @@ impl<N: Nest> Iterator for FlatBlock<N> {
     }
 }
 
+impl<N: Nest> FlatBlock<N> {
+    /// Positions `lo..hi` of the flattened space (`lo <= hi <= count`).
+    pub fn span(nest: N, lo: usize, hi: usize) -> Self {
+        let lens = nest.lens();
+        // Row-major digits of `lo`.
+        let mut digits = [0; MAX_COLLAPSE];
+        let mut rest = lo;
+        for d in (0..MAX_COLLAPSE).rev() {
+            digits[d] = rest % lens[d].max(1);
+            rest /= lens[d].max(1);
+        }
+        FlatBlock {
+            nest,
+            lens,
+            digits,
+            left: hi.saturating_sub(lo),
+        }
+    }
+
+    /// The block as runs of the innermost loop: `f(nest, digits, n)` for the `n` iterations from `digits` on, the
+    /// outer digits fixed, in order. A run is a plain counted loop for the optimiser, where stepping the digits one
+    /// iteration at a time is not.
+    #[inline(always)]
+    pub fn rows(mut self, mut f: impl FnMut(&N, &[usize; MAX_COLLAPSE], usize)) {
+        const INNER: usize = MAX_COLLAPSE - 1;
+        while self.left > 0 {
+            // `digits[INNER] < lens[INNER]` while iterations are left.
+            let n = (self.lens[INNER] - self.digits[INNER]).min(self.left);
+            f(&self.nest, &self.digits, n);
+            self.left -= n;
+            self.digits[INNER] = 0;
+            for d in (0..INNER).rev() {
+                self.digits[d] += 1;
+                if self.digits[d] < self.lens[d] {
+                    break;
+                }
+                self.digits[d] = 0;
+            }
+        }
+    }
+}
+
 /// The iterations of a `collapse(n)` nest that global thread `g` of `total` runs: a contiguous block of the flattened
 /// space, as tuples.
 pub fn flat_share<N: Nest>(nest: N, g: usize, total: usize) -> FlatBlock<N> {
     let (lo, hi) = block_share(nest.count(), g, total);
-    let lens = nest.lens();
-    // Row-major digits of `lo`.
-    let mut digits = [0; MAX_COLLAPSE];
-    let mut rest = lo;
-    for d in (0..MAX_COLLAPSE).rev() {
-        digits[d] = rest % lens[d].max(1);
-        rest /= lens[d].max(1);
-    }
-    FlatBlock {
-        nest,
-        lens,
-        digits,
-        left: hi - lo,
-    }
+    FlatBlock::span(nest, lo, hi)
 }
 
 /// The iterations of a `collapse(n)` nest that global thread `g` of `total` runs on a GPU: every `total`-th of the
 /// flattened space, from `g`.
-pub fn flat_share_strided<N: Nest>(
+pub fn flat_share_strided<N: Nest>(nest: N, g: usize, total: usize) -> StridedNest<N> {
+    StridedNest {
+        positions: (g.min(nest.count())..nest.count()).step_by(total.max(1)),
+        nest,
+    }
+}
+
+/// A GPU thread's grid-stride share of a `collapse(n)` nest ([`flat_share_strided`]).
+#[derive(Clone)]
+pub struct StridedNest<N> {
     nest: N,
-    g: usize,
-    total: usize,
-) -> impl Iterator<Item = N::Item> {
-    (g.min(nest.count())..nest.count())
-        .step_by(total.max(1))
-        .filter_map(move |k| nest.at(k))
+    positions: core::iter::StepBy<core::ops::Range<usize>>,
+}
+
+impl<N: Nest> Iterator for StridedNest<N> {
+    type Item = N::Item;
+    #[inline(always)]
+    fn next(&mut self) -> Option<N::Item> {
+        self.nest.at(self.positions.next()?)
+    }
 }
 
 /// Atomics a team may share through team-shared memory (every bit pattern valid, zero a valid start).

@@ -2,6 +2,7 @@
 //! target): the body becomes a closure, run over the share in groups of [`LANES`] iterations below the lengths of the
 //! slices it indexes with the loop variable, where `x[i]` needs no bounds check, then one by one.
 
+use crate::abi::{FlatBlock, Nest, NestLevel, StridedNest, MAX_COLLAPSE};
 use crate::reduce::{fold, ReduceOp};
 use crate::view::{Exclusive, Iteration, Own};
 
@@ -150,12 +151,11 @@ macro_rules! lanes {
     )*};
 }
 
-/// `schedule(static, c)`: chunks of `c` iterations of `start..start + n`, dealt round-robin: thread `g` of `total`
-/// runs chunks `g`, `g + total`, ..; `schedule(dynamic, c)`: each thread claims the next chunk from a counter the
-/// launch's threads share, as it finishes one (on the host; GPUs deal dynamic chunks round-robin).
+/// Which chunks of `c` positions of `0..n` a thread runs: `schedule(static, c)` deals them round-robin, thread `g`
+/// of `total` running chunks `g`, `g + total`, ..; `schedule(dynamic, c)` has each thread claim the next chunk from a
+/// counter the launch's threads share, as it finishes one (on the host; GPUs deal dynamic chunks round-robin).
 #[derive(Clone, Debug)]
-pub struct Chunks<T> {
-    start: T,
+struct Dealer {
     n: usize,
     chunk: usize,
     /// The next chunk this thread runs (round-robin).
@@ -163,18 +163,129 @@ pub struct Chunks<T> {
     stride: usize,
     /// The launch's shared counter of claimed chunks (dynamic), or null.
     counter: *const core::sync::atomic::AtomicUsize,
-    /// What is left of the current chunk, for item-by-item iteration.
-    cur: core::ops::Range<T>,
 }
 
-/// A loop a `schedule(static, c)` or `schedule(dynamic, c)` deals out in chunks.
+impl Dealer {
+    fn new(n: usize, chunk: usize, g: usize, total: usize) -> Self {
+        Dealer {
+            n,
+            chunk: chunk.max(1),
+            next: g,
+            stride: total.max(1),
+            counter: core::ptr::null(),
+        }
+    }
+
+    /// This thread's next chunk, `lo..hi` with `lo < hi <= n`.
+    #[inline(always)]
+    fn next_span(&mut self) -> Option<(usize, usize)> {
+        let k = if self.counter.is_null() {
+            let k = self.next;
+            self.next = self.next.saturating_add(self.stride);
+            k
+        } else {
+            // SAFETY: `dynamic`'s contract: the launch's counter, alive for the loop.
+            unsafe { &*self.counter }.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
+        };
+        let lo = k.checked_mul(self.chunk).filter(|&lo| lo < self.n)?;
+        Some((lo, lo.saturating_add(self.chunk).min(self.n)))
+    }
+}
+
+/// A chunked schedule's share of one loop: its chunks, each run as the loop's part ([`NestLevel::part`]).
+#[derive(Clone, Debug)]
+pub struct Chunks<L: NestLevel> {
+    level: L,
+    deal: Dealer,
+    /// What is left of the current chunk, for item-by-item iteration.
+    cur: Option<L::Part>,
+}
+
+impl<L: NestLevel> Chunks<L> {
+    /// This thread's next chunk, as the loop's part.
+    #[inline(always)]
+    pub fn next_part(&mut self) -> Option<L::Part> {
+        let (lo, hi) = self.deal.next_span()?;
+        // `lo < hi <= n`: inside the loop.
+        Some(self.level.part(lo, hi - lo))
+    }
+}
+
+impl<L: NestLevel> Iterator for Chunks<L> {
+    type Item = L::Item;
+    // Item by item; the loop drivers go chunk by chunk (`Lanes`).
+    fn next(&mut self) -> Option<L::Item> {
+        loop {
+            if let Some(i) = self.cur.as_mut().and_then(Iterator::next) {
+                return Some(i);
+            }
+            self.cur = Some(self.next_part()?);
+        }
+    }
+}
+
+// SAFETY: each chunk's items once, in order, the chunks in order.
+unsafe impl<L: NestLevel> Lanes for Chunks<L>
+where
+    L::Part: Lanes,
+{
+    /// Each chunk runs as the loop's part does (a range's vectorises).
+    #[inline(always)]
+    fn run_lanes<T, const K: usize>(
+        mut self,
+        lens: [usize; K],
+        acc: &mut [T; LANES],
+        mut body: impl FnMut(L::Item, &mut T),
+    ) {
+        while let Some(r) = self.next_part() {
+            r.run_lanes(lens, acc, &mut body);
+        }
+    }
+
+    #[inline(always)]
+    fn run<const K: usize>(mut self, lens: [usize; K], mut body: impl FnMut(L::Item)) {
+        while let Some(r) = self.next_part() {
+            r.run(lens, &mut body);
+        }
+    }
+}
+
+/// A chunked schedule's share of a `collapse(n)` nest: chunks of its flattened space, each walked as a block.
+#[derive(Clone, Debug)]
+pub struct NestChunks<N> {
+    nest: N,
+    deal: Dealer,
+}
+
+// SAFETY: each chunk is a block of the flattened space, walked as `FlatBlock` walks one; the chunks in order.
+unsafe impl<N: Nest> NestShare for NestChunks<N>
+where
+    N::Item: Iteration,
+{
+    type Item = N::Item;
+    #[inline(always)]
+    unsafe fn walk<const S: usize>(
+        mut self,
+        strides: &[usize; S],
+        mut f: impl for<'t> FnMut(Self::Item, Own<'t>),
+    ) {
+        while let Some((lo, hi)) = self.deal.next_span() {
+            // SAFETY: this thread's chunk of its exclusive share (the caller's contract).
+            unsafe { FlatBlock::span(self.nest.clone(), lo, hi).walk(strides, &mut f) };
+        }
+    }
+}
+
+/// A loop, or a `collapse(n)` nest, that a `schedule(static, c)` or `schedule(dynamic, c)` deals out in chunks.
 ///
 /// # Safety
-/// As [`Share`]: chunks dealt to distinct `g` are disjoint.
+/// As [`crate::abi::Share`]: chunks dealt to distinct `g` are disjoint, and so are the chunks claimed from one
+/// counter.
 pub unsafe trait ChunkShare: Sized {
-    type Item;
-    fn chunks(self, chunk: usize, g: usize, total: usize) -> Chunks<Self::Item>;
-
+    /// A thread's chunks.
+    type Chunked;
+    /// The chunks of `chunk` iterations thread `g` of `total` runs, dealt round-robin.
+    fn chunks(self, chunk: usize, g: usize, total: usize) -> Self::Chunked;
     /// The chunks this thread claims from `counter`, one after another.
     ///
     /// # Safety
@@ -184,93 +295,58 @@ pub unsafe trait ChunkShare: Sized {
         self,
         chunk: usize,
         counter: &core::sync::atomic::AtomicUsize,
-    ) -> Chunks<Self::Item> {
+    ) -> Self::Chunked;
+}
+
+// SAFETY: chunk `k` goes to `k % total` alone, or to the thread whose claim returned `k`.
+unsafe impl<L: NestLevel> ChunkShare for L {
+    type Chunked = Chunks<L>;
+    #[inline(always)]
+    fn chunks(self, chunk: usize, g: usize, total: usize) -> Chunks<L> {
+        Chunks {
+            deal: Dealer::new(self.size_hint().1.unwrap_or(0), chunk, g, total),
+            level: self,
+            cur: None,
+        }
+    }
+    #[inline(always)]
+    unsafe fn dynamic(self, chunk: usize, counter: &core::sync::atomic::AtomicUsize) -> Chunks<L> {
         let mut c = self.chunks(chunk, 0, 1);
-        c.counter = counter;
+        c.deal.counter = counter;
         c
     }
 }
 
-macro_rules! chunk_ranges {
-    ($($t:ty: $u:ty),*) => {$(
-        // SAFETY: chunk `k` goes to `k % total` alone.
-        unsafe impl ChunkShare for core::ops::Range<$t> {
-            type Item = $t;
+macro_rules! chunk_nests {
+    ($($l:ident),+) => {
+        // SAFETY: as for one loop, over the flattened space.
+        unsafe impl<$($l: NestLevel),+> ChunkShare for ($($l,)+) {
+            type Chunked = NestChunks<Self>;
             #[inline(always)]
-            fn chunks(self, chunk: usize, g: usize, total: usize) -> Chunks<$t> {
-                let n = if self.start < self.end { self.end.wrapping_sub(self.start) as $u as usize } else { 0 };
-                Chunks {
-                    start: self.start,
-                    n,
-                    chunk: chunk.max(1),
-                    next: g,
-                    stride: total.max(1),
-                    counter: core::ptr::null(),
-                    cur: 0..0,
+            fn chunks(self, chunk: usize, g: usize, total: usize) -> NestChunks<Self> {
+                NestChunks {
+                    deal: Dealer::new(self.count(), chunk, g, total),
+                    nest: self,
                 }
             }
-        }
-        impl Chunks<$t> {
-            /// This thread's next chunk, as a range.
             #[inline(always)]
-            pub fn next_range(&mut self) -> Option<core::ops::Range<$t>> {
-                let k = if self.counter.is_null() {
-                    let k = self.next;
-                    self.next = self.next.saturating_add(self.stride);
-                    k
-                } else {
-                    // SAFETY: `dynamic`'s contract: the launch's counter, alive for the loop.
-                    unsafe { &*self.counter }.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
-                };
-                let lo = k.checked_mul(self.chunk).filter(|&lo| lo < self.n)?;
-                let hi = lo.saturating_add(self.chunk).min(self.n);
-                // `lo < hi <= n`: both ends lie in the loop's range.
-                Some(self.start.wrapping_add(lo as $t)..self.start.wrapping_add(hi as $t))
+            unsafe fn dynamic(
+                self,
+                chunk: usize,
+                counter: &core::sync::atomic::AtomicUsize,
+            ) -> NestChunks<Self> {
+                let mut c = self.chunks(chunk, 0, 1);
+                c.deal.counter = counter;
+                c
             }
         }
-        impl Iterator for Chunks<$t> {
-            type Item = $t;
-            // Item by item; the loop drivers go chunk by chunk (see `lanes`).
-            fn next(&mut self) -> Option<$t> {
-                loop {
-                    if let Some(i) = self.cur.next() {
-                        return Some(i);
-                    }
-                    self.cur = self.next_range()?;
-                }
-            }
-        }
-    )*};
+    };
 }
-chunk_ranges!(u8: u8, u16: u16, u32: u32, u64: u64, usize: usize, i8: u8, i16: u16, i32: u32, i64: u64, isize: usize);
-
-// `schedule(static, c)`: each chunk runs as a range does.
-macro_rules! chunk_lanes {
-    ($($t:ty),*) => {$(
-        // SAFETY: each item once, in order.
-        unsafe impl Lanes for Chunks<$t> {
-            #[inline(always)]
-            fn run_lanes<T, const K: usize>(
-                mut self,
-                lens: [usize; K],
-                acc: &mut [T; LANES],
-                mut body: impl FnMut($t, &mut T),
-            ) {
-                while let Some(r) = self.next_range() {
-                    r.run_lanes(lens, acc, &mut body);
-                }
-            }
-
-            #[inline(always)]
-            fn run<const K: usize>(mut self, lens: [usize; K], mut body: impl FnMut($t)) {
-                while let Some(r) = self.next_range() {
-                    r.run(lens, &mut body);
-                }
-            }
-        }
-    )*};
-}
-chunk_lanes!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
+chunk_nests!(A, B);
+chunk_nests!(A, B, C);
+chunk_nests!(A, B, C, D);
+chunk_nests!(A, B, C, D, E);
+chunk_nests!(A, B, C, D, E, F);
 
 // `a..=b` runs as `a..b + 1` where that exists; a part ending at the type's maximum, one by one.
 macro_rules! inclusive_lanes {
@@ -424,36 +500,111 @@ pub fn each<I: Lanes, const K: usize, const S: usize>(
 /// A reduction over a `collapse(n)` nest, lowered: `var = reduce_nest(Op, share, [m, ..], var, |(i, j), s, __t|
 /// BODY)`, one private copy.
 #[inline(always)]
-pub fn reduce_nest<Op: ReduceOp<T>, T: Copy, I: Iterator, const S: usize>(
+pub fn reduce_nest<Op: ReduceOp<T>, T: Copy, I: NestShare, const S: usize>(
     _op: Op,
     share: Exclusive<I>,
     strides: [usize; S],
     start: T,
     mut body: impl for<'t> FnMut(I::Item, &mut T, Own<'t>),
-) -> T
-where
-    I::Item: Iteration,
-{
+) -> T {
     let mut acc = start;
-    // SAFETY: as in `each_nest`.
-    share
-        .0
-        .for_each(|i| body(i, &mut acc, unsafe { i.own(&strides) }));
+    // SAFETY: this thread's exclusive share; the lowering computes `strides` from uniform values.
+    unsafe { share.0.walk(&strides, |i, t| body(i, &mut acc, t)) };
     acc
 }
 
 /// A `collapse(n)` nest, lowered: `each_nest(share, [m, p, ..], |(i, j, ..), __t| BODY)`, over the thread's tuples;
 /// `[m, p, ..]` are the strides of the flat index the body writes, `(i * m + j) * p + k`, computed once.
 #[inline(always)]
-pub fn each_nest<I: Iterator, const S: usize>(
+pub fn each_nest<I: NestShare, const S: usize>(
     share: Exclusive<I>,
     strides: [usize; S],
-    mut body: impl for<'t> FnMut(I::Item, Own<'t>),
-) where
-    I::Item: Iteration,
+    body: impl for<'t> FnMut(I::Item, Own<'t>),
+) {
+    // SAFETY: as in `reduce_nest`.
+    unsafe { share.0.walk(&strides, body) };
+}
+
+/// A thread's share of a `collapse(n)` nest, as [`each_nest`] and [`reduce_nest`] walk it.
+///
+/// # Safety
+/// `walk` calls `f` once per item of the share, in order, each with the token [`Iteration::own`] gives it.
+pub unsafe trait NestShare: Sized {
+    type Item: Iteration;
+    /// Runs `f` on every item with its token.
+    ///
+    /// # Safety
+    /// `self` is the calling thread's [`Exclusive`] share, and `strides` are the same in every thread of the launch.
+    unsafe fn walk<const S: usize>(
+        self,
+        strides: &[usize; S],
+        f: impl for<'t> FnMut(Self::Item, Own<'t>),
+    );
+}
+
+// SAFETY: every item of every run once, in order; a run's tokens are `own`'s, by `Own::in_run`'s contract or by
+// `own` itself.
+unsafe impl<N: Nest> NestShare for FlatBlock<N>
+where
+    N::Item: Iteration,
 {
-    // SAFETY: `i` is an item of this thread's exclusive share; the lowering computes `strides` from uniform values.
-    share.0.for_each(|i| body(i, unsafe { i.own(&strides) }))
+    type Item = N::Item;
+    /// Run by run of the innermost loop: where a run's first and last tokens show that its tokens are consecutive
+    /// elements, they are made by an add and the run is a plain loop the optimiser vectorises; otherwise item by item.
+    #[inline(always)]
+    unsafe fn walk<const S: usize>(
+        self,
+        strides: &[usize; S],
+        mut f: impl for<'t> FnMut(Self::Item, Own<'t>),
+    ) {
+        self.rows(|nest, digits, n| {
+            let Some(row) = nest.row(digits, n) else {
+                return;
+            };
+            let run = if N::CONSECUTIVE && n > 0 {
+                let mut last = *digits;
+                last[MAX_COLLAPSE - 1] += n - 1;
+                match (nest.item(digits), nest.item(&last)) {
+                    // SAFETY: items of this thread's exclusive share (the caller's contract).
+                    (Some(a), Some(b)) => {
+                        let (ta, tb) = unsafe { (a.own(strides), b.own(strides)) };
+                        ta.run(tb, n - 1, a.inner())
+                    }
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            for item in row {
+                let t = match run {
+                    // SAFETY: `run` came from the run's first and last tokens, and `item` is one of its items.
+                    Some(run) => unsafe { run.own(item.inner()) },
+                    // SAFETY: an item of this thread's exclusive share.
+                    None => unsafe { item.own(strides) },
+                };
+                f(item, t);
+            }
+        })
+    }
+}
+
+// SAFETY: every item once, in order, with `own`'s token.
+unsafe impl<N: Nest> NestShare for StridedNest<N>
+where
+    N::Item: Iteration,
+{
+    type Item = N::Item;
+    #[inline(always)]
+    unsafe fn walk<const S: usize>(
+        self,
+        strides: &[usize; S],
+        mut f: impl for<'t> FnMut(Self::Item, Own<'t>),
+    ) {
+        for item in self {
+            // SAFETY: an item of this thread's exclusive share (the caller's contract).
+            f(item, unsafe { item.own(strides) });
+        }
+    }
 }
 
 mod sealed {

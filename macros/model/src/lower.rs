@@ -255,6 +255,8 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 };
                 rw.visit_block_mut(body);
                 body.stmts.splice(0..0, moved.drain(..));
+                let rebound = rebind(region, body);
+                body.stmts.splice(0..0, rebound);
                 let body = body.clone();
                 let share = format_ident!("__offload_share", span = mixed);
                 let token = format_ident!("__offload_t", span = mixed);
@@ -262,7 +264,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 // The thread's share, the driver, what the driver takes besides, and the closure's item pattern.
                 let (share_call, each, reduce, args, item) = if region.collapse > 1 {
                     (
-                        quote_spanned!(mixed=> ::offload::__share_nest((#(#ranges),*))),
+                        share_call(region, &quote!((#(#ranges),*)), true, &harden),
                         quote_spanned!(mixed=> each_nest),
                         quote_spanned!(mixed=> reduce_nest),
                         quote_spanned!(mixed=> [#(#strides),*]),
@@ -271,7 +273,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 } else {
                     let pat = &pats[0];
                     (
-                        share_call(region, &ranges[0], &harden),
+                        share_call(region, &ranges[0].to_token_stream(), false, &harden),
                         quote_spanned!(mixed=> each),
                         quote_spanned!(mixed=> reduce),
                         quote_spanned!(mixed=> [#(#lens.len()),*], [#(#rows),*]),
@@ -324,6 +326,59 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
             _ => {}
         }
     }
+}
+
+/// `let x = x;` for the parameters the loop body uses that are cheap to copy (references, primitive values, device
+/// pointers), and `let mut y = y.reborrow();` for its views, at the top of the driver's closure. Captured, they are
+/// read through the closure's reference to the region's locals, and since a store through a view or a slice might
+/// (as far as the optimiser knows) change those locals, every store reloads them: the loop neither vectorises nor
+/// sheds its bounds checks. Rebound, they are the call's own values.
+fn rebind(region: &Region, body: &Block) -> Vec<Stmt> {
+    let used = used_names(body);
+    region
+        .params
+        .iter()
+        .filter(|p| !p.mut_binding && used.contains(&p.ident.to_string()))
+        .filter_map(|p| {
+            let x = &p.ident;
+            let copy = match &p.kind {
+                ParamKind::Slice { mutable, .. } | ParamKind::Ref { mutable, .. } => !mutable,
+                ParamKind::DeviceBuffer { mutable } => !mutable,
+                ParamKind::Value => worksharing::is_primitive_type(&p.ty),
+                ParamKind::DevicePtr => true,
+            };
+            if view_kind(region, &p.kind).is_some() {
+                Some(syn::parse_quote_spanned!(x.span()=>
+                    #[allow(unused_mut, unused_variables)]
+                    let mut #x = #x.reborrow();
+                ))
+            } else if copy {
+                // Unused where the body shadows it before its use; redundant to the eye, not to the optimiser.
+                Some(syn::parse_quote_spanned!(x.span()=>
+                    #[allow(unused_variables, clippy::redundant_locals)]
+                    let #x = #x;
+                ))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// The single-segment paths a block names (outside macro calls and items).
+fn used_names(body: &Block) -> std::collections::BTreeSet<String> {
+    struct Names(std::collections::BTreeSet<String>);
+    impl<'a> syn::visit::Visit<'a> for Names {
+        fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {
+            if let Some(i) = p.path.get_ident() {
+                self.0.insert(i.to_string());
+            }
+        }
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+    }
+    let mut names = Names(Default::default());
+    syn::visit::Visit::visit_block(&mut names, body);
+    names.0
 }
 
 /// The nest's loop patterns and ranges, outermost first.
@@ -433,8 +488,14 @@ fn is_private(region: &Region, pat: &Pat) -> bool {
     region.private.iter().any(|p| p == ident)
 }
 
-/// The thread's share of a one-loop range: one block (`schedule(static)`, the default), or chunks dealt round-robin.
-fn share_call(region: &Region, range: &Expr, harden: &dyn Fn(&Expr) -> Expr) -> TokenStream {
+/// The thread's share of a loop's range, or of a `collapse(n)` nest's tuple of ranges: one block
+/// (`schedule(static)`, the default), or chunks dealt round-robin or on demand.
+fn share_call(
+    region: &Region,
+    range: &TokenStream,
+    nest: bool,
+    harden: &dyn Fn(&Expr) -> Expr,
+) -> TokenStream {
     use crate::clause::Schedule;
     let mixed = Span::mixed_site();
     match &region.schedule {
@@ -445,6 +506,9 @@ fn share_call(region: &Region, range: &Expr, harden: &dyn Fn(&Expr) -> Expr) -> 
         Some(Schedule::Dynamic(c)) => {
             let c = harden(&c.clone().unwrap_or_else(|| syn::parse_quote!(1)));
             quote_spanned!(mixed=> ::offload::__share_dynamic(#range, (#c) as usize))
+        }
+        Some(Schedule::Static) | None if nest => {
+            quote_spanned!(mixed=> ::offload::__share_nest(#range))
         }
         Some(Schedule::Static) | None => quote_spanned!(mixed=> ::offload::__share(#range)),
     }

@@ -26,11 +26,33 @@ use core::ops::{Index, IndexMut};
 ///
 /// `'t` is the iteration's: the drivers hand tokens to a closure that takes any lifetime (`for<'t>`), so neither a
 /// token nor an index it made can be kept past its iteration, and neither is `Send`, so no other thread gets one.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Own<'t> {
     own: usize,
     len: usize,
     _iteration: PhantomData<(&'t mut (), *const ())>,
+}
+
+/// The tokens of a run of iterations ([`Own::run`]): the flat index less the innermost value.
+#[derive(Clone, Copy)]
+pub struct Run<'t> {
+    base: usize,
+    _iteration: PhantomData<(&'t mut (), *const ())>,
+}
+
+impl<'t> Run<'t> {
+    /// The token of the run's iteration whose innermost value is `inner` (as [`Iteration::inner`] gives it): what
+    /// [`Iteration::own`] gives it, without the per-level checks. Written as the outer part plus the value, so that
+    /// the optimiser sees `y[j * m + i]`'s check against it as the same for the whole run, and hoists it.
+    ///
+    /// # Safety
+    /// The run's first and last tokens were [`Iteration::own`]'s (with the same strides) for the first and the last
+    /// item of a run (the innermost value counting up by one, the outer ones fixed), and `inner` is the value of one
+    /// of its items.
+    #[inline(always)]
+    pub unsafe fn own(self, inner: usize) -> Own<'t> {
+        Own::new(self.base.wrapping_add(inner), 1)
+    }
 }
 
 /// An element index an iteration owns; only [`Own`] makes one.
@@ -50,6 +72,21 @@ impl<'t> Own<'t> {
             len,
             _iteration: PhantomData,
         }
+    }
+
+    /// The tokens of a run of a `collapse(n)` nest's iterations that differ only in the innermost loop's value,
+    /// which counts up by one, from the run's first token (this one) and its last, `k_last` iterations apart, the
+    /// first's innermost value being `first_inner`: where both own one element, `last`'s `k_last` after this one's,
+    /// every innermost value between lies between theirs, so below its stride and not negative, and the flat index
+    /// grows with it one for one. Otherwise `None`, and the caller asks [`Iteration::own`] item by item.
+    #[inline(always)]
+    pub fn run(self, last: Own<'t>, k_last: usize, first_inner: usize) -> Option<Run<'t>> {
+        let whole = self.len == 1 && last.len == 1 && last.own.wrapping_sub(self.own) == k_last;
+        // The flat index is the outer part plus the innermost value, so the first's is at least its value.
+        (whole && self.own >= first_inner).then(|| Run {
+            base: self.own - first_inner,
+            _iteration: PhantomData,
+        })
     }
 
     /// `y[e]`: `e` must be an element this iteration owns. (The lowering calls it by its path,
@@ -96,6 +133,8 @@ pub trait Iteration: Copy {
     /// A token grants access to its element through any view of the launch: `self` must be an item of the calling
     /// thread's [`Exclusive`] share, and `strides` the same for every thread of the launch.
     unsafe fn own<'t>(self, strides: &[usize]) -> Own<'t>;
+    /// The innermost loop's value as an index: a loop variable's (0 where it does not fit a `usize`), a tuple's last.
+    fn inner(self) -> usize;
 }
 
 macro_rules! iteration_ints {
@@ -112,6 +151,10 @@ macro_rules! iteration_ints {
                     [m] => i.checked_mul(*m).map_or(Own::NONE, |own| Own::new(own, *m)),
                     _ => Own::NONE,
                 }
+            }
+            #[inline(always)]
+            fn inner(self) -> usize {
+                usize::try_from(self).unwrap_or(0)
             }
         }
     )*};
@@ -145,8 +188,20 @@ macro_rules! iteration_tuples {
                 )+
                 Own::new(own, 1)
             }
+            #[inline(always)]
+            fn inner(self) -> usize {
+                iteration_tuples!(@last self; $av $($v)+).inner()
+            }
         }
     };
+    (@last $x:expr; $($v:ident)+) => {{
+        // Only the last is used.
+        #[allow(unused_variables)]
+        let ($($v,)+) = $x;
+        iteration_tuples!(@pick $($v)+)
+    }};
+    (@pick $l:ident) => { $l };
+    (@pick $f:ident $($r:ident)+) => { iteration_tuples!(@pick $($r)+) };
 }
 iteration_tuples!(A a B b 0);
 iteration_tuples!(A a B b 0, C c 1);
@@ -175,6 +230,18 @@ pub struct View<'a, T> {
 }
 
 impl<'a, T> View<'a, T> {
+    /// The same view for a shorter borrow: the lowering rebinds a view in each driver call so that its address and
+    /// length are the call's own values, which the body's stores cannot change (captured by reference, they would be
+    /// reloaded after every store, and the loop would not vectorise).
+    #[inline(always)]
+    pub fn reborrow(&mut self) -> View<'_, T> {
+        View {
+            ptr: self.ptr,
+            len: self.len,
+            _slice: PhantomData,
+        }
+    }
+
     /// # Safety
     /// `ptr` is valid for reads and writes of `len` `T`s for `'a` (any value when `len` is 0), and nothing but the
     /// launch's views reaches them meanwhile; every thread of the launch gets its own view and runs its iterations'
@@ -241,6 +308,18 @@ pub struct UnsafeView<'a, T> {
 }
 
 impl<'a, T> UnsafeView<'a, T> {
+    /// The same view for a shorter borrow: the lowering rebinds a view in each driver call so that its address and
+    /// length are the call's own values, which the body's stores cannot change (captured by reference, they would be
+    /// reloaded after every store, and the loop would not vectorise).
+    #[inline(always)]
+    pub fn reborrow(&mut self) -> UnsafeView<'_, T> {
+        UnsafeView {
+            ptr: self.ptr,
+            len: self.len,
+            _slice: PhantomData,
+        }
+    }
+
     /// # Safety
     /// As [`View::new`], but the region, not the tokens, keeps the threads' accesses apart.
     #[inline(always)]

@@ -912,14 +912,6 @@ fn check_uniform_parts(region: &Region, ws: &WorkShared, env: &Uniform, errors: 
     use crate::clause::Schedule;
     if let Some(Schedule::StaticChunk(c) | Schedule::Dynamic(Some(c))) = &region.schedule {
         strides.push(c);
-        let plain = matches!(strip(&ws.for_loop.expr), Expr::Range(r) if matches!(r.limits, syn::RangeLimits::HalfOpen(_)));
-        if !ws.inner.is_empty() || !plain {
-            errors.push(syn::Error::new(
-                c.span(),
-                "a chunked `schedule` deals out an `a..b` loop's iterations; `collapse`, `a..=b` and `step_by` take \
-                 `schedule(static)` in this version",
-            ));
-        }
     }
     for part in loops.flat_map(range_parts).chain(strides) {
         {
@@ -948,6 +940,13 @@ fn range_parts(e: &Expr) -> Vec<&Expr> {
         }
         e => vec![e],
     }
+}
+
+/// A primitive number, `bool` or `char`: cheap to copy.
+pub fn is_primitive_type(ty: &syn::Type) -> bool {
+    is_int_type(ty)
+        || matches!(ty, syn::Type::Path(p) if p.qself.is_none()
+            && p.path.get_ident().is_some_and(|i| ["f32", "f64", "bool", "char"].contains(&&*i.to_string())))
 }
 
 fn is_int_type(ty: &syn::Type) -> bool {

@@ -44,6 +44,32 @@ fn cells(n: usize, m: usize, y: &mut [u32]) {
     }
 }
 
+/// A stencil's interior in chunks of the flattened nest, each row of a chunk one run.
+#[target(
+    teams_distribute_parallel_for,
+    collapse(2),
+    num_teams(2),
+    thread_limit(2),
+    schedule(dynamic, 3)
+)]
+fn interior(n: usize, m: usize, a: &[u32], y: &mut [u32]) {
+    for j in 1..n - 1 {
+        for i in 1..m - 1 {
+            y[j * m + i] = a[j * m + i - 1] + a[(j - 1) * m + i];
+        }
+    }
+}
+
+/// Each iteration owns a row.
+#[target(teams_distribute_parallel_for, num_teams(2), thread_limit(2))]
+fn rows(n: usize, m: usize, y: &mut [u32]) {
+    for j in 0..n {
+        for i in 0..m {
+            y[j * m + i] = (j * 10 + i) as u32;
+        }
+    }
+}
+
 #[target(teams_distribute_parallel_for, num_teams(2), thread_limit(2), reduction(+: s))]
 fn sum(x: &[i64]) -> i64 {
     let mut s = 100;
@@ -170,6 +196,19 @@ fn serial_and_work_shared_regions() {
         .iter()
         .enumerate()
         .all(|(k, &v)| v == ((k / 4) * 10 + k % 4) as u32));
+
+    let mut z = vec![0u32; 3 * 4];
+    rows(3, 4, &mut z);
+    assert_eq!(y, z);
+
+    let a: Vec<u32> = (0..5 * 6).collect();
+    let mut y = vec![0u32; 5 * 6];
+    interior(5, 6, &a, &mut y);
+    for (k, &v) in y.iter().enumerate() {
+        let (j, i) = (k / 6, k % 6);
+        let inside = (1..4).contains(&j) && (1..5).contains(&i);
+        assert_eq!(v, if inside { a[k - 1] + a[k - 6] } else { 0 }, "cell {k}");
+    }
 }
 
 #[test]
