@@ -125,6 +125,7 @@ fn the_host_fallback_and_the_device_crate_lower_every_region_alike() {
                 let ws =
                     offload_model::worksharing::find(&func.block, region.collapse, &mut errors)
                         .expect("the suite's loops are valid");
+                errors.finish(()).expect("the suite's loops are valid");
                 let body = ws.inner.last().map_or(&ws.for_loop.body, |l| &l.0.body);
                 ws.for_loop.for_token.span.start().line
                     ..body.brace_token.span.open().start().line + 1

@@ -227,8 +227,8 @@ pub enum Clause {
     },
     Device(Ident, Expr),
     If(Ident, Expr),
-    /// `teams`, `parallel`: construct words of `#[target]`.
-    Construct(Ident),
+    /// `teams_distribute_parallel_for`, `teams`, `simd`, ..: construct words of `#[target]`.
+    Construct(Word, proc_macro2::Span),
     /// `collapse(n)`.
     Collapse(Ident, usize),
     /// `reduction(op: a, b)`: the operator, its span, and the variables.
@@ -253,14 +253,46 @@ pub enum Schedule {
     Dynamic(Option<Expr>),
 }
 
-/// The loop constructs `#[target]` takes (OpenMP's names, `target` left out), and its other construct words.
-pub const LOOP_CONSTRUCTS: &[&str] = &[
-    "teams_distribute_parallel_for",
-    "teams_distribute_parallel_for_simd",
-    "parallel_for",
-    "parallel_for_simd",
-    "teams_distribute",
-];
+/// The construct words `#[target]` takes (OpenMP's names, `target` left out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Word {
+    TeamsDistributeParallelFor,
+    TeamsDistributeParallelForSimd,
+    ParallelFor,
+    ParallelForSimd,
+    TeamsDistribute,
+    Teams,
+    Parallel,
+    Simd,
+}
+
+impl Word {
+    const ALL: [(&'static str, Word); 8] = [
+        (
+            "teams_distribute_parallel_for",
+            Word::TeamsDistributeParallelFor,
+        ),
+        (
+            "teams_distribute_parallel_for_simd",
+            Word::TeamsDistributeParallelForSimd,
+        ),
+        ("parallel_for", Word::ParallelFor),
+        ("parallel_for_simd", Word::ParallelForSimd),
+        ("teams_distribute", Word::TeamsDistribute),
+        ("teams", Word::Teams),
+        ("parallel", Word::Parallel),
+        ("simd", Word::Simd),
+    ];
+
+    fn named(name: &str) -> Option<Word> {
+        Word::ALL.iter().find(|(n, _)| *n == name).map(|(_, w)| *w)
+    }
+
+    /// A loop construct: it shares the body's loop out.
+    pub fn is_loop(self) -> bool {
+        !matches!(self, Word::Teams | Word::Parallel | Word::Simd)
+    }
+}
 
 const CLAUSES: &str = "map, device, if; and on `#[target]`: the loop constructs teams_distribute_parallel_for[_simd], \
      parallel_for[_simd] and teams_distribute, `teams, parallel` (SPMD), simd, num_teams, thread_limit, num_threads, \
@@ -270,6 +302,9 @@ const CLAUSES: &str = "map, device, if; and on `#[target]`: the loop constructs 
 pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Clause> {
     let kw: Ident = input.call(syn::ext::IdentExt::parse_any)?;
     let name = kw.to_string();
+    if let (Construct::Target, Some(word)) = (construct, Word::named(&name)) {
+        return Ok(Clause::Construct(word, kw.span()));
+    }
     match name.as_str() {
         "map" | "device" | "if" => {
             if !input.peek(syn::token::Paren) {
@@ -286,8 +321,6 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
             }
             Ok(if name == "device" { Clause::Device(kw, e) } else { Clause::If(kw, e) })
         }
-        "teams" | "parallel" | "simd" if construct == Construct::Target => Ok(Clause::Construct(kw)),
-        n if LOOP_CONSTRUCTS.contains(&n) && construct == Construct::Target => Ok(Clause::Construct(kw)),
         "schedule" if construct == Construct::Target => {
             let content;
             syn::parenthesized!(content in input);
@@ -366,19 +399,40 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
 /// `offload::ReduceOp<T>` for the variable's type, named by its path.
 #[derive(Clone, Debug)]
 pub enum ReduceOp {
-    /// The name of its type in `offload_model::reduce`.
-    Builtin(&'static str),
+    Builtin(Builtin),
     User(syn::Path),
+}
+
+/// OpenMP's reduction operators, each a unit struct of `offload_model::reduce`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Builtin {
+    Add,
+    Mul,
+    Min,
+    Max,
+    BitAnd,
+    BitOr,
+    BitXor,
+    And,
+    Or,
 }
 
 impl ReduceOp {
     /// The operator's type (a unit struct, so also its value).
     pub fn path(&self) -> proc_macro2::TokenStream {
+        use quote::quote;
         match self {
-            ReduceOp::Builtin(name) => {
-                let id = quote::format_ident!("{}", name);
-                quote::quote!(::offload::__reduce::#id)
-            }
+            ReduceOp::Builtin(b) => match b {
+                Builtin::Add => quote!(::offload::__reduce::Add),
+                Builtin::Mul => quote!(::offload::__reduce::Mul),
+                Builtin::Min => quote!(::offload::__reduce::Min),
+                Builtin::Max => quote!(::offload::__reduce::Max),
+                Builtin::BitAnd => quote!(::offload::__reduce::BitAnd),
+                Builtin::BitOr => quote!(::offload::__reduce::BitOr),
+                Builtin::BitXor => quote!(::offload::__reduce::BitXor),
+                Builtin::And => quote!(::offload::__reduce::And),
+                Builtin::Or => quote!(::offload::__reduce::Or),
+            },
             ReduceOp::User(p) => quote::ToTokens::to_token_stream(p),
         }
     }
@@ -400,8 +454,8 @@ fn parse_reduce_op(input: ParseStream) -> syn::Result<(ReduceOp, proc_macro2::Sp
         })?;
         return Ok((
             match path.get_ident().map(|i| i.to_string()).as_deref() {
-                Some("min") => ReduceOp::Builtin("Min"),
-                Some("max") => ReduceOp::Builtin("Max"),
+                Some("min") => ReduceOp::Builtin(Builtin::Min),
+                Some("max") => ReduceOp::Builtin(Builtin::Max),
                 _ => ReduceOp::User(path),
             },
             span,
@@ -411,36 +465,36 @@ fn parse_reduce_op(input: ParseStream) -> syn::Result<(ReduceOp, proc_macro2::Sp
     Ok((ReduceOp::Builtin(op), span))
 }
 
-fn parse_builtin_op(input: ParseStream) -> syn::Result<(&'static str, proc_macro2::Span)> {
+fn parse_builtin_op(input: ParseStream) -> syn::Result<(Builtin, proc_macro2::Span)> {
     let span = input.span();
     let op = if input.peek(Token![&&]) {
         input.parse::<Token![&&]>()?;
-        "And"
+        Builtin::And
     } else if input.peek(Token![||]) {
         input.parse::<Token![||]>()?;
-        "Or"
+        Builtin::Or
     } else if input.peek(Token![+]) {
         input.parse::<Token![+]>()?;
-        "Add"
+        Builtin::Add
     } else if input.peek(Token![*]) {
         input.parse::<Token![*]>()?;
-        "Mul"
+        Builtin::Mul
     } else if input.peek(Token![&]) {
         input.parse::<Token![&]>()?;
-        "BitAnd"
+        Builtin::BitAnd
     } else if input.peek(Token![|]) {
         input.parse::<Token![|]>()?;
-        "BitOr"
+        Builtin::BitOr
     } else if input.peek(Token![^]) {
         input.parse::<Token![^]>()?;
-        "BitXor"
+        Builtin::BitXor
     } else {
         let id: Ident = input
             .parse()
             .map_err(|_| input.error("expected a reduction operator: + * min max & | ^ && ||"))?;
         match id.to_string().as_str() {
-            "min" => "Min",
-            "max" => "Max",
+            "min" => Builtin::Min,
+            "max" => Builtin::Max,
             _ => {
                 return Err(syn::Error::new(
                     id.span(),
@@ -561,22 +615,54 @@ pub fn set_once(slot: &mut Option<Expr>, kw: Ident, e: Expr, errors: &mut Errors
     }
 }
 
-/// Errors collected so a user sees every mistake at once.
+/// Errors collected so a user sees every mistake at once (serde_derive's `Ctxt`): a phase pushes what it finds and
+/// goes on; [`Errors::finish`] ends the collection. Dropping one unfinished is a bug in the macros (errors found and
+/// never reported), so it panics, unless a panic is already unwinding.
 #[derive(Default)]
-pub struct Errors(Option<syn::Error>);
+pub struct Errors {
+    found: Option<syn::Error>,
+    finished: bool,
+}
 
 impl Errors {
     pub fn push(&mut self, e: syn::Error) {
-        match &mut self.0 {
+        match &mut self.found {
             Some(all) => all.combine(e),
-            None => self.0 = Some(e),
+            None => self.found = Some(e),
         }
     }
 
-    pub fn finish<T>(self, value: T) -> syn::Result<T> {
-        match self.0 {
+    /// `value` if nothing was found, else every error, combined.
+    pub fn finish<T>(mut self, value: T) -> syn::Result<T> {
+        self.finished = true;
+        match self.found.take() {
             Some(e) => Err(e),
             None => Ok(value),
+        }
+    }
+
+    /// Every error found, and `e` last.
+    pub fn fail<T>(mut self, e: syn::Error) -> syn::Result<T> {
+        self.finished = true;
+        Err(match self.found.take() {
+            Some(mut all) => {
+                all.combine(e);
+                all
+            }
+            None => e,
+        })
+    }
+
+    /// Ends a collection whose errors another phase reports (the lowering finds the loop the validation checked).
+    pub fn discard(mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for Errors {
+    fn drop(&mut self) {
+        if !self.finished && !std::thread::panicking() {
+            panic!("offload's macros dropped an error collection without reporting it (a bug in offload)");
         }
     }
 }

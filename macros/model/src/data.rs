@@ -77,7 +77,7 @@ impl DataConstruct {
                 }
                 Clause::Device(kw, e) => set_once(&mut c.device, kw, e, &mut errors),
                 Clause::If(kw, e) => set_once(&mut c.if_cond, kw, e, &mut errors),
-                Clause::Construct(_)
+                Clause::Construct(..)
                 | Clause::NumTeams(..)
                 | Clause::ThreadLimit(..)
                 | Clause::Reduction(..)
@@ -160,13 +160,13 @@ pub struct Update {
 impl Update {
     /// `to: a, b[lo..hi], from: c, device(d), if(e)`, in any order.
     pub fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Update> {
+        let mut errors = Errors::default();
         let parser = |input: ParseStream| {
             let mut u = Update {
                 items: Vec::new(),
                 device: None,
                 if_cond: None,
             };
-            let mut errors = Errors::default();
             let mut motion: Option<Motion> = None;
             while !input.is_empty() {
                 let is_motion = (input.peek(Ident) || input.peek(Token![if]))
@@ -190,7 +190,7 @@ impl Update {
                     match parse_clause(input, Construct::Data)? {
                         Clause::Device(kw, e) => set_once(&mut u.device, kw, e, &mut errors),
                         Clause::If(kw, e) => set_once(&mut u.if_cond, kw, e, &mut errors),
-                        Clause::Construct(_)
+                        Clause::Construct(..)
                         | Clause::NumTeams(..)
                         | Clause::ThreadLimit(..)
                         | Clause::Reduction(..)
@@ -225,9 +225,12 @@ impl Update {
             if u.items.is_empty() {
                 errors.push(input.error("`target_update!` needs `to: x` or `from: y`"));
             }
-            errors.finish(u)
+            Ok(u)
         };
-        parser.parse2(tokens)
+        match parser.parse2(tokens) {
+            Ok(u) => errors.finish(u),
+            Err(e) => errors.fail(e),
+        }
     }
 }
 

@@ -138,8 +138,10 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
         _ => true,
     });
     let mut errors = crate::clause::Errors::default();
-    // Found again in the copy, so the addresses below are the copy's.
-    let Some(ws) = worksharing::find(block, region.collapse, &mut errors) else {
+    // Found again in the copy, so the addresses below are the copy's; `Region::parse` reported what is wrong with it.
+    let ws = worksharing::find(block, region.collapse, &mut errors);
+    errors.discard();
+    let Some(ws) = ws else {
         return;
     };
     let lens = worksharing::indexed_slices(region, &ws);

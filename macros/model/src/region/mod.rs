@@ -1,0 +1,172 @@
+//! The clause model: a `#[target]` region parsed and validated against its signature, once, for both the macro (which
+//! expands the host side) and the outliner (which writes the kernel entry). Two phases, as serde_derive has them:
+//! [`parse`] reads the clauses and the signature into a [`Region`] (what each word and parameter is), [`validate`]
+//! checks the region against the rules (construct combinations, race freedom, uniform bounds, reductions); both push
+//! spanned errors into one collection, so a user sees every mistake at once.
+
+mod parse;
+mod validate;
+
+use crate::clause::{Errors, Map, Section};
+use proc_macro2::TokenStream;
+use quote::ToTokens;
+use syn::{Expr, Ident, ItemFn, Type};
+
+/// What kind of value a parameter is, which decides how it crosses to the device.
+#[derive(Clone, Debug)]
+pub enum ParamKind {
+    /// `&[T]` / `&mut [T]`: a mapped buffer; two kernel arguments (device address, length).
+    Slice { elem: Type, mutable: bool },
+    /// `&T` / `&mut T`: a mapped object; one kernel argument (device address).
+    Ref { ty: Type, mutable: bool },
+    /// A `Copy` value, firstprivate: one kernel argument (the bits if 8 bytes or less, else a private copy's address).
+    Value,
+    /// `offload::DevicePtr<T>`: device memory passed as is (OpenMP's `is_device_ptr`); one argument (the address).
+    DevicePtr,
+    /// `&offload::DeviceBuffer<T>` / `&mut ..`: device memory passed as is; two arguments (address, length).
+    DeviceBuffer { mutable: bool },
+}
+
+#[derive(Clone, Debug)]
+pub struct Param {
+    pub ident: Ident,
+    pub ty: Type,
+    pub kind: ParamKind,
+    /// `None` for by-value parameters.
+    pub map: Option<Map>,
+    /// `map(TYPE: x[lo..hi])`: only this part of a slice is transferred and present.
+    pub section: Option<Section>,
+    /// Declared `mut x: ..`: the body may change its value, so it may differ between threads.
+    pub mut_binding: bool,
+}
+
+/// One kernel argument in the calling convention `(dyn_ptr, a0, .., ak)`.
+#[derive(Clone, Copy, Debug)]
+pub enum KernelArg<'a> {
+    /// Device address of a slice's data.
+    SlicePtr(&'a Param),
+    /// A slice's length, a literal.
+    SliceLen(&'a Param),
+    /// Device address of a `&T` / `&mut T`.
+    RefPtr(&'a Param),
+    /// A firstprivate value.
+    Value(&'a Param),
+    /// A `DevicePtr`'s address.
+    DevicePtr(&'a Param),
+    /// A `DeviceBuffer`'s address.
+    BufferPtr(&'a Param),
+    /// A `DeviceBuffer`'s length.
+    BufferLen(&'a Param),
+    /// Device address of the return slot (mapped `from`).
+    Return,
+}
+
+/// A validated `#[target]` region.
+#[derive(Clone, Debug)]
+pub struct Region {
+    pub ident: Ident,
+    pub params: Vec<Param>,
+    /// `None` for `()`.
+    pub ret: Option<Type>,
+    pub device: Option<Expr>,
+    pub if_cond: Option<Expr>,
+    /// `teams, parallel`: the body runs in every thread of every team (SPMD).
+    pub spmd: bool,
+    /// `teams_distribute_parallel_for`: the body's one loop is shared out over every team and thread.
+    pub work_shared: bool,
+    pub num_teams: Option<Expr>,
+    pub thread_limit: Option<Expr>,
+    /// Declared `unsafe fn`: opts out of the race-freedom rules.
+    pub is_unsafe: bool,
+    /// `reduction(op: var, ..)`, in clause order: each variable's operator and the variable.
+    pub reductions: Vec<(crate::clause::ReduceOp, Ident)>,
+    /// `collapse(n)`: how many perfectly nested loops are shared out as one (1 without the clause).
+    pub collapse: usize,
+    /// `parallel_for[_simd]`: one team, whose threads share the loop.
+    pub one_team: bool,
+    /// `schedule(..)`: how the loop's iterations are dealt out (one block per thread without it).
+    pub schedule: Option<crate::clause::Schedule>,
+    /// `private(x, ..)`: per-thread locals declared before the loop that the loop may assign.
+    pub private: Vec<Ident>,
+}
+
+impl Region {
+    /// Parses the attribute arguments against the function, then validates the region; every error, combined.
+    pub fn parse(args: TokenStream, func: &ItemFn) -> syn::Result<Region> {
+        let mut errors = Errors::default();
+        let (region, words) = parse::parse(args, func, &mut errors);
+        validate::validate(&region, &words, func, &mut errors);
+        errors.finish(region)
+    }
+
+    /// The reduction's operator type (a [`crate::reduce`] operator, or a `TupleK` of them for several variables).
+    pub fn reduce_op(&self) -> Option<TokenStream> {
+        self.reduce_ops(|tuple, ops| quote::quote!(::offload::__reduce::#tuple<#(#ops),*>))
+    }
+
+    /// The operator as a value, for the loop driver (operators are unit structs).
+    pub fn reduce_op_value(&self) -> Option<TokenStream> {
+        self.reduce_ops(|tuple, ops| quote::quote!(::offload::__reduce::#tuple(#(#ops),*)))
+    }
+
+    /// The one operator, or `several(TupleK, ops)` for several variables.
+    fn reduce_ops(
+        &self,
+        several: impl Fn(Ident, &[TokenStream]) -> TokenStream,
+    ) -> Option<TokenStream> {
+        let ops: Vec<TokenStream> = self.reductions.iter().map(|(op, _)| op.path()).collect();
+        match ops.as_slice() {
+            [] => None,
+            [one] => Some(one.clone()),
+            _ => Some(several(quote::format_ident!("Tuple{}", ops.len()), &ops)),
+        }
+    }
+
+    /// The reduction value's type as it crosses to and from the device: the return type, or for several variables
+    /// the `#[repr(C)]` `TupleK` of the returned tuple's types.
+    pub fn reduce_wire(&self) -> Option<TokenStream> {
+        match (&self.ret, self.reductions.len()) {
+            (_, 0) | (None, _) => None,
+            (Some(Type::Tuple(t)), k) if k >= 2 => {
+                let tuple = quote::format_ident!("Tuple{}", k);
+                let elems = t.elems.iter();
+                Some(quote::quote!(::offload::__reduce::#tuple<#(#elems),*>))
+            }
+            (Some(ty), _) => Some(ty.to_token_stream()),
+        }
+    }
+
+    /// The kernel arguments, in order: the calling convention both the host stub and the kernel entry follow.
+    pub fn kernel_args(&self) -> Vec<KernelArg<'_>> {
+        let mut args = Vec::new();
+        for p in &self.params {
+            match p.kind {
+                ParamKind::Slice { .. } => {
+                    args.push(KernelArg::SlicePtr(p));
+                    args.push(KernelArg::SliceLen(p));
+                }
+                ParamKind::Ref { .. } => args.push(KernelArg::RefPtr(p)),
+                ParamKind::Value => args.push(KernelArg::Value(p)),
+                ParamKind::DevicePtr => args.push(KernelArg::DevicePtr(p)),
+                ParamKind::DeviceBuffer { .. } => {
+                    args.push(KernelArg::BufferPtr(p));
+                    args.push(KernelArg::BufferLen(p));
+                }
+            }
+        }
+        if self.ret.is_some() {
+            args.push(KernelArg::Return);
+        }
+        args
+    }
+
+    /// Whether the region takes device memory: then it runs on a device or fails, never in a host fallback.
+    pub fn needs_device(&self) -> bool {
+        self.params.iter().any(|p| {
+            matches!(
+                p.kind,
+                ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. }
+            )
+        })
+    }
+}

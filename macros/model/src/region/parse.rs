@@ -1,0 +1,403 @@
+//! The parse phase: the clauses and the signature, read into a [`Region`]. Errors here are about what was written
+//! (a clause given twice, a map naming no parameter, a type that cannot cross); the rules that relate the parts are
+//! [`super::validate`]'s.
+
+use super::{Param, ParamKind, Region};
+use crate::clause::{
+    parse_clauses, set_once, Clause, Construct, Errors, Map, MapItem, MapType, Word,
+};
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
+use syn::parse::Parser;
+use syn::spanned::Spanned;
+use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type};
+
+/// The construct words and clause keywords as written, for the validation's messages.
+pub(super) struct Words {
+    pub words: Vec<(Word, Span)>,
+    pub collapse: Option<Ident>,
+    pub schedule: Option<Ident>,
+    pub private: Option<Ident>,
+    /// `thread_limit(..)` or `num_threads(..)` as written (the parse supplies `teams_distribute`'s 1).
+    pub thread_limit: Option<syn::Expr>,
+}
+
+/// The region `args` and `func` describe, as far as it could be read.
+pub(super) fn parse(args: TokenStream, func: &ItemFn, errors: &mut Errors) -> (Region, Words) {
+    let clauses = match (|input: syn::parse::ParseStream| parse_clauses(input, Construct::Target))
+        .parse2(args)
+    {
+        Ok(c) => c,
+        Err(e) => {
+            errors.push(e);
+            Vec::new()
+        }
+    };
+    let mut params: Vec<Param> = Vec::new();
+    for arg in &func.sig.inputs {
+        if let Some(p) = classify_param(arg, errors) {
+            params.push(p);
+        }
+    }
+    let ret = match &func.sig.output {
+        ReturnType::Default => None,
+        ReturnType::Type(_, ty) => match &**ty {
+            Type::Tuple(t) if t.elems.is_empty() => None,
+            // Several reduction variables come back as a tuple; checked once the clauses are known.
+            Type::Tuple(_) => Some((**ty).clone()),
+            ty => {
+                if let Some(msg) = unsupported_type(ty) {
+                    errors.push(syn::Error::new(
+                        ty.span(),
+                        format!("a region cannot return {msg}"),
+                    ));
+                }
+                Some(ty.clone())
+            }
+        },
+    };
+    let mut region = Region {
+        ident: func.sig.ident.clone(),
+        params,
+        ret,
+        device: None,
+        if_cond: None,
+        spmd: false,
+        work_shared: false,
+        num_teams: None,
+        thread_limit: None,
+        is_unsafe: func.sig.unsafety.is_some(),
+        reductions: Vec::new(),
+        collapse: 1,
+        one_team: false,
+        schedule: None,
+        private: Vec::new(),
+    };
+    let words = region.apply_clauses(clauses, errors);
+    (region, words)
+}
+
+impl Region {
+    fn apply_clauses(&mut self, clauses: Vec<Clause>, errors: &mut Errors) -> Words {
+        let mut words: Vec<(Word, proc_macro2::Span)> = Vec::new();
+        let mut collapse_kw: Option<Ident> = None;
+        let (mut schedule_kw, mut private_kw): (Option<Ident>, Option<Ident>) = (None, None);
+        for clause in clauses {
+            match clause {
+                Clause::Map { map, items } => {
+                    for item in items {
+                        self.apply_map(&map, item, errors);
+                    }
+                }
+                Clause::Device(kw, e) => set_once(&mut self.device, kw, e, errors),
+                Clause::If(kw, e) => set_once(&mut self.if_cond, kw, e, errors),
+                Clause::NumTeams(kw, e) => set_once(&mut self.num_teams, kw, e, errors),
+                Clause::ThreadLimit(kw, e) => set_once(&mut self.thread_limit, kw, e, errors),
+                Clause::Construct(word, span) => words.push((word, span)),
+                Clause::Schedule(kw, sched) => {
+                    if schedule_kw.is_some() {
+                        errors.push(syn::Error::new(kw.span(), "`schedule` is given twice"));
+                    }
+                    self.schedule = Some(sched);
+                    schedule_kw = Some(kw);
+                }
+                Clause::Private(kw, vars) => {
+                    self.private.extend(vars);
+                    private_kw = Some(kw);
+                }
+                Clause::Collapse(kw, n) => {
+                    if !(1..=crate::abi::MAX_COLLAPSE).contains(&n) {
+                        errors.push(syn::Error::new(
+                            kw.span(),
+                            format!(
+                                "`collapse(n)` takes 1 to {} loops",
+                                crate::abi::MAX_COLLAPSE
+                            ),
+                        ));
+                    } else {
+                        self.collapse = n;
+                        collapse_kw = Some(kw);
+                    }
+                }
+                Clause::Reduction(op, span, vars) => {
+                    for v in vars {
+                        if self.reductions.iter().any(|(_, w)| *w == v) {
+                            errors
+                                .push(syn::Error::new(v.span(), format!("`{v}` is reduced twice")));
+                        } else {
+                            self.reductions.push((op.clone(), v));
+                        }
+                    }
+                    if self.reductions.len() > crate::reduce::MAX_VARS {
+                        errors.push(syn::Error::new(
+                            span,
+                            format!(
+                                "at most {} reduction variables per region",
+                                crate::reduce::MAX_VARS
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        let thread_limit = self.thread_limit.clone();
+        let has = |w: Word| words.iter().any(|(k, _)| *k == w);
+        let loops: Vec<Word> = words
+            .iter()
+            .map(|(w, _)| *w)
+            .filter(|w| w.is_loop())
+            .collect();
+        self.work_shared = !loops.is_empty();
+        match loops.first() {
+            // OpenMP `target parallel for`: one team.
+            Some(Word::ParallelFor | Word::ParallelForSimd) => self.one_team = true,
+            // OpenMP `target teams distribute`: the iterations go to the teams, one thread each (unless the
+            // validation finds a `thread_limit` written).
+            Some(Word::TeamsDistribute) if self.thread_limit.is_none() => {
+                self.thread_limit = Some(syn::parse_quote!(1u32))
+            }
+            _ => {}
+        }
+        self.spmd = has(Word::Teams) && has(Word::Parallel) && !self.work_shared;
+        Words {
+            words,
+            collapse: collapse_kw,
+            schedule: schedule_kw,
+            private: private_kw,
+            thread_limit,
+        }
+    }
+
+    fn apply_map(&mut self, map: &Map, item: MapItem, errors: &mut Errors) {
+        let span = item.ident.span();
+        let Some(param) = self.params.iter_mut().find(|p| p.ident == item.ident) else {
+            let names: Vec<String> = self
+                .params
+                .iter()
+                .map(|p| format!("`{}`", p.ident))
+                .collect();
+            errors.push(syn::Error::new(
+                span,
+                format!(
+                    "`{}` is not a parameter of this region; map clauses name parameters ({})",
+                    item.ident,
+                    if names.is_empty() {
+                        "this region has none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            ));
+            return;
+        };
+        let (mutable, what) = match &param.kind {
+            ParamKind::Slice { mutable, .. } => {
+                (*mutable, if *mutable { "&mut [T]" } else { "&[T]" })
+            }
+            ParamKind::Ref { mutable, .. } => (*mutable, if *mutable { "&mut T" } else { "&T" }),
+            ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. } => {
+                errors.push(syn::Error::new(
+                    span,
+                    format!(
+                        "`{}` is device memory, passed to the region as is; it takes no map clause",
+                        param.ident
+                    ),
+                ));
+                return;
+            }
+            ParamKind::Value => {
+                errors.push(syn::Error::new(
+                    span,
+                    format!(
+                        "`{id}` is passed by value (firstprivate: the region gets its own copy), so it cannot be \
+                         mapped `{ty}`; to get a value back, take `{id}: &mut {t}` or return it from the region",
+                        id = param.ident,
+                        ty = map.map_type.name(),
+                        t = param.ty.to_token_stream(),
+                    ),
+                ));
+                return;
+            }
+        };
+        if let Some(Map {
+            clause_span: Some(_),
+            ..
+        }) = &param.map
+        {
+            errors.push(syn::Error::new(
+                span,
+                format!(
+                    "`{}` is mapped twice; a parameter takes one map clause",
+                    param.ident
+                ),
+            ));
+            return;
+        }
+        if let (Some(sec), ParamKind::Ref { .. }) = (&item.section, &param.kind) {
+            errors.push(syn::Error::new(
+                sec.span,
+                format!("`{}` is not a slice; sections apply to slices", param.ident),
+            ));
+            return;
+        }
+        if map.map_type != MapType::To && !mutable {
+            errors.push(syn::Error::new(
+                span,
+                format!(
+                    "`{id}` is `{what}`, which the region cannot write, so it cannot be mapped `{ty}`; map it `to`, \
+                     or declare it `&mut` to receive device values",
+                    id = param.ident,
+                    ty = map.map_type.name(),
+                ),
+            ));
+            return;
+        }
+        param.map = Some(Map {
+            clause_span: Some(span),
+            ..map.clone()
+        });
+        param.section = item.section;
+    }
+}
+
+fn classify_param(arg: &FnArg, errors: &mut Errors) -> Option<Param> {
+    let pt = match arg {
+        FnArg::Receiver(r) => {
+            errors.push(syn::Error::new(
+                r.span(),
+                "`#[target]` goes on free functions, not methods: move the region out of the `impl` and pass the \
+                 receiver as an ordinary parameter (e.g. `fn step(state: &mut State, ..)`)",
+            ));
+            return None;
+        }
+        FnArg::Typed(pt) => pt,
+    };
+    let (ident, mut_binding) = match &*pt.pat {
+        Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+            (pi.ident.clone(), pi.mutability.is_some())
+        }
+        other => {
+            errors.push(syn::Error::new(
+                other.span(),
+                "region parameters must be plain names, like `x: &[f32]`",
+            ));
+            return None;
+        }
+    };
+    let ty = (*pt.ty).clone();
+    if let Some(msg) = unsupported_type(&ty) {
+        errors.push(syn::Error::new(
+            ty.span(),
+            format!("`{ident}` cannot be passed to a region: it is {msg}"),
+        ));
+        return None;
+    }
+    let named = |t: &Type, n: &str| last_segment(t).is_some_and(|s| s.ident == n);
+    let kind = match &ty {
+        Type::Reference(r) if named(&r.elem, "DeviceBuffer") => ParamKind::DeviceBuffer {
+            mutable: r.mutability.is_some(),
+        },
+        t if named(t, "DevicePtr") => ParamKind::DevicePtr,
+        Type::Reference(r) => {
+            let mutable = r.mutability.is_some();
+            match &*r.elem {
+                Type::Slice(s) => ParamKind::Slice {
+                    elem: (*s.elem).clone(),
+                    mutable,
+                },
+                elem => ParamKind::Ref {
+                    ty: elem.clone(),
+                    mutable,
+                },
+            }
+        }
+        _ => ParamKind::Value,
+    };
+    let map = match &kind {
+        // A shared slice of atomics becomes `tofrom` in the runtime, which knows the element type.
+        ParamKind::Slice { mutable, .. } => Some(Map::implicit(if *mutable {
+            MapType::ToFrom
+        } else {
+            MapType::To
+        })),
+        ParamKind::Ref { mutable, .. } => Some(Map::implicit(if *mutable {
+            MapType::ToFrom
+        } else {
+            MapType::To
+        })),
+        ParamKind::Value | ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. } => None,
+    };
+    Some(Param {
+        ident,
+        ty,
+        kind,
+        map,
+        section: None,
+        mut_binding,
+    })
+}
+
+fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
+    match ty {
+        Type::Path(p) if p.qself.is_none() => p.path.segments.last(),
+        Type::Group(g) => last_segment(&g.elem),
+        Type::Paren(p) => last_segment(&p.elem),
+        _ => None,
+    }
+}
+
+/// Why a type cannot cross into a region, or `None` if it may (the trait bounds the expansion emits check the rest).
+pub(super) fn unsupported_type(ty: &Type) -> Option<String> {
+    let owned =
+        |what: &str, instead: &str| Some(format!("{what}, which owns host memory; {instead}"));
+    match ty {
+        Type::Reference(r) => match &*r.elem {
+            Type::Path(_) if last_segment(&r.elem).is_some_and(|s| s.ident == "str") => {
+                Some("a string slice; regions take `&[u8]` or other `DeviceCopy` data".into())
+            }
+            Type::Reference(_) => Some("a reference to a reference; pass the inner reference".into()),
+            Type::Slice(s) => match &*s.elem {
+                Type::Reference(_) | Type::Slice(_) => {
+                    Some("a slice of references; device memory cannot hold host pointers".into())
+                }
+                inner => unsupported_type(inner).map(|m| format!("a slice of {m}")),
+            },
+            Type::TraitObject(_) | Type::ImplTrait(_) => {
+                Some("a trait object; regions take concrete `DeviceCopy` types".into())
+            }
+            inner => unsupported_type(inner),
+        },
+        Type::Ptr(_) => Some(
+            "a raw pointer, which means nothing on a device; map a slice or reference instead \
+             (device pointers come as `offload::DevicePtr<T>`)"
+                .into(),
+        ),
+        Type::ImplTrait(_) | Type::TraitObject(_) => Some("a trait object; regions take concrete types".into()),
+        Type::BareFn(_) => Some("a function pointer; call a `#[declare_target]` function by name instead".into()),
+        Type::Never(_) => Some("`!`".into()),
+        Type::Tuple(t) if !t.elems.is_empty() => Some(
+            "a tuple, whose layout Rust does not fix across compilers; use a `#[declare_target]` `#[repr(C)]` struct"
+                .into(),
+        ),
+        Type::Infer(_) | Type::Macro(_) | Type::Verbatim(_) => Some("a type a region cannot name".into()),
+        _ => {
+            let seg = last_segment(ty)?;
+            let name = seg.ident.to_string();
+            match name.as_str() {
+                "Vec" | "VecDeque" => owned(
+                    &format!("`{name}`"),
+                    "pass `&[T]` (mapped `to`) or `&mut [T]` (mapped `tofrom`) instead, e.g. `x: &[f32]` called as `f(&v)`",
+                ),
+                "String" => owned("`String`", "pass its bytes as `&[u8]`"),
+                "Box" | "Rc" | "Arc" => owned(&format!("`{name}`"), "pass `&T` or `&mut T` to the contents instead"),
+                "HashMap" | "BTreeMap" | "HashSet" | "BTreeSet" | "LinkedList" | "BinaryHeap" => {
+                    owned(&format!("`{name}`"), "flatten it into slices")
+                }
+                "Option" | "Result" => Some(format!(
+                    "`{name}`, which has no fixed device representation; pass a value and a flag instead"
+                )),
+                _ => None,
+            }
+        }
+    }
+}
