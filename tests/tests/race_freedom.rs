@@ -195,6 +195,35 @@ fn stencil_rows(on_device: bool, n: usize, m: usize, a: &[f64], anew: &mut [f64]
     }
 }
 
+/// Jacobi as its C ports write it: the sweep and its residual (`error = fmax(error, fabs(anew - a))`) in one nest,
+/// `i32` loops as C's `int` port, under `collapse(2)` and by rows.
+#[target(teams_distribute_parallel_for, collapse(2), reduction(max: err), if(on_device))]
+fn jacobi_collapse(on_device: bool, n: i32, m: i32, a: &[f64], anew: &mut [f64]) -> f64 {
+    let mut err = 0.0f64;
+    for j in 1..n - 1 {
+        for i in 1..m - 1 {
+            let (j, i, m) = (j as usize, i as usize, m as usize);
+            anew[j * m + i] = 0.25
+                * (a[j * m + i + 1] + a[j * m + i - 1] + a[(j - 1) * m + i] + a[(j + 1) * m + i]);
+            err = err.max((anew[j * m + i] - a[j * m + i]).abs());
+        }
+    }
+    err
+}
+
+#[target(teams_distribute_parallel_for, reduction(max: err), if(on_device))]
+fn jacobi_rows(on_device: bool, n: usize, m: usize, a: &[f64], anew: &mut [f64]) -> f64 {
+    let mut err = 0.0f64;
+    for j in 1..=n - 2 {
+        for i in 1..m - 1 {
+            anew[j * m + i] = 0.25
+                * (a[j * m + i + 1] + a[j * m + i - 1] + a[(j - 1) * m + i] + a[(j + 1) * m + i]);
+            err = err.max((anew[j * m + i] - a[j * m + i]).abs());
+        }
+    }
+    err
+}
+
 /// Writes one past its row's end.
 #[target(
     teams_distribute_parallel_for,
@@ -244,6 +273,39 @@ fn stencils_write_their_own_cells() {
         let mut anew = vec![-1.0; n * m];
         stencil_rows(on_device, n, m, &a, &mut anew);
         assert_eq!(anew, want, "rows, device {on_device}");
+    }
+}
+
+#[test]
+fn jacobi_sweeps_with_their_residual() {
+    let (n, m) = (41usize, 33usize);
+    let a: Vec<f64> = (0..n * m)
+        .map(|k| ((k * 7919) % 1009) as f64 / 1009.0)
+        .collect();
+    let mut want = a.clone();
+    let mut want_err = 0.0f64;
+    for j in 1..n - 1 {
+        for i in 1..m - 1 {
+            want[j * m + i] = 0.25
+                * (a[j * m + i + 1] + a[j * m + i - 1] + a[(j - 1) * m + i] + a[(j + 1) * m + i]);
+            want_err = want_err.max((want[j * m + i] - a[j * m + i]).abs());
+        }
+    }
+    for on_device in [true, false] {
+        let mut anew = a.clone();
+        let err = jacobi_collapse(on_device, n as i32, m as i32, &a, &mut anew);
+        assert_eq!(
+            (anew == want, err),
+            (true, want_err),
+            "collapse, device {on_device}"
+        );
+        let mut anew = a.clone();
+        let err = jacobi_rows(on_device, n, m, &a, &mut anew);
+        assert_eq!(
+            (anew == want, err),
+            (true, want_err),
+            "rows, device {on_device}"
+        );
     }
 }
 

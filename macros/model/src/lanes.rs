@@ -647,6 +647,17 @@ pub fn int<T: PrimInt>(x: T) -> T {
     x
 }
 
+/// A stride or row length of the flat index an iteration writes, computed in the loop's own integer type (C's `int`
+/// ports as `i32`): as a `usize`, or 0, which no inner index is below (so nothing is owned and every write fails
+/// the region), where it is negative or does not fit.
+#[inline(always)]
+pub fn stride<T: PrimInt>(x: T) -> usize
+where
+    usize: TryFrom<T>,
+{
+    usize::try_from(x).unwrap_or(0)
+}
+
 /// What has a length a loop's bounds may use, whatever methods its user adds.
 ///
 /// # Safety

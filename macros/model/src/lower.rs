@@ -205,16 +205,17 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
     // No flat index written: strides no inner index is below, so no element is owned.
     // They are computed before the loop, so they are placed on its line (the outliner keeps tokens on their lines).
     let at = ws.for_loop.expr.span();
+    let stride = |e: &Expr| {
+        let e = harden(e);
+        relocate(quote!(::offload::__lanes::stride(#e)), at)
+    };
     let strides: Vec<TokenStream> = match worksharing::nest_strides(region, &ws) {
-        Some(s) => s
-            .into_iter()
-            .map(|e| relocate(harden(e).to_token_stream(), at))
-            .collect(),
+        Some(s) => s.into_iter().map(stride).collect(),
         None => vec![quote!(0); ws.inner.len()],
     };
     // A loop whose body writes `y[i * m + e]`: each iteration owns a row of `m`.
     let rows: Vec<TokenStream> = worksharing::row_length(region, &ws)
-        .map(|m| relocate(harden(m).to_token_stream(), at))
+        .map(stride)
         .into_iter()
         .collect();
     let mut rewrite = Some(rewrite);
