@@ -4,7 +4,7 @@
 //! The link rules (measured, see TOOLCHAIN.md): the record section needs `SHF_ALLOC | SHF_WRITE | SHF_GNU_RETAIN`
 //! or `--gc-sections` drops it; the archive must be linked `+whole-archive`; names must be unique per package.
 
-use crate::nested::{hash_of, BuiltImage};
+use crate::nested::BuiltImage;
 use crate::package::{Kind, Package};
 use crate::Error;
 use object::write::{Object, Relocation, StandardSection, Symbol, SymbolSection};
@@ -13,16 +13,14 @@ use object::{
     SectionFlags, SectionKind, SymbolFlags, SymbolKind, SymbolScope,
 };
 use offload_model::abi::DeviceImageRecord;
+use offload_model::hash::hash_parts;
 use std::path::Path;
 
 /// linkme's section for `#[distributed_slice] static OFFLOAD_IMAGES` in the runtime.
 const IMAGES_SECTION: &[u8] = b"linkme_OFFLOAD_IMAGES";
 
 pub fn embed(pkg: &Package, images: &[BuiltImage], out_dir: &Path) -> Result<(), Error> {
-    let tag = format!(
-        "{:08x}",
-        hash_of(&[pkg.manifest_dir.as_os_str().as_encoded_bytes()]) as u32
-    );
+    let suffix = pkg.unique_suffix();
     for kind in [Kind::Lib, Kind::Bin, Kind::Example, Kind::Test, Kind::Bench] {
         let imgs: Vec<&BuiltImage> = images.iter().filter(|i| i.kind == kind).collect();
         if imgs.is_empty() {
@@ -31,7 +29,7 @@ pub fn embed(pkg: &Package, images: &[BuiltImage], out_dir: &Path) -> Result<(),
         let obj = object_file(pkg, &imgs)
             .map_err(|e| Error::Config(format!("writing the image object: {e}")))?;
         let name = format!(
-            "offload_images_{}_{}_{tag}",
+            "offload_images_{}_{}_{suffix}",
             pkg.name.replace('-', "_"),
             kind.name()
         );
@@ -85,7 +83,7 @@ fn object_file(pkg: &Package, images: &[&BuiltImage]) -> object::write::Result<V
     };
     let ro_sym = obj.section_symbol(rodata);
     for image in images {
-        let id = hash_of(&[&image.bytes, image.target.triple().as_bytes()]);
+        let id = hash_parts(&[&image.bytes, image.target.triple().as_bytes()]);
         let start = obj.append_section_data(rodata, &image.bytes, 64);
         let cstr = |s: &str| [s.as_bytes(), b"\0"].concat();
         let triple = obj.append_section_data(rodata, &cstr(image.target.triple()), 1);

@@ -7,7 +7,7 @@ use crate::package::{Kind, Package};
 use crate::targets::DeviceTarget;
 use crate::toolchain::{CudaTools, Toolchain};
 use crate::Error;
-use std::hash::{Hash, Hasher};
+use offload_model::hash::hash_parts;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -43,14 +43,6 @@ fn device_std_dir() -> Result<PathBuf, Error> {
                 here.display()
             ))
         })
-}
-
-pub fn hash_of(parts: &[&[u8]]) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for p in parts {
-        p.hash(&mut h);
-    }
-    h.finish()
 }
 
 fn write_if_changed(path: &Path, text: &str) -> Result<(), Error> {
@@ -261,7 +253,7 @@ pub fn build_images(
     let recipe = Recipe::new(target)?;
     let src = dir.join("src");
     let device_std = device_std_dir()?;
-    let id = hash_of(&[pkg.manifest_dir.as_os_str().as_encoded_bytes()]) as u32;
+    let suffix = pkg.unique_suffix();
     let dstd = device_std.display().to_string();
     let edition = if pkg.edition.is_empty() {
         "2021"
@@ -320,7 +312,7 @@ pub fn build_images(
             None => {
                 groups.push((
                     group,
-                    format!("offload-image-{}-{}-{id:08x}", pkg.name, group.name()),
+                    format!("offload-image-{}-{}-{suffix}", pkg.name, group.name()),
                     String::new(),
                     String::new(),
                 ));
@@ -413,7 +405,7 @@ pub fn build_images(
             parts.push(p.as_os_str().as_encoded_bytes());
             parts.push(t.as_bytes());
         }
-        format!("{:016x}", hash_of(&parts))
+        format!("{:016x}", hash_parts(&parts))
     };
     for (p, t) in &files {
         write_if_changed(p, t)?;

@@ -167,6 +167,12 @@ impl Package {
         })
     }
 
+    /// Eight hex digits of the package tag, which make the names of generated packages and archives unique to
+    /// this package across a link (two packages may share a name: different versions, or paths).
+    pub fn unique_suffix(&self) -> String {
+        format!("{:08x}", self.tag as u32)
+    }
+
     pub fn has_lib(&self) -> bool {
         self.targets.iter().any(|t| t.kind == Kind::Lib)
     }

@@ -3,9 +3,9 @@
 //! half a second. The cache is keyed by the compiler (`rustc -vV`) and the target, and shared between builds through
 //! `OFFLOAD_CACHE_DIR` (default `~/.cache/offload`); a file lock keeps concurrent builds from racing.
 
-use crate::nested::hash_of;
 use crate::toolchain::Toolchain;
 use crate::Error;
+use offload_model::hash::hash_parts;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -31,7 +31,7 @@ pub fn core_sysroot(tc: &Toolchain, triple: &str, cpu: Option<&str>) -> Result<P
     let cpu = cpu.unwrap_or_default();
     let key = format!(
         "{:016x}",
-        hash_of(&[
+        hash_parts(&[
             tc.version.as_bytes(),
             triple.as_bytes(),
             cpu.as_bytes(),

@@ -5,6 +5,7 @@
 //! - [`view`]: what a `&mut [T]` parameter is inside a parallel body, and the tokens that make its writes race-free;
 //! - `lower` (feature `syntax`): the one lowering of a region's body, which the macro and the outliner both apply;
 //! - [`cpu`]: the x86-64 levels a host image may be built for;
+//! - [`hash`]: the one stable hash (package tags, image ids, cache keys);
 //! - `clause`, `region`, `data` (feature `syntax`): the clause model, parsed and validated once for the macros and the
 //!   outliner.
 #![cfg_attr(not(feature = "syntax"), no_std)]
@@ -15,6 +16,7 @@ pub mod clause;
 pub mod cpu;
 #[cfg(feature = "syntax")]
 pub mod data;
+pub mod hash;
 pub mod identity;
 pub mod lanes;
 #[cfg(feature = "syntax")]
