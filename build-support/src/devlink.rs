@@ -9,7 +9,7 @@
 
 use crate::toolchain::{CudaTools, LlvmTools};
 use crate::Error;
-use offload_model::abi::DeviceImageRecord;
+use offload_model::fatbin::ImageFormat;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -55,10 +55,10 @@ define i32 @__offload_launch_kind() #0 {
 attributes #0 = { alwaysinline nounwind }
 "#;
 
-/// One linked image: its architecture, `DeviceImageRecord::FORMAT_*` and bytes.
+/// One linked image: its architecture, format and bytes.
 pub struct Linked {
     pub arch: String,
-    pub format: u32,
+    pub format: ImageFormat,
     pub bytes: Vec<u8>,
 }
 
@@ -142,7 +142,7 @@ pub fn link_nvptx(
             std::fs::write(work.join(format!("{sm}.ptxas.log")), log).map_err(io(work))?;
             images.push(Linked {
                 arch: sm.clone(),
-                format: DeviceImageRecord::FORMAT_CUBIN,
+                format: ImageFormat::Cubin,
                 bytes: std::fs::read(&cubin)
                     .map_err(Error::io(format!("reading {}", cubin.display())))?,
             });
@@ -152,7 +152,7 @@ pub fn link_nvptx(
         bytes.push(0);
         images.push(Linked {
             arch: sm.clone(),
-            format: DeviceImageRecord::FORMAT_PTX,
+            format: ImageFormat::Ptx,
             bytes,
         });
     }
@@ -436,7 +436,7 @@ pub fn link_amdgcn(
     check_hsaco(&bytes, kernels, gfx)?;
     Ok(vec![Linked {
         arch: gfx.to_string(),
-        format: DeviceImageRecord::FORMAT_HSACO,
+        format: ImageFormat::Hsaco,
         bytes,
     }])
 }

@@ -1,5 +1,5 @@
 //! Puts device images into the fat binary: an ELF object (written with `object`) holding each image's bytes and its
-//! [`DeviceImageRecord`] in the runtime's `OFFLOAD_IMAGES` linkme section, wrapped in a static archive.
+//! image record ([`ImageRecord::encode`]) in the runtime's images section ([`section::IMAGES`]), wrapped in a static archive.
 //!
 //! The link rules (measured, see TOOLCHAIN.md): the record section needs `SHF_ALLOC | SHF_WRITE | SHF_GNU_RETAIN`
 //! or `--gc-sections` drops it; the archive must be linked `+whole-archive`; names must be unique per package.
@@ -12,12 +12,9 @@ use object::{
     Architecture, BinaryFormat, Endianness, RelocationEncoding, RelocationFlags, RelocationKind,
     SectionFlags, SectionKind, SymbolFlags, SymbolKind, SymbolScope,
 };
-use offload_model::abi::DeviceImageRecord;
+use offload_model::fatbin::{section, ImageRecord};
 use offload_model::hash::hash_parts;
 use std::path::Path;
-
-/// linkme's section for `#[distributed_slice] static OFFLOAD_IMAGES` in the runtime.
-const IMAGES_SECTION: &[u8] = b"linkme_OFFLOAD_IMAGES";
 
 pub fn embed(pkg: &Package, images: &[BuiltImage], out_dir: &Path) -> Result<(), Error> {
     let suffix = pkg.unique_suffix();
@@ -75,7 +72,11 @@ pub fn embed(pkg: &Package, images: &[BuiltImage], out_dir: &Path) -> Result<(),
 fn object_file(pkg: &Package, images: &[&BuiltImage]) -> object::write::Result<Vec<u8>> {
     let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
     let rodata = obj.section_id(StandardSection::ReadOnlyData);
-    let records = obj.add_section(Vec::new(), IMAGES_SECTION.to_vec(), SectionKind::Data);
+    let records = obj.add_section(
+        Vec::new(),
+        section::IMAGES.as_bytes().to_vec(),
+        SectionKind::Data,
+    );
     obj.section_mut(records).flags = SectionFlags::Elf {
         sh_flags: u64::from(
             object::elf::SHF_ALLOC | object::elf::SHF_WRITE | object::elf::SHF_GNU_RETAIN,
@@ -86,32 +87,26 @@ fn object_file(pkg: &Package, images: &[&BuiltImage]) -> object::write::Result<V
         let id = hash_parts(&[&image.bytes, image.target.triple().as_bytes()]);
         let start = obj.append_section_data(rodata, &image.bytes, 64);
         let cstr = |s: &str| [s.as_bytes(), b"\0"].concat();
-        let triple = obj.append_section_data(rodata, &cstr(image.target.triple()), 1);
-        let arch = obj.append_section_data(rodata, &cstr(&image.arch), 1);
-        let package = obj.append_section_data(rodata, &cstr(&pkg.name), 1);
-        let mut rec = vec![0u8; DeviceImageRecord::SIZE];
-        rec[0..4].copy_from_slice(&DeviceImageRecord::VERSION.to_le_bytes());
-        rec[4..8].copy_from_slice(&image.format.to_le_bytes());
-        rec[8..16].copy_from_slice(&id.to_le_bytes());
-        let tag = DeviceImageRecord::PACKAGE_TAG;
-        rec[tag..tag + 8].copy_from_slice(&pkg.tag.to_le_bytes());
-        let at = obj.append_section_data(records, &rec, 8);
-        for (field, addend) in [
-            (DeviceImageRecord::IMAGE_START, start),
-            (
-                DeviceImageRecord::IMAGE_END,
-                start + image.bytes.len() as u64,
-            ),
-            (DeviceImageRecord::TRIPLE, triple),
-            (DeviceImageRecord::ARCH, arch),
-            (DeviceImageRecord::PACKAGE, package),
-        ] {
+        let record = ImageRecord {
+            format: image.format,
+            id,
+            // Offsets in the read-only section, which the relocations below turn into addresses.
+            image_start: start,
+            image_end: start + image.bytes.len() as u64,
+            triple: obj.append_section_data(rodata, &cstr(image.target.triple()), 1),
+            arch: obj.append_section_data(rodata, &cstr(&image.arch), 1),
+            package: obj.append_section_data(rodata, &cstr(&pkg.name), 1),
+            package_tag: pkg.tag,
+        };
+        let (bytes, pointers) = record.encode();
+        let at = obj.append_section_data(records, &bytes, 8);
+        for (field, offset) in pointers {
             obj.add_relocation(
                 records,
                 Relocation {
-                    offset: at + field as u64,
+                    offset: at + field.offset() as u64,
                     symbol: ro_sym,
-                    addend: addend as i64,
+                    addend: offset as i64,
                     flags: RelocationFlags::Generic {
                         kind: RelocationKind::Absolute,
                         encoding: RelocationEncoding::Generic,

@@ -7,6 +7,7 @@ use crate::package::{Kind, Package};
 use crate::targets::DeviceTarget;
 use crate::toolchain::{CudaTools, Toolchain};
 use crate::Error;
+use offload_model::fatbin::ImageFormat;
 use offload_model::hash::hash_parts;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -19,8 +20,7 @@ pub struct BuiltImage {
     pub kind: Kind,
     /// `sm_90`, `gfx90a`, or the host's architecture.
     pub arch: String,
-    /// `DeviceImageRecord::FORMAT_*`.
-    pub format: u32,
+    pub format: ImageFormat,
     pub bytes: Vec<u8>,
     /// Files outside the generated crates the image depends on (device-std's sources), for `rerun-if-changed`.
     pub inputs: Vec<PathBuf>,
@@ -445,7 +445,7 @@ pub fn build_images(
     for (group, image_pkg, _, _) in &groups {
         let path = artifact(image_pkg);
         let inputs = dep_info(&path.with_extension("d"), dir);
-        let built = |arch: &str, format: u32, bytes: Vec<u8>| BuiltImage {
+        let built = |arch: &str, format: ImageFormat, bytes: Vec<u8>| BuiltImage {
             target: target.clone(),
             kind: *group,
             arch: arch.to_string(),
@@ -527,7 +527,7 @@ pub fn build_images(
                         .map_err(Error::io(format!("reading the image {}", path.display())))?;
                     images.push(built(
                         v.arch.as_deref().unwrap_or(target.arch()),
-                        offload_model::abi::DeviceImageRecord::FORMAT_SHARED_OBJECT,
+                        ImageFormat::SharedObject,
                         bytes,
                     ));
                 }
@@ -557,6 +557,7 @@ fn link_cached(
                 .map(|l| {
                     let mut f = l.splitn(3, ' ');
                     let (arch, format, file) = (f.next()?, f.next()?.parse().ok()?, f.next()?);
+                    let format = ImageFormat::from_code(format)?;
                     Some(crate::devlink::Linked {
                         arch: arch.to_string(),
                         format,
@@ -573,13 +574,7 @@ fn link_cached(
     let linked = link()?;
     let images: Vec<String> = linked
         .iter()
-        .map(|l| {
-            format!(
-                "{} {}",
-                l.arch,
-                offload_model::abi::DeviceImageRecord::format_name(l.format)
-            )
-        })
+        .map(|l| format!("{} {}", l.arch, l.format))
         .collect();
     crate::progress::status("Linking", &format!("{what}: {}", images.join(", ")), t);
     let mut text = String::new();
@@ -587,7 +582,7 @@ fn link_cached(
         let file = format!("image{i}.{}.bin", l.arch);
         std::fs::write(work.join(&file), &l.bytes)
             .map_err(Error::io(format!("writing {}", work.display())))?;
-        text.push_str(&format!("{} {} {file}\n", l.arch, l.format));
+        text.push_str(&format!("{} {} {file}\n", l.arch, l.format.code()));
     }
     std::fs::write(&index, text).map_err(Error::io(format!("writing {}", index.display())))?;
     Ok(linked)

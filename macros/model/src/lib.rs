@@ -1,6 +1,8 @@
 //! What every side of `offload` must agree on, in one place:
 //! - [`identity`]: how a region is named (crate + module path + function) and the device symbol that name mangles to;
-//! - [`abi`]: the binary layouts shared by the fat binary, the runtime and the device images;
+//! - [`fatbin`]: the fat binary's tables (section names, entry and image-record layouts, their one encoder and
+//!   decoder, image formats);
+//! - [`abi`]: the kernel ABI shared by map lists, the runtime, device-std and the kernel entries;
 //! - [`reduce`] and [`lanes`]: the reduction operators and the loop drivers work-shared loops are lowered to;
 //! - [`view`]: what a `&mut [T]` parameter is inside a parallel body, and the tokens that make its writes race-free;
 //! - `lower` (feature `syntax`): the one lowering of a region's body, which the macro and the outliner both apply;
@@ -16,6 +18,7 @@ pub mod clause;
 pub mod cpu;
 #[cfg(feature = "syntax")]
 pub mod data;
+pub mod fatbin;
 pub mod hash;
 pub mod identity;
 pub mod lanes;

@@ -14,7 +14,7 @@ use super::{
 use crate::tables::Image;
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys::{self, CUresult};
-use offload_model::abi::DeviceImageRecord;
+use offload_model::fatbin::ImageFormat;
 use std::ffi::{c_void, CStr};
 
 pub struct Cuda;
@@ -124,7 +124,7 @@ fn describe(e: DriverError) -> String {
 /// device of compute capability `cc`: a cubin runs on its own major version with a minor version at least its own
 /// (its exact architecture ranks highest); PTX runs on any device at least as new as its target, which the driver
 /// JIT-compiles, the newest PTX best.
-fn rank_for(cc: (u32, u32), image_arch: &str, format: u32) -> Option<u32> {
+fn rank_for(cc: (u32, u32), image_arch: &str, format: ImageFormat) -> Option<u32> {
     let rest = image_arch.strip_prefix("sm_")?;
     let (digits, specific) = match rest.strip_suffix('a') {
         Some(d) => (d, true),
@@ -140,11 +140,9 @@ fn rank_for(cc: (u32, u32), image_arch: &str, format: u32) -> Option<u32> {
         return None;
     }
     match format {
-        DeviceImageRecord::FORMAT_CUBIN if image == cc => Some(3000 + specific as u32),
-        DeviceImageRecord::FORMAT_CUBIN => {
-            (image.0 == cc.0 && image.1 <= cc.1).then_some(2000 + image.1)
-        }
-        DeviceImageRecord::FORMAT_PTX => (sm <= cc.0 * 10 + cc.1).then_some(1000 + sm),
+        ImageFormat::Cubin if image == cc => Some(3000 + specific as u32),
+        ImageFormat::Cubin => (image.0 == cc.0 && image.1 <= cc.1).then_some(2000 + image.1),
+        ImageFormat::Ptx => (sm <= cc.0 * 10 + cc.1).then_some(1000 + sm),
         _ => None,
     }
 }
@@ -152,14 +150,14 @@ fn rank_for(cc: (u32, u32), image_arch: &str, format: u32) -> Option<u32> {
 /// What the driver is given must be well formed: it reads a cubin's ELF header for its size and PTX up to its NUL.
 fn check_image(image: &Image) -> Result<(), String> {
     match image.format {
-        DeviceImageRecord::FORMAT_PTX if image.bytes.last() != Some(&0) => {
+        ImageFormat::Ptx if image.bytes.last() != Some(&0) => {
             Err("the PTX image is not NUL-terminated".into())
         }
-        DeviceImageRecord::FORMAT_CUBIN if image.bytes.get(..4) != Some(b"\x7fELF") => {
+        ImageFormat::Cubin if image.bytes.get(..4) != Some(b"\x7fELF") => {
             Err("the cubin image is not an ELF file".into())
         }
-        DeviceImageRecord::FORMAT_PTX | DeviceImageRecord::FORMAT_CUBIN => Ok(()),
-        f => Err(format!("image format {f} is neither PTX nor a cubin")),
+        ImageFormat::Ptx | ImageFormat::Cubin => Ok(()),
+        f => Err(format!("a {f} image is neither PTX nor a cubin")),
     }
 }
 
@@ -582,8 +580,8 @@ impl Device for CudaDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    const CUBIN: u32 = DeviceImageRecord::FORMAT_CUBIN;
-    const PTX: u32 = DeviceImageRecord::FORMAT_PTX;
+    const CUBIN: ImageFormat = ImageFormat::Cubin;
+    const PTX: ImageFormat = ImageFormat::Ptx;
 
     #[test]
     fn a_cubin_runs_on_its_major_version_with_an_equal_or_newer_minor() {
@@ -640,16 +638,12 @@ mod tests {
             assert_eq!(rank_for((9, 0), arch, CUBIN), None, "{arch}");
             assert_eq!(rank_for((9, 0), arch, PTX), None, "{arch}");
         }
-        for format in [
-            DeviceImageRecord::FORMAT_SHARED_OBJECT,
-            DeviceImageRecord::FORMAT_HSACO,
-            77,
-        ] {
+        for format in [ImageFormat::SharedObject, ImageFormat::Hsaco] {
             assert_eq!(rank_for((9, 0), "sm_90", format), None);
         }
     }
 
-    fn image(bytes: &'static [u8], format: u32) -> Image {
+    fn image(bytes: &'static [u8], format: ImageFormat) -> Image {
         Image {
             bytes,
             format,
@@ -669,7 +663,7 @@ mod tests {
         assert!(check_image(&image(b"\x7fELF\x02\x01", CUBIN)).is_ok());
         let e = check_image(&image(b"junk", CUBIN)).unwrap_err();
         assert!(e.contains("not an ELF"), "{e}");
-        assert!(check_image(&image(b"\x7fELF", DeviceImageRecord::FORMAT_HSACO)).is_err());
+        assert!(check_image(&image(b"\x7fELF", ImageFormat::Hsaco)).is_err());
     }
 
     #[test]

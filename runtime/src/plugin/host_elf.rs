@@ -197,7 +197,7 @@ impl Device for HostElfDevice {
         let mut parts = image.triple.split('-');
         if parts.next() != Some(std::env::consts::ARCH)
             || !image.triple.contains(std::env::consts::OS)
-            || image.format != offload_model::abi::DeviceImageRecord::FORMAT_SHARED_OBJECT
+            || image.format != offload_model::fatbin::ImageFormat::SharedObject
         {
             return None;
         }

@@ -28,7 +28,7 @@ use super::{
     Plugin,
 };
 use crate::tables::Image;
-use offload_model::abi::DeviceImageRecord;
+use offload_model::fatbin::ImageFormat;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::mem::MaybeUninit;
 use std::ptr;
@@ -230,9 +230,14 @@ fn base_arch(name: &str) -> &str {
 
 /// How well an image suits a GPU of architecture `agent_arch`: an HSA code object built for that very processor
 /// runs; nothing else does (AMD code objects are not portable across `gfx` processors).
-fn rank_for(agent_arch: &str, image_triple: &str, image_arch: &str, format: u32) -> Option<u32> {
+fn rank_for(
+    agent_arch: &str,
+    image_triple: &str,
+    image_arch: &str,
+    format: ImageFormat,
+) -> Option<u32> {
     (image_triple == TRIPLE
-        && format == DeviceImageRecord::FORMAT_HSACO
+        && format == ImageFormat::Hsaco
         && !agent_arch.is_empty()
         && base_arch(image_arch) == base_arch(agent_arch))
     .then_some(1)
@@ -1178,9 +1183,9 @@ impl Device for AmdGpuDevice {
     }
 
     fn load_image(&self, image: &Image) -> Result<LoadedImage, String> {
-        if image.format != DeviceImageRecord::FORMAT_HSACO {
+        if image.format != ImageFormat::Hsaco {
             return Err(format!(
-                "image format {} is not an HSA code object",
+                "a {} image is not an HSA code object",
                 image.format
             ));
         }
@@ -1503,7 +1508,7 @@ impl LoadedImageOps for AmdGpuImage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    const HSACO: u32 = DeviceImageRecord::FORMAT_HSACO;
+    const HSACO: ImageFormat = ImageFormat::Hsaco;
 
     #[test]
     fn an_hsaco_runs_on_its_own_processor_only() {
@@ -1538,10 +1543,9 @@ mod tests {
             );
         }
         for format in [
-            DeviceImageRecord::FORMAT_SHARED_OBJECT,
-            DeviceImageRecord::FORMAT_PTX,
-            DeviceImageRecord::FORMAT_CUBIN,
-            77,
+            ImageFormat::SharedObject,
+            ImageFormat::Ptx,
+            ImageFormat::Cubin,
         ] {
             assert_eq!(rank_for("gfx90a", TRIPLE, "gfx90a", format), None);
         }
