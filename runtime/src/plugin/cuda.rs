@@ -14,13 +14,14 @@ use super::{
 use crate::tables::Image;
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys::{self, CUresult};
+use offload_model::device::{DeviceKind, NvidiaArch, NvidiaVariant, NVPTX_TRIPLE};
 use offload_model::fatbin::ImageFormat;
 use std::ffi::{c_void, CStr};
 
 pub struct Cuda;
 
 /// The triple of the images this plugin runs.
-const TRIPLE: &str = "nvptx64-nvidia-cuda";
+const TRIPLE: &str = NVPTX_TRIPLE;
 
 /// Dynamic shared memory a kernel may use without opting in (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`),
 /// counting its static shared memory.
@@ -57,7 +58,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
 
 impl Plugin for Cuda {
     fn name(&self) -> &'static str {
-        "cuda"
+        DeviceKind::Nvptx.plugin()
     }
 
     fn discover(&self) -> Result<Vec<Box<dyn Device>>, String> {
@@ -97,7 +98,7 @@ fn discover_devices() -> Result<Vec<Box<dyn Device>>, String> {
         return Err("the NVIDIA driver reports no CUDA devices".into());
     }
     super::opened(
-        "cuda",
+        DeviceKind::Nvptx.plugin(),
         (0..count).map(|ordinal| {
             CudaDevice::open(ordinal)
                 .map(|d| Box::new(d) as Box<dyn Device>)
@@ -125,16 +126,14 @@ fn describe(e: DriverError) -> String {
 /// (its exact architecture ranks highest); PTX runs on any device at least as new as its target, which the driver
 /// JIT-compiles, the newest PTX best.
 fn rank_for(cc: (u32, u32), image_arch: &str, format: ImageFormat) -> Option<u32> {
-    let rest = image_arch.strip_prefix("sm_")?;
-    let (digits, specific) = match rest.strip_suffix('a') {
-        Some(d) => (d, true),
-        None => (rest, false),
+    let arch = NvidiaArch::parse(image_arch)?;
+    let specific = match arch.variant {
+        NvidiaVariant::Portable => false,
+        NvidiaVariant::ArchSpecific => true,
+        // Family-specific code (`sm_100f`) is not ranked: which GPUs a family spans is not known here.
+        NvidiaVariant::FamilySpecific => return None,
     };
-    if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let sm: u32 = digits.parse().ok()?;
-    let image = (sm / 10, sm % 10);
+    let (sm, image) = (arch.number(), (arch.major, arch.minor));
     // `sm_90a` code uses features only 9.0 has, and its PTX cannot be compiled for anything else either.
     if specific && image != cc {
         return None;
@@ -380,7 +379,7 @@ impl Device for CudaDevice {
     fn describe(&self) -> super::DeviceDescription {
         super::DeviceDescription {
             name: self.name.clone(),
-            arch: format!("sm_{}{}", self.cc.0, self.cc.1),
+            arch: NvidiaArch::new(self.cc.0, self.cc.1).to_string(),
             memory: self.total_mem as u64,
         }
     }
