@@ -8,7 +8,7 @@
 //! for AMD `llc` writes an object and `ld.lld -shared` the HSA code object.
 
 use crate::toolchain::{CudaTools, LlvmTools};
-use crate::Error;
+use crate::{Error, ToolchainError};
 use offload_model::device::{AmdArch, AMDGCN_TRIPLE, NVPTX_TRIPLE};
 use offload_model::fatbin::ImageFormat;
 use std::path::{Path, PathBuf};
@@ -182,8 +182,10 @@ fn extract_bitcode(archives: &[PathBuf], work: &Path) -> Result<Members, Error> 
     let (mut user, mut libs, mut native) = (Vec::new(), Vec::new(), Vec::new());
     let mut n = 0;
     for archive in archives {
-        let bad =
-            |e: object::read::Error| Error::Config(format!("reading {}: {e}", archive.display()));
+        let bad = |source| Error::ReadObject {
+            what: archive.display().to_string(),
+            source,
+        };
         let data =
             std::fs::read(archive).map_err(Error::io(format!("reading {}", archive.display())))?;
         let ar = object::read::archive::ArchiveFile::parse(&*data).map_err(bad)?;
@@ -375,13 +377,7 @@ pub fn link_amdgcn(
     work: &Path,
 ) -> Result<Vec<Linked>, Error> {
     let io = |p: &Path| Error::io(format!("writing {}", p.display()));
-    let lld = llvm.lld.as_ref().ok_or_else(|| {
-        Error::Config(
-            "the amdgcn target links code objects with LLVM 22's ld.lld: `apt-get install lld-22`, or point \
-             OFFLOAD_LLVM_BIN at a directory that has it"
-                .into(),
-        )
-    })?;
+    let lld = llvm.lld.as_ref().ok_or(ToolchainError::Lld)?;
     let members = extract_bitcode(archives, work)?;
     let shim = work.join("shim.ll");
     std::fs::write(&shim, amdgcn_shim(gfx)).map_err(io(&shim))?;
@@ -450,8 +446,8 @@ pub fn link_amdgcn(
 /// Every kernel has its kernel descriptor (`NAME.kd`, what the HSA runtime looks up).
 fn check_hsaco(bytes: &[u8], kernels: &[String], gfx: &str) -> Result<(), Error> {
     use object::{Object, ObjectSymbol};
-    let file = object::File::parse(bytes)
-        .map_err(|e| Error::Config(format!("reading the {gfx} code object: {e}")))?;
+    let file =
+        object::File::parse(bytes).map_err(Error::read_object(format!("the {gfx} code object")))?;
     let names: Vec<String> = file
         .dynamic_symbols()
         .chain(file.symbols())

@@ -23,8 +23,7 @@ pub fn embed(pkg: &Package, images: &[BuiltImage], out_dir: &Path) -> Result<(),
         if imgs.is_empty() {
             continue;
         }
-        let obj = object_file(pkg, &imgs)
-            .map_err(|e| Error::Config(format!("writing the image object: {e}")))?;
+        let obj = object_file(pkg, &imgs)?;
         let name = format!(
             "offload_images_{}_{}_{suffix}",
             pkg.name.replace('-', "_"),

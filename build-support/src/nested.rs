@@ -6,7 +6,7 @@ use crate::outline::Outlined;
 use crate::package::{Kind, Package};
 use crate::targets::DeviceTarget;
 use crate::toolchain::{CudaTools, Toolchain};
-use crate::Error;
+use crate::{Error, ToolchainError};
 use offload_model::fatbin::ImageFormat;
 use offload_model::hash::hash_parts;
 use std::path::{Path, PathBuf};
@@ -37,12 +37,7 @@ fn device_std_dir() -> Result<PathBuf, Error> {
         .iter()
         .find(|p| p.join("Cargo.toml").is_file())
         .and_then(|p| p.canonicalize().ok())
-        .ok_or_else(|| {
-            Error::Config(format!(
-                "cannot find offload-device next to {}",
-                here.display()
-            ))
-        })
+        .ok_or_else(|| ToolchainError::NoDeviceStd(here.to_path_buf()).into())
 }
 
 fn write_if_changed(path: &Path, text: &str) -> Result<(), Error> {

@@ -4,7 +4,7 @@
 //! `OFFLOAD_CACHE_DIR` (default `~/.cache/offload`); a file lock keeps concurrent builds from racing.
 
 use crate::toolchain::Toolchain;
-use crate::Error;
+use crate::{Error, ToolchainError};
 use offload_model::hash::hash_parts;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,9 +21,7 @@ fn cache_root() -> Result<PathBuf, Error> {
     }
     std::env::var_os("HOME")
         .map(|h| PathBuf::from(h).join(".cache/offload"))
-        .ok_or_else(|| {
-            Error::Config("set OFFLOAD_CACHE_DIR (or HOME) for the device `core` cache".into())
-        })
+        .ok_or(ToolchainError::NoCacheDir.into())
 }
 
 /// The sysroot holding `core` for `triple` (and `cpu`, where rustc compiles for one GPU: AMD), built on first use.

@@ -2,8 +2,8 @@
 //! `host` by default.
 
 use crate::package::Package;
-use crate::Error;
-use offload_model::device::{triple_arch, DeviceKind, X86_64_LEVELS};
+use crate::{Error, TargetError};
+use offload_model::device::{triple_arch, DeviceKind};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceTarget {
@@ -59,22 +59,15 @@ impl DeviceTarget {
 
 /// `sm_80,sm_90`, `gfx90a,gfx942`, `x86-64-v3,x86-64`: the architectures of a target of `kind`, each once. A GPU
 /// target without a list builds for its kind's default; a host target without one takes the program's CPU flags.
-fn arch_list(kind: DeviceKind, target: &str, archs: &str) -> Result<Vec<String>, Error> {
+fn arch_list(kind: DeviceKind, target: &str, archs: &str) -> Result<Vec<String>, TargetError> {
     let mut out: Vec<String> = Vec::new();
     for a in archs.split(',').map(str::trim).filter(|a| !a.is_empty()) {
         if !kind.is_arch(a) {
-            let help = match kind {
-                DeviceKind::Host => {
-                    let names: Vec<&str> = X86_64_LEVELS.iter().map(|l| l.0).collect();
-                    format!("the host images can be built for {}", names.join(", "))
-                }
-                DeviceKind::Nvptx => "write them as `nvptx64:sm_80,sm_90`".into(),
-                DeviceKind::Amdgcn => "write them as `amdgcn:gfx90a,gfx942`".into(),
-            };
-            return Err(Error::Config(format!(
-                "offload target `{target}`: `{a}` is not {}; {help}",
-                kind.arch_noun()
-            )));
+            return Err(TargetError::Arch {
+                target: target.into(),
+                arch: a.into(),
+                kind,
+            });
         }
         if !out.iter().any(|o| o == a) {
             out.push(a.to_string());
@@ -111,21 +104,19 @@ pub fn configured(pkg: &Package) -> Result<Vec<DeviceTarget>, Error> {
             .unwrap_or_else(|| vec![DeviceKind::Host.name().into()]),
     };
     let host_triple =
-        std::env::var("TARGET").map_err(|_| Error::Config("TARGET is not set".into()))?;
+        std::env::var("TARGET").map_err(|_| Error::NotInBuildScript { var: "TARGET" })?;
     let mut out = Vec::new();
     for t in list {
         let (name, archs) = t.split_once(':').unwrap_or((&t, ""));
         let Some(kind) = DeviceKind::from_name(name) else {
-            let [host, nvptx, amdgcn] = DeviceKind::ALL.map(|k| k.usage());
-            return Err(Error::Config(format!(
-                "unknown offload target `{t}`; expected {host}, {nvptx} or {amdgcn}"
-            )));
+            return Err(TargetError::Unknown { target: t }.into());
         };
         if kind == DeviceKind::Host && DeviceKind::of_triple(&host_triple) != Some(DeviceKind::Host)
         {
-            return Err(Error::Config(format!(
-                "the `host` offload target needs an x86_64 Linux host; this build targets {host_triple}"
-            )));
+            return Err(TargetError::HostUnsupported {
+                triple: host_triple,
+            }
+            .into());
         }
         let archs = arch_list(kind, &t, archs)?;
         out.push(match kind {
