@@ -1,11 +1,11 @@
 //! `offload-build`: a package's `build.rs` is `fn main() { offload_build::build(); }`.
 //!
-//! The pipeline, one module each: [`package`] finds the package's targets (lib, bins, examples, tests, benches);
-//! [`outline`] walks each target's module tree and writes its `#![no_std]` device crate (kept items on their original
-//! lines, kernel entries appended); [`nested`] builds the image in its own target dir with a scrubbed environment;
-//! for GPU targets [`toolchain`] finds the device compiler and LLVM, [`sysroot`] builds `core` once, and [`devlink`]
-//! links the bitcode into PTX and cubins; [`embed`] puts the images and their records into a static archive the
-//! final link picks up.
+//! The pipeline, one module each: `package` finds the package's targets (lib, bins, examples, tests, benches) and
+//! `targets` the device targets to build; [`outline`] walks each target's module tree and writes its `#![no_std]`
+//! device crate (kept items on their original lines, kernel entries appended); `nested` builds the image in its own
+//! target dir with a scrubbed environment; for GPU targets [`toolchain`] finds the device compiler and LLVM,
+//! `sysroot` builds `core` once, and `devlink` links the bitcode into PTX, cubins and HSA code objects; `embed` puts
+//! the images and their records into a static archive the final link picks up. Every failure is an [`Error`].
 
 mod devlink;
 mod diag;

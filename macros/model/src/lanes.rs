@@ -170,7 +170,7 @@ pub struct Chunks<T> {
 /// A loop a `schedule(static, c)` or `schedule(dynamic, c)` deals out in chunks.
 ///
 /// # Safety
-/// As [`Share`]: chunks dealt to distinct `g` are disjoint.
+/// As [`Share`](crate::abi::Share): chunks dealt to distinct `g` are disjoint.
 pub unsafe trait ChunkShare: Sized {
     type Item;
     fn chunks(self, chunk: usize, g: usize, total: usize) -> Chunks<Self::Item>;
