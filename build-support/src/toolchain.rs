@@ -79,19 +79,26 @@ impl Toolchain {
         let rust = find_rust(target)?;
         let llvm = find_llvm(target)?;
         Ok(Toolchain {
-            rustc: rust.0,
-            cargo: rust.1,
-            version: rust.2,
-            vendor: rust.3,
+            rustc: rust.rustc,
+            cargo: rust.cargo,
+            version: rust.version,
+            vendor: rust.vendor,
             llvm,
         })
     }
 }
 
-/// (rustc, cargo, `rustc -vV`, vendor directory).
-pub type Rust = (PathBuf, PathBuf, String, Option<PathBuf>);
+/// The device Rust toolchain, as [`Toolchain`] holds it.
+pub struct Rust {
+    pub rustc: PathBuf,
+    pub cargo: PathBuf,
+    /// `rustc -vV`.
+    pub version: String,
+    /// The vendored crates of its library sources.
+    pub vendor: Option<PathBuf>,
+}
 
-/// The device rustc for `target`: (rustc, cargo, `rustc -vV`, vendor directory), or what was tried.
+/// The device rustc for `target`, or what was tried.
 pub fn find_rust(target: &str) -> Result<Rust, Error> {
     let mut tried = Vec::new();
     let mut candidates: Vec<(String, PathBuf, Option<PathBuf>)> = Vec::new();
@@ -155,7 +162,12 @@ fn check_rust(rustc: &Path, cargo: Option<PathBuf>) -> Result<Rust, String> {
         ));
     }
     let vendor = Some(library.join("vendor")).filter(|v| v.is_dir());
-    Ok((rustc.to_path_buf(), cargo, version, vendor))
+    Ok(Rust {
+        rustc: rustc.to_path_buf(),
+        cargo,
+        version,
+        vendor,
+    })
 }
 
 /// LLVM 22's tools for the device link of `target`, or what was tried.

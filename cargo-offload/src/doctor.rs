@@ -90,7 +90,7 @@ pub fn checks() -> Vec<Check> {
             what: "device rustc with library sources (Debian's rustc 1.96, or a rustup nightly on LLVM 22)",
             found: rust
                 .as_ref()
-                .map(|r| format!("{} ({})", r.0.display(), first_line(&r.2)))
+                .map(|r| format!("{} ({})", r.rustc.display(), first_line(&r.version)))
                 .map_err(|e| e.to_string()),
             for_targets: Need::Targets(GPUS),
             required: true,
