@@ -128,3 +128,61 @@ fn object_file(pkg: &Package, images: &[&BuiltImage]) -> object::write::Result<V
     }
     obj.write()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::targets::DeviceTarget;
+    use object::{Object, ObjectSection};
+    use offload_model::fatbin::{DeviceImageRecord, ImageFormat};
+
+    /// The object's record, read back with the model's decoder after doing what the linker does with its
+    /// relocations, describes the image embedded beside it.
+    #[test]
+    fn an_embedded_record_decodes_to_its_image() {
+        let pkg = Package {
+            name: "demo".into(),
+            edition: "2021".into(),
+            manifest_dir: "/work/demo".into(),
+            workspace_root: "/work".into(),
+            targets: Vec::new(),
+            metadata_targets: None,
+            tag: 0xfeed_f00d,
+        };
+        let image = BuiltImage {
+            target: DeviceTarget::Nvptx {
+                archs: vec!["sm_80".into()],
+            },
+            kind: Kind::Lib,
+            arch: "sm_80".into(),
+            format: ImageFormat::Ptx,
+            bytes: b".version 7.8\n.target sm_80\n\0".to_vec(),
+            inputs: Vec::new(),
+        };
+        let obj = object_file(&pkg, &[&image]).unwrap();
+        let file = object::File::parse(&*obj).unwrap();
+        let rodata = file.section_by_name(".rodata").unwrap().data().unwrap();
+        let records = file.section_by_name(section::IMAGES).unwrap();
+        let mut bytes: [u8; DeviceImageRecord::SIZE] = records.data().unwrap().try_into().unwrap();
+        // Every relocation is against the read-only section's symbol: its address, linked at 0, plus the addend.
+        let relocations: Vec<_> = records.relocations().collect();
+        assert_eq!(relocations.len(), 5);
+        for (at, r) in relocations {
+            bytes[at as usize..at as usize + 8].copy_from_slice(&(r.addend() as u64).to_le_bytes());
+        }
+        let rec = ImageRecord::decode(&bytes).unwrap();
+        let cstr = |at: u64| {
+            let s = &rodata[at as usize..];
+            std::str::from_utf8(&s[..s.iter().position(|&b| b == 0).unwrap()]).unwrap()
+        };
+        assert_eq!(rec.format, ImageFormat::Ptx);
+        assert_eq!(rec.package_tag, 0xfeed_f00d);
+        assert_eq!(
+            &rodata[rec.image_start as usize..rec.image_end as usize],
+            &image.bytes[..]
+        );
+        assert_eq!(cstr(rec.triple), "nvptx64-nvidia-cuda");
+        assert_eq!(cstr(rec.arch), "sm_80");
+        assert_eq!(cstr(rec.package), "demo");
+    }
+}
