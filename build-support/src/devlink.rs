@@ -8,15 +8,16 @@
 //! for AMD `llc` writes an object and `ld.lld -shared` the HSA code object.
 
 use crate::toolchain::{CudaTools, LlvmTools};
-use crate::Error;
-use offload_model::abi::DeviceImageRecord;
+use crate::{Error, ToolchainError};
+use offload_model::device::{AmdArch, AMDGCN_TRIPLE, NVPTX_TRIPLE};
+use offload_model::fatbin::ImageFormat;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What Rust cannot spell (address space 3, special registers), as functions the device crates call; always inlined.
 /// The launch-kind word lets device-std fail `barrier()` and team-shared memory outside `teams, parallel` regions.
-const NVPTX_SHIM: &str = r#"target triple = "nvptx64-nvidia-cuda"
-
+/// (The module's triple is prepended: [`nvptx_shim`].)
+const NVPTX_SHIM: &str = r#"
 @__offload_dyn_shared = external addrspace(3) global [0 x i8], align 16
 
 define ptr @__offload_dyn_shared_ptr() #0 {
@@ -55,10 +56,14 @@ define i32 @__offload_launch_kind() #0 {
 attributes #0 = { alwaysinline nounwind }
 "#;
 
-/// One linked image: its architecture, `DeviceImageRecord::FORMAT_*` and bytes.
+fn nvptx_shim() -> String {
+    format!("target triple = \"{NVPTX_TRIPLE}\"\n{NVPTX_SHIM}")
+}
+
+/// One linked image: its architecture, format and bytes.
 pub struct Linked {
     pub arch: String,
-    pub format: u32,
+    pub format: ImageFormat,
     pub bytes: Vec<u8>,
 }
 
@@ -85,7 +90,7 @@ pub fn link_nvptx(
     let io = |p: &Path| Error::io(format!("writing {}", p.display()));
     let members = extract_bitcode(std::slice::from_ref(&archive.to_path_buf()), work)?;
     let shim = work.join("shim.ll");
-    std::fs::write(&shim, NVPTX_SHIM).map_err(io(&shim))?;
+    std::fs::write(&shim, nvptx_shim()).map_err(io(&shim))?;
     let linked = link_bitcode(
         llvm,
         &shim,
@@ -100,7 +105,8 @@ pub fn link_nvptx(
         run(
             Command::new(&llvm.opt)
                 .arg(&linked)
-                .args(["-mtriple=nvptx64-nvidia-cuda", &format!("-mcpu={sm}")])
+                .arg(format!("-mtriple={NVPTX_TRIPLE}"))
+                .arg(format!("-mcpu={sm}"))
                 .arg("-passes=internalize,globaldce,default<O3>")
                 .arg(format!(
                     "--internalize-public-api-list={}",
@@ -115,11 +121,9 @@ pub fn link_nvptx(
         let ptx_path = work.join(format!("{sm}.ptx"));
         run(
             Command::new(&llvm.llc)
-                .args([
-                    "-O3",
-                    "-mtriple=nvptx64-nvidia-cuda",
-                    &format!("-mcpu={sm}"),
-                ])
+                .arg("-O3")
+                .arg(format!("-mtriple={NVPTX_TRIPLE}"))
+                .arg(format!("-mcpu={sm}"))
                 .arg(&opt_bc)
                 .arg("-o")
                 .arg(&ptx_path),
@@ -142,7 +146,7 @@ pub fn link_nvptx(
             std::fs::write(work.join(format!("{sm}.ptxas.log")), log).map_err(io(work))?;
             images.push(Linked {
                 arch: sm.clone(),
-                format: DeviceImageRecord::FORMAT_CUBIN,
+                format: ImageFormat::Cubin,
                 bytes: std::fs::read(&cubin)
                     .map_err(Error::io(format!("reading {}", cubin.display())))?,
             });
@@ -152,7 +156,7 @@ pub fn link_nvptx(
         bytes.push(0);
         images.push(Linked {
             arch: sm.clone(),
-            format: DeviceImageRecord::FORMAT_PTX,
+            format: ImageFormat::Ptx,
             bytes,
         });
     }
@@ -178,8 +182,10 @@ fn extract_bitcode(archives: &[PathBuf], work: &Path) -> Result<Members, Error> 
     let (mut user, mut libs, mut native) = (Vec::new(), Vec::new(), Vec::new());
     let mut n = 0;
     for archive in archives {
-        let bad =
-            |e: object::read::Error| Error::Config(format!("reading {}: {e}", archive.display()));
+        let bad = |source| Error::ReadObject {
+            what: archive.display().to_string(),
+            source,
+        };
         let data =
             std::fs::read(archive).map_err(Error::io(format!("reading {}", archive.display())))?;
         let ar = object::read::archive::ArchiveFile::parse(&*data).map_err(bad)?;
@@ -281,21 +287,20 @@ fn check_ptx(ptx: &str, kernels: &[String], cuda: &CudaTools) -> Result<(), Erro
 /// ROCm's `oclc_*.bc` files hold, written here so any gfx works): correctly rounded `sqrt`, no fast-math. They are
 /// strong definitions, not `linkonce_odr` as in ROCm: llvm-link drops unreferenced linkonce ones before ocml comes.
 fn amdgcn_shim(gfx: &str) -> String {
-    // gfx90a -> 9010, gfx942 -> 9402, gfx1100 -> 11000: major, then the minor and stepping hex digits.
-    let d = gfx.trim_start_matches("gfx");
-    let (major, rest) = d.split_at(d.len().saturating_sub(2));
-    let digit = |i: usize| u32::from_str_radix(&rest[i..i + 1], 16).unwrap_or(0);
-    let isa = major.parse::<u32>().unwrap_or(0) * 1000 + digit(0) * 100 + digit(1);
-    let wave64 = u8::from(major == "9");
+    // gfx90a -> 9010, gfx942 -> 9402, gfx1100 -> 11000. Build support checked the name, so it parses.
+    let (major, minor, stepping) = AmdArch::parse(gfx).map_or((0, 0, 0), |a| a.isa_version());
+    let isa = major * 1000 + minor * 100 + stepping;
+    // gfx9 (GCN, CDNA) runs 64-wide wavefronts; RDNA (gfx10 and later) compiles compute for 32.
+    let wave64 = u8::from(major == 9);
     // The 100 MHz real-time counter: `s_memrealtime` up to gfx10; gfx11 dropped that instruction, and LLVM's
     // `readsteadycounter` reads the same counter there (through `s_sendmsg_rtn`).
-    let realtime = if major.parse::<u32>().unwrap_or(0) >= 11 {
+    let realtime = if major >= 11 {
         "llvm.readsteadycounter"
     } else {
         "llvm.amdgcn.s.memrealtime"
     };
     format!(
-        r#"target triple = "amdgcn-amd-amdhsa"
+        r#"target triple = "{AMDGCN_TRIPLE}"
 
 @__offload_dyn_lds = external addrspace(3) global [0 x i8], align 16
 
@@ -372,13 +377,7 @@ pub fn link_amdgcn(
     work: &Path,
 ) -> Result<Vec<Linked>, Error> {
     let io = |p: &Path| Error::io(format!("writing {}", p.display()));
-    let lld = llvm.lld.as_ref().ok_or_else(|| {
-        Error::Config(
-            "the amdgcn target links code objects with LLVM 22's ld.lld: `apt-get install lld-22`, or point \
-             OFFLOAD_LLVM_BIN at a directory that has it"
-                .into(),
-        )
-    })?;
+    let lld = llvm.lld.as_ref().ok_or(ToolchainError::Lld)?;
     let members = extract_bitcode(archives, work)?;
     let shim = work.join("shim.ll");
     std::fs::write(&shim, amdgcn_shim(gfx)).map_err(io(&shim))?;
@@ -387,7 +386,8 @@ pub fn link_amdgcn(
     run(
         Command::new(&llvm.opt)
             .arg(&linked)
-            .args(["-mtriple=amdgcn-amd-amdhsa", &format!("-mcpu={gfx}")])
+            .arg(format!("-mtriple={AMDGCN_TRIPLE}"))
+            .arg(format!("-mcpu={gfx}"))
             .arg("-passes=internalize,globaldce,default<O3>")
             .arg(format!(
                 "--internalize-public-api-list={}",
@@ -400,7 +400,9 @@ pub fn link_amdgcn(
     let obj = work.join(format!("{gfx}.o"));
     run(
         Command::new(&llvm.llc)
-            .args(["-O3", "-mtriple=amdgcn-amd-amdhsa", &format!("-mcpu={gfx}")])
+            .arg("-O3")
+            .arg(format!("-mtriple={AMDGCN_TRIPLE}"))
+            .arg(format!("-mcpu={gfx}"))
             .arg("-filetype=obj")
             .arg(&opt_bc)
             .arg("-o")
@@ -436,7 +438,7 @@ pub fn link_amdgcn(
     check_hsaco(&bytes, kernels, gfx)?;
     Ok(vec![Linked {
         arch: gfx.to_string(),
-        format: DeviceImageRecord::FORMAT_HSACO,
+        format: ImageFormat::Hsaco,
         bytes,
     }])
 }
@@ -444,8 +446,8 @@ pub fn link_amdgcn(
 /// Every kernel has its kernel descriptor (`NAME.kd`, what the HSA runtime looks up).
 fn check_hsaco(bytes: &[u8], kernels: &[String], gfx: &str) -> Result<(), Error> {
     use object::{Object, ObjectSymbol};
-    let file = object::File::parse(bytes)
-        .map_err(|e| Error::Config(format!("reading the {gfx} code object: {e}")))?;
+    let file =
+        object::File::parse(bytes).map_err(Error::read_object(format!("the {gfx} code object")))?;
     let names: Vec<String> = file
         .dynamic_symbols()
         .chain(file.symbols())

@@ -1,10 +1,10 @@
 //! Puts device images into the fat binary: an ELF object (written with `object`) holding each image's bytes and its
-//! [`DeviceImageRecord`] in the runtime's `OFFLOAD_IMAGES` linkme section, wrapped in a static archive.
+//! image record ([`ImageRecord::encode`]) in the runtime's images section ([`section::IMAGES`]), wrapped in a static archive.
 //!
 //! The link rules (measured, see TOOLCHAIN.md): the record section needs `SHF_ALLOC | SHF_WRITE | SHF_GNU_RETAIN`
 //! or `--gc-sections` drops it; the archive must be linked `+whole-archive`; names must be unique per package.
 
-use crate::nested::{hash_of, BuiltImage};
+use crate::nested::BuiltImage;
 use crate::package::{Kind, Package};
 use crate::Error;
 use object::write::{Object, Relocation, StandardSection, Symbol, SymbolSection};
@@ -12,26 +12,20 @@ use object::{
     Architecture, BinaryFormat, Endianness, RelocationEncoding, RelocationFlags, RelocationKind,
     SectionFlags, SectionKind, SymbolFlags, SymbolKind, SymbolScope,
 };
-use offload_model::abi::DeviceImageRecord;
+use offload_model::fatbin::{section, ImageRecord};
+use offload_model::hash::hash_parts;
 use std::path::Path;
 
-/// linkme's section for `#[distributed_slice] static OFFLOAD_IMAGES` in the runtime.
-const IMAGES_SECTION: &[u8] = b"linkme_OFFLOAD_IMAGES";
-
 pub fn embed(pkg: &Package, images: &[BuiltImage], out_dir: &Path) -> Result<(), Error> {
-    let tag = format!(
-        "{:08x}",
-        hash_of(&[pkg.manifest_dir.as_os_str().as_encoded_bytes()]) as u32
-    );
+    let suffix = pkg.unique_suffix();
     for kind in [Kind::Lib, Kind::Bin, Kind::Example, Kind::Test, Kind::Bench] {
         let imgs: Vec<&BuiltImage> = images.iter().filter(|i| i.kind == kind).collect();
         if imgs.is_empty() {
             continue;
         }
-        let obj = object_file(pkg, &imgs)
-            .map_err(|e| Error::Config(format!("writing the image object: {e}")))?;
+        let obj = object_file(pkg, &imgs)?;
         let name = format!(
-            "offload_images_{}_{}_{tag}",
+            "offload_images_{}_{}_{suffix}",
             pkg.name.replace('-', "_"),
             kind.name()
         );
@@ -77,7 +71,11 @@ pub fn embed(pkg: &Package, images: &[BuiltImage], out_dir: &Path) -> Result<(),
 fn object_file(pkg: &Package, images: &[&BuiltImage]) -> object::write::Result<Vec<u8>> {
     let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
     let rodata = obj.section_id(StandardSection::ReadOnlyData);
-    let records = obj.add_section(Vec::new(), IMAGES_SECTION.to_vec(), SectionKind::Data);
+    let records = obj.add_section(
+        Vec::new(),
+        section::IMAGES.as_bytes().to_vec(),
+        SectionKind::Data,
+    );
     obj.section_mut(records).flags = SectionFlags::Elf {
         sh_flags: u64::from(
             object::elf::SHF_ALLOC | object::elf::SHF_WRITE | object::elf::SHF_GNU_RETAIN,
@@ -85,35 +83,29 @@ fn object_file(pkg: &Package, images: &[&BuiltImage]) -> object::write::Result<V
     };
     let ro_sym = obj.section_symbol(rodata);
     for image in images {
-        let id = hash_of(&[&image.bytes, image.target.triple().as_bytes()]);
+        let id = hash_parts(&[&image.bytes, image.target.triple().as_bytes()]);
         let start = obj.append_section_data(rodata, &image.bytes, 64);
         let cstr = |s: &str| [s.as_bytes(), b"\0"].concat();
-        let triple = obj.append_section_data(rodata, &cstr(image.target.triple()), 1);
-        let arch = obj.append_section_data(rodata, &cstr(&image.arch), 1);
-        let package = obj.append_section_data(rodata, &cstr(&pkg.name), 1);
-        let mut rec = vec![0u8; DeviceImageRecord::SIZE];
-        rec[0..4].copy_from_slice(&DeviceImageRecord::VERSION.to_le_bytes());
-        rec[4..8].copy_from_slice(&image.format.to_le_bytes());
-        rec[8..16].copy_from_slice(&id.to_le_bytes());
-        let tag = DeviceImageRecord::PACKAGE_TAG;
-        rec[tag..tag + 8].copy_from_slice(&pkg.tag.to_le_bytes());
-        let at = obj.append_section_data(records, &rec, 8);
-        for (field, addend) in [
-            (DeviceImageRecord::IMAGE_START, start),
-            (
-                DeviceImageRecord::IMAGE_END,
-                start + image.bytes.len() as u64,
-            ),
-            (DeviceImageRecord::TRIPLE, triple),
-            (DeviceImageRecord::ARCH, arch),
-            (DeviceImageRecord::PACKAGE, package),
-        ] {
+        let record = ImageRecord {
+            format: image.format,
+            id,
+            // Offsets in the read-only section, which the relocations below turn into addresses.
+            image_start: start,
+            image_end: start + image.bytes.len() as u64,
+            triple: obj.append_section_data(rodata, &cstr(image.target.triple()), 1),
+            arch: obj.append_section_data(rodata, &cstr(&image.arch), 1),
+            package: obj.append_section_data(rodata, &cstr(&pkg.name), 1),
+            package_tag: pkg.tag,
+        };
+        let (bytes, pointers) = record.encode();
+        let at = obj.append_section_data(records, &bytes, 8);
+        for (field, offset) in pointers {
             obj.add_relocation(
                 records,
                 Relocation {
-                    offset: at + field as u64,
+                    offset: at + field.offset() as u64,
                     symbol: ro_sym,
-                    addend: addend as i64,
+                    addend: offset as i64,
                     flags: RelocationFlags::Generic {
                         kind: RelocationKind::Absolute,
                         encoding: RelocationEncoding::Generic,
@@ -135,4 +127,62 @@ fn object_file(pkg: &Package, images: &[&BuiltImage]) -> object::write::Result<V
         });
     }
     obj.write()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::targets::DeviceTarget;
+    use object::{Object, ObjectSection};
+    use offload_model::fatbin::{DeviceImageRecord, ImageFormat};
+
+    /// The object's record, read back with the model's decoder after doing what the linker does with its
+    /// relocations, describes the image embedded beside it.
+    #[test]
+    fn an_embedded_record_decodes_to_its_image() {
+        let pkg = Package {
+            name: "demo".into(),
+            edition: "2021".into(),
+            manifest_dir: "/work/demo".into(),
+            workspace_root: "/work".into(),
+            targets: Vec::new(),
+            metadata_targets: None,
+            tag: 0xfeed_f00d,
+        };
+        let image = BuiltImage {
+            target: DeviceTarget::Nvptx {
+                archs: vec!["sm_80".into()],
+            },
+            kind: Kind::Lib,
+            arch: "sm_80".into(),
+            format: ImageFormat::Ptx,
+            bytes: b".version 7.8\n.target sm_80\n\0".to_vec(),
+            inputs: Vec::new(),
+        };
+        let obj = object_file(&pkg, &[&image]).unwrap();
+        let file = object::File::parse(&*obj).unwrap();
+        let rodata = file.section_by_name(".rodata").unwrap().data().unwrap();
+        let records = file.section_by_name(section::IMAGES).unwrap();
+        let mut bytes: [u8; DeviceImageRecord::SIZE] = records.data().unwrap().try_into().unwrap();
+        // Every relocation is against the read-only section's symbol: its address, linked at 0, plus the addend.
+        let relocations: Vec<_> = records.relocations().collect();
+        assert_eq!(relocations.len(), 5);
+        for (at, r) in relocations {
+            bytes[at as usize..at as usize + 8].copy_from_slice(&(r.addend() as u64).to_le_bytes());
+        }
+        let rec = ImageRecord::decode(&bytes).unwrap();
+        let cstr = |at: u64| {
+            let s = &rodata[at as usize..];
+            std::str::from_utf8(&s[..s.iter().position(|&b| b == 0).unwrap()]).unwrap()
+        };
+        assert_eq!(rec.format, ImageFormat::Ptx);
+        assert_eq!(rec.package_tag, 0xfeed_f00d);
+        assert_eq!(
+            &rodata[rec.image_start as usize..rec.image_end as usize],
+            &image.bytes[..]
+        );
+        assert_eq!(cstr(rec.triple), "nvptx64-nvidia-cuda");
+        assert_eq!(cstr(rec.arch), "sm_80");
+        assert_eq!(cstr(rec.package), "demo");
+    }
 }

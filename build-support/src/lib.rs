@@ -1,15 +1,16 @@
 //! `offload-build`: a package's `build.rs` is `fn main() { offload_build::build(); }`.
 //!
-//! The pipeline, one module each: [`package`] finds the package's targets (lib, bins, examples, tests, benches);
-//! [`outline`] walks each target's module tree and writes its `#![no_std]` device crate (kept items on their original
-//! lines, kernel entries appended); [`nested`] builds the image in its own target dir with a scrubbed environment;
-//! for GPU targets [`toolchain`] finds the device compiler and LLVM, [`sysroot`] builds `core` once, and [`devlink`]
-//! links the bitcode into PTX and cubins; [`embed`] puts the images and their records into a static archive the
-//! final link picks up.
+//! The pipeline, one module each: `package` finds the package's targets (lib, bins, examples, tests, benches) and
+//! `targets` the device targets to build; [`outline`] walks each target's module tree and writes its `#![no_std]`
+//! device crate (kept items on their original lines, kernel entries appended); `nested` builds the image in its own
+//! target dir with a scrubbed environment; for GPU targets [`toolchain`] finds the device compiler and LLVM,
+//! `sysroot` builds `core` once, and `devlink` links the bitcode into PTX, cubins and HSA code objects; `embed` puts
+//! the images and their records into a static archive the final link picks up. Every failure is an [`Error`].
 
 mod devlink;
 mod diag;
 mod embed;
+mod error;
 mod nested;
 #[doc(hidden)]
 pub mod outline;
@@ -20,31 +21,9 @@ mod targets;
 pub mod toolchain;
 
 pub use diag::Diagnostic;
+pub use error::{Error, PackageError, TargetError, ToolchainError};
 
 use std::path::PathBuf;
-
-/// Everything that can stop a build, with what to do about it.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{}", .0.iter().map(|d| d.render()).collect::<Vec<_>>().join("\n"))]
-    Source(Vec<Diagnostic>),
-    #[error("offload-build: {0}")]
-    Config(String),
-    #[error("offload-build: the device build of {image} failed:\n{output}")]
-    DeviceBuild { image: String, output: String },
-    #[error("offload-build: {context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
-}
-
-impl Error {
-    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
-        let context = context.into();
-        move |source| Error::Io { context, source }
-    }
-}
 
 /// Outlines, builds and embeds the device images of the package whose build script calls it. On error it prints
 /// the diagnostics and exits, failing the build.
@@ -68,10 +47,7 @@ pub fn outline_dir(
 
 /// [`build`], returning the error instead of exiting.
 pub fn try_build() -> Result<(), Error> {
-    let env = |k: &str| {
-        std::env::var(k)
-            .map_err(|_| Error::Config(format!("{k} is not set; call build() from build.rs")))
-    };
+    let env = |var: &'static str| std::env::var(var).map_err(|_| Error::NotInBuildScript { var });
     let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
     let out_dir = PathBuf::from(env("OUT_DIR")?);
     println!("cargo:rerun-if-env-changed=OFFLOAD_TARGETS");

@@ -1,7 +1,7 @@
 //! The package being built and its targets, as `cargo metadata` reports them (it applies Cargo's target
 //! auto-discovery rules, which we would otherwise have to copy).
 
-use crate::Error;
+use crate::{Error, PackageError};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -82,14 +82,13 @@ impl Package {
             .output()
             .map_err(Error::io(format!("running `{cargo} metadata`")))?;
         if !out.status.success() {
-            return Err(Error::Config(format!(
-                "`cargo metadata` failed for {}:\n{}",
-                manifest.display(),
-                String::from_utf8_lossy(&out.stderr)
-            )));
+            return Err(PackageError::Metadata {
+                manifest,
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            }
+            .into());
         }
-        let meta: Value = serde_json::from_slice(&out.stdout)
-            .map_err(|e| Error::Config(format!("`cargo metadata` printed invalid JSON: {e}")))?;
+        let meta: Value = serde_json::from_slice(&out.stdout).map_err(PackageError::from)?;
         Self::from_metadata(&meta, &manifest)
     }
 
@@ -105,12 +104,7 @@ impl Package {
                     .as_str()
                     .is_some_and(|m| canon(Path::new(m)) == want)
             })
-            .ok_or_else(|| {
-                Error::Config(format!(
-                    "`cargo metadata` does not list {}",
-                    manifest.display()
-                ))
-            })?;
+            .ok_or_else(|| PackageError::NotListed(manifest.to_path_buf()))?;
         let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
         let mut targets = Vec::new();
         for t in pkg["targets"].as_array().into_iter().flatten() {
@@ -165,6 +159,12 @@ impl Package {
                 }),
             ),
         })
+    }
+
+    /// Eight hex digits of the package tag, which make the names of generated packages and archives unique to
+    /// this package across a link (two packages may share a name: different versions, or paths).
+    pub fn unique_suffix(&self) -> String {
+        format!("{:08x}", self.tag as u32)
     }
 
     pub fn has_lib(&self) -> bool {

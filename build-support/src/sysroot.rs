@@ -3,9 +3,9 @@
 //! half a second. The cache is keyed by the compiler (`rustc -vV`) and the target, and shared between builds through
 //! `OFFLOAD_CACHE_DIR` (default `~/.cache/offload`); a file lock keeps concurrent builds from racing.
 
-use crate::nested::hash_of;
 use crate::toolchain::Toolchain;
-use crate::Error;
+use crate::{Error, ToolchainError};
+use offload_model::hash::hash_parts;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -21,9 +21,7 @@ fn cache_root() -> Result<PathBuf, Error> {
     }
     std::env::var_os("HOME")
         .map(|h| PathBuf::from(h).join(".cache/offload"))
-        .ok_or_else(|| {
-            Error::Config("set OFFLOAD_CACHE_DIR (or HOME) for the device `core` cache".into())
-        })
+        .ok_or(ToolchainError::NoCacheDir.into())
 }
 
 /// The sysroot holding `core` for `triple` (and `cpu`, where rustc compiles for one GPU: AMD), built on first use.
@@ -31,7 +29,7 @@ pub fn core_sysroot(tc: &Toolchain, triple: &str, cpu: Option<&str>) -> Result<P
     let cpu = cpu.unwrap_or_default();
     let key = format!(
         "{:016x}",
-        hash_of(&[
+        hash_parts(&[
             tc.version.as_bytes(),
             triple.as_bytes(),
             cpu.as_bytes(),

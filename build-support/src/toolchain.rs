@@ -4,16 +4,16 @@
 //! layout can be pointed at: `OFFLOAD_DEVICE_RUSTC`, `OFFLOAD_DEVICE_CARGO`, `OFFLOAD_LLVM_BIN`, `OFFLOAD_PTXAS`,
 //! `OFFLOAD_LIBDEVICE`, `OFFLOAD_ROCM_DEVICE_LIBS`.
 
-use crate::Error;
+use crate::{Error, ToolchainError};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The LLVM major version the device link uses: Debian's rustc 1.96 is built on LLVM 22.1, so its bitcode links there.
-const LLVM_MAJOR: &str = "22";
+pub(crate) const LLVM_MAJOR: &str = "22";
 
 /// How to get each piece on Debian, the layout TOOLCHAIN.md measured.
-const APT_RUST: &str = "apt-get install rustc-web cargo-web rust-web-src";
-const APT_LLVM: &str = "apt-get install llvm-22";
+pub(crate) const APT_RUST: &str = "apt-get install rustc-web cargo-web rust-web-src";
+pub(crate) const APT_LLVM: &str = "apt-get install llvm-22";
 
 pub struct Toolchain {
     pub rustc: PathBuf,
@@ -79,19 +79,26 @@ impl Toolchain {
         let rust = find_rust(target)?;
         let llvm = find_llvm(target)?;
         Ok(Toolchain {
-            rustc: rust.0,
-            cargo: rust.1,
-            version: rust.2,
-            vendor: rust.3,
+            rustc: rust.rustc,
+            cargo: rust.cargo,
+            version: rust.version,
+            vendor: rust.vendor,
             llvm,
         })
     }
 }
 
-/// (rustc, cargo, `rustc -vV`, vendor directory).
-pub type Rust = (PathBuf, PathBuf, String, Option<PathBuf>);
+/// The device Rust toolchain, as [`Toolchain`] holds it.
+pub struct Rust {
+    pub rustc: PathBuf,
+    pub cargo: PathBuf,
+    /// `rustc -vV`.
+    pub version: String,
+    /// The vendored crates of its library sources.
+    pub vendor: Option<PathBuf>,
+}
 
-/// The device rustc for `target`: (rustc, cargo, `rustc -vV`, vendor directory), or what was tried.
+/// The device rustc for `target`, or what was tried.
 pub fn find_rust(target: &str) -> Result<Rust, Error> {
     let mut tried = Vec::new();
     let mut candidates: Vec<(String, PathBuf, Option<PathBuf>)> = Vec::new();
@@ -117,13 +124,11 @@ pub fn find_rust(target: &str) -> Result<Rust, Error> {
             Err(why) => tried.push(format!("{what} ({}): {why}", rustc.display())),
         }
     }
-    Err(Error::Config(format!(
-        "the {target} target needs a Rust compiler that builds `core` for it from the library sources and emits LLVM \
-         {LLVM_MAJOR} bitcode; none was found:\n  - {}\nInstall Debian's (`{APT_RUST}`), or a rustup nightly on \
-         LLVM {LLVM_MAJOR} (`rustup toolchain install nightly --component rust-src`), or point OFFLOAD_DEVICE_RUSTC \
-         and OFFLOAD_DEVICE_CARGO at one.",
-        tried.join("\n  - ")
-    )))
+    Err(ToolchainError::Rustc {
+        target: target.into(),
+        tried,
+    }
+    .into())
 }
 
 fn check_rust(rustc: &Path, cargo: Option<PathBuf>) -> Result<Rust, String> {
@@ -157,7 +162,12 @@ fn check_rust(rustc: &Path, cargo: Option<PathBuf>) -> Result<Rust, String> {
         ));
     }
     let vendor = Some(library.join("vendor")).filter(|v| v.is_dir());
-    Ok((rustc.to_path_buf(), cargo, version, vendor))
+    Ok(Rust {
+        rustc: rustc.to_path_buf(),
+        cargo,
+        version,
+        vendor,
+    })
 }
 
 /// LLVM 22's tools for the device link of `target`, or what was tried.
@@ -190,11 +200,11 @@ pub fn find_llvm(target: &str) -> Result<LlvmTools, Error> {
             lld,
         });
     }
-    Err(Error::Config(format!(
-        "the {target} target links device code with LLVM {LLVM_MAJOR}'s llvm-link, opt and llc; none was found:\n  \
-         - {}\nInstall it (`{APT_LLVM}`) or point OFFLOAD_LLVM_BIN at its bin directory.",
-        tried.join("\n  - ")
-    )))
+    Err(ToolchainError::Llvm {
+        target: target.into(),
+        tried,
+    }
+    .into())
 }
 
 /// Where `cargo offload doctor --install` puts the CUDA pip wheel: a venv in the offload cache.

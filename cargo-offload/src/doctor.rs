@@ -3,7 +3,10 @@
 //! discovery is build support's own, so the doctor sees what a build would.
 
 use offload_build::toolchain::{self, CudaTools};
+use offload_model::device::DeviceKind;
 use std::process::Command;
+
+const GPUS: &[DeviceKind] = &[DeviceKind::Nvptx, DeviceKind::Amdgcn];
 
 /// One thing a target needs.
 pub struct Check {
@@ -11,9 +14,37 @@ pub struct Check {
     /// Where it was found, or why not.
     pub found: Result<String, String>,
     /// Which targets need it, and whether they can do without.
-    pub for_targets: &'static str,
+    pub for_targets: Need,
     pub required: bool,
     pub install: Install,
+}
+
+/// Who needs a check's tool: building for some targets, or a plugin at run time.
+#[derive(Clone, Copy)]
+pub enum Need {
+    Targets(&'static [DeviceKind]),
+    Plugin(DeviceKind),
+}
+
+impl Need {
+    fn targets(self) -> &'static [DeviceKind] {
+        match self {
+            Need::Targets(t) => t,
+            Need::Plugin(_) => &[],
+        }
+    }
+}
+
+impl std::fmt::Display for Need {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Need::Targets(t) => {
+                let names: Vec<&str> = t.iter().map(|k| k.name()).collect();
+                f.write_str(&names.join(", "))
+            }
+            Need::Plugin(k) => write!(f, "{} plugin", k.plugin()),
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -35,10 +66,10 @@ pub fn checks() -> Vec<Check> {
     let cuda = CudaTools::find();
     let rustup = Command::new("rustup").arg("--version").output();
     let runtime = offload::inventory();
-    let plugin = |name: &str| {
+    let plugin = |kind: DeviceKind| {
         runtime
             .iter()
-            .find(|p| p.plugin == name)
+            .find(|p| p.plugin == kind.plugin())
             .map_or(Err("not built in".into()), |p| match &p.none_because {
                 None => Ok(format!("{} device(s)", p.devices.len())),
                 Some(w) => Err(w.clone()),
@@ -51,7 +82,7 @@ pub fn checks() -> Vec<Check> {
                 Ok(o) if o.status.success() => Ok(first_line(&String::from_utf8_lossy(&o.stdout))),
                 _ => Err("rustup not found".into()),
             },
-            for_targets: "host",
+            for_targets: Need::Targets(&[DeviceKind::Host]),
             required: true,
             install: Install::Manual("https://rustup.rs"),
         },
@@ -59,9 +90,9 @@ pub fn checks() -> Vec<Check> {
             what: "device rustc with library sources (Debian's rustc 1.96, or a rustup nightly on LLVM 22)",
             found: rust
                 .as_ref()
-                .map(|r| format!("{} ({})", r.0.display(), first_line(&r.2)))
+                .map(|r| format!("{} ({})", r.rustc.display(), first_line(&r.version)))
                 .map_err(|e| e.to_string()),
-            for_targets: "nvptx64, amdgcn",
+            for_targets: Need::Targets(GPUS),
             required: true,
             install: Install::Apt(&["rustc-web", "cargo-web", "rust-web-src"]),
         },
@@ -71,7 +102,7 @@ pub fn checks() -> Vec<Check> {
                 .as_ref()
                 .map(|l| l.llc.parent().unwrap_or(&l.llc).display().to_string())
                 .map_err(|e| e.to_string()),
-            for_targets: "nvptx64, amdgcn",
+            for_targets: Need::Targets(GPUS),
             required: true,
             install: Install::Apt(&["llvm-22"]),
         },
@@ -85,7 +116,7 @@ pub fn checks() -> Vec<Check> {
                     .ok_or_else(|| "not beside LLVM 22's tools".into()),
                 Err(_) => Err("no LLVM 22".into()),
             },
-            for_targets: "amdgcn",
+            for_targets: Need::Targets(&[DeviceKind::Amdgcn]),
             required: true,
             install: Install::Apt(&["lld-22"]),
         },
@@ -96,7 +127,7 @@ pub fn checks() -> Vec<Check> {
                 .as_ref()
                 .map(|p| p.display().to_string())
                 .ok_or_else(|| "not on PATH, in CUDA_HOME or in the offload cache's venv".into()),
-            for_targets: "nvptx64",
+            for_targets: Need::Targets(&[DeviceKind::Nvptx]),
             required: false,
             install: Install::CudaWheel,
         },
@@ -107,7 +138,7 @@ pub fn checks() -> Vec<Check> {
                 .as_ref()
                 .map(|p| p.display().to_string())
                 .ok_or_else(|| "not found beside ptxas or in CUDA_HOME".into()),
-            for_targets: "nvptx64",
+            for_targets: Need::Targets(&[DeviceKind::Nvptx]),
             required: false,
             install: Install::CudaWheel,
         },
@@ -116,21 +147,21 @@ pub fn checks() -> Vec<Check> {
             found: toolchain::rocm_device_libs()
                 .map(|p| p.display().to_string())
                 .ok_or_else(|| "no ocml.bc".into()),
-            for_targets: "amdgcn",
+            for_targets: Need::Targets(&[DeviceKind::Amdgcn]),
             required: false,
             install: Install::Apt(&["rocm-device-libs"]),
         },
         Check {
             what: "NVIDIA driver (libcuda), to run on NVIDIA GPUs",
-            found: plugin("cuda"),
-            for_targets: "cuda plugin",
+            found: plugin(DeviceKind::Nvptx),
+            for_targets: Need::Plugin(DeviceKind::Nvptx),
             required: false,
             install: Install::Manual("the NVIDIA driver for your GPU"),
         },
         Check {
             what: "ROCm's HSA runtime (libhsa-runtime64), to run on AMD GPUs",
-            found: plugin("amdgpu"),
-            for_targets: "amdgpu plugin",
+            found: plugin(DeviceKind::Amdgcn),
+            for_targets: Need::Plugin(DeviceKind::Amdgcn),
             required: false,
             install: Install::Manual("ROCm (https://rocm.docs.amd.com), with the amdgpu kernel driver"),
         },
@@ -164,20 +195,16 @@ pub fn render(checks: &[Check]) -> String {
             out.push_str(&format!("          get it: {}\n", install_text(c.install)));
         }
     }
-    let missing = |targets: &str| {
+    let missing = |kind: DeviceKind| {
         checks
             .iter()
-            .filter(|c| c.required && c.found.is_err() && c.for_targets.contains(targets))
+            .filter(|c| c.required && c.found.is_err() && c.for_targets.targets().contains(&kind))
             .count()
     };
-    for (target, key) in [
-        ("host", "host"),
-        ("nvptx64", "nvptx64"),
-        ("amdgcn", "amdgcn"),
-    ] {
-        let m = missing(key);
+    for kind in DeviceKind::ALL {
+        let m = missing(kind);
         out.push_str(&format!(
-            "target {target}: {}\n",
+            "target {kind}: {}\n",
             if m == 0 {
                 "ready".to_string()
             } else {

@@ -3,14 +3,11 @@
 //! the kernels inside it, and every entry some kind of image has no kernel for.
 
 use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget};
-use offload_model::abi::DeviceImageRecord;
+use offload_model::fatbin::{
+    section, DeviceImageRecord, EntryFields, ImageFormat, ImageRecord, OffloadEntry,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-
-/// linkme's sections for the runtime's tables.
-const ENTRIES: &str = "linkme_OFFLOAD_ENTRIES";
-const IMAGES: &str = "linkme_OFFLOAD_IMAGES";
-const ENTRY_SIZE: usize = 56;
 
 #[derive(Debug, thiserror::Error)]
 pub enum InspectError {
@@ -41,7 +38,7 @@ pub struct Entry {
 pub struct Image {
     pub triple: String,
     pub arch: String,
-    pub format: u32,
+    pub format: ImageFormat,
     pub package: String,
     pub package_tag: u64,
     pub size: usize,
@@ -53,6 +50,8 @@ pub struct Image {
 pub struct Report {
     pub entries: Vec<Entry>,
     pub images: Vec<Image>,
+    /// Image records this version cannot read, and why.
+    pub unreadable: Vec<String>,
 }
 
 /// The binary's address space as the loader would see it: section contents plus the relocations a PIE applies.
@@ -110,12 +109,16 @@ impl<'a> Memory<'a> {
         })
     }
 
-    fn u64_at(&self, addr: u64) -> u64 {
-        if let Some(v) = self.relocated.get(&addr) {
-            return *v;
+    /// `N` bytes at `addr` as the loader leaves them: the 8-byte words it relocates hold their targets.
+    fn relocated<const N: usize>(&self, addr: u64) -> Option<[u8; N]> {
+        let mut out: [u8; N] = self.bytes(addr, N)?.try_into().ok()?;
+        for (&at, &value) in self.relocated.range(addr..addr + N as u64) {
+            let off = (at - addr) as usize;
+            if let Some(word) = out.get_mut(off..off + 8) {
+                word.copy_from_slice(&value.to_le_bytes());
+            }
         }
-        self.bytes(addr, 8)
-            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        Some(out)
     }
 
     fn cstr_at(&self, addr: u64) -> String {
@@ -143,7 +146,8 @@ pub fn inspect(path: &std::path::Path) -> Result<Report, InspectError> {
     let data = std::fs::read(path).map_err(|e| InspectError::Io(shown.clone(), e))?;
     let file = object::File::parse(&*data).map_err(|e| InspectError::Parse(shown.clone(), e))?;
     let mem = Memory::new(file);
-    let (Some(entries_at), images_at) = (mem.table(ENTRIES), mem.table(IMAGES)) else {
+    let (Some(entries_at), images_at) = (mem.table(section::ENTRIES), mem.table(section::IMAGES))
+    else {
         return Err(InspectError::NoTables(shown));
     };
     let host_fns: BTreeMap<u64, String> = mem
@@ -153,62 +157,68 @@ pub fn inspect(path: &std::path::Path) -> Result<Report, InspectError> {
         .filter_map(|s| Some((s.address(), s.name().ok()?.to_string())))
         .collect();
     let mut entries = Vec::new();
-    for k in 0..entries_at.1 as usize / ENTRY_SIZE {
-        let at = entries_at.0 + (k * ENTRY_SIZE) as u64;
-        let Some(head) = mem.bytes(at, 16) else {
+    for k in 0..entries_at.1 / OffloadEntry::SIZE as u64 {
+        let Some(bytes) = mem.relocated(entries_at.0 + k * OffloadEntry::SIZE as u64) else {
             continue;
         };
-        let address = mem.u64_at(at + 16);
+        let e = EntryFields::decode(&bytes);
         let host_fn = host_fns
-            .get(&address)
+            .get(&e.address)
             .map(|n| format!("{:#}", rustc_demangle::demangle(n)))
-            .unwrap_or_else(|| format!("{address:#x}"));
+            .unwrap_or_else(|| format!("{:#x}", e.address));
         entries.push(Entry {
-            symbol: mem.cstr_at(mem.u64_at(at + 24)),
+            symbol: mem.cstr_at(e.symbol_name),
             host_fn,
-            kind: u16::from_le_bytes([head[10], head[11]]),
-            flags: u32::from_le_bytes([head[12], head[13], head[14], head[15]]),
-            size: mem.u64_at(at + 32),
-            package_tag: mem.u64_at(at + 40),
+            kind: e.kind,
+            flags: e.flags,
+            size: e.size,
+            package_tag: e.data,
         });
     }
     let mut images = Vec::new();
+    let mut unreadable = Vec::new();
     let mut seen = BTreeSet::new();
     if let Some((start, size)) = images_at {
-        for k in 0..size as usize / DeviceImageRecord::SIZE {
-            let at = start + (k * DeviceImageRecord::SIZE) as u64;
-            let Some(head) = mem.bytes(at, 16) else {
+        for k in 0..size / DeviceImageRecord::SIZE as u64 {
+            let Some(bytes) = mem.relocated(start + k * DeviceImageRecord::SIZE as u64) else {
                 continue;
             };
-            let id = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
+            let rec = match ImageRecord::decode(&bytes) {
+                Ok(rec) => rec,
+                Err(e) => {
+                    unreadable.push(format!("image record {k}: {e}"));
+                    continue;
+                }
+            };
             // A package's image is linked into its library and its binaries alike: the runtime keeps one.
-            if !seen.insert(id) {
+            if !seen.insert(rec.id) {
                 continue;
             }
-            let format = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes"));
-            let begin = mem.u64_at(at + DeviceImageRecord::IMAGE_START as u64);
-            let end = mem.u64_at(at + DeviceImageRecord::IMAGE_END as u64);
-            let len = end.saturating_sub(begin) as usize;
-            let bytes = mem.bytes(begin, len).unwrap_or_default();
+            let len = rec.image_len() as usize;
+            let bytes = mem.bytes(rec.image_start, len).unwrap_or_default();
             images.push(Image {
-                triple: mem.cstr_at(mem.u64_at(at + DeviceImageRecord::TRIPLE as u64)),
-                arch: mem.cstr_at(mem.u64_at(at + DeviceImageRecord::ARCH as u64)),
-                format,
-                package: mem.cstr_at(mem.u64_at(at + DeviceImageRecord::PACKAGE as u64)),
-                package_tag: mem.u64_at(at + DeviceImageRecord::PACKAGE_TAG as u64),
+                triple: mem.cstr_at(rec.triple),
+                arch: mem.cstr_at(rec.arch),
+                format: rec.format,
+                package: mem.cstr_at(rec.package),
+                package_tag: rec.package_tag,
                 size: len,
-                kernels: kernels_in(bytes, format),
+                kernels: kernels_in(bytes, rec.format),
             });
         }
     }
-    Ok(Report { entries, images })
+    Ok(Report {
+        entries,
+        images,
+        unreadable,
+    })
 }
 
 /// The kernel symbols an image defines, by its format.
-pub fn kernels_in(bytes: &[u8], format: u32) -> Vec<String> {
+pub fn kernels_in(bytes: &[u8], format: ImageFormat) -> Vec<String> {
     let is_kernel = |n: &str| n.starts_with("__omp_offloading_");
     let mut out: Vec<String> = match format {
-        DeviceImageRecord::FORMAT_PTX => String::from_utf8_lossy(bytes)
+        ImageFormat::Ptx => String::from_utf8_lossy(bytes)
             .lines()
             .filter_map(|l| l.trim().strip_prefix(".visible .entry "))
             .filter_map(|l| l.split('(').next())
@@ -221,7 +231,7 @@ pub fn kernels_in(bytes: &[u8], format: u32) -> Vec<String> {
                 .filter_map(|s| s.name().ok().map(str::to_string))
                 // An AMD code object names each kernel's descriptor `NAME.kd`.
                 .filter_map(|n| match format {
-                    DeviceImageRecord::FORMAT_HSACO => n.strip_suffix(".kd").map(str::to_string),
+                    ImageFormat::Hsaco => n.strip_suffix(".kd").map(str::to_string),
                     _ => Some(n),
                 })
                 .filter(|n| is_kernel(n))
@@ -240,12 +250,7 @@ impl Report {
         let mut kinds: BTreeMap<String, Vec<&Image>> = BTreeMap::new();
         for i in &self.images {
             kinds
-                .entry(format!(
-                    "{} {} ({})",
-                    i.triple,
-                    i.arch,
-                    DeviceImageRecord::format_name(i.format)
-                ))
+                .entry(format!("{} {} ({})", i.triple, i.arch, i.format))
                 .or_default()
                 .push(i);
         }
@@ -283,7 +288,7 @@ impl Report {
                 "  {} {} ({}), package `{}`, {} bytes, {} kernels",
                 i.triple,
                 i.arch,
-                DeviceImageRecord::format_name(i.format),
+                i.format,
                 i.package,
                 i.size,
                 i.kernels.len()
@@ -291,6 +296,9 @@ impl Report {
             for k in &i.kernels {
                 let _ = writeln!(out, "    {k}");
             }
+        }
+        for u in &self.unreadable {
+            let _ = writeln!(out, "  {u}");
         }
         let missing = self.missing();
         if missing.iter().all(|(_, m)| m.is_empty()) {

@@ -18,7 +18,7 @@ use crate::DeviceCopy;
 use offload_model::abi::map_type::{
     DEVICE_MEMORY, FROM, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL, PRIVATE, REDUCTION, TO,
 };
-use offload_model::abi::OffloadEntry;
+use offload_model::fatbin::OffloadEntry;
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

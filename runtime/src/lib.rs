@@ -97,6 +97,6 @@ pub mod __private {
     pub use crate::tables::{OFFLOAD_ENTRIES, OFFLOAD_IMAGES};
     pub use crate::types::{assert_device_copy, assert_firstprivate, count, DeviceNum};
     pub use linkme;
-    pub use offload_model::abi::{DeviceImageRecord, OffloadEntry};
+    pub use offload_model::fatbin::{DeviceImageRecord, ImageFormat, OffloadEntry};
     pub use offload_model::identity::{mangle, mangled_len};
 }

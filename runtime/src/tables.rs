@@ -6,7 +6,7 @@
 //! A constructor in `.init_array` builds the descriptor before `main`, as `.omp_offloading.descriptor_reg` does.
 
 use linkme::distributed_slice;
-use offload_model::abi::{DeviceImageRecord, OffloadEntry};
+use offload_model::fatbin::{DeviceImageRecord, ImageFormat, OffloadEntry, RecordPointer};
 use std::ffi::CStr;
 use std::sync::OnceLock;
 
@@ -19,8 +19,7 @@ pub static OFFLOAD_IMAGES: [DeviceImageRecord];
 /// A registered device image.
 pub struct Image {
     pub bytes: &'static [u8],
-    /// `DeviceImageRecord::FORMAT_*`.
-    pub format: u32,
+    pub format: ImageFormat,
     pub triple: &'static str,
     pub arch: &'static str,
     pub package: &'static str,
@@ -55,24 +54,28 @@ pub fn descriptor() -> &'static BinDesc {
         let mut images: Vec<Image> = Vec::new();
         let mut seen = Vec::new();
         for rec in OFFLOAD_IMAGES.iter() {
+            // A record of another version or an unknown format is not ours to load.
+            let Ok(rec) = rec.decode() else {
+                continue;
+            };
             // A package's image is linked into its library and its binaries alike; keep one.
-            if rec.version != DeviceImageRecord::VERSION || seen.contains(&rec.id) {
+            if seen.contains(&rec.id) {
                 continue;
             }
             seen.push(rec.id);
-            // SAFETY: build support writes records pointing at NUL-terminated strings and the image bytes.
+            // SAFETY: build support writes records pointing at the image bytes and NUL-terminated strings, all
+            // static.
             let (bytes, triple, arch, package) = unsafe {
-                let len = (rec.image_end as usize).saturating_sub(rec.image_start as usize);
                 (
-                    std::slice::from_raw_parts(rec.image_start, len),
-                    cstr(rec.triple),
-                    cstr(rec.arch),
-                    cstr(rec.package),
+                    rec.image(),
+                    rec.string(RecordPointer::Triple),
+                    rec.string(RecordPointer::Arch),
+                    rec.string(RecordPointer::Package),
                 )
             };
             images.push(Image {
                 bytes,
-                format: rec.flags,
+                format: rec.format,
                 triple,
                 arch,
                 package,
@@ -83,14 +86,6 @@ pub fn descriptor() -> &'static BinDesc {
         crate::observe::registered(start, images.len(), entries.len());
         BinDesc { images, entries }
     })
-}
-
-unsafe fn cstr(p: *const std::ffi::c_char) -> &'static str {
-    if p.is_null() {
-        return "";
-    }
-    // SAFETY: the caller guarantees a NUL-terminated static string.
-    unsafe { CStr::from_ptr(p) }.to_str().unwrap_or("")
 }
 
 /// The index of an entry in the table, used to look kernels up in O(1).

@@ -2,8 +2,7 @@
 //! LLVM-layout entry per region, and an embedded x86_64 shared object exporting each region's kernel.
 
 use object::{Object, ObjectSection};
-
-const ENTRY_SIZE: usize = 56;
+use offload_model::fatbin::{section, EntryFields, OffloadEntry};
 
 fn probe() -> Vec<u8> {
     std::fs::read(env!("CARGO_BIN_EXE_probe")).expect("reading the probe binary")
@@ -14,24 +13,25 @@ fn entries_table_has_llvm_layout_entries() {
     let bytes = probe();
     let file = object::File::parse(&*bytes).unwrap();
     let entries = file
-        .section_by_name("linkme_OFFLOAD_ENTRIES")
+        .section_by_name(section::ENTRIES)
         .expect("the entries table is in the binary");
     let data = entries.data().unwrap();
     assert_eq!(
-        data.len() % ENTRY_SIZE,
+        data.len() % OffloadEntry::SIZE,
         0,
         "56-byte __tgt_offload_entry records"
     );
     assert!(
-        data.len() / ENTRY_SIZE >= 2,
+        data.len() / OffloadEntry::SIZE >= 2,
         "the probe links both regions of the library"
     );
-    for e in data.chunks(ENTRY_SIZE) {
-        assert_eq!(&e[0..8], &[0; 8], "reserved");
-        assert_eq!(u16::from_le_bytes([e[8], e[9]]), 1, "version 1");
-        assert_eq!(u16::from_le_bytes([e[10], e[11]]), 1, "kind OpenMP");
+    for e in data.chunks_exact(OffloadEntry::SIZE) {
+        let e = EntryFields::decode(e.try_into().unwrap());
+        assert_eq!(e.reserved, 0, "reserved");
+        assert_eq!(e.version, 1, "version 1");
+        assert_eq!(e.kind, 1, "kind OpenMP");
     }
-    assert!(file.section_by_name("linkme_OFFLOAD_IMAGES").is_some());
+    assert!(file.section_by_name(section::IMAGES).is_some());
 }
 
 /// Every embedded ELF shared object (the probe's own header excluded).

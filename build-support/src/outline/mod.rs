@@ -207,7 +207,8 @@ impl<'a> Outliner<'a> {
         m.finish(&tail)
     }
 
-    /// Mirrors a module's items and returns the code to append at the module's end.
+    /// Mirrors a module's items and returns the code to append at the module's end: the prelude and a kernel entry
+    /// per region.
     fn mirror_items(
         &mut self,
         index: usize,
@@ -221,95 +222,116 @@ impl<'a> Outliner<'a> {
         for item in items {
             match item {
                 Item::Fn(func) if has_attr(&func.attrs, "target") => {
-                    let attr = func
-                        .attrs
-                        .iter()
-                        .find(|a| is_attr(a, "target"))
-                        .expect("checked");
-                    let args = match &attr.meta {
-                        syn::Meta::List(l) => l.tokens.clone(),
-                        _ => Default::default(),
-                    };
-                    // Invalid clauses are the macro's to report, spanned, in the host build.
-                    let Ok(region) = Region::parse(args, func) else {
-                        keep_item(m, item, &func.attrs);
-                        continue;
-                    };
-                    self.mirror_region(m, func, &region);
-                    let identity = format!("{}::{}", module_path.join("::"), func.sig.ident);
-                    let symbol = mangle_string(&identity);
-                    tail.push('\n');
-                    tail.push_str(&kernel::entry(&region, &symbol, self.abi).to_string());
-                    self.regions.push(RegionSite {
-                        identity,
-                        symbol,
-                        region,
-                        file: f.path.clone(),
-                        line: func.sig.ident.span().start().line,
-                    });
-                }
-                Item::Fn(i) if has_attr(&i.attrs, "declare_target") => keep_item(m, item, &i.attrs),
-                Item::Const(i) if has_attr(&i.attrs, "declare_target") => {
-                    keep_item(m, item, &i.attrs)
-                }
-                Item::Struct(i) if has_attr(&i.attrs, "declare_target") => {
-                    keep_item(m, item, &i.attrs)
-                }
-                Item::Enum(i) if has_attr(&i.attrs, "declare_target") => {
-                    keep_item(m, item, &i.attrs)
-                }
-                Item::Impl(i) if has_attr(&i.attrs, "declare_target") => {
-                    keep_item(m, item, &i.attrs)
-                }
-                Item::Type(i) if has_attr(&i.attrs, "declare_target") => {
-                    keep_item(m, item, &i.attrs)
-                }
-                Item::Impl(i) => {
-                    for it in &i.items {
-                        if let syn::ImplItem::Fn(f2) = it {
-                            if has_attr(&f2.attrs, "target") {
-                                diags.push(self.diag(
-                                    f,
-                                    f2.sig.ident.span(),
-                                    "`#[target]` goes on free functions, not on functions in an `impl` block",
-                                    Some("move the region out of the `impl` and pass the receiver as a parameter"),
-                                ));
-                            }
-                        }
+                    if let Some(entry) = self.mirror_target_fn(f, func, module_path, m) {
+                        tail.push('\n');
+                        tail.push_str(&entry);
                     }
+                }
+                Item::Impl(i) if !has_attr(&i.attrs, "declare_target") => {
+                    diags.extend(self.regions_in_impl(f, i))
                 }
                 Item::Use(u) => self.mirror_use(m, u),
-                Item::Mod(md) => match &md.content {
-                    Some((brace, inner)) => {
-                        let whole = m.range(item.span());
-                        let open = m.range(brace.span.open());
-                        let close = m.range(brace.span.close());
-                        m.keep(whole.start..open.end);
-                        m.keep(close.clone());
-                        blank_attrs(m, &md.attrs);
-                        let mut path = module_path.to_vec();
-                        path.push(md.ident.to_string());
-                        let inner_tail = self.mirror_items(index, f, inner, &path, m, diags);
-                        m.insert(close.start, inner_tail.replace('\n', " "));
+                Item::Mod(md) => self.mirror_mod(index, f, md, module_path, m, diags),
+                _ => {
+                    if let Some(attrs) = declare_target_attrs(item) {
+                        keep_item(m, item, attrs)
                     }
-                    None => {
-                        // Point `mod x;` at the mirrored file, on the same line.
-                        if let Some(child) = self.tree.child_of(index, item) {
-                            keep_item(m, item, &md.attrs);
-                            for a in md.attrs.iter().filter(|a| a.path().is_ident("path")) {
-                                let r = m.range(a.span());
-                                m.blank(r);
-                            }
-                            let at = m.range(item.span()).start;
-                            let path = self.tree.mirror_abs(child);
-                            m.insert(at, format!("#[path = {:?}] ", path.display().to_string()));
-                        }
-                    }
-                },
-                _ => {}
+                }
             }
         }
         tail
+    }
+
+    /// A `#[target]` function: the region as lowered, on its lines. Returns its kernel entry; a region whose clauses
+    /// do not parse is copied as written (the macro reports them, spanned, in the host build) and has none.
+    fn mirror_target_fn(
+        &mut self,
+        f: &ModuleFile,
+        func: &syn::ItemFn,
+        module_path: &[String],
+        m: &mut Mirror,
+    ) -> Option<String> {
+        let args = func
+            .attrs
+            .iter()
+            .find(|a| is_attr(a, "target"))
+            .and_then(|a| match &a.meta {
+                syn::Meta::List(l) => Some(l.tokens.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let Ok(region) = Region::parse(args, func) else {
+            keep_item(m, func, &func.attrs);
+            return None;
+        };
+        self.mirror_region(m, func, &region);
+        let identity = format!("{}::{}", module_path.join("::"), func.sig.ident);
+        let symbol = mangle_string(&identity);
+        let entry = kernel::entry(&region, &symbol, self.abi).to_string();
+        self.regions.push(RegionSite {
+            identity,
+            symbol,
+            region,
+            file: f.path.clone(),
+            line: func.sig.ident.span().start().line,
+        });
+        Some(entry)
+    }
+
+    /// `#[target]` on a method, which has no free function to outline.
+    fn regions_in_impl(&self, f: &ModuleFile, i: &syn::ItemImpl) -> Vec<Diagnostic> {
+        i.items
+            .iter()
+            .filter_map(|it| match it {
+                syn::ImplItem::Fn(method) if has_attr(&method.attrs, "target") => Some(self.diag(
+                    f,
+                    method.sig.ident.span(),
+                    "`#[target]` goes on free functions, not on functions in an `impl` block",
+                    Some("move the region out of the `impl` and pass the receiver as a parameter"),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A module: an inline one is mirrored in place, its own tail before its closing brace; `mod x;` points at x's
+    /// mirrored file, on the same line.
+    fn mirror_mod(
+        &mut self,
+        index: usize,
+        f: &ModuleFile,
+        md: &syn::ItemMod,
+        module_path: &[String],
+        m: &mut Mirror,
+        diags: &mut Vec<Diagnostic>,
+    ) {
+        match &md.content {
+            Some((brace, inner)) => {
+                let whole = m.range(md.span());
+                let open = m.range(brace.span.open());
+                let close = m.range(brace.span.close());
+                m.keep(whole.start..open.end);
+                m.keep(close.clone());
+                blank_attrs(m, &md.attrs);
+                let mut path = module_path.to_vec();
+                path.push(md.ident.to_string());
+                let inner_tail = self.mirror_items(index, f, inner, &path, m, diags);
+                m.insert(close.start, inner_tail.replace('\n', " "));
+            }
+            None => {
+                let Some(child) = self.tree.child_of(index, md) else {
+                    return;
+                };
+                keep_item(m, md, &md.attrs);
+                for a in md.attrs.iter().filter(|a| a.path().is_ident("path")) {
+                    let r = m.range(a.span());
+                    m.blank(r);
+                }
+                let at = m.range(md.span()).start;
+                let path = self.tree.mirror_abs(child);
+                m.insert(at, format!("#[path = {:?}] ", path.display().to_string()));
+            }
+        }
     }
 
     /// Writes the region's function as [`lower`] lowers it (the macro compiles the same for the host fallback), every
@@ -369,8 +391,22 @@ impl<'a> Outliner<'a> {
     }
 }
 
+/// The attributes of an item the device crate keeps because it is `#[declare_target]`.
+fn declare_target_attrs(item: &Item) -> Option<&[Attribute]> {
+    let attrs = match item {
+        Item::Fn(i) => &i.attrs,
+        Item::Const(i) => &i.attrs,
+        Item::Struct(i) => &i.attrs,
+        Item::Enum(i) => &i.attrs,
+        Item::Impl(i) => &i.attrs,
+        Item::Type(i) => &i.attrs,
+        _ => return None,
+    };
+    has_attr(attrs, "declare_target").then_some(attrs)
+}
+
 /// Copies an item and blanks the attributes a device crate must not see.
-fn keep_item(m: &mut Mirror, item: &Item, attrs: &[Attribute]) {
+fn keep_item(m: &mut Mirror, item: &impl Spanned, attrs: &[Attribute]) {
     let r = m.range(item.span());
     m.keep(r);
     blank_attrs(m, attrs);
@@ -480,19 +516,14 @@ fn collect_kept(items: &[Item], out: &mut BTreeSet<String>) {
 fn collect_mentions(items: &[Item], out: &mut BTreeSet<String>) {
     for item in items {
         let kept = match item {
-            Item::Fn(i) => has_attr(&i.attrs, "target") || has_attr(&i.attrs, "declare_target"),
-            Item::Const(i) => has_attr(&i.attrs, "declare_target"),
-            Item::Struct(i) => has_attr(&i.attrs, "declare_target"),
-            Item::Enum(i) => has_attr(&i.attrs, "declare_target"),
-            Item::Impl(i) => has_attr(&i.attrs, "declare_target"),
-            Item::Type(i) => has_attr(&i.attrs, "declare_target"),
+            Item::Fn(i) if has_attr(&i.attrs, "target") => true,
             Item::Mod(md) => {
                 if let Some((_, inner)) = &md.content {
                     collect_mentions(inner, out);
                 }
                 false
             }
-            _ => false,
+            _ => declare_target_attrs(item).is_some(),
         };
         if kept {
             idents(item.to_token_stream(), out);

@@ -181,8 +181,7 @@ impl ModuleTree {
     }
 
     /// The file a `mod x;` item of file `index` loads.
-    pub fn child_of(&self, index: usize, item: &Item) -> Option<usize> {
-        let Item::Mod(m) = item else { return None };
+    pub fn child_of(&self, index: usize, m: &syn::ItemMod) -> Option<usize> {
         let s = m.mod_token.span.start();
         self.files[index].children.get(&(s.line, s.column)).copied()
     }

@@ -1,7 +1,9 @@
-//! Binary layouts shared by the fat binary (written by the macro and build support), the runtime and device images.
+//! The kernel ABI shared by the macro's map lists, the runtime, device-std and the outlined kernel entries: map-type
+//! bits, launch kinds, the host launch environment, and how a work-shared loop's iterations are split. (The fat
+//! binary's tables are [`crate::fatbin`]'s.)
 
 use crate::lanes::Lanes;
-use core::ffi::{c_char, c_void};
+use core::ffi::c_void;
 
 /// OpenMP map-type bits, with LLVM's values (`OpenMPOffloadMappingFlags`), so a map list we build reads the way
 /// libomptarget's `__tgt_target_kernel` arguments do.
@@ -26,102 +28,6 @@ pub mod map_type {
     pub const DEVICE_MEMORY: u64 = 1 << 41;
     /// Ours: a reduction's output, one slot per team plus the initial value; `size` is one slot.
     pub const REDUCTION: u64 = 1 << 42;
-}
-
-/// LLVM 22's `__tgt_offload_entry` (56 bytes, version 1). `address` is the host function's address (the region's
-/// host id), `symbol_name` the NUL-terminated device symbol.
-#[repr(C)]
-#[derive(Debug)]
-pub struct OffloadEntry {
-    pub reserved: u64,
-    pub version: u16,
-    pub kind: u16,
-    pub flags: u32,
-    pub address: *const c_void,
-    pub symbol_name: *const c_char,
-    pub size: u64,
-    pub data: u64,
-    pub aux_addr: *const c_void,
-}
-
-// SAFETY: entries are immutable statics pointing at other statics.
-unsafe impl Sync for OffloadEntry {}
-
-impl OffloadEntry {
-    pub const VERSION: u16 = 1;
-    /// `OFK_OpenMP` in LLVM's `OffloadKind`.
-    pub const KIND_OPENMP: u16 = 1;
-
-    /// The entry of a kernel region whose host id is `address` and device symbol is `symbol` (NUL-terminated);
-    /// `data` holds the package tag ([`crate::identity::package_tag`]) that picks the images to search.
-    pub const fn kernel(address: *const c_void, symbol: &'static [u8], package_tag: u64) -> Self {
-        OffloadEntry {
-            reserved: 0,
-            version: Self::VERSION,
-            kind: Self::KIND_OPENMP,
-            flags: 0,
-            address,
-            symbol_name: symbol.as_ptr() as *const c_char,
-            size: 0,
-            data: package_tag,
-            aux_addr: core::ptr::null(),
-        }
-    }
-}
-
-/// One embedded device image, written by build support into the images table of the fat binary. The same image
-/// may be linked twice (a package's library and its binaries both carry it); `id` lets the runtime keep one.
-#[repr(C)]
-#[derive(Debug)]
-pub struct DeviceImageRecord {
-    pub version: u32,
-    /// The image's format: one of the `FORMAT_*` constants.
-    pub flags: u32,
-    pub id: u64,
-    pub image_start: *const u8,
-    pub image_end: *const u8,
-    /// NUL-terminated target triple, e.g. `x86_64-unknown-linux-gnu`.
-    pub triple: *const c_char,
-    /// NUL-terminated architecture (`sm_90`, `gfx90a`, or the triple's arch for the host).
-    pub arch: *const c_char,
-    /// NUL-terminated name of the package whose regions the image holds.
-    pub package: *const c_char,
-    /// [`crate::identity::package_tag`] of that package: only its entries are looked up in this image.
-    pub package_tag: u64,
-}
-
-// SAFETY: records are immutable and point into read-only data.
-unsafe impl Sync for DeviceImageRecord {}
-
-impl DeviceImageRecord {
-    pub const VERSION: u32 = 1;
-    /// An ELF shared object for the host-elf device.
-    pub const FORMAT_SHARED_OBJECT: u32 = 0;
-    /// PTX text, NUL-terminated (the CUDA driver JIT-compiles it for the device).
-    pub const FORMAT_PTX: u32 = 1;
-    /// A cubin: ELF machine code for one NVIDIA architecture family.
-    pub const FORMAT_CUBIN: u32 = 2;
-    /// An AMD HSA code object.
-    pub const FORMAT_HSACO: u32 = 3;
-
-    /// A format's name, for people.
-    pub fn format_name(format: u32) -> &'static str {
-        match format {
-            Self::FORMAT_SHARED_OBJECT => "shared object",
-            Self::FORMAT_PTX => "PTX",
-            Self::FORMAT_CUBIN => "cubin",
-            Self::FORMAT_HSACO => "HSA code object",
-            _ => "unknown format",
-        }
-    }
-    pub const SIZE: usize = 64;
-    /// Byte offsets of the pointer fields, for writers that emit relocations.
-    pub const IMAGE_START: usize = 16;
-    pub const IMAGE_END: usize = 24;
-    pub const TRIPLE: usize = 32;
-    pub const ARCH: usize = 40;
-    pub const PACKAGE: usize = 48;
-    pub const PACKAGE_TAG: usize = 56;
 }
 
 /// The most kernel arguments (after `dyn_ptr`) a region may have: each slice counts two, the return slot one.

@@ -8,20 +8,12 @@
 //! cannot collide and can be read back); bytes outside `[A-Za-z0-9_]` are written `$XX`, which PTX and ELF accept.
 //! The functions are `const` so the host expansion can put the NUL-terminated name straight into its offload entry.
 
-/// The tag that ties a package's offload entries to its device images: FNV-1a of the package's
+/// The tag that ties a package's offload entries to its device images: [`crate::hash::fnv1a`] of the package's
 /// `CARGO_MANIFEST_DIR`, as the macro (in the entry's `data` field) and build support (in the image record) both see
 /// it. Two versions of one crate share region names but never a manifest directory, so each finds only its own
 /// kernels.
 pub const fn package_tag(manifest_dir: &str) -> u64 {
-    let b = manifest_dir.as_bytes();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut i = 0;
-    while i < b.len() {
-        h ^= b[i] as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-        i += 1;
-    }
-    h
+    crate::hash::fnv1a(manifest_dir.as_bytes())
 }
 
 /// Prefix of every kernel symbol, after LLVM's `__omp_offloading_` kernels.

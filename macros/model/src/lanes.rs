@@ -279,7 +279,7 @@ where
 /// A loop, or a `collapse(n)` nest, that a `schedule(static, c)` or `schedule(dynamic, c)` deals out in chunks.
 ///
 /// # Safety
-/// As [`crate::abi::Share`]: chunks dealt to distinct `g` are disjoint, and so are the chunks claimed from one
+/// As [`Share`](crate::abi::Share): chunks dealt to distinct `g` are disjoint, and so are the chunks claimed from one
 /// counter.
 pub unsafe trait ChunkShare: Sized {
     /// A thread's chunks.

@@ -1,10 +1,14 @@
 //! What every side of `offload` must agree on, in one place:
 //! - [`identity`]: how a region is named (crate + module path + function) and the device symbol that name mangles to;
-//! - [`abi`]: the binary layouts shared by the fat binary, the runtime and the device images;
+//! - [`fatbin`]: the fat binary's tables (section names, entry and image-record layouts, their one encoder and
+//!   decoder, image formats);
+//! - [`abi`]: the kernel ABI shared by map lists, the runtime, device-std and the kernel entries;
 //! - [`reduce`] and [`lanes`]: the reduction operators and the loop drivers work-shared loops are lowered to;
 //! - [`view`]: what a `&mut [T]` parameter is inside a parallel body, and the tokens that make its writes race-free;
 //! - `lower` (feature `syntax`): the one lowering of a region's body, which the macro and the outliner both apply;
-//! - [`cpu`]: the x86-64 levels a host image may be built for;
+//! - [`device`]: the device kinds, their triples and plugins, and how their architectures are written (`sm_XX`,
+//!   `gfxNNN`, x86-64 levels);
+//! - [`hash`]: the one stable hash (package tags, image ids, cache keys);
 //! - `clause`, `region`, `data` (feature `syntax`): the clause model, parsed and validated once for the macros and the
 //!   outliner.
 #![cfg_attr(not(feature = "syntax"), no_std)]
@@ -12,9 +16,11 @@
 pub mod abi;
 #[cfg(feature = "syntax")]
 pub mod clause;
-pub mod cpu;
 #[cfg(feature = "syntax")]
 pub mod data;
+pub mod device;
+pub mod fatbin;
+pub mod hash;
 pub mod identity;
 pub mod lanes;
 #[cfg(feature = "syntax")]

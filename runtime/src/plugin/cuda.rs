@@ -14,13 +14,14 @@ use super::{
 use crate::tables::Image;
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys::{self, CUresult};
-use offload_model::abi::DeviceImageRecord;
+use offload_model::device::{DeviceKind, NvidiaArch, NvidiaVariant, NVPTX_TRIPLE};
+use offload_model::fatbin::ImageFormat;
 use std::ffi::{c_void, CStr};
 
 pub struct Cuda;
 
 /// The triple of the images this plugin runs.
-const TRIPLE: &str = "nvptx64-nvidia-cuda";
+const TRIPLE: &str = NVPTX_TRIPLE;
 
 /// Dynamic shared memory a kernel may use without opting in (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`),
 /// counting its static shared memory.
@@ -57,7 +58,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
 
 impl Plugin for Cuda {
     fn name(&self) -> &'static str {
-        "cuda"
+        DeviceKind::Nvptx.plugin()
     }
 
     fn discover(&self) -> Result<Vec<Box<dyn Device>>, String> {
@@ -97,7 +98,7 @@ fn discover_devices() -> Result<Vec<Box<dyn Device>>, String> {
         return Err("the NVIDIA driver reports no CUDA devices".into());
     }
     super::opened(
-        "cuda",
+        DeviceKind::Nvptx.plugin(),
         (0..count).map(|ordinal| {
             CudaDevice::open(ordinal)
                 .map(|d| Box::new(d) as Box<dyn Device>)
@@ -124,27 +125,23 @@ fn describe(e: DriverError) -> String {
 /// device of compute capability `cc`: a cubin runs on its own major version with a minor version at least its own
 /// (its exact architecture ranks highest); PTX runs on any device at least as new as its target, which the driver
 /// JIT-compiles, the newest PTX best.
-fn rank_for(cc: (u32, u32), image_arch: &str, format: u32) -> Option<u32> {
-    let rest = image_arch.strip_prefix("sm_")?;
-    let (digits, specific) = match rest.strip_suffix('a') {
-        Some(d) => (d, true),
-        None => (rest, false),
+fn rank_for(cc: (u32, u32), image_arch: &str, format: ImageFormat) -> Option<u32> {
+    let arch = NvidiaArch::parse(image_arch)?;
+    let specific = match arch.variant {
+        NvidiaVariant::Portable => false,
+        NvidiaVariant::ArchSpecific => true,
+        // Family-specific code (`sm_100f`) is not ranked: which GPUs a family spans is not known here.
+        NvidiaVariant::FamilySpecific => return None,
     };
-    if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let sm: u32 = digits.parse().ok()?;
-    let image = (sm / 10, sm % 10);
+    let (sm, image) = (arch.number(), (arch.major, arch.minor));
     // `sm_90a` code uses features only 9.0 has, and its PTX cannot be compiled for anything else either.
     if specific && image != cc {
         return None;
     }
     match format {
-        DeviceImageRecord::FORMAT_CUBIN if image == cc => Some(3000 + specific as u32),
-        DeviceImageRecord::FORMAT_CUBIN => {
-            (image.0 == cc.0 && image.1 <= cc.1).then_some(2000 + image.1)
-        }
-        DeviceImageRecord::FORMAT_PTX => (sm <= cc.0 * 10 + cc.1).then_some(1000 + sm),
+        ImageFormat::Cubin if image == cc => Some(3000 + specific as u32),
+        ImageFormat::Cubin => (image.0 == cc.0 && image.1 <= cc.1).then_some(2000 + image.1),
+        ImageFormat::Ptx => (sm <= cc.0 * 10 + cc.1).then_some(1000 + sm),
         _ => None,
     }
 }
@@ -152,14 +149,14 @@ fn rank_for(cc: (u32, u32), image_arch: &str, format: u32) -> Option<u32> {
 /// What the driver is given must be well formed: it reads a cubin's ELF header for its size and PTX up to its NUL.
 fn check_image(image: &Image) -> Result<(), String> {
     match image.format {
-        DeviceImageRecord::FORMAT_PTX if image.bytes.last() != Some(&0) => {
+        ImageFormat::Ptx if image.bytes.last() != Some(&0) => {
             Err("the PTX image is not NUL-terminated".into())
         }
-        DeviceImageRecord::FORMAT_CUBIN if image.bytes.get(..4) != Some(b"\x7fELF") => {
+        ImageFormat::Cubin if image.bytes.get(..4) != Some(b"\x7fELF") => {
             Err("the cubin image is not an ELF file".into())
         }
-        DeviceImageRecord::FORMAT_PTX | DeviceImageRecord::FORMAT_CUBIN => Ok(()),
-        f => Err(format!("image format {f} is neither PTX nor a cubin")),
+        ImageFormat::Ptx | ImageFormat::Cubin => Ok(()),
+        f => Err(format!("a {f} image is neither PTX nor a cubin")),
     }
 }
 
@@ -382,7 +379,7 @@ impl Device for CudaDevice {
     fn describe(&self) -> super::DeviceDescription {
         super::DeviceDescription {
             name: self.name.clone(),
-            arch: format!("sm_{}{}", self.cc.0, self.cc.1),
+            arch: NvidiaArch::new(self.cc.0, self.cc.1).to_string(),
             memory: self.total_mem as u64,
         }
     }
@@ -582,8 +579,8 @@ impl Device for CudaDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    const CUBIN: u32 = DeviceImageRecord::FORMAT_CUBIN;
-    const PTX: u32 = DeviceImageRecord::FORMAT_PTX;
+    const CUBIN: ImageFormat = ImageFormat::Cubin;
+    const PTX: ImageFormat = ImageFormat::Ptx;
 
     #[test]
     fn a_cubin_runs_on_its_major_version_with_an_equal_or_newer_minor() {
@@ -640,16 +637,12 @@ mod tests {
             assert_eq!(rank_for((9, 0), arch, CUBIN), None, "{arch}");
             assert_eq!(rank_for((9, 0), arch, PTX), None, "{arch}");
         }
-        for format in [
-            DeviceImageRecord::FORMAT_SHARED_OBJECT,
-            DeviceImageRecord::FORMAT_HSACO,
-            77,
-        ] {
+        for format in [ImageFormat::SharedObject, ImageFormat::Hsaco] {
             assert_eq!(rank_for((9, 0), "sm_90", format), None);
         }
     }
 
-    fn image(bytes: &'static [u8], format: u32) -> Image {
+    fn image(bytes: &'static [u8], format: ImageFormat) -> Image {
         Image {
             bytes,
             format,
@@ -669,7 +662,7 @@ mod tests {
         assert!(check_image(&image(b"\x7fELF\x02\x01", CUBIN)).is_ok());
         let e = check_image(&image(b"junk", CUBIN)).unwrap_err();
         assert!(e.contains("not an ELF"), "{e}");
-        assert!(check_image(&image(b"\x7fELF", DeviceImageRecord::FORMAT_HSACO)).is_err());
+        assert!(check_image(&image(b"\x7fELF", ImageFormat::Hsaco)).is_err());
     }
 
     #[test]

@@ -73,7 +73,7 @@ fn page_size() -> usize {
 
 impl Plugin for HostElf {
     fn name(&self) -> &'static str {
-        "host-elf"
+        offload_model::device::DeviceKind::Host.plugin()
     }
 
     fn discover(&self) -> Result<Vec<Box<dyn Device>>, String> {
@@ -197,11 +197,11 @@ impl Device for HostElfDevice {
         let mut parts = image.triple.split('-');
         if parts.next() != Some(std::env::consts::ARCH)
             || !image.triple.contains(std::env::consts::OS)
-            || image.format != offload_model::abi::DeviceImageRecord::FORMAT_SHARED_OBJECT
+            || image.format != offload_model::fatbin::ImageFormat::SharedObject
         {
             return None;
         }
-        match offload_model::cpu::level(image.arch) {
+        match offload_model::device::x86_64_level(image.arch) {
             Some((level, mut features)) => features
                 .all(|f| cpu_has(f) == Some(true))
                 .then_some(1 + level as u32),
@@ -497,7 +497,7 @@ fn host_memory() -> u64 {
     (pages.max(0) as u64).saturating_mul(size.max(0) as u64)
 }
 
-/// Whether this CPU has a feature of [`offload_model::cpu::X86_64_LEVELS`] (which `is_x86_feature_detected!` needs
+/// Whether this CPU has a feature of [`offload_model::device::X86_64_LEVELS`] (which `is_x86_feature_detected!` needs
 /// spelled out); `None` for a feature this table does not know, whose image is then not run.
 fn cpu_has(feature: &str) -> Option<bool> {
     #[cfg(target_arch = "x86_64")]
@@ -657,7 +657,7 @@ mod tests {
     #[test]
     fn every_level_feature_is_detected() {
         // A feature `cpu_has` does not spell out would make its level unloadable everywhere.
-        for (level, features) in offload_model::cpu::X86_64_LEVELS {
+        for (level, features) in offload_model::device::X86_64_LEVELS {
             for f in features {
                 assert!(
                     super::cpu_has(f).is_some(),

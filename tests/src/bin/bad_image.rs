@@ -2,7 +2,7 @@
 //! ELF at all (what a corrupt download or a bad build would leave). tests/policy.rs checks that each disables itself
 //! with a message while the regions still run on the device.
 
-use offload::__private::{linkme, DeviceImageRecord, OFFLOAD_IMAGES};
+use offload::__private::{linkme, DeviceImageRecord, ImageFormat, OFFLOAD_IMAGES};
 use offload_tests::kernels::double;
 use std::ffi::CStr;
 
@@ -19,7 +19,7 @@ static NOT_ELF: [u8; 16] = *b"PK\x03\x04 a zip file!";
 const fn record(bytes: &'static [u8], package: &'static CStr, id: u64) -> DeviceImageRecord {
     DeviceImageRecord {
         version: DeviceImageRecord::VERSION,
-        flags: 0,
+        format: ImageFormat::SharedObject.code(),
         id,
         image_start: bytes.as_ptr(),
         // SAFETY: one past the end of the same array.

@@ -28,7 +28,8 @@ use super::{
     Plugin,
 };
 use crate::tables::Image;
-use offload_model::abi::DeviceImageRecord;
+use offload_model::device::{AmdArch, DeviceKind, AMDGCN_TRIPLE};
+use offload_model::fatbin::ImageFormat;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::mem::MaybeUninit;
 use std::ptr;
@@ -38,7 +39,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 pub struct AmdGpu;
 
 /// The triple of the images this plugin runs.
-const TRIPLE: &str = "amdgcn-amd-amdhsa";
+const TRIPLE: &str = AMDGCN_TRIPLE;
 
 /// Where the HSA runtime is looked for, in order: the loader's search path (the versioned name ROCm installs, then
 /// the development symlink), then ROCm's default prefix, which is often not on the search path.
@@ -72,7 +73,7 @@ const DEFAULT_LDS_BYTES: u32 = 64 * 1024;
 
 impl Plugin for AmdGpu {
     fn name(&self) -> &'static str {
-        "amdgpu"
+        DeviceKind::Amdgcn.plugin()
     }
 
     fn discover(&self) -> Result<Vec<Box<dyn Device>>, String> {
@@ -223,19 +224,20 @@ fn c_name(buf: &[u8]) -> String {
     String::from_utf8_lossy(&buf[..end]).trim().to_string()
 }
 
-/// `gfx90a` for `gfx90a:sramecc+:xnack-`: target features do not take part in matching.
-fn base_arch(name: &str) -> &str {
-    name.split_once(':').map_or(name, |(arch, _)| arch).trim()
-}
-
 /// How well an image suits a GPU of architecture `agent_arch`: an HSA code object built for that very processor
 /// runs; nothing else does (AMD code objects are not portable across `gfx` processors).
-fn rank_for(agent_arch: &str, image_triple: &str, image_arch: &str, format: u32) -> Option<u32> {
-    (image_triple == TRIPLE
-        && format == DeviceImageRecord::FORMAT_HSACO
-        && !agent_arch.is_empty()
-        && base_arch(image_arch) == base_arch(agent_arch))
-    .then_some(1)
+fn rank_for(
+    agent_arch: &str,
+    image_triple: &str,
+    image_arch: &str,
+    format: ImageFormat,
+) -> Option<u32> {
+    // Target features (`gfx90a:xnack-`) do not take part in matching.
+    let same_processor = match (AmdArch::parse(agent_arch), AmdArch::parse(image_arch)) {
+        (Some(agent), Some(image)) => agent.processor() == image.processor(),
+        _ => false,
+    };
+    (image_triple == TRIPLE && format == ImageFormat::Hsaco && same_processor).then_some(1)
 }
 
 /// What the loader is given must be an AMDGPU ELF code object: a 64-bit little-endian ELF file for `EM_AMDGPU`.
@@ -715,7 +717,7 @@ fn discover_devices() -> Result<Vec<Box<dyn Device>>, String> {
         frequency
     };
     super::opened(
-        "amdgpu",
+        DeviceKind::Amdgcn.plugin(),
         gpus.iter().enumerate().map(|(ordinal, &agent)| {
             AmdGpuDevice::open(hsa, ordinal, agent, &host_pools, wait_ticks)
                 .map(|d| Box::new(d) as Box<dyn Device>)
@@ -801,7 +803,9 @@ impl AmdGpuDevice {
     ) -> Result<Self, String> {
         // SAFETY (each agent_info below): the type is the attribute's, as hsa.h declares it.
         let name: [u8; 64] = unsafe { agent_info(hsa, agent, HSA_AGENT_INFO_NAME, "NAME")? };
-        let arch = base_arch(&c_name(&name)).to_string();
+        let name = c_name(&name);
+        // Images are built for a processor: `gfx90a` of `gfx90a:sramecc+:xnack-`.
+        let arch = AmdArch::parse(&name).map_or(name.clone(), |a| a.processor().to_string());
         let product = unsafe {
             agent_info::<[u8; 64]>(hsa, agent, HSA_AMD_AGENT_INFO_PRODUCT_NAME, "PRODUCT_NAME")
         }
@@ -1178,9 +1182,9 @@ impl Device for AmdGpuDevice {
     }
 
     fn load_image(&self, image: &Image) -> Result<LoadedImage, String> {
-        if image.format != DeviceImageRecord::FORMAT_HSACO {
+        if image.format != ImageFormat::Hsaco {
             return Err(format!(
-                "image format {} is not an HSA code object",
+                "a {} image is not an HSA code object",
                 image.format
             ));
         }
@@ -1503,7 +1507,7 @@ impl LoadedImageOps for AmdGpuImage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    const HSACO: u32 = DeviceImageRecord::FORMAT_HSACO;
+    const HSACO: ImageFormat = ImageFormat::Hsaco;
 
     #[test]
     fn an_hsaco_runs_on_its_own_processor_only() {
@@ -1517,8 +1521,6 @@ mod tests {
 
     #[test]
     fn target_features_do_not_take_part_in_matching() {
-        assert_eq!(base_arch("gfx90a:sramecc+:xnack-"), "gfx90a");
-        assert_eq!(base_arch("gfx90a"), "gfx90a");
         assert_eq!(rank_for("gfx90a:xnack+", TRIPLE, "gfx90a", HSACO), Some(1));
         assert_eq!(rank_for("gfx90a", TRIPLE, "gfx90a:xnack-", HSACO), Some(1));
     }
@@ -1538,10 +1540,9 @@ mod tests {
             );
         }
         for format in [
-            DeviceImageRecord::FORMAT_SHARED_OBJECT,
-            DeviceImageRecord::FORMAT_PTX,
-            DeviceImageRecord::FORMAT_CUBIN,
-            77,
+            ImageFormat::SharedObject,
+            ImageFormat::Ptx,
+            ImageFormat::Cubin,
         ] {
             assert_eq!(rank_for("gfx90a", TRIPLE, "gfx90a", format), None);
         }

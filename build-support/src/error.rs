@@ -1,0 +1,195 @@
+//! Everything that can stop a build, each with the data it is about and what to do about it.
+
+use crate::diag::Diagnostic;
+use crate::toolchain::{APT_LLVM, APT_RUST, LLVM_MAJOR};
+use offload_model::device::{DeviceKind, X86_64_LEVELS};
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Errors in the user's source, printed the way rustc prints them.
+    #[error("{}", .0.iter().map(|d| d.render()).collect::<Vec<_>>().join("\n"))]
+    Source(Vec<Diagnostic>),
+    #[error("offload-build: {0}")]
+    Target(#[from] TargetError),
+    #[error("offload-build: {0}")]
+    Toolchain(#[from] ToolchainError),
+    #[error("offload-build: {0}")]
+    Package(#[from] PackageError),
+    #[error("offload-build: {var} is not set; call offload_build::build() from a build script (build.rs), where cargo sets it")]
+    NotInBuildScript { var: &'static str },
+    #[error("offload-build: the device build of {image} failed:\n{output}")]
+    DeviceBuild { image: String, output: String },
+    #[error(
+        "offload-build: cannot read {what}: {source}; the device build left a damaged file: run `cargo clean` and build \
+         again"
+    )]
+    ReadObject {
+        what: String,
+        source: object::read::Error,
+    },
+    #[error("offload-build: writing the image object failed: {0}; this is a bug in offload-build, please report it")]
+    WriteObject(#[from] object::write::Error),
+    #[error("offload-build: {context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+        let context = context.into();
+        move |source| Error::Io { context, source }
+    }
+
+    pub(crate) fn read_object(
+        what: impl Into<String>,
+    ) -> impl FnOnce(object::read::Error) -> Error {
+        let what = what.into();
+        move |source| Error::ReadObject { what, source }
+    }
+}
+
+/// A target list (`OFFLOAD_TARGETS` or `[package.metadata.offload] targets`) this build cannot follow.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("offload target `{target}`: `{arch}` is not {}; {}", .kind.arch_noun(), arch_help(*.kind))]
+    Arch {
+        target: String,
+        arch: String,
+        kind: DeviceKind,
+    },
+    #[error("unknown offload target `{target}`; expected {}", usage())]
+    Unknown { target: String },
+    #[error("the `host` offload target needs an x86_64 Linux host; this build targets {triple}")]
+    HostUnsupported { triple: String },
+}
+
+/// How a kind's architectures are written.
+fn arch_help(kind: DeviceKind) -> String {
+    match kind {
+        DeviceKind::Host => {
+            let names: Vec<&str> = X86_64_LEVELS.iter().map(|l| l.0).collect();
+            format!("the host images can be built for {}", names.join(", "))
+        }
+        DeviceKind::Nvptx => "write them as `nvptx64:sm_80,sm_90`".into(),
+        DeviceKind::Amdgcn => "write them as `amdgcn:gfx90a,gfx942`".into(),
+    }
+}
+
+/// `host`, `nvptx64:sm_XX,..` or `amdgcn:gfxNNN,..`.
+fn usage() -> String {
+    let [host, nvptx, amdgcn] = DeviceKind::ALL.map(|k| k.usage());
+    format!("{host}, {nvptx} or {amdgcn}")
+}
+
+/// A device tool a GPU target needs is not installed.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolchainError {
+    #[error(
+        "the {target} target needs a Rust compiler that builds `core` for it from the library sources and emits LLVM \
+         {llvm} bitcode; none was found:\n  - {tried}\nInstall Debian's (`{APT_RUST}`), or a rustup nightly on LLVM \
+         {llvm} (`rustup toolchain install nightly --component rust-src`), or point OFFLOAD_DEVICE_RUSTC and \
+         OFFLOAD_DEVICE_CARGO at one.",
+        llvm = LLVM_MAJOR,
+        tried = .tried.join("\n  - ")
+    )]
+    Rustc {
+        target: String,
+        /// Each candidate and why it does not do.
+        tried: Vec<String>,
+    },
+    #[error(
+        "the {target} target links device code with LLVM {llvm}'s llvm-link, opt and llc; none was found:\n  - \
+         {tried}\nInstall it (`{APT_LLVM}`) or point OFFLOAD_LLVM_BIN at its bin directory.",
+        llvm = LLVM_MAJOR,
+        tried = .tried.join("\n  - ")
+    )]
+    Llvm { target: String, tried: Vec<String> },
+    #[error(
+        "the amdgcn target links code objects with LLVM {llvm}'s ld.lld: `apt-get install lld-{llvm}`, or point \
+         OFFLOAD_LLVM_BIN at a directory that has it",
+        llvm = LLVM_MAJOR
+    )]
+    Lld,
+    #[error("set OFFLOAD_CACHE_DIR (or HOME) for the device `core` cache")]
+    NoCacheDir,
+    #[error(
+        "cannot find offload-device next to {}; offload-build builds device code against the offload-device \
+         that comes with it: depend on both from the same offload workspace or release",
+        .0.display()
+    )]
+    NoDeviceStd(PathBuf),
+}
+
+/// The package being built cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PackageError {
+    #[error("`cargo metadata` failed for {}:\n{stderr}\nFix what cargo reports and build again.", .manifest.display())]
+    Metadata { manifest: PathBuf, stderr: String },
+    #[error(
+        "`cargo metadata` printed JSON this version cannot read ({0}); build with the cargo of a Rust release \
+         offload supports"
+    )]
+    MetadataJson(#[from] serde_json::Error),
+    #[error(
+        "`cargo metadata` does not list {}; build the package from its own manifest, as cargo runs build scripts",
+        .0.display()
+    )]
+    NotListed(PathBuf),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_errors_say_how_targets_are_written() {
+        let e = Error::from(TargetError::Arch {
+            target: "host:znver9".into(),
+            arch: "znver9".into(),
+            kind: DeviceKind::Host,
+        });
+        assert_eq!(
+            e.to_string(),
+            "offload-build: offload target `host:znver9`: `znver9` is not an x86-64 level; the host images can be \
+             built for x86-64, x86-64-v2, x86-64-v3, x86-64-v4"
+        );
+        let e = TargetError::Arch {
+            target: "nvptx64:gfx90a".into(),
+            arch: "gfx90a".into(),
+            kind: DeviceKind::Nvptx,
+        };
+        assert_eq!(
+            e.to_string(),
+            "offload target `nvptx64:gfx90a`: `gfx90a` is not an NVIDIA architecture; write them as \
+             `nvptx64:sm_80,sm_90`"
+        );
+        let e = TargetError::Unknown {
+            target: "spirv".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "unknown offload target `spirv`; expected `host`, `nvptx64:sm_XX,..` or `amdgcn:gfxNNN,..`"
+        );
+    }
+
+    #[test]
+    fn missing_tools_say_how_to_get_them() {
+        let e = ToolchainError::Llvm {
+            target: "nvptx64-nvidia-cuda".into(),
+            tried: vec!["/usr/lib/llvm-22/bin: no llvm-link, opt and llc".into()],
+        };
+        let text = e.to_string();
+        assert!(text.contains("LLVM 22's llvm-link"), "{text}");
+        assert!(
+            text.contains("  - /usr/lib/llvm-22/bin: no llvm-link"),
+            "{text}"
+        );
+        assert!(text.contains("`apt-get install llvm-22`"), "{text}");
+        assert!(ToolchainError::Lld
+            .to_string()
+            .contains("apt-get install lld-22"));
+    }
+}
