@@ -157,6 +157,13 @@ thread_local! {
     static SPAWNS_LEFT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
 }
 
+/// Lets this thread take `n` more workers before the next one cannot be started (`None`: no limit), so tests reach
+/// the path of a process at its thread limit.
+#[cfg(test)]
+pub(crate) fn refuse_spawns_after(n: Option<usize>) {
+    SPAWNS_LEFT.set(n);
+}
+
 /// `n` workers, idle ones first; if one cannot be started, those taken go back to the idle list.
 fn workers(n: usize) -> Result<Vec<Arc<Worker>>, SpawnError> {
     let mut taken = Vec::with_capacity(n);

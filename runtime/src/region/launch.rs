@@ -339,3 +339,67 @@ unsafe fn run_on_device(
         (Ok(()), Err(e)) => failed(format!("copying results back failed: {e}"), None),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::geometry::hardware_threads;
+    use crate::host::pool::refuse_spawns_after;
+    use crate::host::run_fallback;
+
+    static ENTRY: OffloadEntry = OffloadEntry::kernel(std::ptr::null(), b"__never_loaded\0", 0);
+    static REGION: RegionInfo = RegionInfo {
+        name: "tests::wide",
+        file: file!(),
+        line: line!(),
+        entry: &ENTRY,
+    };
+
+    /// Under Miri too: no thread is started.
+    #[test]
+    fn a_fallback_that_cannot_start_its_threads_is_an_error_of_the_call() {
+        if hardware_threads() < 2 {
+            eprintln!(
+                "note: one hardware thread: a two-team fallback needs no pool thread; not checked"
+            );
+            return;
+        }
+        // Two teams of one thread: one pool thread besides the caller. `if(false)` picks the host.
+        let launch = Launch {
+            cond: false,
+            work_shared: true,
+            num_teams: Some(2),
+            ..Launch::default()
+        };
+        let call = || {
+            let mut slot = MaybeUninit::<()>::uninit();
+            // SAFETY: no map list; the return slot is a `()`.
+            unsafe {
+                target(&REGION, launch, &[], &mut slot, None, || {
+                    // What the expansion's fallback closure does.
+                    match run_fallback(launch, &|| ()) {
+                        Ok(r) => r,
+                        Err(m) => panic!("{m}"),
+                    }
+                })
+            }
+        };
+        refuse_spawns_after(Some(0));
+        let r = call();
+        refuse_spawns_after(None);
+        match r {
+            Err(
+                e @ Error::HostThreads {
+                    region: "tests::wide",
+                    ..
+                },
+            ) => assert!(
+                e.to_string().contains(
+                    "region tests::wide could not run its host fallback: cannot start a host thread"
+                ),
+                "{e}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+}
