@@ -157,6 +157,7 @@ thread_local! {
 }
 
 /// This thread's default-device-var.
+#[inline]
 pub fn default_device() -> i32 {
     DEFAULT_DEVICE.with(Cell::get)
 }

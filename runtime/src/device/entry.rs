@@ -21,6 +21,7 @@ pub struct DeviceEntry {
 /// An entry is its device: its number, plugin, and observed operations.
 impl Deref for DeviceEntry {
     type Target = ObservedDevice;
+    #[inline]
     fn deref(&self) -> &ObservedDevice {
         &self.dev
     }
@@ -100,10 +101,12 @@ impl DeviceEntry {
 
     /// The device's present table. A panic while it was held cannot have left it half-updated (each operation is
     /// one insert or remove), so a poisoned lock is taken over.
+    #[inline]
     pub fn table(&self) -> MutexGuard<'_, MappingTable> {
         self.mapping.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    #[inline]
     pub fn is_lost(&self) -> bool {
         self.lost.load(Ordering::Relaxed)
     }

@@ -52,6 +52,7 @@ impl ObservedDevice {
 
     /// The geometry a launch gets: the clauses' values are upper bounds (OpenMP lets the implementation run fewer
     /// teams and threads), clamped to the device's maxima.
+    #[inline]
     pub fn geometry(&self, launch: Launch) -> (u32, u32) {
         let max_teams = self.dev.max_teams().max(1);
         let clamped = Launch {
@@ -167,6 +168,7 @@ fn atomic_elements(map_type: u64) -> usize {
 ///
 /// # Safety
 /// As [`ObservedDevice::submit`].
+#[inline]
 unsafe fn submit(
     dev: &dyn Device,
     tgt: DevicePtr,
@@ -201,6 +203,7 @@ unsafe fn submit(
 ///
 /// # Safety
 /// As [`ObservedDevice::retrieve`].
+#[inline]
 unsafe fn retrieve(
     dev: &dyn Device,
     host: usize,
