@@ -1,7 +1,7 @@
-//! Device memory the program manages itself, passed to regions as is (OpenMP's `is_device_ptr`): `DevicePtr<T>`, a
-//! raw device address, and `DeviceBuffer<T>`, a safe owning buffer. A region taking either runs only on the device
-//! that holds the memory. The initial device's "device memory" is host memory, as in OpenMP (`omp_target_alloc` on
-//! the initial device is `malloc`), under every policy.
+//! `DeviceBuffer<T>`: device memory the program manages itself, a safe owning buffer passed to regions as is
+//! (OpenMP's `is_device_ptr`), as its raw address, `DevicePtr<T>` (which lives with the other types that cross into
+//! a region). A region taking either runs only on the device that holds the memory. The initial device's "device
+//! memory" is host memory, as in OpenMP (`omp_target_alloc` on the initial device is `malloc`), under every policy.
 
 use crate::device::{devices, initial_device, is_initial, DeviceEntry};
 use crate::observe::Label;

@@ -1,6 +1,6 @@
 //! The host team executor: the thread pool, teams of host threads with their barriers, and what a host thread runs as
 //! inside a region (team numbers, shares of a loop, a reduction's initial value). The host-elf plugin runs kernels on
-//! it and the host fallback runs region bodies on it. It knows nothing of devices or regions.
+//! it and the host fallback runs region bodies on it; it imports nothing of the device and region layers above.
 
 pub mod barrier;
 pub mod fallback;
