@@ -3,15 +3,17 @@
 //! reports no devices and says why.
 //!
 //! Layered as cudarc is: its `sys` (raw FFI) and `result` (each call a `Result<_, DriverError>`) underneath, and here
-//! `Result<_, String>` messages naming the driver call that failed and its error. Every device uses its primary
+//! messages naming the driver call that failed and its error, in the [`PluginError`] of the device method. Every device uses its primary
 //! context, made current on the calling thread at the start of each method (a region may be called from any host
 //! thread), and the legacy default stream, so allocation, zero-fill, copies and launches are ordered with each other.
 
-use super::{
-    Arg, Device, DevicePtr, Kernel, KernelFailure, LaunchParams, LoadedImage, LoadedImageOps,
-    Plugin,
+use crate::plugin::discovery::{guarded, opened};
+use crate::plugin::error::PluginError;
+use crate::plugin::interface::{
+    Arg, Device, DeviceDescription, DevicePtr, Discovered, Kernel, LaunchParams, LoadedImage,
+    LoadedImageOps, Plugin,
 };
-use crate::tables::Image;
+use crate::registry::Image;
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys::{self, CUresult};
 use offload_model::device::{DeviceKind, NvidiaArch, NvidiaVariant, NVPTX_TRIPLE};
@@ -61,23 +63,27 @@ impl Plugin for Cuda {
         DeviceKind::Nvptx.plugin()
     }
 
-    fn discover(&self) -> Result<Vec<Box<dyn Device>>, String> {
+    fn discover(&self) -> Result<Discovered, PluginError> {
         // The symbol check makes a panic impossible in practice; the guard catches one anyway (a cudarc change).
         if cfg!(miri) {
             // Miri interprets the host fallback; it cannot load a driver library.
-            return Err("not under Miri".into());
+            return Err(PluginError::Unavailable {
+                reason: "not under Miri".into(),
+            });
         }
-        super::guarded("the CUDA driver library", discover_devices)
+        guarded("the CUDA driver library", discover_devices)
     }
 }
 
-fn discover_devices() -> Result<Vec<Box<dyn Device>>, String> {
+/// The devices, or why there are none; a device that does not open is skipped with a note.
+fn discover_devices() -> Result<Discovered, PluginError> {
+    let unavailable = |reason: String| PluginError::Unavailable { reason };
     // SAFETY: opens (and closes) the driver library by its usual names, which runs only its initialisers.
     if !unsafe { sys::is_culib_present() } {
-        return Err(
+        return Err(unavailable(
             "libcuda.so not found: no NVIDIA driver installed (or not on the library search path)"
                 .into(),
-        );
+        ));
     }
     // SAFETY: the library is present (checked above), so `culib` loads it instead of panicking; looking a symbol up
     // runs no code.
@@ -87,24 +93,27 @@ fn discover_devices() -> Result<Vec<Box<dyn Device>>, String> {
         .filter(|s| unsafe { sys::culib().get::<unsafe extern "C" fn()>(s.as_bytes()) }.is_err())
         .collect();
     if !missing.is_empty() {
-        return Err(format!(
+        return Err(unavailable(format!(
             "the NVIDIA driver's libcuda.so lacks {}: the driver is too old",
             missing.join(", ")
+        )));
+    }
+    result::init().map_err(|e| unavailable(fail("cuInit", e)))?;
+    let count =
+        result::device::get_count().map_err(|e| unavailable(fail("cuDeviceGetCount", e)))?;
+    if count <= 0 {
+        return Err(unavailable(
+            "the NVIDIA driver reports no CUDA devices".into(),
         ));
     }
-    result::init().map_err(|e| fail("cuInit", e))?;
-    let count = result::device::get_count().map_err(|e| fail("cuDeviceGetCount", e))?;
-    if count <= 0 {
-        return Err("the NVIDIA driver reports no CUDA devices".into());
-    }
-    super::opened(
-        DeviceKind::Nvptx.plugin(),
-        (0..count).map(|ordinal| {
-            CudaDevice::open(ordinal)
-                .map(|d| Box::new(d) as Box<dyn Device>)
-                .map_err(|e| format!("CUDA device {ordinal}: {e}"))
-        }),
-    )
+    opened((0..count).map(|ordinal| {
+        CudaDevice::open(ordinal)
+            .map(|d| Box::new(d) as Box<dyn Device>)
+            .map_err(|reason| PluginError::Open {
+                device: format!("CUDA device {ordinal}"),
+                reason,
+            })
+    }))
 }
 
 /// `<call> failed: <error>`.
@@ -170,7 +179,7 @@ enum Stage {
 /// Turns a launch's error into what the runtime reports. Errors that mean the kernel started and died leave the
 /// context unusable (CUDA fails every later call in it with the same error), so the device is lost; a launch the
 /// driver refused (its configuration) leaves it usable. `config` describes the launch, for refusals.
-fn launch_failure(code: CUresult, stage: Stage, config: &str) -> KernelFailure {
+fn launch_failure(code: CUresult, stage: Stage, config: &str) -> PluginError {
     use CUresult::*;
     let name = format!("{code:?}");
     let died = match code {
@@ -199,12 +208,10 @@ fn launch_failure(code: CUresult, stage: Stage, config: &str) -> KernelFailure {
         _ => None,
     };
     match died {
-        Some(message) => KernelFailure {
+        Some(message) => PluginError::Trap {
             message: format!(
                 "{message}; the CUDA context is unusable, so the device is marked lost"
             ),
-            location: None,
-            device_lost: true,
         },
         None => {
             let hint = match code {
@@ -214,10 +221,8 @@ fn launch_failure(code: CUresult, stage: Stage, config: &str) -> KernelFailure {
                 }
                 _ => "",
             };
-            KernelFailure {
-                message: format!("cuLaunchKernel failed: {name}{hint} ({config})"),
-                location: None,
-                device_lost: false,
+            PluginError::Launch {
+                reason: format!("cuLaunchKernel failed: {name}{hint} ({config})"),
             }
         }
     }
@@ -353,31 +358,26 @@ unsafe impl Send for CudaImage {}
 unsafe impl Sync for CudaImage {}
 
 impl LoadedImageOps for CudaImage {
-    fn kernel(&self, symbol: &CStr) -> Option<Kernel> {
+    fn kernel(&self, symbol: &CStr) -> Result<Option<Kernel>, PluginError> {
+        let failed = |reason: String| PluginError::Lookup {
+            symbol: symbol.to_string_lossy().into_owned(),
+            reason,
+        };
         // SAFETY: `ctx` is a retained primary context; the module was loaded in it and is never unloaded.
         unsafe {
-            if let Err(e) = result::ctx::set_current(self.ctx) {
-                eprintln!("offload: cuda: {}", fail("cuCtxSetCurrent", e));
-                return None;
-            }
+            result::ctx::set_current(self.ctx).map_err(|e| failed(fail("cuCtxSetCurrent", e)))?;
             match result::module::get_function(self.module, symbol.to_owned()) {
-                Ok(f) => Some(Kernel(f as usize)),
-                Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_FOUND => None,
-                Err(e) => {
-                    eprintln!(
-                        "offload: cuda: {}",
-                        fail(&format!("cuModuleGetFunction({symbol:?})"), e)
-                    );
-                    None
-                }
+                Ok(f) => Ok(Some(Kernel(f as usize))),
+                Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
+                Err(e) => Err(failed(fail("cuModuleGetFunction", e))),
             }
         }
     }
 }
 
 impl Device for CudaDevice {
-    fn describe(&self) -> super::DeviceDescription {
-        super::DeviceDescription {
+    fn describe(&self) -> DeviceDescription {
+        DeviceDescription {
             name: self.name.clone(),
             arch: NvidiaArch::new(self.cc.0, self.cc.1).to_string(),
             memory: self.total_mem as u64,
@@ -404,9 +404,10 @@ impl Device for CudaDevice {
         self.max_threads
     }
 
-    fn load_image(&self, image: &Image) -> Result<LoadedImage, String> {
-        check_image(image)?;
-        self.make_current()?;
+    fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError> {
+        let load = |reason: String| PluginError::Load { reason };
+        check_image(image).map_err(load)?;
+        self.make_current().map_err(load)?;
         // The driver parses a cubin in place: give it an aligned copy when the embedded bytes are not.
         let aligned: Vec<u128>;
         let data: *const c_void = if image.bytes.as_ptr().cast::<u128>().is_aligned() {
@@ -451,11 +452,11 @@ impl Device for CudaDevice {
                 .unwrap_or_else(|_| String::from_utf8_lossy(&log[..filled]).into_owned());
             let text = text.trim();
             let msg = fail("cuModuleLoadDataEx", e);
-            return Err(self.on(if text.is_empty() {
+            return Err(load(self.on(if text.is_empty() {
                 msg
             } else {
                 format!("{msg}; JIT log: {text}")
-            }));
+            })));
         }
         Ok(Box::new(CudaImage {
             // SAFETY: written by the successful call.
@@ -464,23 +465,30 @@ impl Device for CudaDevice {
         }))
     }
 
-    fn alloc(&self, size: usize) -> Result<DevicePtr, String> {
-        self.make_current()?;
+    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
+        let failed = |reason: String| PluginError::Alloc {
+            bytes: size,
+            reason,
+        };
+        self.make_current().map_err(failed)?;
         let bytes = size.max(1);
         // SAFETY: the context is current; the memory is zero-filled before anyone reads it.
         let p = unsafe { result::malloc_sync(bytes) }.map_err(|e| {
-            self.on(format!(
-                "{} allocating {size} bytes ({} MiB in all)",
-                fail("cuMemAlloc", e),
-                self.total_mem >> 20
-            ))
+            if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                PluginError::OutOfMemory {
+                    bytes: size,
+                    detail: self.on(format!("{} MiB in all", self.total_mem >> 20)),
+                }
+            } else {
+                failed(self.on(fail("cuMemAlloc", e)))
+            }
         })?;
         // SAFETY: `p` is a live allocation of `bytes` bytes. The memset is ordered before every later copy and
         // launch, all of which use the legacy default stream.
         if let Err(e) = unsafe { result::memset_d8_sync(p, 0, bytes) } {
             // SAFETY: allocated above and not handed out.
             let _ = unsafe { result::free_sync(p) };
-            return Err(self.on(fail("cuMemsetD8", e)));
+            return Err(failed(self.on(fail("cuMemsetD8", e))));
         }
         Ok(p)
     }
@@ -497,14 +505,19 @@ impl Device for CudaDevice {
         dst: DevicePtr,
         src: *const u8,
         size: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), PluginError> {
         if size == 0 {
             return Ok(());
         }
-        self.make_current()?;
+        let failed = |reason: String| PluginError::Transfer {
+            to_device: true,
+            bytes: size,
+            reason,
+        };
+        self.make_current().map_err(failed)?;
         // SAFETY: per the trait's contract; the copy is synchronous, so `src` need not outlive the call.
         unsafe { result::memcpy_htod_sync(dst, std::slice::from_raw_parts(src, size)) }
-            .map_err(|e| self.on(format!("{} copying {size} bytes", fail("cuMemcpyHtoD", e))))
+            .map_err(|e| failed(self.on(fail("cuMemcpyHtoD", e))))
     }
 
     unsafe fn copy_from_device(
@@ -512,14 +525,19 @@ impl Device for CudaDevice {
         dst: *mut u8,
         src: DevicePtr,
         size: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), PluginError> {
         if size == 0 {
             return Ok(());
         }
-        self.make_current()?;
+        let failed = |reason: String| PluginError::Transfer {
+            to_device: false,
+            bytes: size,
+            reason,
+        };
+        self.make_current().map_err(failed)?;
         // SAFETY: per the trait's contract.
         unsafe { result::memcpy_dtoh_sync(std::slice::from_raw_parts_mut(dst, size), src) }
-            .map_err(|e| self.on(format!("{} copying {size} bytes", fail("cuMemcpyDtoH", e))))
+            .map_err(|e| failed(self.on(fail("cuMemcpyDtoH", e))))
     }
 
     unsafe fn launch(
@@ -527,12 +545,8 @@ impl Device for CudaDevice {
         kernel: Kernel,
         args: &[Arg],
         params: LaunchParams,
-    ) -> Result<(), KernelFailure> {
-        let refused = |message: String| KernelFailure {
-            message,
-            location: None,
-            device_lost: false,
-        };
+    ) -> Result<(), PluginError> {
+        let refused = |reason: String| PluginError::Launch { reason };
         self.make_current().map_err(refused)?;
         let f = kernel.0 as sys::CUfunction;
         let (teams, threads) = (params.num_teams.max(1), params.num_threads.max(1));
@@ -668,14 +682,13 @@ mod tests {
     #[test]
     fn a_trap_is_a_panic_in_region_code_and_loses_the_device() {
         let f = launch_failure(CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION, Stage::Wait, "cfg");
-        assert!(f.device_lost);
-        assert!(f.location.is_none());
+        assert!(f.device_lost());
+        assert!(f.location().is_none());
         assert!(
-            f.message.starts_with(
+            f.to_string().starts_with(
                 "the kernel trapped (CUDA_ERROR_ILLEGAL_INSTRUCTION): a panic in region code"
             ),
-            "{}",
-            f.message
+            "{f}"
         );
     }
 
@@ -693,12 +706,12 @@ mod tests {
         ] {
             for stage in [Stage::Launch, Stage::Wait] {
                 let f = launch_failure(code, stage, "cfg");
-                assert!(f.device_lost, "{code:?}");
-                assert!(f.message.contains(&format!("{code:?}")), "{}", f.message);
+                assert!(f.device_lost(), "{code:?}");
+                assert!(f.to_string().contains(&format!("{code:?}")), "{f}");
             }
         }
         // Anything else once the kernel has started.
-        assert!(launch_failure(CUDA_ERROR_UNKNOWN, Stage::Wait, "cfg").device_lost);
+        assert!(launch_failure(CUDA_ERROR_UNKNOWN, Stage::Wait, "cfg").device_lost());
     }
 
     #[test]
@@ -710,18 +723,14 @@ mod tests {
             CUDA_ERROR_INVALID_HANDLE,
         ] {
             let f = launch_failure(code, Stage::Launch, "4 teams of 2048 threads");
-            assert!(!f.device_lost, "{code:?}");
+            assert!(!f.device_lost(), "{code:?}");
+            assert!(matches!(f, PluginError::Launch { .. }), "{f:?}");
+            let message = f.to_string();
             assert!(
-                f.message
-                    .starts_with(&format!("cuLaunchKernel failed: {code:?}")),
-                "{}",
-                f.message
+                message.starts_with(&format!("cuLaunchKernel failed: {code:?}")),
+                "{message}"
             );
-            assert!(
-                f.message.contains("4 teams of 2048 threads"),
-                "{}",
-                f.message
-            );
+            assert!(message.contains("4 teams of 2048 threads"), "{message}");
         }
     }
 
@@ -734,12 +743,13 @@ mod tests {
             return;
         }
         let why = Cuda.discover().err().expect("no devices without a driver");
-        assert!(why.starts_with("libcuda.so not found"), "{why}");
+        assert!(matches!(why, PluginError::Unavailable { .. }), "{why:?}");
+        assert!(why.to_string().starts_with("libcuda.so not found"), "{why}");
     }
 
     #[test]
     fn cuda_comes_first_so_gpus_get_the_low_device_numbers() {
-        let names: Vec<_> = super::super::all().iter().map(|p| p.name()).collect();
+        let names: Vec<_> = crate::plugin::all().iter().map(|p| p.name()).collect();
         assert_eq!(names, ["cuda", "amdgpu", "host-elf"]);
     }
 }

@@ -23,11 +23,13 @@
 mod ffi;
 
 use self::ffi::*;
-use super::{
-    Arg, Device, DevicePtr, Kernel, KernelFailure, LaunchParams, LoadedImage, LoadedImageOps,
-    Plugin,
+use crate::plugin::discovery::{guarded, opened};
+use crate::plugin::error::PluginError;
+use crate::plugin::interface::{
+    Arg, Device, DeviceDescription, DevicePtr, Discovered, Kernel, LaunchParams, LoadedImage,
+    LoadedImageOps, Plugin,
 };
-use crate::tables::Image;
+use crate::registry::Image;
 use offload_model::device::{AmdArch, DeviceKind, AMDGCN_TRIPLE};
 use offload_model::fatbin::ImageFormat;
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -76,19 +78,24 @@ impl Plugin for AmdGpu {
         DeviceKind::Amdgcn.plugin()
     }
 
-    fn discover(&self) -> Result<Vec<Box<dyn Device>>, String> {
+    fn discover(&self) -> Result<Discovered, PluginError> {
         // Nothing below panics by design; the guard catches one anyway.
         if cfg!(miri) {
             // Miri interprets the host fallback; it cannot load a driver library.
-            return Err("not under Miri".into());
+            return Err(PluginError::Unavailable {
+                reason: "not under Miri".into(),
+            });
         }
-        super::guarded("the HSA runtime", discover_devices)
+        guarded("the HSA runtime", discover_devices)
     }
 }
 
 /// The loaded, resolved and initialised runtime, or why there is none. Made once per process: the library stays
 /// mapped and initialised for the life of the process, as the devices and their kernels do.
 static RUNTIME: OnceLock<Result<Hsa, String>> = OnceLock::new();
+
+/// What loading the runtime noted (a handler it could not register), reported with each discovery.
+static RUNTIME_NOTE: OnceLock<String> = OnceLock::new();
 
 fn runtime() -> Result<&'static Hsa, String> {
     RUNTIME
@@ -123,12 +130,10 @@ fn load_runtime() -> Result<Hsa, String> {
     });
     if let Err(s) = registered {
         // Not fatal: a GPU memory fault then ends the process as ROCm does by default.
-        if crate::icv::info() > 0 {
-            eprintln!(
-                "offload: amdgpu: {}; a GPU memory fault will abort the program",
-                fail(&hsa, "hsa_amd_register_system_event_handler", s)
-            );
-        }
+        let _ = RUNTIME_NOTE.set(format!(
+            "{}; a GPU memory fault will abort the program",
+            fail(&hsa, "hsa_amd_register_system_event_handler", s)
+        ));
     }
     Ok(hsa)
 }
@@ -515,7 +520,7 @@ unsafe extern "C" fn on_queue_error(status: Status, _queue: *mut Queue, data: *m
 
 /// What a launch whose queue reported `status` tells the runtime: the kernel started and died, and the queue (so
 /// the device) cannot be used any more.
-fn queue_failure(status: Status) -> KernelFailure {
+fn queue_failure(status: Status) -> PluginError {
     let name = status_name(status).map_or_else(|| format!("HSA status {status:#x}"), String::from);
     let what = match status {
         HSA_STATUS_ERROR_EXCEPTION | HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION => format!(
@@ -533,10 +538,8 @@ fn queue_failure(status: Status) -> KernelFailure {
         }
         _ => format!("the kernel failed ({name})"),
     };
-    KernelFailure {
+    PluginError::Trap {
         message: format!("{what}; the HSA queue is unusable, so the device is marked lost"),
-        location: None,
-        device_lost: true,
     }
 }
 
@@ -565,7 +568,7 @@ fn fault_reasons(mask: u32) -> String {
 }
 
 /// What a fault the runtime reported while a kernel ran tells the runtime: the device is lost.
-fn fault_failure(fault: Fault) -> KernelFailure {
+fn fault_failure(fault: Fault) -> PluginError {
     let what = match fault {
         Fault::Memory { address, reasons } => format!(
             "the kernel accessed an invalid device address (GPU memory fault at {address:#x}: {})",
@@ -580,10 +583,8 @@ fn fault_failure(fault: Fault) -> KernelFailure {
             }
         ),
     };
-    KernelFailure {
+    PluginError::Trap {
         message: format!("{what}; the device is marked lost"),
-        location: None,
-        device_lost: true,
     }
 }
 
@@ -669,8 +670,9 @@ fn can_access(hsa: &Hsa, agent: Agent, pool: MemoryPool) -> bool {
     access.is_ok_and(|a| a != HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED)
 }
 
-fn discover_devices() -> Result<Vec<Box<dyn Device>>, String> {
-    let hsa = runtime()?;
+fn discover_devices() -> Result<Discovered, PluginError> {
+    let unavailable = |reason: String| PluginError::Unavailable { reason };
+    let hsa = runtime().map_err(unavailable)?;
     unsafe extern "C" fn push(agent: Agent, data: *mut c_void) -> Status {
         // SAFETY: `data` is the `Vec` below, borrowed for the iteration.
         unsafe { (*(data as *mut Vec<Agent>)).push(agent) };
@@ -679,28 +681,31 @@ fn discover_devices() -> Result<Vec<Box<dyn Device>>, String> {
     let mut agents: Vec<Agent> = Vec::new();
     // SAFETY: the callback only pushes into `agents`, which outlives the call.
     check(unsafe { (hsa.hsa_iterate_agents)(push, (&mut agents as *mut Vec<_>).cast()) })
-        .map_err(|s| fail(hsa, "hsa_iterate_agents", s))?;
+        .map_err(|s| unavailable(fail(hsa, "hsa_iterate_agents", s)))?;
     let mut gpus = Vec::new();
     let mut host_pools = Vec::new();
     for agent in agents {
         // SAFETY: HSA_AGENT_INFO_DEVICE is a u32 enum.
-        match unsafe { agent_info::<u32>(hsa, agent, HSA_AGENT_INFO_DEVICE, "DEVICE")? } {
+        match unsafe { agent_info::<u32>(hsa, agent, HSA_AGENT_INFO_DEVICE, "DEVICE") }
+            .map_err(unavailable)?
+        {
             HSA_DEVICE_TYPE_GPU => {
                 // SAFETY: HSA_AGENT_INFO_FEATURE is a u32 bit mask.
                 let features =
-                    unsafe { agent_info::<u32>(hsa, agent, HSA_AGENT_INFO_FEATURE, "FEATURE")? };
+                    unsafe { agent_info::<u32>(hsa, agent, HSA_AGENT_INFO_FEATURE, "FEATURE") }
+                        .map_err(unavailable)?;
                 if features & HSA_AGENT_FEATURE_KERNEL_DISPATCH != 0 {
                     gpus.push(agent);
                 }
             }
-            HSA_DEVICE_TYPE_CPU => host_pools.extend(pools_of(hsa, agent)?),
+            HSA_DEVICE_TYPE_CPU => host_pools.extend(pools_of(hsa, agent).map_err(unavailable)?),
             _ => {}
         }
     }
     if gpus.is_empty() {
-        return Err(
+        return Err(unavailable(
             "the HSA runtime found no AMD GPU (no GPU agent that can dispatch kernels)".into(),
-        );
+        ));
     }
     let mut frequency = 0u64;
     // SAFETY: the attribute is a u64. A failure leaves 0, handled below.
@@ -716,14 +721,16 @@ fn discover_devices() -> Result<Vec<Box<dyn Device>>, String> {
     } else {
         frequency
     };
-    super::opened(
-        DeviceKind::Amdgcn.plugin(),
-        gpus.iter().enumerate().map(|(ordinal, &agent)| {
-            AmdGpuDevice::open(hsa, ordinal, agent, &host_pools, wait_ticks)
-                .map(|d| Box::new(d) as Box<dyn Device>)
-                .map_err(|e| format!("AMD GPU {ordinal}: {e}"))
-        }),
-    )
+    let mut found = opened(gpus.iter().enumerate().map(|(ordinal, &agent)| {
+        AmdGpuDevice::open(hsa, ordinal, agent, &host_pools, wait_ticks)
+            .map(|d| Box::new(d) as Box<dyn Device>)
+            .map_err(|reason| PluginError::Open {
+                device: format!("AMD GPU {ordinal}"),
+                reason,
+            })
+    }))?;
+    found.notes.extend(RUNTIME_NOTE.get().cloned());
+    Ok(found)
 }
 
 /// The kernels found in a device's images, by [`Kernel`] index.
@@ -1059,8 +1066,8 @@ impl AmdGpuDevice {
             Waited::Failed(v) => Err(self.on(format!(
                 "the copy of {size} bytes failed (hsa_amd_memory_async_copy's signal reads {v})"
             ))),
-            Waited::Fault(f) => Err(self.on(fault_failure(f).message)),
-            Waited::Queue(s) => Err(self.on(queue_failure(s).message)),
+            Waited::Fault(f) => Err(self.on(fault_failure(f).to_string())),
+            Waited::Queue(s) => Err(self.on(queue_failure(s).to_string())),
         }
     }
 
@@ -1111,7 +1118,7 @@ impl AmdGpuDevice {
     ///
     /// # Safety
     /// The queue is live, and the packet's kernarg block and signal stay valid until the dispatch completes.
-    unsafe fn submit(&self, packet: &KernelDispatchPacket) -> Result<(), KernelFailure> {
+    unsafe fn submit(&self, packet: &KernelDispatchPacket) -> Result<(), PluginError> {
         let hsa = self.hsa;
         let queue = self.queue;
         // SAFETY: per the contract; the runtime's queue struct is readable for the queue's life.
@@ -1155,8 +1162,8 @@ impl AmdGpuDevice {
 }
 
 impl Device for AmdGpuDevice {
-    fn describe(&self) -> super::DeviceDescription {
-        super::DeviceDescription {
+    fn describe(&self) -> DeviceDescription {
+        DeviceDescription {
             name: self.product.clone(),
             arch: self.arch.clone(),
             memory: self.total_mem as u64,
@@ -1181,14 +1188,15 @@ impl Device for AmdGpuDevice {
         self.limits.max_threads
     }
 
-    fn load_image(&self, image: &Image) -> Result<LoadedImage, String> {
+    fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError> {
+        let load = |reason: String| PluginError::Load { reason };
         if image.format != ImageFormat::Hsaco {
-            return Err(format!(
+            return Err(load(format!(
                 "a {} image is not an HSA code object",
                 image.format
-            ));
+            )));
         }
-        check_code_object(image.bytes)?;
+        check_code_object(image.bytes).map_err(load)?;
         let hsa = self.hsa;
         // The loader reads the ELF in place: give it an aligned copy when the embedded bytes are not aligned. The
         // copy is kept for the process's life, like the executable (debuggers find code objects by address).
@@ -1217,7 +1225,7 @@ impl Device for AmdGpuDevice {
                 &mut reader,
             )
         })
-        .map_err(|s| self.on(fail(hsa, "hsa_code_object_reader_create_from_memory", s)))?;
+        .map_err(|s| load(self.on(fail(hsa, "hsa_code_object_reader_create_from_memory", s))))?;
         let mut executable = Executable::default();
         let loaded = (|| {
             // SAFETY: creates an empty executable for this agent's profile.
@@ -1263,7 +1271,7 @@ impl Device for AmdGpuDevice {
                 // SAFETY: created above, and nothing of it is handed out.
                 let _ = unsafe { (hsa.hsa_executable_destroy)(executable) };
             }
-            return Err(self.on(e));
+            return Err(load(self.on(e)));
         }
         Ok(Box::new(AmdGpuImage {
             hsa,
@@ -1273,21 +1281,25 @@ impl Device for AmdGpuDevice {
         }))
     }
 
-    fn alloc(&self, size: usize) -> Result<DevicePtr, String> {
+    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
+        let failed = |reason: String| PluginError::Alloc {
+            bytes: size,
+            reason,
+        };
         // The zero-fill writes whole 32-bit words.
         let bytes = size
             .max(1)
             .checked_next_multiple_of(4)
-            .ok_or_else(|| self.on(format!("cannot allocate {size} bytes")))?;
+            .ok_or_else(|| failed(self.on("the size overflows".into())))?;
         let p = self
             .allocate(self.device_pool, bytes, false)
-            .map_err(|e| format!("{e} ({} MiB in all)", self.total_mem >> 20))?;
+            .map_err(|e| failed(format!("{e} ({} MiB in all)", self.total_mem >> 20)))?;
         // SAFETY: `p` is a live allocation of `bytes` bytes, a multiple of 4, and page-aligned. The fill is
         // synchronous, so it is done before any later copy or launch.
         if let Err(s) = check(unsafe { (self.hsa.hsa_amd_memory_fill)(p.cast(), 0, bytes / 4) }) {
             // SAFETY: allocated above and not handed out.
             let _ = unsafe { (self.hsa.hsa_amd_memory_pool_free)(p.cast()) };
-            return Err(self.on(fail(self.hsa, "hsa_amd_memory_fill", s)));
+            return Err(failed(self.on(fail(self.hsa, "hsa_amd_memory_fill", s))));
         }
         Ok(p as DevicePtr)
     }
@@ -1302,7 +1314,7 @@ impl Device for AmdGpuDevice {
         dst: DevicePtr,
         src: *const u8,
         size: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), PluginError> {
         self.staged(size, |staging, done, n| {
             // SAFETY: per the trait's contract `src..src+size` is readable; the staging buffer holds
             // STAGING_BYTES and is ours while the mutex is held (the previous chunk's copy has completed).
@@ -1311,6 +1323,11 @@ impl Device for AmdGpuDevice {
             // SAFETY: `to..to+n` lies in the caller's device allocation; `n` fits the staging buffer.
             unsafe { self.engine_copy(staging, to, staging.buffer, n) }
         })
+        .map_err(|reason| PluginError::Transfer {
+            to_device: true,
+            bytes: size,
+            reason,
+        })
     }
 
     unsafe fn copy_from_device(
@@ -1318,7 +1335,7 @@ impl Device for AmdGpuDevice {
         dst: *mut u8,
         src: DevicePtr,
         size: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), PluginError> {
         self.staged(size, |staging, done, n| {
             let from = (src as usize + done) as *const u8;
             // SAFETY: `from..from+n` lies in the caller's device allocation; `n` fits the staging buffer.
@@ -1328,6 +1345,11 @@ impl Device for AmdGpuDevice {
             unsafe { ptr::copy_nonoverlapping(staging.buffer, dst.add(done), n) };
             Ok(())
         })
+        .map_err(|reason| PluginError::Transfer {
+            to_device: false,
+            bytes: size,
+            reason,
+        })
     }
 
     unsafe fn launch(
@@ -1335,12 +1357,8 @@ impl Device for AmdGpuDevice {
         kernel: Kernel,
         args: &[Arg],
         params: LaunchParams,
-    ) -> Result<(), KernelFailure> {
-        let refused = |message: String| KernelFailure {
-            message,
-            location: None,
-            device_lost: false,
-        };
+    ) -> Result<(), PluginError> {
+        let refused = |reason: String| PluginError::Launch { reason };
         let info = self
             .kernels
             .read()
@@ -1394,12 +1412,10 @@ impl Device for AmdGpuDevice {
             Waited::Done => Ok(()),
             Waited::Queue(s) => Err(queue_failure(s)),
             Waited::Fault(f) => Err(fault_failure(f)),
-            Waited::Failed(v) => Err(KernelFailure {
+            Waited::Failed(v) => Err(PluginError::Trap {
                 message: format!(
                     "the dispatch's completion signal reads {v}; the device is marked lost"
                 ),
-                location: None,
-                device_lost: true,
             }),
         }
     }
@@ -1417,26 +1433,24 @@ unsafe impl Send for AmdGpuImage {}
 unsafe impl Sync for AmdGpuImage {}
 
 impl AmdGpuImage {
-    /// Reads a kernel symbol's properties; `None` (with a message on stderr) if it is not a usable kernel.
-    fn kernel_info(&self, symbol: ExecutableSymbol, name: &str) -> Option<KernelInfo> {
+    /// Reads a kernel symbol's properties, or says why it is not a usable kernel.
+    fn kernel_info(&self, symbol: ExecutableSymbol, name: &str) -> Result<KernelInfo, String> {
         let hsa = self.hsa;
-        let get = |attribute: u32, what: &str| -> Option<u64> {
+        let get = |attribute: u32, what: &str| -> Result<u64, String> {
             // SAFETY: the attributes read here are u32 or u64 values or a bool; a zeroed u64 holds each
             // (little-endian), and the runtime writes at most 8 bytes.
             unsafe { read::<u64>(|v| (hsa.hsa_executable_symbol_get_info)(symbol, attribute, v)) }
                 .map_err(|s| {
-                    eprintln!(
-                        "offload: amdgpu: {} for {name}",
+                    format!(
+                        "{} for {name}",
                         fail(hsa, &format!("hsa_executable_symbol_get_info({what})"), s)
                     )
                 })
-                .ok()
         };
         if get(HSA_EXECUTABLE_SYMBOL_INFO_TYPE, "TYPE")? as u32 != HSA_SYMBOL_KIND_KERNEL {
-            eprintln!("offload: amdgpu: {name} is not a kernel symbol");
-            return None;
+            return Err(format!("{name} is not a kernel symbol"));
         }
-        Some(KernelInfo {
+        Ok(KernelInfo {
             object: get(HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT, "KERNEL_OBJECT")?,
             kernarg_size: get(
                 HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE,
@@ -1460,12 +1474,19 @@ impl AmdGpuImage {
 }
 
 impl LoadedImageOps for AmdGpuImage {
-    fn kernel(&self, symbol: &CStr) -> Option<Kernel> {
+    fn kernel(&self, symbol: &CStr) -> Result<Option<Kernel>, PluginError> {
         let hsa = self.hsa;
+        let failed = |reason: String| PluginError::Lookup {
+            symbol: symbol.to_string_lossy().into_owned(),
+            reason,
+        };
         // A kernel's symbol is its kernel descriptor, `<name>.kd`.
         let mut name = symbol.to_bytes().to_vec();
         name.extend_from_slice(b".kd");
-        let name = CString::new(name).ok()?;
+        // A `CStr`'s bytes hold no NUL, and neither does `.kd`.
+        let Ok(name) = CString::new(name) else {
+            return Ok(None);
+        };
         let mut found = ExecutableSymbol::default();
         // SAFETY: the executable is frozen and never destroyed; the name is NUL-terminated.
         let status = unsafe {
@@ -1478,20 +1499,18 @@ impl LoadedImageOps for AmdGpuImage {
         };
         match check(status) {
             Ok(()) => {}
-            Err(HSA_STATUS_ERROR_INVALID_SYMBOL_NAME) => return None,
+            Err(HSA_STATUS_ERROR_INVALID_SYMBOL_NAME) => return Ok(None),
             Err(s) => {
-                eprintln!(
-                    "offload: amdgpu: {}",
-                    fail(
-                        hsa,
-                        &format!("hsa_executable_get_symbol_by_name({name:?})"),
-                        s
-                    )
-                );
-                return None;
+                return Err(failed(fail(
+                    hsa,
+                    &format!("hsa_executable_get_symbol_by_name({name:?})"),
+                    s,
+                )))
             }
         }
-        let info = self.kernel_info(found, &name.to_string_lossy())?;
+        let info = self
+            .kernel_info(found, &name.to_string_lossy())
+            .map_err(failed)?;
         let mut kernels = self.kernels.write().unwrap_or_else(|p| p.into_inner());
         let index = match kernels.iter().position(|k| *k == info) {
             Some(i) => i,
@@ -1500,7 +1519,7 @@ impl LoadedImageOps for AmdGpuImage {
                 kernels.len() - 1
             }
         };
-        Some(Kernel(index))
+        Ok(Some(Kernel(index)))
     }
 }
 
@@ -1728,16 +1747,15 @@ mod tests {
             HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
         ] {
             let f = queue_failure(status);
-            assert!(f.device_lost);
-            assert!(f.location.is_none());
+            assert!(f.device_lost());
+            assert!(f.location().is_none());
             let name = status_name(status).unwrap();
             assert!(
-                f.message.starts_with(&format!(
+                f.to_string().starts_with(&format!(
                     "the kernel trapped ({name}): a panic in region code, such as an index out of bounds; the GPU \
                      does not report its message"
                 )),
-                "{}",
-                f.message
+                "{f}"
             );
         }
     }
@@ -1753,17 +1771,17 @@ mod tests {
             0x7777,
         ] {
             let f = queue_failure(status);
-            assert!(f.device_lost, "{status:#x}");
+            assert!(f.device_lost(), "{status:#x}");
             let name = status_name(status).map_or_else(|| format!("{status:#x}"), String::from);
-            assert!(f.message.contains(&name), "{}", f.message);
+            let message = f.to_string();
+            assert!(message.contains(&name), "{message}");
             assert!(
-                f.message.ends_with("so the device is marked lost"),
-                "{}",
-                f.message
+                message.ends_with("so the device is marked lost"),
+                "{message}"
             );
         }
         assert!(queue_failure(HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION)
-            .message
+            .to_string()
             .starts_with("the kernel accessed an invalid device address"));
     }
 
@@ -1773,26 +1791,24 @@ mod tests {
             address: 0x7f00_1000,
             reasons: HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT | HSA_AMD_MEMORY_FAULT_IMPRECISE,
         });
-        assert!(f.device_lost);
+        assert!(f.device_lost());
         assert!(
-            f.message
+            f.to_string()
                 .contains("GPU memory fault at 0x7f001000: page not present, imprecise address"),
-            "{}",
-            f.message
+            "{f}"
         );
         let hang = fault_failure(Fault::Hardware {
             cause: HSA_AMD_HW_EXCEPTION_CAUSE_GPU_HANG,
         });
-        assert!(hang.device_lost);
+        assert!(hang.device_lost());
         assert!(
-            hang.message.contains("the GPU hung and was reset"),
-            "{}",
-            hang.message
+            hang.to_string().contains("the GPU hung and was reset"),
+            "{hang}"
         );
         let ecc = fault_failure(Fault::Hardware {
             cause: HSA_AMD_HW_EXCEPTION_CAUSE_ECC,
         });
-        assert!(ecc.message.contains("an ECC error"), "{}", ecc.message);
+        assert!(ecc.to_string().contains("an ECC error"), "{ecc}");
         assert_eq!(fault_reasons(0), "reason 0x0");
     }
 
@@ -1838,13 +1854,14 @@ mod tests {
     #[cfg_attr(miri, ignore = "Miri cannot dlopen")]
     fn without_rocm_discovery_says_why_and_does_not_panic() {
         match AmdGpu.discover() {
-            Ok(devices) => {
+            Ok(found) => {
                 eprintln!(
                     "note: this machine has {} AMD GPU(s); the no-ROCm case is not checked",
-                    devices.len()
+                    found.devices.len()
                 );
             }
             Err(why) => {
+                let why = why.to_string();
                 eprintln!("amdgpu: {why}");
                 // SAFETY: opens the library by name only.
                 let present = LIBRARY_NAMES
@@ -1857,14 +1874,14 @@ mod tests {
                     );
                 }
                 // A second discovery gives the same answer (the runtime is loaded once).
-                assert_eq!(AmdGpu.discover().err(), Some(why));
+                assert_eq!(AmdGpu.discover().err().map(|e| e.to_string()), Some(why));
             }
         }
     }
 
     #[test]
     fn gpus_come_before_the_host_elf_devices() {
-        let names: Vec<_> = super::super::all().iter().map(|p| p.name()).collect();
+        let names: Vec<_> = crate::plugin::all().iter().map(|p| p.name()).collect();
         assert_eq!(names, ["cuda", "amdgpu", "host-elf"]);
     }
 }

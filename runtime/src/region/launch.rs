@@ -5,21 +5,20 @@
 //! started, a failure is never retried on the host: its mappings are released without copying back and the call
 //! fails.
 
-use crate::data::enter_list;
-use crate::device::{select, DeviceEntry, Host, Selection};
-use crate::error::{Error, Location};
-use crate::icv::{icv, Policy};
-use crate::mapping::{MapError, Range, RefKind};
-use crate::observe::{self, Label, Watch};
-use crate::plugin::{Arg, LaunchParams};
-use crate::tables::{entry_index, entry_symbol};
-use crate::team::Launch;
-use crate::DeviceCopy;
-use offload_model::abi::map_type::{
-    DEVICE_MEMORY, FROM, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL, PRIVATE, REDUCTION, TO,
+use super::error::{Error, Location};
+use super::maplist::{enter_list, MapArg};
+use crate::device::{
+    initial_device, is_initial, select, DeviceEntry, Host, MapError, RefKind, Selection,
 };
+use crate::env::{icv, Policy};
+use crate::host::geometry::{Launch, HOST_LIMITS_WHY};
+use crate::host::panic::{no_threads, panic_message};
+use crate::observe::{self, Label, Watch};
+use crate::plugin::LaunchParams;
+use crate::registry::{entry_index, entry_symbol};
+use offload_model::abi::map_type::{DEVICE_MEMORY, LITERAL, PRIVATE, REDUCTION};
 use offload_model::fatbin::OffloadEntry;
-use std::mem::{align_of, size_of, MaybeUninit};
+use std::mem::{size_of, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// A region's static description, written by the macro.
@@ -29,174 +28,6 @@ pub struct RegionInfo {
     pub file: &'static str,
     pub line: u32,
     pub entry: &'static OffloadEntry,
-}
-
-/// One map-list entry as the host sees it: libomptarget's (base, begin, size, map type). `[begin, begin+size)` is
-/// what is mapped (a section, or all of `[base, base+base_size)`); a region gets the device address of `base`. A
-/// literal carries its kernel argument in `literal`.
-#[derive(Clone, Copy, Debug)]
-pub struct MapArg {
-    pub begin: *mut u8,
-    pub size: usize,
-    pub map_type: u64,
-    pub base: *mut u8,
-    pub base_size: usize,
-    /// The element type's alignment: a device copy must honour it (a `#[repr(align(128))]` element in a block
-    /// aligned only for 64 bytes would make a misaligned slice).
-    pub align: usize,
-    pub literal: Arg,
-}
-
-impl MapArg {
-    #[inline]
-    pub fn literal(v: u64) -> Self {
-        Self::literal_bits(Arg::new(v))
-    }
-
-    fn literal_bits(literal: Arg) -> Self {
-        let null = std::ptr::null_mut();
-        MapArg {
-            begin: null,
-            size: 0,
-            map_type: LITERAL,
-            base: null,
-            base_size: 0,
-            align: 1,
-            literal,
-        }
-    }
-
-    /// Atomic element data (see `DeviceCopy::HOST_ATOMIC`): flagged for atomic copies, and an implicit `to` map
-    /// of a shared reference becomes `tofrom`, since the region writes through it.
-    const fn with_atomics<T: DeviceCopy>(map_type: u64) -> u64 {
-        if T::HOST_ATOMIC == 0 {
-            return map_type;
-        }
-        let implicit_from = if map_type & IMPLICIT != 0 { FROM } else { 0 };
-        map_type | implicit_from | (T::HOST_ATOMIC << HOST_ATOMIC_SHIFT)
-    }
-
-    #[inline]
-    pub fn slice<T: DeviceCopy>(p: *const [T], map_type: u64) -> Self {
-        let size = size_of::<T>() * p.len();
-        let begin = p as *const T as *mut u8;
-        MapArg {
-            begin,
-            size,
-            map_type: Self::with_atomics::<T>(map_type),
-            base: begin,
-            base_size: size,
-            align: align_of::<T>(),
-            literal: Arg::uninit(),
-        }
-    }
-
-    /// The section `[lo, hi)` of a slice; out-of-bounds sections panic, as slicing does.
-    #[inline]
-    #[track_caller]
-    pub fn section<T: DeviceCopy>(p: *const [T], lo: usize, hi: usize, map_type: u64) -> Self {
-        let len = p.len();
-        if lo > hi || hi > len {
-            panic!(
-                "offload: map section [{lo}..{hi}] is out of bounds for a slice of length {len}"
-            );
-        }
-        let base = p as *const T as *mut u8;
-        let sz = size_of::<T>();
-        // SAFETY: `lo <= len`, so the offset stays within (or one past) the slice.
-        let begin = unsafe { base.add(lo * sz) };
-        let map_type = Self::with_atomics::<T>(map_type);
-        MapArg {
-            begin,
-            size: (hi - lo) * sz,
-            map_type,
-            base,
-            base_size: len * sz,
-            align: align_of::<T>(),
-            literal: Arg::uninit(),
-        }
-    }
-
-    #[inline]
-    pub fn object<T: DeviceCopy>(p: *const T, map_type: u64) -> Self {
-        Self::raw_object(p, Self::with_atomics::<T>(map_type))
-    }
-
-    fn raw_object<T>(p: *const T, map_type: u64) -> Self {
-        MapArg {
-            begin: p as *mut u8,
-            size: size_of::<T>(),
-            map_type,
-            base: p as *mut u8,
-            base_size: size_of::<T>(),
-            align: align_of::<T>(),
-            literal: Arg::uninit(),
-        }
-    }
-
-    /// Device memory passed as is: its address, and the device it must run on.
-    #[inline]
-    pub fn device_ptr<T>(p: crate::DevicePtr<T>) -> Self {
-        let mut m = Self::literal(p.addr());
-        m.map_type |= DEVICE_MEMORY;
-        m.base_size = p.device() as u32 as usize;
-        m
-    }
-
-    /// A firstprivate value: its bits if it fits in 8 bytes, else a private device copy.
-    ///
-    /// # Safety
-    /// `T` is `Firstprivate` (the expansion checks it separately, so a wrong type gets one error, not two).
-    #[inline]
-    pub unsafe fn value<T>(v: &T) -> Self {
-        if size_of::<T>() <= 8 {
-            // The value's bytes, padding (uninitialised) included: they travel as `Arg`, never read as a number.
-            let mut bits = Arg::zeroed();
-            // SAFETY: `T` fits in `bits`; `Firstprivate` types hold no pointers.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    v as *const T as *const u8,
-                    bits.as_mut_ptr() as *mut u8,
-                    size_of::<T>(),
-                )
-            };
-            Self::literal_bits(bits)
-        } else {
-            Self::raw_object(v, TO | PRIVATE)
-        }
-    }
-
-    /// A reduction's output: one slot of `R` per team, then the initial value; the runtime sizes it at launch.
-    #[inline]
-    pub fn reduction<R>() -> Self {
-        let null = std::ptr::null_mut();
-        let size = size_of::<R>();
-        MapArg {
-            begin: null,
-            size,
-            map_type: FROM | PRIVATE | REDUCTION,
-            base: null,
-            base_size: size,
-            align: align_of::<R>(),
-            literal: Arg::uninit(),
-        }
-    }
-
-    /// The return slot, a private `from` copy.
-    #[inline]
-    pub fn ret<R>(slot: *mut MaybeUninit<R>) -> Self {
-        Self::raw_object(slot as *mut R, FROM | PRIVATE)
-    }
-
-    pub(crate) fn range(&self) -> Range {
-        Range {
-            begin: self.begin as usize,
-            size: self.size,
-            base: self.base as usize,
-            base_size: self.base_size,
-            align: self.align,
-        }
-    }
 }
 
 enum NotRun {
@@ -233,25 +64,24 @@ pub unsafe fn target<R>(
             });
         }
     }
-    match observe::fallback(w, region, why.reason(), launch, || {
+    let note = || launch.reduced(launch.host_geometry(), HOST_LIMITS_WHY);
+    match observe::fallback(w, region.name, why.reason(), note, || {
         catch_unwind(AssertUnwindSafe(fallback))
     }) {
         Ok(r) => Ok(r),
-        Err(payload) => {
-            panic!(
+        Err(payload) => match no_threads(&*payload) {
+            // Threads the region needed could not start: an error of the call, not a panic of the region.
+            Some(e) => Err(Error::HostThreads {
+                region: region.name,
+                source: e.clone(),
+            }),
+            None => panic!(
                 "offload: region {} panicked in the host fallback: {}",
                 region.name,
                 panic_message(&*payload)
-            )
-        }
+            ),
+        },
     }
-}
-
-pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
-    p.downcast_ref::<&str>()
-        .copied()
-        .or_else(|| p.downcast_ref::<String>().map(|s| s.as_str()))
-        .unwrap_or("(non-string panic)")
 }
 
 /// Runs a region that takes device memory: on its device, or not at all (no host fallback: the host cannot
@@ -294,18 +124,14 @@ pub unsafe fn target_device_memory<R>(
     reduce: Option<fn(R, &[R]) -> R>,
     fallback: impl FnOnce() -> R,
 ) -> Result<R, Error> {
-    let initial = crate::api::omp_get_initial_device();
     let host_memory = maps
         .iter()
         .filter(|m| m.map_type & DEVICE_MEMORY != 0)
-        .all(|m| {
-            let d = m.base_size as u32 as i32;
-            d == initial || d == crate::api::OMP_INITIAL_DEVICE
-        });
+        .all(|m| is_initial(m.base_size as u32 as i32));
     if host_memory {
         // Host memory: the region runs on the host, by request (no other device could use it).
         let launch = Launch {
-            device: Some(initial),
+            device: Some(initial_device()),
             ..launch
         };
         // SAFETY: forwarded from the caller.
@@ -364,21 +190,6 @@ fn present_on(dev: &DeviceEntry, maps: &[MapArg]) -> bool {
         })
 }
 
-/// The geometry a launch on `dev` gets: the clauses' values are upper bounds (OpenMP lets the implementation run
-/// fewer teams and threads), clamped to the device's maxima.
-fn device_geometry(launch: Launch, dev: &DeviceEntry) -> (u32, u32) {
-    let max_teams = dev.dev.max_teams().max(1);
-    let clamped = Launch {
-        num_teams: launch.num_teams.map(|t| t.min(max_teams)),
-        ..launch
-    };
-    let (teams, threads) = clamped.geometry(
-        dev.dev.default_geometry(launch.spmd || launch.one_team),
-        dev.dev.max_threads(),
-    );
-    (teams.min(max_teams), threads)
-}
-
 unsafe fn run_on_device(
     w: Watch,
     region: &'static RegionInfo,
@@ -426,7 +237,7 @@ unsafe fn run_on_device(
             entry_symbol(region.entry).to_string_lossy()
         ));
     };
-    let (num_teams, num_threads) = device_geometry(launch, dev);
+    let (num_teams, num_threads) = dev.geometry(launch);
     let too_big = |what: &str| {
         Err(NotRun::Failed(Error::Mapping {
             what: format!("region {}", region.name),
@@ -469,7 +280,7 @@ unsafe fn run_on_device(
             &owned[..]
         }
     };
-    let _scope = w.scope(Label::Region(region.name), dev);
+    let _scope = w.scope(Label::Region(region.name), d, dev.plugin);
     // SAFETY: forwarded from the caller. The guard releases the mappings without copying back on every way out,
     // a panic in the plugin or the launch included.
     let mapped = match unsafe { enter_list(dev, maps, RefKind::Structured) } {
@@ -493,10 +304,18 @@ unsafe fn run_on_device(
         num_threads,
         team_shared,
     };
-    let launched = observe::launch(w, region, dev, launch, params, || {
-        // SAFETY: the kernel came from this device and the arguments follow the region's calling convention.
-        unsafe { dev.dev.launch(kernel, &mapped.args, params) }
-    });
+    // SAFETY: the kernel came from this device and the arguments follow the region's calling convention.
+    let launched = unsafe {
+        dev.launch(
+            w,
+            region.name,
+            region.entry,
+            launch,
+            kernel,
+            &mapped.args,
+            params,
+        )
+    };
     let ok = launched.is_ok();
     // SAFETY: forwarded from the caller; nothing is copied back after a failure.
     let unmapped = unsafe { mapped.exit(ok) };
@@ -512,10 +331,10 @@ unsafe fn run_on_device(
     match (launched, unmapped) {
         (Ok(()), Ok(())) => Ok(reduced),
         (Err(f), _) => {
-            if f.device_lost {
+            if f.device_lost() {
                 dev.mark_lost();
             }
-            failed(f.message, f.location)
+            failed(f.to_string(), f.location().cloned())
         }
         (Ok(()), Err(e)) => failed(format!("copying results back failed: {e}"), None),
     }
@@ -524,26 +343,63 @@ unsafe fn run_on_device(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::geometry::hardware_threads;
+    use crate::host::pool::refuse_spawns_after;
+    use crate::host::run_fallback;
 
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Padded {
-        tag: u8,
-        value: u32,
-    }
+    static ENTRY: OffloadEntry = OffloadEntry::kernel(std::ptr::null(), b"__never_loaded\0", 0);
+    static REGION: RegionInfo = RegionInfo {
+        name: "tests::wide",
+        file: file!(),
+        line: line!(),
+        entry: &ENTRY,
+    };
 
-    /// Under Miri: building a literal from a value with padding reads no uninitialised byte as a number.
+    /// Under Miri too: no thread is started.
     #[test]
-    fn small_values_with_padding_become_literals_without_reading_padding() {
-        let p = Padded { tag: 7, value: 42 };
-        // SAFETY: `Padded` is plain data.
-        let m = unsafe { MapArg::value(&p) };
-        assert_eq!(m.map_type, LITERAL);
-        // The initialised bytes are the value's fields.
-        let bytes = m.literal.as_ptr() as *const u8;
-        // SAFETY: bytes 0 and 4..8 were copied from initialised fields.
-        let (tag, value) = unsafe { (*bytes, (bytes.add(4) as *const u32).read_unaligned()) };
-        assert_eq!((tag, value), (7, 42));
-        assert_eq!(p.tag + p.value as u8, 49);
+    fn a_fallback_that_cannot_start_its_threads_is_an_error_of_the_call() {
+        if hardware_threads() < 2 {
+            eprintln!(
+                "note: one hardware thread: a two-team fallback needs no pool thread; not checked"
+            );
+            return;
+        }
+        // Two teams of one thread: one pool thread besides the caller. `if(false)` picks the host.
+        let launch = Launch {
+            cond: false,
+            work_shared: true,
+            num_teams: Some(2),
+            ..Launch::default()
+        };
+        let call = || {
+            let mut slot = MaybeUninit::<()>::uninit();
+            // SAFETY: no map list; the return slot is a `()`.
+            unsafe {
+                target(&REGION, launch, &[], &mut slot, None, || {
+                    // What the expansion's fallback closure does.
+                    match run_fallback(launch, &|| ()) {
+                        Ok(r) => r,
+                        Err(m) => panic!("{m}"),
+                    }
+                })
+            }
+        };
+        refuse_spawns_after(Some(0));
+        let r = call();
+        refuse_spawns_after(None);
+        match r {
+            Err(
+                e @ Error::HostThreads {
+                    region: "tests::wide",
+                    ..
+                },
+            ) => assert!(
+                e.to_string().contains(
+                    "region tests::wide could not run its host fallback: cannot start a host thread"
+                ),
+                "{e}"
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 }

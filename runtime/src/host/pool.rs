@@ -15,8 +15,8 @@ use std::time::Instant;
 type Task = Box<dyn FnOnce(Requeue) + Send + 'static>;
 type Requeue = Box<dyn FnOnce()>;
 
-/// A parked worker: it waits on its slot (spinning a while first, see [`crate::icv::Icv::spin`]), runs what lands
-/// there, and parks again.
+/// A parked worker: it waits on its slot (spinning a while first, as `OMP_WAIT_POLICY` says), runs what lands there,
+/// and parks again.
 struct Worker {
     slot: Mutex<Option<Task>>,
     /// The slot is full: what a spinning worker watches.
@@ -56,7 +56,7 @@ impl Latch {
 
 /// Spins until `ready()` or the wait policy's spin time has passed; whether it became ready.
 fn spin_until(ready: impl Fn() -> bool) -> bool {
-    let limit = crate::icv::icv().spin;
+    let limit = crate::env::icv().spin;
     if limit.is_zero() {
         return ready();
     }
@@ -74,14 +74,25 @@ fn spin_until(ready: impl Fn() -> bool) -> bool {
     }
 }
 
+/// A host thread for a team could not be started (the process is at its thread limit, or out of memory). Nothing of
+/// the [`run`] that needed it ran.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "cannot start a host thread for a team ({reason}); the process may be at its thread limit (`ulimit -u`) or out \
+     of memory: ask for fewer threads (`thread_limit`, `num_teams`) or end other threads"
+)]
+pub struct SpawnError {
+    reason: String,
+}
+
 /// Runs `f(0)`, .., `f(n - 1)` at the same time, each on its own thread (index 0 on this one). A panic in any index
-/// is resumed here, after every index has finished.
-pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
+/// is resumed here, after every index has finished. If a thread cannot be started, nothing runs.
+pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) -> Result<(), SpawnError> {
     if n <= 1 {
         if n == 1 {
             f(0);
         }
-        return;
+        return Ok(());
     }
     let latch = Arc::new(Latch {
         left: AtomicUsize::new(n - 1),
@@ -90,7 +101,7 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     });
     let panicked: Arc<Mutex<Option<Box<dyn std::any::Any + Send>>>> = Arc::new(Mutex::new(None));
     // Every worker first, so a thread that cannot start stops the launch before any index borrowed `f`.
-    let workers: Vec<Arc<Worker>> = (1..n).map(|_| idle_or_new()).collect();
+    let workers = workers(n - 1)?;
     // A raw pointer, not a reference: a task is a closure its worker is still inside when it counts the latch down,
     // and a reference it captured would stay protected (as a by-value argument's field) while this caller, released,
     // frees what `f` borrows.
@@ -131,6 +142,7 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     if let Some(p) = theirs {
         std::panic::resume_unwind(p);
     }
+    Ok(())
 }
 
 /// `f` for the workers: `Fn + Sync`, so calling it from other threads is what it is made for.
@@ -139,22 +151,64 @@ struct SendPtr(*const (dyn Fn(usize) + Sync + 'static));
 // SAFETY: the pointee is `Sync`; see `run` for its lifetime.
 unsafe impl Send for SendPtr {}
 
+#[cfg(test)]
+thread_local! {
+    /// How many more workers this thread may take before the next one cannot be started (`None`: no limit).
+    static SPAWNS_LEFT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Lets this thread take `n` more workers before the next one cannot be started (`None`: no limit), so tests reach
+/// the path of a process at its thread limit.
+#[cfg(test)]
+pub(crate) fn refuse_spawns_after(n: Option<usize>) {
+    SPAWNS_LEFT.set(n);
+}
+
+/// `n` workers, idle ones first; if one cannot be started, those taken go back to the idle list.
+fn workers(n: usize) -> Result<Vec<Arc<Worker>>, SpawnError> {
+    let mut taken = Vec::with_capacity(n);
+    for _ in 0..n {
+        match idle_or_new() {
+            Ok(w) => taken.push(w),
+            Err(e) => {
+                IDLE.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .extend(taken);
+                return Err(e);
+            }
+        }
+    }
+    Ok(taken)
+}
+
 /// An idle worker, or a new one.
-fn idle_or_new() -> Arc<Worker> {
+fn idle_or_new() -> Result<Arc<Worker>, SpawnError> {
+    #[cfg(test)]
+    if let Some(left) = SPAWNS_LEFT.get() {
+        if left == 0 {
+            return Err(SpawnError {
+                reason: "a test refused it".into(),
+            });
+        }
+        SPAWNS_LEFT.set(Some(left - 1));
+    }
     let idle = IDLE.lock().unwrap_or_else(PoisonError::into_inner).pop();
-    idle.unwrap_or_else(|| {
-        let w = Arc::new(Worker {
-            slot: Mutex::new(None),
-            full: AtomicBool::new(false),
-            wake: Condvar::new(),
-        });
-        let mine = w.clone();
-        std::thread::Builder::new()
-            .name("offload-team".into())
-            .spawn(move || park(mine))
-            .expect("offload: cannot start a host thread for a team");
-        w
-    })
+    if let Some(w) = idle {
+        return Ok(w);
+    }
+    let w = Arc::new(Worker {
+        slot: Mutex::new(None),
+        full: AtomicBool::new(false),
+        wake: Condvar::new(),
+    });
+    let mine = w.clone();
+    std::thread::Builder::new()
+        .name("offload-team".into())
+        .spawn(move || park(mine))
+        .map_err(|e| SpawnError {
+            reason: e.to_string(),
+        })?;
+    Ok(w)
 }
 
 impl Worker {
@@ -206,7 +260,8 @@ mod tests {
             run(n, &|i| {
                 barrier.wait();
                 sum.fetch_add(i, Relaxed);
-            });
+            })
+            .unwrap();
         }
         assert_eq!(sum.load(Relaxed), 3 * (0..n).sum::<usize>());
     }
@@ -222,6 +277,7 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(20));
                 finished.fetch_add(1, Relaxed);
             })
+            .unwrap()
         }));
         let p = r.expect_err("the panic is resumed");
         assert_eq!(p.downcast_ref::<&str>(), Some(&"index two"));
@@ -235,7 +291,8 @@ mod tests {
         for _ in 0..50 {
             run(3, &|_| {
                 ids.lock().unwrap().insert(std::thread::current().id());
-            });
+            })
+            .unwrap();
         }
         // This thread, and a few workers (other tests run at the same time and take idle ones), not 100.
         assert!(
@@ -243,5 +300,28 @@ mod tests {
             "{:?}",
             ids.lock().unwrap().len()
         );
+    }
+
+    #[test]
+    fn a_thread_that_cannot_start_stops_the_launch_before_anything_runs() {
+        let ran = AtomicUsize::new(0);
+        SPAWNS_LEFT.set(Some(2));
+        let r = run(5, &|_| {
+            ran.fetch_add(1, Relaxed);
+        });
+        SPAWNS_LEFT.set(None);
+        let e = r.expect_err("the third worker is refused");
+        assert!(
+            e.to_string()
+                .contains("cannot start a host thread for a team"),
+            "{e}"
+        );
+        assert_eq!(ran.load(Relaxed), 0);
+        // The workers taken went back to the idle list: the next launch runs.
+        run(3, &|_| {
+            ran.fetch_add(1, Relaxed);
+        })
+        .unwrap();
+        assert_eq!(ran.load(Relaxed), 3);
     }
 }

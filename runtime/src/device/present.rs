@@ -1,18 +1,17 @@
 //! A device's present table: which host ranges have device copies, and OpenMP's reference counts on them. The logic
-//! is plugin-independent (every plugin serves it through [`Device`]) and runs under Miri against a fake device.
+//! is plugin-independent (it moves data through the observed device, never a plugin directly) and runs under Miri
+//! against a fake device.
 //!
 //! Each entry covers a host range `[begin, end)` (a whole slice, or a section of one) and the device address of
 //! `begin`, with a structured count (target regions, `target_data!`) and a dynamic count (`target_enter_data!` /
 //! exit). Data is copied in only when an entry is created (0 to 1) and out only when it dies (1 to 0), unless
 //! `always`. A section's allocation covers its whole slice, so a region handed the slice may form it on the device.
 
-use crate::observe::{self, Change, Direction};
-use crate::plugin::{Device, DevicePtr};
-use offload_model::abi::map_type::{
-    ALWAYS, DELETE, FROM, HOST_ATOMIC_MASK, HOST_ATOMIC_SHIFT, PRESENT, TO,
-};
+use super::observed::ObservedDevice;
+use crate::observe::{self, Change};
+use crate::plugin::{DevicePtr, PluginError};
+use offload_model::abi::map_type::{ALWAYS, DELETE, FROM, PRESENT, TO};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 #[derive(Debug)]
 struct MapEntry {
@@ -86,8 +85,9 @@ pub enum MapError {
     },
     #[error("host address {begin:#x} is not an associated pointer")]
     NotAssociated { begin: usize },
-    #[error("{0}")]
-    Device(String),
+    /// The device could not allocate or copy.
+    #[error(transparent)]
+    Device(#[from] PluginError),
 }
 
 #[derive(Default, Debug)]
@@ -163,16 +163,17 @@ impl MappingTable {
     ///
     /// # Safety
     /// `alloc` was pinned on this table and device, and the region using it is over.
-    pub unsafe fn unpin(&mut self, dev: &dyn Device, alloc: DevicePtr) {
+    pub unsafe fn unpin(&mut self, dev: &ObservedDevice, alloc: DevicePtr) {
         let Some(p) = self.pins.get_mut(&alloc) else {
             return;
         };
         p.0 -= 1;
         if p.0 == 0 {
-            let (_, orphaned) = self.pins.remove(&alloc).expect("present above");
+            let orphaned = p.1;
+            self.pins.remove(&alloc);
             if orphaned {
                 // SAFETY: its entry is gone and this was the last pin.
-                unsafe { observe::free(dev, alloc) };
+                unsafe { dev.free(alloc) };
             }
         }
     }
@@ -207,14 +208,16 @@ impl MappingTable {
     /// `r`'s host range is readable.
     pub unsafe fn enter(
         &mut self,
-        dev: &dyn Device,
+        dev: &ObservedDevice,
         r: Range,
         map_type: u64,
         kind: RefKind,
     ) -> Result<DevicePtr, MapError> {
         match self.find(r.begin, r.size)? {
             Found::Inside(b) => {
-                let e = self.entries.get_mut(&b).expect("found above");
+                let Some(e) = self.entries.get_mut(&b) else {
+                    unreachable!("`find` returns the key of an entry")
+                };
                 // The region forms the whole slice on the device: it must lie in the existing allocation.
                 if r.base < e.extent.0 || r.base + r.base_size > e.extent.1 {
                     return Err(MapError::Extends {
@@ -227,8 +230,7 @@ impl MappingTable {
                 let tgt = e.tgt + (r.begin - b) as u64;
                 if map_type & (TO | ALWAYS) == TO | ALWAYS {
                     // SAFETY: per the contract; the device range lies inside the entry.
-                    unsafe { copy_in(dev, tgt, r.begin, r.size, map_type) }
-                        .map_err(MapError::Device)?;
+                    unsafe { dev.submit(tgt, r.begin, r.size, map_type) }?;
                 }
                 match kind {
                     RefKind::Structured => e.structured += 1,
@@ -244,15 +246,14 @@ impl MappingTable {
                         size: r.size,
                     });
                 }
-                let alloc = observe::alloc(dev, r.base_size.max(r.size), r.align)
-                    .map_err(MapError::Device)?;
+                let alloc = dev.alloc(r.base_size.max(r.size), r.align)?;
                 let tgt = alloc + (r.begin - r.base) as u64;
                 if map_type & TO != 0 {
                     // SAFETY: per the contract; `tgt..tgt+size` lies in the new allocation.
-                    if let Err(e) = unsafe { copy_in(dev, tgt, r.begin, r.size, map_type) } {
+                    if let Err(e) = unsafe { dev.submit(tgt, r.begin, r.size, map_type) } {
                         // SAFETY: ours, unused.
-                        unsafe { observe::free(dev, alloc) };
-                        return Err(MapError::Device(e));
+                        unsafe { dev.free(alloc) };
+                        return Err(e.into());
                     }
                 }
                 let (structured, dynamic) = match kind {
@@ -283,7 +284,7 @@ impl MappingTable {
     /// The host range is writable if `copy_out` and `map_type` has `FROM`.
     pub unsafe fn exit(
         &mut self,
-        dev: &dyn Device,
+        dev: &ObservedDevice,
         begin: usize,
         size: usize,
         map_type: u64,
@@ -297,7 +298,9 @@ impl MappingTable {
             }
             Found::Absent => return Ok(()),
         };
-        let e = self.entries.get_mut(&b).expect("found above");
+        let Some(e) = self.entries.get_mut(&b) else {
+            unreachable!("`find` returns the key of an entry")
+        };
         if map_type & DELETE != 0 {
             e.structured = 0;
             // An associated pointer stays until it is disassociated, as in libomptarget.
@@ -317,19 +320,20 @@ impl MappingTable {
         let tgt = e.tgt + (begin - b) as u64;
         let result = if copy_out && map_type & FROM != 0 && (dies || map_type & ALWAYS != 0) {
             // SAFETY: per the contract.
-            unsafe { copy_to_host(dev, begin, tgt, size, map_type) }.map_err(MapError::Device)
+            unsafe { dev.retrieve(begin, tgt, size, map_type) }.map_err(MapError::from)
         } else {
             Ok(())
         };
         if dies {
-            let e = self.entries.remove(&b).expect("found above");
-            observe::mapping(Change::Removed, b, e.end - b, e.tgt, 0, 0);
-            if let Some(a) = e.alloc {
+            let (end, tgt, alloc) = (e.end, e.tgt, e.alloc);
+            self.entries.remove(&b);
+            observe::mapping(Change::Removed, b, end - b, tgt, 0, 0);
+            if let Some(a) = alloc {
                 match self.pins.get_mut(&a) {
                     // A region still runs on it: the last unpin frees it.
                     Some(p) => p.1 = true,
                     // SAFETY: the entry owned this allocation and no reference or pin is left.
-                    None => unsafe { observe::free(dev, a) },
+                    None => unsafe { dev.free(a) },
                 }
             }
         } else {
@@ -345,7 +349,7 @@ impl MappingTable {
     /// The host range is readable (`TO`) or writable (`FROM`).
     pub unsafe fn update(
         &self,
-        dev: &dyn Device,
+        dev: &ObservedDevice,
         begin: usize,
         size: usize,
         motion: u64,
@@ -361,10 +365,10 @@ impl MappingTable {
         // SAFETY: per the contract; the device range lies inside the entry.
         unsafe {
             if motion & TO != 0 {
-                copy_in(dev, tgt, begin, size, motion).map_err(MapError::Device)?;
+                dev.submit(tgt, begin, size, motion)?;
             }
             if motion & FROM != 0 {
-                copy_to_host(dev, begin, tgt, size, motion).map_err(MapError::Device)?;
+                dev.retrieve(begin, tgt, size, motion)?;
             }
         }
         Ok(())
@@ -413,229 +417,12 @@ impl MappingTable {
     }
 }
 
-/// Copies host data to the device (every host-to-device transfer goes through here, so [`observe`] sees it).
-/// Atomic elements (other host threads may be using them) are read one by one with atomic loads into a staging
-/// buffer first: a plain copy would race with them; `map_type` 0 is a plain copy.
-///
-/// # Safety
-/// The host range is readable and the device range lies in one allocation.
-pub(crate) unsafe fn copy_in(
-    dev: &dyn Device,
-    tgt: DevicePtr,
-    host: usize,
-    size: usize,
-    map_type: u64,
-) -> Result<(), String> {
-    observe::transfer(Direction::ToDevice, host, tgt, size, || {
-        // SAFETY: forwarded.
-        unsafe { copy_in_unobserved(dev, tgt, host, size, map_type) }
-    })
-}
-
-/// [`copy_in`] without telling [`observe`].
-///
-/// # Safety
-/// As [`copy_in`].
-unsafe fn copy_in_unobserved(
-    dev: &dyn Device,
-    tgt: DevicePtr,
-    host: usize,
-    size: usize,
-    map_type: u64,
-) -> Result<(), String> {
-    let elem = ((map_type & HOST_ATOMIC_MASK) >> HOST_ATOMIC_SHIFT) as usize;
-    if elem == 0 {
-        // SAFETY: per the contract.
-        return unsafe { dev.copy_to_device(tgt, host as *const u8, size) };
-    }
-    let mut staging = vec![0u8; size];
-    for (i, chunk) in staging.chunks_exact_mut(elem).enumerate() {
-        let p = host + i * elem;
-        // SAFETY: `p` is an aligned atomic of `elem` bytes inside the host range.
-        let v: u64 = unsafe {
-            match elem {
-                1 => AtomicU8::from_ptr(p as *mut u8).load(Relaxed).into(),
-                2 => AtomicU16::from_ptr(p as *mut u16).load(Relaxed).into(),
-                4 => AtomicU32::from_ptr(p as *mut u32).load(Relaxed).into(),
-                _ => AtomicU64::from_ptr(p as *mut u64).load(Relaxed),
-            }
-        };
-        chunk.copy_from_slice(&v.to_ne_bytes()[..elem]);
-    }
-    // SAFETY: per the contract.
-    unsafe { dev.copy_to_device(tgt, staging.as_ptr(), size) }
-}
-
-/// Copies device data to the host (every device-to-host transfer goes through here); atomic elements are written
-/// with atomic stores, as [`copy_in`] reads them.
-///
-/// # Safety
-/// The host range is writable (atomics: valid atomics) and the device range lies in one allocation.
-pub(crate) unsafe fn copy_to_host(
-    dev: &dyn Device,
-    host: usize,
-    tgt: DevicePtr,
-    size: usize,
-    map_type: u64,
-) -> Result<(), String> {
-    observe::transfer(Direction::ToHost, host, tgt, size, || {
-        // SAFETY: forwarded.
-        unsafe { copy_to_host_unobserved(dev, host, tgt, size, map_type) }
-    })
-}
-
-/// [`copy_to_host`] without telling [`observe`].
-///
-/// # Safety
-/// As [`copy_to_host`].
-unsafe fn copy_to_host_unobserved(
-    dev: &dyn Device,
-    host: usize,
-    tgt: DevicePtr,
-    size: usize,
-    map_type: u64,
-) -> Result<(), String> {
-    let elem = ((map_type & HOST_ATOMIC_MASK) >> HOST_ATOMIC_SHIFT) as usize;
-    if elem == 0 {
-        // SAFETY: per the contract.
-        return unsafe { dev.copy_from_device(host as *mut u8, tgt, size) };
-    }
-    let mut staging = vec![0u8; size];
-    // SAFETY: per the contract.
-    unsafe { dev.copy_from_device(staging.as_mut_ptr(), tgt, size) }?;
-    for (i, chunk) in staging.chunks_exact(elem).enumerate() {
-        let p = host + i * elem;
-        let mut b = [0u8; 8];
-        b[..elem].copy_from_slice(chunk);
-        let v = u64::from_ne_bytes(b);
-        // SAFETY: `p` is an aligned atomic of `elem` bytes inside the host range; truncation keeps its own bytes.
-        unsafe {
-            match elem {
-                1 => AtomicU8::from_ptr(p as *mut u8).store(v as u8, Relaxed),
-                2 => AtomicU16::from_ptr(p as *mut u16).store(v as u16, Relaxed),
-                4 => AtomicU32::from_ptr(p as *mut u32).store(v as u32, Relaxed),
-                _ => AtomicU64::from_ptr(p as *mut u64).store(v, Relaxed),
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     //! The table against a fake device whose memory is ordinary heap blocks; run under Miri too
-    //! (`cargo +nightly miri test -p offload --lib mapping`).
+    //! (`cargo +nightly miri test -p offload --lib present`).
     use super::*;
-    use crate::plugin::{Kernel, KernelFailure, LaunchParams, LoadedImage};
-    use crate::tables::Image;
-    use std::sync::{Arc, Mutex};
-
-    /// Live allocations: (fake device address, memory).
-    type Blocks = Vec<(u64, Box<[u8]>)>;
-
-    /// Allocations are boxed slices (so Miri checks every copy's bounds); counts what happened. A clone shares the
-    /// memory and counts (a test keeps one while a `DeviceEntry` owns the other); freeing a block that is not live
-    /// panics, so a double free fails the test.
-    #[derive(Default, Clone)]
-    pub(crate) struct FakeDevice {
-        blocks: Arc<Mutex<Blocks>>,
-        copies_in: Arc<Mutex<usize>>,
-        copies_out: Arc<Mutex<usize>>,
-    }
-
-    impl FakeDevice {
-        pub(crate) fn live(&self) -> usize {
-            self.blocks.lock().unwrap().len()
-        }
-        pub(crate) fn ins(&self) -> usize {
-            *self.copies_in.lock().unwrap()
-        }
-        pub(crate) fn outs(&self) -> usize {
-            *self.copies_out.lock().unwrap()
-        }
-        /// Reads device memory.
-        pub(crate) fn read(&self, tgt: DevicePtr, len: usize) -> Vec<u8> {
-            let mut v = vec![0u8; len];
-            unsafe { self.copy_from_device(v.as_mut_ptr(), tgt, len) }.unwrap();
-            *self.copies_out.lock().unwrap() -= 1;
-            v
-        }
-        pub(crate) fn write(&self, tgt: DevicePtr, data: &[u8]) {
-            unsafe { self.copy_to_device(tgt, data.as_ptr(), data.len()) }.unwrap();
-            *self.copies_in.lock().unwrap() -= 1;
-        }
-        /// The block holding `[p, p+len)`, as a raw pointer into it.
-        fn at(&self, p: DevicePtr, len: usize) -> *mut u8 {
-            let mut blocks = self.blocks.lock().unwrap();
-            let (base, b) = blocks
-                .iter_mut()
-                .find(|(base, b)| p >= *base && p + len as u64 <= *base + b.len() as u64)
-                .expect("device access inside an allocation");
-            unsafe { b.as_mut_ptr().add((p - *base) as usize) }
-        }
-    }
-
-    impl Device for FakeDevice {
-        fn describe(&self) -> crate::plugin::DeviceDescription {
-            crate::plugin::DeviceDescription {
-                name: "fake".into(),
-                arch: "none".into(),
-                memory: 0,
-            }
-        }
-        fn rank(&self, _: &Image) -> Option<u32> {
-            None
-        }
-        fn default_geometry(&self, _: bool) -> (u32, u32) {
-            (1, 1)
-        }
-        fn load_image(&self, _: &Image) -> Result<LoadedImage, String> {
-            Err("no images".into())
-        }
-        fn alloc(&self, size: usize) -> Result<DevicePtr, String> {
-            let mut blocks = self.blocks.lock().unwrap();
-            // Fake device addresses, far from host ones, spaced so blocks never touch.
-            let base = 0x1000_0000 + blocks.iter().map(|(b, _)| *b).max().unwrap_or(0) + 0x10_0000;
-            blocks.push((base, vec![0u8; size.max(1)].into_boxed_slice()));
-            Ok(base)
-        }
-        unsafe fn free(&self, ptr: DevicePtr) {
-            let mut blocks = self.blocks.lock().unwrap();
-            let i = blocks
-                .iter()
-                .position(|(b, _)| *b == ptr)
-                .expect("free of a live allocation");
-            blocks.remove(i);
-        }
-        unsafe fn copy_to_device(
-            &self,
-            dst: DevicePtr,
-            src: *const u8,
-            size: usize,
-        ) -> Result<(), String> {
-            *self.copies_in.lock().unwrap() += 1;
-            unsafe { std::ptr::copy_nonoverlapping(src, self.at(dst, size), size) };
-            Ok(())
-        }
-        unsafe fn copy_from_device(
-            &self,
-            dst: *mut u8,
-            src: DevicePtr,
-            size: usize,
-        ) -> Result<(), String> {
-            *self.copies_out.lock().unwrap() += 1;
-            unsafe { std::ptr::copy_nonoverlapping(self.at(src, size), dst, size) };
-            Ok(())
-        }
-        unsafe fn launch(
-            &self,
-            _: Kernel,
-            _: &[crate::plugin::Arg],
-            _: LaunchParams,
-        ) -> Result<(), KernelFailure> {
-            unreachable!()
-        }
-    }
+    use crate::device::fake::FakeDevice;
 
     fn addr(v: &[u8]) -> usize {
         v.as_ptr() as usize
@@ -644,24 +431,25 @@ pub(crate) mod tests {
     #[test]
     fn copies_happen_only_on_first_entry_and_last_exit() {
         let dev = FakeDevice::default();
+        let obs = dev.observed();
         let mut t = MappingTable::default();
         let mut host = vec![1u8; 64];
         let r = Range::whole(host.as_mut_ptr() as usize, 64);
         unsafe {
-            let tgt = t.enter(&dev, r, TO | FROM, RefKind::Structured).unwrap();
+            let tgt = t.enter(&obs, r, TO | FROM, RefKind::Structured).unwrap();
             assert_eq!(dev.ins(), 1);
             // Nested: present, no copy.
             assert_eq!(
-                t.enter(&dev, r, TO | FROM, RefKind::Structured).unwrap(),
+                t.enter(&obs, r, TO | FROM, RefKind::Structured).unwrap(),
                 tgt
             );
             assert_eq!(dev.ins(), 1);
             dev.write(tgt, &[9u8; 64]);
-            t.exit(&dev, r.begin, 64, TO | FROM, RefKind::Structured, true)
+            t.exit(&obs, r.begin, 64, TO | FROM, RefKind::Structured, true)
                 .unwrap();
             assert_eq!(dev.outs(), 0, "inner exit copies nothing");
             assert_eq!(host[0], 1);
-            t.exit(&dev, r.begin, 64, TO | FROM, RefKind::Structured, true)
+            t.exit(&obs, r.begin, 64, TO | FROM, RefKind::Structured, true)
                 .unwrap();
         }
         assert_eq!(dev.outs(), 1);
@@ -673,16 +461,17 @@ pub(crate) mod tests {
     #[test]
     fn always_forces_copies() {
         let dev = FakeDevice::default();
+        let obs = dev.observed();
         let mut t = MappingTable::default();
         let mut host = vec![3u8; 16];
         // From a mutable borrow: the `from` copy writes the host buffer (Tree Borrows rejects a write through a
         // pointer exposed from a shared one).
         let r = Range::whole(host.as_mut_ptr() as usize, 16);
         unsafe {
-            t.enter(&dev, r, TO, RefKind::Dynamic).unwrap();
-            t.enter(&dev, r, TO | ALWAYS, RefKind::Structured).unwrap();
+            t.enter(&obs, r, TO, RefKind::Dynamic).unwrap();
+            t.enter(&obs, r, TO | ALWAYS, RefKind::Structured).unwrap();
             assert_eq!(dev.ins(), 2);
-            t.exit(&dev, r.begin, 16, FROM | ALWAYS, RefKind::Structured, true)
+            t.exit(&obs, r.begin, 16, FROM | ALWAYS, RefKind::Structured, true)
                 .unwrap();
             assert_eq!(
                 dev.outs(),
@@ -696,22 +485,23 @@ pub(crate) mod tests {
     #[test]
     fn dynamic_and_structured_counts_keep_data_until_both_are_zero() {
         let dev = FakeDevice::default();
+        let obs = dev.observed();
         let mut t = MappingTable::default();
         let mut host = vec![0u8; 8];
         let r = Range::whole(host.as_mut_ptr() as usize, 8);
         unsafe {
-            t.enter(&dev, r, TO, RefKind::Dynamic).unwrap();
-            t.enter(&dev, r, TO, RefKind::Dynamic).unwrap();
-            t.enter(&dev, r, TO, RefKind::Structured).unwrap();
+            t.enter(&obs, r, TO, RefKind::Dynamic).unwrap();
+            t.enter(&obs, r, TO, RefKind::Dynamic).unwrap();
+            t.enter(&obs, r, TO, RefKind::Structured).unwrap();
             assert_eq!(t.counts(r.begin), Some((1, 2)));
             // release: one dynamic reference.
-            t.exit(&dev, r.begin, 8, 0, RefKind::Dynamic, true).unwrap();
+            t.exit(&obs, r.begin, 8, 0, RefKind::Dynamic, true).unwrap();
             assert_eq!(t.counts(r.begin), Some((1, 1)));
-            t.exit(&dev, r.begin, 8, FROM, RefKind::Structured, true)
+            t.exit(&obs, r.begin, 8, FROM, RefKind::Structured, true)
                 .unwrap();
             assert_eq!(dev.outs(), 0);
             assert!(t.lookup(r.begin, 8).is_some());
-            t.exit(&dev, r.begin, 8, FROM, RefKind::Dynamic, true)
+            t.exit(&obs, r.begin, 8, FROM, RefKind::Dynamic, true)
                 .unwrap();
             assert_eq!(dev.outs(), 1);
             assert!(t.lookup(r.begin, 8).is_none());
@@ -722,20 +512,21 @@ pub(crate) mod tests {
     #[test]
     fn delete_removes_whatever_the_count() {
         let dev = FakeDevice::default();
+        let obs = dev.observed();
         let mut t = MappingTable::default();
         let host = vec![0u8; 8];
         let r = Range::whole(addr(&host), 8);
         unsafe {
             for _ in 0..3 {
-                t.enter(&dev, r, TO, RefKind::Dynamic).unwrap();
+                t.enter(&obs, r, TO, RefKind::Dynamic).unwrap();
             }
-            t.enter(&dev, r, TO, RefKind::Structured).unwrap();
-            t.exit(&dev, r.begin, 8, DELETE, RefKind::Dynamic, true)
+            t.enter(&obs, r, TO, RefKind::Structured).unwrap();
+            t.exit(&obs, r.begin, 8, DELETE, RefKind::Dynamic, true)
                 .unwrap();
             assert!(t.lookup(r.begin, 8).is_none());
             assert_eq!(dev.live(), 0);
             // The structured exit that follows finds nothing: a no-op.
-            t.exit(&dev, r.begin, 8, FROM, RefKind::Structured, true)
+            t.exit(&obs, r.begin, 8, FROM, RefKind::Structured, true)
                 .unwrap();
             assert_eq!(dev.outs(), 0);
         }
@@ -744,40 +535,41 @@ pub(crate) mod tests {
     #[test]
     fn present_and_extension_are_errors_absent_exit_and_update_are_no_ops() {
         let dev = FakeDevice::default();
+        let obs = dev.observed();
         let mut t = MappingTable::default();
         let mut host = vec![0u8; 100];
         let a = host.as_mut_ptr() as usize;
         unsafe {
             let e = t
-                .enter(&dev, Range::whole(a, 10), TO | PRESENT, RefKind::Structured)
+                .enter(&obs, Range::whole(a, 10), TO | PRESENT, RefKind::Structured)
                 .unwrap_err();
             assert!(
                 e.to_string()
                     .contains(&format!("host address {a:#x}, 10 bytes")),
                 "{e}"
             );
-            t.enter(&dev, Range::whole(a + 10, 20), TO, RefKind::Structured)
+            t.enter(&obs, Range::whole(a + 10, 20), TO, RefKind::Structured)
                 .unwrap();
             for (b, s) in [(a, 11), (a + 29, 2), (a, 100)] {
                 assert!(matches!(
-                    t.enter(&dev, Range::whole(b, s), TO, RefKind::Structured),
+                    t.enter(&obs, Range::whole(b, s), TO, RefKind::Structured),
                     Err(MapError::Extends { .. })
                 ));
             }
             // Inside: fine.
             t.enter(
-                &dev,
+                &obs,
                 Range::whole(a + 12, 4),
                 TO | PRESENT,
                 RefKind::Structured,
             )
             .unwrap();
-            t.exit(&dev, a + 50, 10, FROM, RefKind::Dynamic, true)
+            t.exit(&obs, a + 50, 10, FROM, RefKind::Dynamic, true)
                 .unwrap();
-            t.update(&dev, a + 50, 10, FROM).unwrap();
+            t.update(&obs, a + 50, 10, FROM).unwrap();
             assert_eq!(dev.outs(), 0);
             assert!(t
-                .exit(&dev, a + 50, 10, FROM | PRESENT, RefKind::Dynamic, true)
+                .exit(&obs, a + 50, 10, FROM | PRESENT, RefKind::Dynamic, true)
                 .is_err());
         }
         host[0] = 1;
@@ -786,6 +578,7 @@ pub(crate) mod tests {
     #[test]
     fn sections_allocate_the_whole_slice_and_map_only_the_section() {
         let dev = FakeDevice::default();
+        let obs = dev.observed();
         let mut t = MappingTable::default();
         let mut host: Vec<u8> = (0..50).collect();
         let base = host.as_mut_ptr() as usize;
@@ -797,7 +590,7 @@ pub(crate) mod tests {
             align: 1,
         };
         unsafe {
-            let tgt = t.enter(&dev, r, TO | FROM, RefKind::Structured).unwrap();
+            let tgt = t.enter(&obs, r, TO | FROM, RefKind::Structured).unwrap();
             assert_eq!(dev.read(tgt, 20), (10..30).collect::<Vec<u8>>());
             // The slice's device base is inside the same allocation: a region may form the whole slice.
             let dev_base = tgt - 10;
@@ -809,7 +602,7 @@ pub(crate) mod tests {
             assert!(t.lookup(base, 1).is_none(), "only the section is present");
             assert!(t.lookup(base + 10, 20).is_some());
             dev.write(dev_base, &[7u8; 50]);
-            t.exit(&dev, r.begin, 20, TO | FROM, RefKind::Structured, true)
+            t.exit(&obs, r.begin, 20, TO | FROM, RefKind::Structured, true)
                 .unwrap();
         }
         assert_eq!(
@@ -825,16 +618,17 @@ pub(crate) mod tests {
     #[test]
     fn updates_copy_both_ways_while_mapped() {
         let dev = FakeDevice::default();
+        let obs = dev.observed();
         let mut t = MappingTable::default();
         let mut host = vec![1u8; 32];
         let r = Range::whole(host.as_mut_ptr() as usize, 32);
         unsafe {
-            let tgt = t.enter(&dev, r, TO, RefKind::Structured).unwrap();
+            let tgt = t.enter(&obs, r, TO, RefKind::Structured).unwrap();
             host.iter_mut().for_each(|b| *b = 2);
-            t.update(&dev, r.begin, 32, TO).unwrap();
+            t.update(&obs, r.begin, 32, TO).unwrap();
             assert_eq!(dev.read(tgt, 32), vec![2u8; 32]);
             dev.write(tgt + 8, &[5u8; 8]);
-            t.update(&dev, r.begin + 8, 8, FROM).unwrap();
+            t.update(&obs, r.begin + 8, 8, FROM).unwrap();
             assert_eq!(host[7..17], [2, 5, 5, 5, 5, 5, 5, 5, 5, 2]);
         }
     }
@@ -842,20 +636,21 @@ pub(crate) mod tests {
     #[test]
     fn associated_pointers_are_present_until_disassociated_and_never_freed() {
         let dev = FakeDevice::default();
+        let obs = dev.observed();
         let mut t = MappingTable::default();
         let host = vec![0u8; 16];
         let a = addr(&host);
-        let mem = dev.alloc(16).unwrap();
+        let mem = obs.alloc(16, 1).unwrap();
         t.associate(a, 16, mem).unwrap();
         unsafe {
             assert_eq!(
-                t.enter(&dev, Range::whole(a, 16), TO, RefKind::Structured)
+                t.enter(&obs, Range::whole(a, 16), TO, RefKind::Structured)
                     .unwrap(),
                 mem
             );
-            t.exit(&dev, a, 16, FROM, RefKind::Structured, true)
+            t.exit(&obs, a, 16, FROM, RefKind::Structured, true)
                 .unwrap();
-            t.exit(&dev, a, 16, FROM, RefKind::Dynamic, true).unwrap();
+            t.exit(&obs, a, 16, FROM, RefKind::Dynamic, true).unwrap();
         }
         assert_eq!(t.lookup(a, 16), Some(mem));
         assert!(t.disassociate(a + 1).is_err());
@@ -867,7 +662,9 @@ pub(crate) mod tests {
     #[test]
     fn atomic_host_data_is_copied_element_by_element() {
         use offload_model::abi::map_type::HOST_ATOMIC_SHIFT;
+        use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
         let dev = FakeDevice::default();
+        let obs = dev.observed();
         let mut t = MappingTable::default();
         let host: Vec<AtomicU32> = (0..8).map(AtomicU32::new).collect();
         let bits = TO | FROM | (4 << HOST_ATOMIC_SHIFT);
@@ -876,12 +673,12 @@ pub(crate) mod tests {
         std::thread::scope(|s| {
             s.spawn(|| host[7].fetch_add(100, Relaxed));
             unsafe {
-                let tgt = t.enter(&dev, r, bits, RefKind::Structured).unwrap();
+                let tgt = t.enter(&obs, r, bits, RefKind::Structured).unwrap();
                 dev.write(tgt, &5u32.to_ne_bytes());
             }
         });
         unsafe {
-            t.exit(&dev, r.begin, 32, bits, RefKind::Structured, true)
+            t.exit(&obs, r.begin, 32, bits, RefKind::Structured, true)
                 .unwrap()
         };
         assert_eq!(host[0].load(Relaxed), 5);
@@ -891,15 +688,16 @@ pub(crate) mod tests {
     #[test]
     fn a_pinned_allocation_outlives_its_entry_until_the_last_unpin() {
         let dev = FakeDevice::default();
+        let obs = dev.observed();
         let mut t = MappingTable::default();
         let host = vec![4u8; 32];
         let whole = Range::whole(addr(&host), 32);
         let empty = Range { size: 0, ..whole };
         unsafe {
-            let tgt = t.enter(&dev, whole, TO, RefKind::Structured).unwrap();
+            let tgt = t.enter(&obs, whole, TO, RefKind::Structured).unwrap();
             let (base, alloc) = t.pin_slice(empty).expect("the slice is present");
             assert_eq!((base, alloc), (tgt, Some(tgt)));
-            t.exit(&dev, whole.begin, 32, 0, RefKind::Structured, true)
+            t.exit(&obs, whole.begin, 32, 0, RefKind::Structured, true)
                 .unwrap();
             assert!(
                 t.lookup(whole.begin, 32).is_none(),
@@ -908,11 +706,11 @@ pub(crate) mod tests {
             assert_eq!(dev.live(), 1, "the pinned block is still there");
             assert_eq!(dev.read(base, 32), vec![4u8; 32]);
             // A new mapping of the same data is a new block; the pinned one goes with its last pin.
-            let again = t.enter(&dev, whole, TO, RefKind::Structured).unwrap();
+            let again = t.enter(&obs, whole, TO, RefKind::Structured).unwrap();
             assert_ne!(again, tgt);
-            t.unpin(&dev, tgt);
+            t.unpin(&obs, tgt);
             assert_eq!(dev.live(), 1);
-            t.exit(&dev, whole.begin, 32, 0, RefKind::Structured, true)
+            t.exit(&obs, whole.begin, 32, 0, RefKind::Structured, true)
                 .unwrap();
         }
         assert_eq!((t.len(), dev.live()), (0, 0));
@@ -922,15 +720,16 @@ pub(crate) mod tests {
     #[test]
     fn intersection_finds_any_overlap() {
         let dev = FakeDevice::default();
+        let obs = dev.observed();
         let mut t = MappingTable::default();
         let host = vec![0u8; 100];
         let a = addr(&host);
-        unsafe { t.enter(&dev, Range::whole(a + 10, 20), TO, RefKind::Structured) }.unwrap();
+        unsafe { t.enter(&obs, Range::whole(a + 10, 20), TO, RefKind::Structured) }.unwrap();
         assert!(t.intersects(a, a + 11));
         assert!(t.intersects(a + 29, a + 100));
         assert!(t.intersects(a + 15, a + 16));
         assert!(!t.intersects(a, a + 10));
         assert!(!t.intersects(a + 30, a + 100));
-        unsafe { t.exit(&dev, a + 10, 20, 0, RefKind::Structured, true) }.unwrap();
+        unsafe { t.exit(&obs, a + 10, 20, 0, RefKind::Structured, true) }.unwrap();
     }
 }

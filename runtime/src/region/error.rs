@@ -39,6 +39,13 @@ pub enum Error {
         region: &'static str,
         reason: String,
     },
+    /// The region's host fallback could not start a host thread for a team (the process is at its thread limit).
+    /// The teams of an earlier wave may have run; the fallback is not retried.
+    #[error("offload: region {region} could not run its host fallback: {source}")]
+    HostThreads {
+        region: &'static str,
+        source: crate::host::pool::SpawnError,
+    },
     /// `OMP_TARGET_OFFLOAD=MANDATORY` and the region could not start on a device.
     #[error("offload: region {region} could not run on a device and OMP_TARGET_OFFLOAD=MANDATORY forbids the host fallback: {reason}")]
     Mandatory {

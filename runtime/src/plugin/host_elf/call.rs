@@ -2,7 +2,7 @@
 //! System V ABI needs the count at the call site, so each arity is its own call (what libffi does for LLVM's host
 //! plugin). The macro walks the indices, emitting `if a.len() == k { f(env, a[0], .., a[k-1]) }` for each `k`.
 
-use super::super::Arg;
+use crate::plugin::interface::Arg;
 use std::ffi::c_void;
 
 /// The most kernel arguments a host-image kernel may take (the arity list below goes this far).

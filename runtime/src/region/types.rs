@@ -1,4 +1,7 @@
-//! What may cross into a region.
+//! What may cross into a region: the traits that say which data a region may take by copy or by value, and device
+//! memory passed as is.
+
+use std::marker::PhantomData;
 
 /// Data the runtime may copy byte for byte between host and device memory.
 ///
@@ -102,3 +105,68 @@ macro_rules! device_num {
     })* };
 }
 device_num!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+
+/// The device address of `T`s on device `device`. Copy; only region code may dereference it.
+#[derive(Debug)]
+pub struct DevicePtr<T> {
+    addr: u64,
+    device: i32,
+    _t: PhantomData<*mut T>,
+}
+
+impl<T> Clone for DevicePtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for DevicePtr<T> {}
+// SAFETY: an address on a device; sending it between host threads touches nothing.
+unsafe impl<T> Send for DevicePtr<T> {}
+unsafe impl<T> Sync for DevicePtr<T> {}
+
+impl<T> DevicePtr<T> {
+    /// Wraps device memory from `omp_target_alloc` (or another device allocation).
+    ///
+    /// # Safety
+    /// `ptr` is device memory of `device` holding as many `T`s as regions will touch, for as long as they do.
+    pub unsafe fn from_raw(ptr: *mut std::ffi::c_void, device: i32) -> Self {
+        DevicePtr {
+            addr: ptr as usize as u64,
+            device,
+            _t: PhantomData,
+        }
+    }
+
+    /// The memory of a buffer this crate allocated.
+    pub(crate) fn new(addr: u64, device: i32) -> Self {
+        DevicePtr {
+            addr,
+            device,
+            _t: PhantomData,
+        }
+    }
+
+    pub fn addr(self) -> u64 {
+        self.addr
+    }
+
+    pub fn device(self) -> i32 {
+        self.device
+    }
+
+    /// The memory as a raw pointer (only the device holding it may dereference it: on the initial device, the
+    /// host). Region code sees device-std's twin of this method.
+    pub fn as_ptr(self) -> *mut T {
+        self.addr as usize as *mut T
+    }
+
+    /// The first `len` elements as a slice: host code may call it for memory of the initial device only.
+    ///
+    /// # Safety
+    /// The memory is the host's (the initial device's), holds `len` initialised `T`s, and nothing else accesses
+    /// them for `'a`.
+    pub unsafe fn as_slice_mut<'a>(self, len: usize) -> &'a mut [T] {
+        // SAFETY: per the contract.
+        unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), len) }
+    }
+}

@@ -1,7 +1,7 @@
 //! Team and thread queries and the team barrier, as host code (and a region's host fallback) sees them; region code
 //! on a device sees device-std's twins with the same names.
 
-use crate::team::{host_barrier, host_geometry};
+use crate::host::thread::{host_barrier, host_geometry, host_team_shared};
 
 /// The team this thread belongs to (0 outside a parallel region).
 pub fn omp_get_team_num() -> i32 {
@@ -50,7 +50,7 @@ pub fn team_shared<T: offload_model::abi::SharedAtomic, R>(
     len: usize,
     f: impl FnOnce(&[T]) -> R,
 ) -> R {
-    let block = crate::team::host_team_shared("offload::team_shared()");
+    let block = host_team_shared("offload::team_shared()");
     // SAFETY: the team runner set this thread's team block, which lives until the region's threads have all
     // returned, so past this call.
     f(unsafe { offload_model::abi::shared_atomics(block, len) })
@@ -64,5 +64,5 @@ pub fn team_shared<T: offload_model::abi::SharedAtomic, R>(
 /// region.
 #[track_caller]
 pub unsafe fn team_shared_raw() -> (*mut u8, usize) {
-    crate::team::host_team_shared("offload::team_shared_raw()")
+    host_team_shared("offload::team_shared_raw()")
 }

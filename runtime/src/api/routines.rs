@@ -1,23 +1,11 @@
 //! OpenMP's device runtime routines, with OpenMP's names and meanings.
 
-use crate::device::devices;
-use crate::icv::icv;
-use crate::mapping::{copy_in, copy_to_host};
-use crate::observe::{self, Label, Watch};
-use std::cell::Cell;
+use crate::device::{device_or_host, devices, initial_device, is_initial};
+use crate::env;
+use crate::observe::Label;
 use std::ffi::c_void;
 
-thread_local! {
-    /// default-device-var: per thread (OpenMP keeps it per data environment), starting at `OMP_DEFAULT_DEVICE`, or
-    /// at the initial device under `OMP_TARGET_OFFLOAD=DISABLED` (the host is then the only device).
-    static DEFAULT_DEVICE: Cell<i32> = Cell::new(match icv().policy {
-        crate::icv::Policy::Disabled => omp_get_initial_device(),
-        _ => icv().default_device,
-    });
-}
-
-/// OpenMP 5.1's `omp_initial_device`: a device number that always means the host.
-pub const OMP_INITIAL_DEVICE: i32 = -1;
+pub use crate::device::OMP_INITIAL_DEVICE;
 
 /// Number of offload devices (0 under `OMP_TARGET_OFFLOAD=DISABLED`).
 pub fn omp_get_num_devices() -> i32 {
@@ -26,17 +14,17 @@ pub fn omp_get_num_devices() -> i32 {
 
 /// The host's device number, which OpenMP defines as `omp_get_num_devices()`.
 pub fn omp_get_initial_device() -> i32 {
-    omp_get_num_devices()
+    initial_device()
 }
 
 /// The device regions without a `device` clause run on.
 pub fn omp_get_default_device() -> i32 {
-    DEFAULT_DEVICE.with(|d| d.get())
+    env::default_device()
 }
 
 /// Sets this thread's default device.
 pub fn omp_set_default_device(device: i32) {
-    DEFAULT_DEVICE.with(|d| d.set(device));
+    env::set_default_device(device)
 }
 
 /// True on the host, including inside a region's host fallback; false in code running on an offload device (which
@@ -47,27 +35,13 @@ pub fn omp_is_initial_device() -> bool {
 
 /// Whether the host data at `ptr` has a device copy on `device`. Always true for the initial device.
 pub fn omp_target_is_present(ptr: *const c_void, device: i32) -> bool {
-    let devs = devices();
-    if device == devs.len() as i32 || device == OMP_INITIAL_DEVICE {
+    if is_initial(device) {
         return true;
     }
-    match usize::try_from(device).ok().and_then(|d| devs.get(d)) {
+    match usize::try_from(device).ok().and_then(|d| devices().get(d)) {
         Some(dev) => dev.table().lookup(ptr as usize, 1).is_some(),
         None => false,
     }
-}
-
-/// The device entry for a device number, or `None` for the initial device; `Err` for numbers that name nothing.
-fn device_or_host(device: i32) -> Result<Option<&'static crate::device::DeviceEntry>, ()> {
-    let devs = devices();
-    if device == devs.len() as i32 || device == OMP_INITIAL_DEVICE {
-        return Ok(None);
-    }
-    usize::try_from(device)
-        .ok()
-        .and_then(|d| devs.get(d))
-        .map(Some)
-        .ok_or(())
 }
 
 /// Allocates `size` bytes of device memory (zero-filled on host-elf); null on failure. On the initial device this is
@@ -75,8 +49,8 @@ fn device_or_host(device: i32) -> Result<Option<&'static crate::device::DeviceEn
 pub fn omp_target_alloc(size: usize, device: i32) -> *mut c_void {
     match device_or_host(device) {
         Ok(Some(d)) => {
-            let _scope = Watch::now().scope(Label::Construct("omp_target_alloc"), d);
-            observe::alloc(&*d.dev, size, 1)
+            let _scope = d.scope(Label::Construct("omp_target_alloc"));
+            d.alloc(size, 1)
                 .map_or(std::ptr::null_mut(), |p| p as usize as *mut c_void)
         }
         // SAFETY: plain malloc; freed by `omp_target_free` on the initial device.
@@ -95,9 +69,9 @@ pub unsafe fn omp_target_free(ptr: *mut c_void, device: i32) {
     }
     match device_or_host(device) {
         Ok(Some(d)) => {
-            let _scope = Watch::now().scope(Label::Construct("omp_target_free"), d);
+            let _scope = d.scope(Label::Construct("omp_target_free"));
             // SAFETY: per the contract.
-            unsafe { observe::free(&*d.dev, ptr as usize as u64) }
+            unsafe { d.free(ptr as usize as u64) }
         }
         // SAFETY: per the contract: it came from calloc.
         Ok(None) => unsafe { libc::free(ptr) },
@@ -125,9 +99,8 @@ pub unsafe fn omp_target_memcpy(
     };
     let d = dst as usize + dst_offset;
     let s = src as usize + src_offset;
-    let w = Watch::now();
     let label = Label::Construct("omp_target_memcpy");
-    // Plain copies (map type 0) through the mapping layer's copy helpers, so they are observed as transfers.
+    // Plain copies (map type 0) through the devices, which observe them as transfers.
     // SAFETY: per the contract.
     let r = unsafe {
         match (dd, sd) {
@@ -136,22 +109,22 @@ pub unsafe fn omp_target_memcpy(
                 Ok(())
             }
             (Some(dd), None) => {
-                let _scope = w.scope(label, dd);
-                copy_in(&*dd.dev, d as u64, s, length, 0)
+                let _scope = dd.scope(label);
+                dd.submit(d as u64, s, length, 0)
             }
             (None, Some(sd)) => {
-                let _scope = w.scope(label, sd);
-                copy_to_host(&*sd.dev, d, s as u64, length, 0)
+                let _scope = sd.scope(label);
+                sd.retrieve(d, s as u64, length, 0)
             }
             (Some(dd), Some(sd)) => {
                 let mut staging = vec![0u8; length];
                 let from = {
-                    let _scope = w.scope(label, sd);
-                    copy_to_host(&*sd.dev, staging.as_mut_ptr() as usize, s as u64, length, 0)
+                    let _scope = sd.scope(label);
+                    sd.retrieve(staging.as_mut_ptr() as usize, s as u64, length, 0)
                 };
                 from.and_then(|()| {
-                    let _scope = w.scope(label, dd);
-                    copy_in(&*dd.dev, d as u64, staging.as_ptr() as usize, length, 0)
+                    let _scope = dd.scope(label);
+                    dd.submit(d as u64, staging.as_ptr() as usize, length, 0)
                 })
             }
         }
@@ -190,7 +163,7 @@ pub unsafe fn omp_target_associate_ptr(
     match device_or_host(device) {
         Ok(Some(d)) => {
             let tgt = device_ptr as usize as u64 + device_offset as u64;
-            let _scope = Watch::now().scope(Label::Construct("omp_target_associate_ptr"), d);
+            let _scope = d.scope(Label::Construct("omp_target_associate_ptr"));
             let mut t = d.table();
             if t.associate(host_ptr as usize, size, tgt).is_ok() {
                 0
@@ -210,7 +183,7 @@ pub unsafe fn omp_target_associate_ptr(
 pub unsafe fn omp_target_disassociate_ptr(host_ptr: *const c_void, device: i32) -> i32 {
     match device_or_host(device) {
         Ok(Some(d)) => {
-            let _scope = Watch::now().scope(Label::Construct("omp_target_disassociate_ptr"), d);
+            let _scope = d.scope(Label::Construct("omp_target_disassociate_ptr"));
             let mut t = d.table();
             if t.disassociate(host_ptr as usize).is_ok() {
                 0

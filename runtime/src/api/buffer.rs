@@ -1,71 +1,12 @@
-//! Device memory the program manages itself, passed to regions as is (OpenMP's `is_device_ptr`): `DevicePtr<T>`, a
-//! raw device address, and `DeviceBuffer<T>`, a safe owning buffer. A region taking either runs only on the device
-//! that holds the memory. The initial device's "device memory" is host memory, as in OpenMP (`omp_target_alloc` on
-//! the initial device is `malloc`), under every policy.
+//! `DeviceBuffer<T>`: device memory the program manages itself, a safe owning buffer passed to regions as is
+//! (OpenMP's `is_device_ptr`), as its raw address, `DevicePtr<T>` (which lives with the other types that cross into
+//! a region). A region taking either runs only on the device that holds the memory. The initial device's "device
+//! memory" is host memory, as in OpenMP (`omp_target_alloc` on the initial device is `malloc`), under every policy.
 
-use crate::device::{devices, DeviceEntry};
-use crate::error::Error;
-use crate::mapping::{copy_in, copy_to_host};
-use crate::observe::{self, Label, Watch};
-use crate::DeviceCopy;
-use std::marker::PhantomData;
+use crate::device::{devices, initial_device, is_initial, DeviceEntry};
+use crate::observe::Label;
+use crate::region::{DeviceCopy, DevicePtr, Error};
 use std::mem::size_of;
-
-/// The device address of `T`s on device `device`. Copy; only region code may dereference it.
-#[derive(Debug)]
-pub struct DevicePtr<T> {
-    addr: u64,
-    device: i32,
-    _t: PhantomData<*mut T>,
-}
-
-impl<T> Clone for DevicePtr<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for DevicePtr<T> {}
-// SAFETY: an address on a device; sending it between host threads touches nothing.
-unsafe impl<T> Send for DevicePtr<T> {}
-unsafe impl<T> Sync for DevicePtr<T> {}
-
-impl<T> DevicePtr<T> {
-    /// Wraps device memory from [`crate::omp_target_alloc`] (or another device allocation).
-    ///
-    /// # Safety
-    /// `ptr` is device memory of `device` holding as many `T`s as regions will touch, for as long as they do.
-    pub unsafe fn from_raw(ptr: *mut std::ffi::c_void, device: i32) -> Self {
-        DevicePtr {
-            addr: ptr as usize as u64,
-            device,
-            _t: PhantomData,
-        }
-    }
-
-    pub fn addr(self) -> u64 {
-        self.addr
-    }
-
-    pub fn device(self) -> i32 {
-        self.device
-    }
-
-    /// The memory as a raw pointer (only the device holding it may dereference it: on the initial device, the
-    /// host). Region code sees device-std's twin of this method.
-    pub fn as_ptr(self) -> *mut T {
-        self.addr as usize as *mut T
-    }
-
-    /// The first `len` elements as a slice: host code may call it for memory of the initial device only.
-    ///
-    /// # Safety
-    /// The memory is the host's (the initial device's), holds `len` initialised `T`s, and nothing else accesses
-    /// them for `'a`.
-    pub unsafe fn as_slice_mut<'a>(self, len: usize) -> &'a mut [T] {
-        // SAFETY: per the contract.
-        unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), len) }
-    }
-}
 
 /// `len` `T`s of device memory on one device, zero-filled, freed on drop. On the initial device it is host memory.
 pub struct DeviceBuffer<T: DeviceCopy> {
@@ -130,8 +71,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Allocates `len` zero-filled elements on device `device`: an offload device, or the initial device
     /// (`omp_get_initial_device()` or `OMP_INITIAL_DEVICE`), where it is host memory.
     pub fn new(len: usize, device: i32) -> Result<Self, Error> {
-        let initial = crate::api::omp_get_initial_device();
-        let dev = if device == initial || device == crate::api::OMP_INITIAL_DEVICE {
+        let initial = initial_device();
+        let dev = if is_initial(device) {
             None
         } else {
             Some(
@@ -160,9 +101,9 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         })?;
         let addr = match dev {
             Some(dev) => {
-                let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::new"), dev);
-                observe::alloc(&*dev.dev, bytes.max(1), std::mem::align_of::<T>())
-                    .map_err(|m| device_error(device, dev.plugin, m))?
+                let _scope = dev.scope(Label::Construct("DeviceBuffer::new"));
+                dev.alloc(bytes.max(1), std::mem::align_of::<T>())
+                    .map_err(|e| device_error(device, dev.plugin, e.to_string()))?
             }
             None => {
                 let layout =
@@ -180,11 +121,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             }
         };
         Ok(DeviceBuffer {
-            ptr: DevicePtr {
-                addr,
-                device: if dev.is_none() { initial } else { device },
-                _t: PhantomData,
-            },
+            ptr: DevicePtr::new(addr, if dev.is_none() { initial } else { device }),
             len,
             dev,
         })
@@ -206,7 +143,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     }
 
     pub fn device(&self) -> i32 {
-        self.ptr.device
+        self.ptr.device()
     }
 
     pub fn as_device_ptr(&self) -> DevicePtr<T> {
@@ -237,18 +174,17 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             unsafe { host_copy(self.ptr.as_ptr(), src.as_ptr(), self.len) };
             return Ok(());
         };
-        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::copy_from_host"), dev);
+        let _scope = dev.scope(Label::Construct("DeviceBuffer::copy_from_host"));
         // SAFETY: `src` is readable; the buffer holds `len` elements. Atomics are read one by one, atomically.
         unsafe {
-            copy_in(
-                &*dev.dev,
-                self.ptr.addr,
+            dev.submit(
+                self.ptr.addr(),
                 src.as_ptr() as usize,
                 size_of_val(src),
                 atomics::<T>(),
             )
         }
-        .map_err(|m| device_error(self.device(), dev.plugin, m))
+        .map_err(|e| device_error(self.device(), dev.plugin, e.to_string()))
     }
 
     /// Copies the buffer into `dst` (same length).
@@ -259,18 +195,17 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             unsafe { host_copy(dst.as_mut_ptr(), self.ptr.as_ptr(), self.len) };
             return Ok(());
         };
-        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::copy_to_host"), dev);
+        let _scope = dev.scope(Label::Construct("DeviceBuffer::copy_to_host"));
         // SAFETY: `dst` is writable and `T: DeviceCopy` accepts any bytes; the buffer holds `len` elements.
         unsafe {
-            copy_to_host(
-                &*dev.dev,
+            dev.retrieve(
                 dst.as_mut_ptr() as usize,
-                self.ptr.addr,
+                self.ptr.addr(),
                 size_of_val(dst),
                 atomics::<T>(),
             )
         }
-        .map_err(|m| device_error(self.device(), dev.plugin, m))
+        .map_err(|e| device_error(self.device(), dev.plugin, e.to_string()))
     }
 
     /// The buffer's contents as a `Vec`.
@@ -284,18 +219,17 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             }
             return Ok(v);
         };
-        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer::to_vec"), dev);
+        let _scope = dev.scope(Label::Construct("DeviceBuffer::to_vec"));
         // SAFETY: `T: DeviceCopy` accepts any bytes; the copy fills all `len` elements before `set_len`.
         unsafe {
             let bytes = self.len * size_of::<T>();
-            copy_to_host(
-                &*dev.dev,
+            dev.retrieve(
                 v.as_mut_ptr() as usize,
-                self.ptr.addr,
+                self.ptr.addr(),
                 bytes,
                 atomics::<T>(),
             )
-            .map_err(|m| device_error(self.device(), dev.plugin, m))?;
+            .map_err(|e| device_error(self.device(), dev.plugin, e.to_string()))?;
             v.set_len(self.len);
         }
         Ok(v)
@@ -338,14 +272,15 @@ unsafe impl<T: DeviceCopy> offload_model::lanes::Length for DeviceBuffer<T> {
 impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
         let Some(dev) = self.dev else {
+            // `new` allocated the buffer with this very layout, so it is valid.
             let layout = host_layout::<T>(self.len * size_of::<T>()).expect("allocated with it");
             // SAFETY: allocated in `new` with this layout, and a region borrowing the buffer has returned.
             unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), layout) };
             return;
         };
-        let _scope = Watch::now().scope(Label::Construct("DeviceBuffer drop"), dev);
+        let _scope = dev.scope(Label::Construct("DeviceBuffer drop"));
         // SAFETY: allocated in `new`, and a region borrowing the buffer has returned.
-        unsafe { observe::free(&*dev.dev, self.ptr.addr) };
+        unsafe { dev.free(self.ptr.addr()) };
     }
 }
 
@@ -356,7 +291,7 @@ impl<T: DeviceCopy> std::fmt::Debug for DeviceBuffer<T> {
             "DeviceBuffer {{ device: {}, len: {}, addr: {:#x} }}",
             self.device(),
             self.len,
-            self.ptr.addr
+            self.ptr.addr()
         )
     }
 }

@@ -1,230 +1,16 @@
 //! Device data environments: what `target_data!`, `target_enter_data!`, `target_exit_data!` and `target_update!`
-//! expand to, and the map-list walk regions share. Plugin-independent: everything goes through the device's
-//! [`MappingTable`](crate::mapping::MappingTable) and the [`Device`](crate::plugin::Device) trait.
+//! expand to. Plugin-independent: every map goes through the map-list walk and the device's present table.
 
-use crate::device::{select, DeviceEntry, Host, Selection};
-use crate::icv::{icv, Policy};
-use crate::launch::MapArg;
-use crate::mapping::{copy_in, copy_to_host, MapError, RefKind};
-use crate::observe::{self, Label, Watch};
-use crate::plugin::{Arg, DevicePtr};
-use crate::DeviceCopy;
-use offload_model::abi::map_type::{DELETE, FROM, HOST_ATOMIC_MASK, LITERAL, PRESENT, PRIVATE, TO};
+use super::maplist::{enter_list, exit_list, Held, MapArg};
+use super::types::DeviceCopy;
+use crate::device::{
+    initial_device, select, DeviceEntry, Host, MapError, RefKind, Selection, OMP_INITIAL_DEVICE,
+};
+use crate::env::{self, icv, Policy};
+use crate::observe::Label;
+use offload_model::abi::map_type::{DELETE, FROM, TO};
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-
-/// What entering one map-list entry left to undo, decided when it was entered (never guessed at the exit by
-/// comparing addresses: another thread may have freed and re-created a mapping at the same or another address).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Held {
-    /// Nothing: a literal, empty data, or an associated pointer's memory seen through a zero-length section.
-    Nothing,
-    /// A block of this construct's own (a firstprivate value, the return slot, storage for a zero-length section,
-    /// or a private copy of read-only data that overlaps a mapping; see [`enter_list`]), freed at the exit.
-    Private(DevicePtr),
-    /// A reference on the present-table entry holding the range.
-    Table,
-    /// A pin on a present allocation (a zero-length section of present data).
-    Pinned(DevicePtr),
-}
-
-/// Whether a map whose range overlaps a present entry without lying inside it may get a private copy instead of
-/// the error OpenMP's rule against extending a mapping gives: a region's `to` map, which only reads the data.
-/// Then the host copy is current (a region or data construct holding a copy the device may have changed must
-/// borrow the data exclusively, which this region's shared borrow rules out), so a private copy made from it is
-/// what the present copy would show, and the region no longer fails because of another thread's short-lived map.
-fn private_on_overlap(m: &MapArg, kind: RefKind) -> bool {
-    kind == RefKind::Structured
-        && m.map_type & TO != 0
-        && m.map_type & (FROM | PRESENT | DELETE | HOST_ATOMIC_MASK) == 0
-}
-
-/// A map list entered on a device: the kernel arguments, and a guard that releases every mapping without copying
-/// anything back if it is dropped before [`MapGuard::exit`] (a panic between mapping and unmapping, or an early
-/// return), so nothing stays mapped, or pinned, forever.
-pub(crate) struct MapGuard<'a> {
-    dev: &'a DeviceEntry,
-    maps: &'a [MapArg],
-    held: Vec<Held>,
-    kind: RefKind,
-    pub args: Vec<Arg>,
-}
-
-impl MapGuard<'_> {
-    /// Unmaps, copying back unless `copy_out` is false.
-    ///
-    /// # Safety
-    /// As [`exit_list`].
-    pub unsafe fn exit(mut self, copy_out: bool) -> Result<(), MapError> {
-        let held = std::mem::take(&mut self.held);
-        // SAFETY: forwarded.
-        unsafe { exit_list(self.dev, self.maps, &held, self.kind, copy_out) }
-    }
-
-    /// Keeps the mappings (a data construct's exit undoes them later) and returns what each entry holds.
-    pub fn keep(mut self) -> (Vec<Arg>, Vec<Held>) {
-        (
-            std::mem::take(&mut self.args),
-            std::mem::take(&mut self.held),
-        )
-    }
-}
-
-impl Drop for MapGuard<'_> {
-    fn drop(&mut self) {
-        if self.held.is_empty() {
-            return;
-        }
-        // SAFETY: the host ranges are live for as long as the guard (its creator's contract); nothing is copied.
-        let _ = unsafe { exit_list(self.dev, self.maps, &self.held, self.kind, false) };
-    }
-}
-
-/// Maps every entry of a map list in and returns one kernel argument each (a slice's is the device address of its
-/// base) inside a guard. On error, undoes what it did, copying nothing back.
-///
-/// Every device copy the kernel will use is held for the whole launch: a reference on a table entry, a pin on a
-/// present allocation, or a block of the call's own.
-///
-/// # Safety
-/// Every non-literal entry describes live host memory until the guard's exit.
-pub(crate) unsafe fn enter_list<'a>(
-    dev: &'a DeviceEntry,
-    maps: &'a [MapArg],
-    kind: RefKind,
-) -> Result<MapGuard<'a>, MapError> {
-    let mut g = MapGuard {
-        dev,
-        maps,
-        held: Vec::with_capacity(maps.len()),
-        kind,
-        args: Vec::with_capacity(maps.len()),
-    };
-    let mut t = None;
-    for m in maps {
-        let r = if m.map_type & LITERAL != 0 {
-            Ok((m.literal, Held::Nothing))
-        } else if m.base_size == 0 {
-            // Zero-length data: no table entry; the kernel gets a dangling, aligned pointer.
-            Ok((Arg::new(m.begin as usize as u64), Held::Nothing))
-        } else if m.size == 0 && m.map_type & PRIVATE == 0 {
-            // A zero-length section of a non-empty slice: the present copy if its slice is mapped (as libomptarget
-            // looks it up), pinned for the launch; else storage of the slice's size so the region's slice is valid,
-            // contents unspecified.
-            match t.get_or_insert_with(|| dev.table()).pin_slice(m.range()) {
-                Some((base, Some(alloc))) => Ok((Arg::new(base), Held::Pinned(alloc))),
-                Some((base, None)) => Ok((Arg::new(base), Held::Nothing)),
-                None if m.map_type & PRESENT != 0 => Err(MapError::NotPresent {
-                    begin: m.begin as usize,
-                    size: 0,
-                }),
-                None => private_in(dev, m).map_err(MapError::Device),
-            }
-        } else if m.map_type & PRIVATE != 0 {
-            private_in(dev, m).map_err(MapError::Device)
-        } else {
-            let t = t.get_or_insert_with(|| dev.table());
-            // SAFETY: the caller guarantees the host range.
-            match unsafe { t.enter(&*dev.dev, m.range(), m.map_type, kind) } {
-                Ok(tgt) => Ok((
-                    Arg::new(tgt - (m.begin as usize - m.base as usize) as u64),
-                    Held::Table,
-                )),
-                Err(MapError::Extends { .. }) if private_on_overlap(m, kind) => {
-                    private_in(dev, m).map_err(MapError::Device)
-                }
-                Err(e) => Err(e),
-            }
-        };
-        match r {
-            Ok((a, h)) => {
-                g.args.push(a);
-                g.held.push(h);
-            }
-            Err(e) => {
-                drop(t);
-                // The guard undoes the entries entered so far.
-                return Err(e);
-            }
-        }
-    }
-    Ok(g)
-}
-
-/// A block of the call's own holding the whole slice, with the mapped range copied in for `to`; returns its base's
-/// address as the kernel argument.
-fn private_in(dev: &DeviceEntry, m: &MapArg) -> Result<(Arg, Held), String> {
-    let p = observe::alloc(&*dev.dev, m.base_size.max(m.size), m.align)?;
-    let offset = (m.begin as usize - m.base as usize) as u64;
-    if m.map_type & TO != 0 && m.size > 0 {
-        // SAFETY: the caller passes a live host range of `size` bytes; it lies in the block just allocated.
-        if let Err(e) =
-            unsafe { copy_in(&*dev.dev, p + offset, m.begin as usize, m.size, m.map_type) }
-        {
-            // SAFETY: ours, unused.
-            unsafe { observe::free(&*dev.dev, p) };
-            return Err(e);
-        }
-    }
-    Ok((Arg::new(p), Held::Private(p)))
-}
-
-/// Unmaps what [`enter_list`] mapped (`held[i]` says what `maps[i]` holds); copies back unless `copy_out` is
-/// false. A `held` shorter than `maps` undoes the first entries only.
-///
-/// # Safety
-/// As [`enter_list`]; `FROM` ranges are writable.
-pub(crate) unsafe fn exit_list(
-    dev: &DeviceEntry,
-    maps: &[MapArg],
-    held: &[Held],
-    kind: RefKind,
-    copy_out: bool,
-) -> Result<(), MapError> {
-    let mut result = Ok(());
-    let mut t = None;
-    // Last to first, as libomptarget's targetDataEnd: a section exits before the slice holding it.
-    for (m, &h) in maps.iter().zip(held).rev() {
-        match h {
-            Held::Nothing => {}
-            Held::Private(p) => {
-                if copy_out && m.map_type & FROM != 0 && m.size > 0 {
-                    let offset = (m.begin as usize - m.base as usize) as u64;
-                    // SAFETY: the caller guarantees `FROM` ranges are writable; the block holds the range.
-                    if let Err(e) = unsafe {
-                        copy_to_host(&*dev.dev, m.begin as usize, p + offset, m.size, m.map_type)
-                    } {
-                        result = Err(MapError::Device(e));
-                    }
-                }
-                // SAFETY: allocated by `private_in` for this construct, which is over.
-                unsafe { observe::free(&*dev.dev, p) };
-            }
-            Held::Pinned(alloc) => {
-                let t = t.get_or_insert_with(|| dev.table());
-                // SAFETY: pinned by `enter_list` for this construct, which is over.
-                unsafe { t.unpin(&*dev.dev, alloc) };
-            }
-            Held::Table => {
-                let t = t.get_or_insert_with(|| dev.table());
-                // SAFETY: the caller guarantees the host range.
-                if let Err(e) = unsafe {
-                    t.exit(
-                        &*dev.dev,
-                        m.begin as usize,
-                        m.size,
-                        m.map_type,
-                        kind,
-                        copy_out,
-                    )
-                } {
-                    result = Err(e);
-                }
-            }
-        }
-    }
-    result
-}
 
 /// The device a data construct acts on, or `None` for the host (where every map is already satisfied).
 /// Under `MANDATORY` a construct that could not reach a device stops the program.
@@ -280,7 +66,7 @@ impl Entered {
         let map = T::map_arg(p, section, map_type);
         let held = match dev.0 {
             Some(d) => {
-                let _scope = Watch::now().scope(Label::Construct("target_data!"), d);
+                let _scope = d.scope(Label::Construct("target_data!"));
                 // SAFETY: the guard holding this borrows the data until the exit.
                 unsafe { enter_list(d, std::slice::from_ref(&map), RefKind::Structured) }
                     .unwrap_or_else(|e| mapping_failed("target_data!", d, e))
@@ -300,7 +86,7 @@ impl Entered {
     fn exit(&mut self) {
         let Some(dev) = self.dev.take() else { return };
         let unwinding = std::thread::panicking() && !self.began_unwinding;
-        let scope = Watch::now().scope(Label::Construct("target_data! exit"), dev);
+        let scope = dev.scope(Label::Construct("target_data! exit"));
         // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
         let r = unsafe {
             exit_list(
@@ -470,10 +256,10 @@ unsafe fn update_one(dev: DataDevice, m: MapArg) {
     if m.size == 0 {
         return;
     }
-    let scope = Watch::now().scope(Label::Construct("target_update!"), d);
+    let scope = d.scope(Label::Construct("target_update!"));
     let t = d.table();
     // SAFETY: per the callers.
-    if let Err(e) = unsafe { t.update(&*d.dev, m.begin as usize, m.size, m.map_type) } {
+    if let Err(e) = unsafe { t.update(d, m.begin as usize, m.size, m.map_type) } {
         drop(t);
         drop(scope);
         mapping_failed("target_update!", d, e)
@@ -601,8 +387,8 @@ pub fn exit_data<M: ExitData>(mapped: M, map_type: u64, device: Option<i32>) -> 
 
 /// A device number as OpenMP compares them: `omp_initial_device` (-1) is `omp_get_initial_device()`.
 fn normalize_device(d: i32) -> i32 {
-    if d == crate::api::OMP_INITIAL_DEVICE {
-        crate::api::omp_get_initial_device()
+    if d == OMP_INITIAL_DEVICE {
+        initial_device()
     } else {
         d
     }
@@ -614,14 +400,14 @@ impl<V: MapOwner> Mapped<V> {
     pub fn enter(mut value: V, map_type: u64, device: Option<i32>, cond: bool) -> Self {
         let dev = data_device("target_enter_data!", device, cond);
         if let Some(d) = dev {
-            let _scope = Watch::now().scope(Label::Construct("target_enter_data!"), d);
+            let _scope = d.scope(Label::Construct("target_enter_data!"));
             let m = V::Target::map_arg(value.target_mut(), None, map_type);
             // SAFETY: `value` is owned by the returned `Mapped` for as long as the mapping can live.
             unsafe { enter_list(d, &[m], RefKind::Dynamic) }
                 .unwrap_or_else(|e| mapping_failed("target_enter_data!", d, e))
                 .keep();
         }
-        let named = normalize_device(device.unwrap_or_else(crate::api::omp_get_default_device));
+        let named = normalize_device(device.unwrap_or_else(env::default_device));
         Mapped {
             value: Some(value),
             dev,
@@ -642,9 +428,10 @@ impl<V: MapOwner> Mapped<V> {
                 );
             }
         }
+        // `value` leaves only here, which consumes the `Mapped`, and in `drop`.
         let mut value = self.value.take().expect("present until exit");
         if let Some(d) = self.dev {
-            let _scope = Watch::now().scope(Label::Construct("target_exit_data!"), d);
+            let _scope = d.scope(Label::Construct("target_exit_data!"));
             let m = V::Target::map_arg(value.target_mut(), None, map_type);
             // SAFETY: we own the buffer; `from` writes into it through `&mut`.
             unsafe { exit_list(d, &[m], &[exit_held(&m)], RefKind::Dynamic, true) }
@@ -689,7 +476,7 @@ fn exit_held(m: &MapArg) -> Held {
 impl<V: MapOwner> Drop for Mapped<V> {
     fn drop(&mut self) {
         if let (Some(mut value), Some(d)) = (self.value.take(), self.dev) {
-            let _scope = Watch::now().scope(Label::Construct("Mapped drop (release)"), d);
+            let _scope = d.scope(Label::Construct("Mapped drop (release)"));
             let m = V::Target::map_arg(value.target_mut(), None, 0);
             // SAFETY: we own the buffer; `release` copies nothing.
             let _ = unsafe { exit_list(d, &[m], &[exit_held(&m)], RefKind::Dynamic, false) };
@@ -700,12 +487,14 @@ impl<V: MapOwner> Drop for Mapped<V> {
 impl<V: MapOwner> Deref for Mapped<V> {
     type Target = V::Target;
     fn deref(&self) -> &V::Target {
+        // `value` leaves only in `exit_on`, which consumes the `Mapped`, and in `drop`: never while it is borrowed.
         self.value.as_ref().expect("present until exit").target()
     }
 }
 
 impl<V: MapOwner> DerefMut for Mapped<V> {
     fn deref_mut(&mut self) -> &mut V::Target {
+        // As in `deref`.
         self.value
             .as_mut()
             .expect("present until exit")
@@ -831,101 +620,5 @@ impl<V: MapOwner> MapSource for Mapped<V> {
 impl<V: MapOwner> MapSourceMut for Mapped<V> {
     fn map_mut(&mut self) -> &mut V::Target {
         self
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    //! The map-list walk against the fake device (runs under Miri): what a construct holds is what it releases.
-    use super::*;
-    use crate::mapping::tests::FakeDevice;
-    use offload_model::abi::map_type::FROM;
-
-    fn entry() -> (DeviceEntry, FakeDevice) {
-        let fake = FakeDevice::default();
-        (DeviceEntry::for_test(Box::new(fake.clone())), fake)
-    }
-
-    #[test]
-    fn a_zero_length_section_pins_the_present_copy_and_frees_it_once() {
-        let (dev, fake) = entry();
-        let x = [7u64; 8];
-        let whole = [MapArg::slice(&x[..] as *const [u64], TO)];
-        let empty = [MapArg::section(&x[..] as *const [u64], 3, 3, TO)];
-        unsafe {
-            // A data region maps `x`; a region maps `x[3..3]` and gets the present copy.
-            let (_, data) = enter_list(&dev, &whole, RefKind::Structured)
-                .unwrap()
-                .keep();
-            let region = enter_list(&dev, &empty, RefKind::Structured).unwrap();
-            let base = region.args[0].assume_init();
-            assert_eq!(Some(base), dev.table().lookup(x.as_ptr() as usize, 64));
-            // The data region ends (another thread) while the region runs: its copy stays for the region.
-            exit_list(&dev, &whole, &data, RefKind::Structured, true).unwrap();
-            assert_eq!(dev.table().len(), 0);
-            assert_eq!(fake.live(), 1);
-            assert_eq!(fake.read(base, 64), 7u64.to_ne_bytes().repeat(8));
-            // The region's exit frees it exactly once (the fake device panics on a double free).
-            region.exit(true).unwrap();
-        }
-        assert_eq!(fake.live(), 0);
-    }
-
-    #[test]
-    fn a_guard_dropped_by_a_panic_releases_everything_without_copying_back() {
-        let (dev, fake) = entry();
-        let mut y = vec![1u32; 16];
-        let x = [2u32; 16];
-        let maps = [
-            MapArg::slice(&mut y[..] as *mut [u32] as *const [u32], TO | FROM),
-            MapArg::section(&x[..] as *const [u32], 4, 4, TO),
-            MapArg::section(&x[..] as *const [u32], 0, 8, TO),
-        ];
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let g = unsafe { enter_list(&dev, &maps, RefKind::Structured) }.unwrap();
-            assert_eq!(
-                fake.live(),
-                3,
-                "y, storage for the empty section, x's section"
-            );
-            fake.write(unsafe { g.args[0].assume_init() }, &[9u8; 64]);
-            panic!("the plugin failed between mapping and unmapping");
-        }));
-        assert!(r.is_err());
-        assert_eq!((dev.table().len(), fake.live(), fake.outs()), (0, 0, 0));
-        assert_eq!(y, [1; 16], "nothing copied back");
-    }
-
-    #[test]
-    fn read_only_data_overlapping_a_mapping_gets_a_private_copy_and_writable_data_an_error() {
-        let (dev, fake) = entry();
-        let mut y: Vec<u16> = (0..32).collect();
-        let section = [MapArg::section(&y[..] as *const [u16], 4, 8, TO)];
-        unsafe {
-            let (_, held) = enter_list(&dev, &section, RefKind::Structured)
-                .unwrap()
-                .keep();
-            let whole = [MapArg::slice(&y[..] as *const [u16], TO)];
-            let g = enter_list(&dev, &whole, RefKind::Structured).unwrap();
-            let p = g.args[0].assume_init();
-            assert_eq!(
-                fake.read(p + 62, 2),
-                31u16.to_ne_bytes(),
-                "a copy of the whole slice"
-            );
-            assert_eq!(dev.table().len(), 1, "not entered in the table");
-            g.exit(true).unwrap();
-            let tofrom = [MapArg::slice(
-                &mut y[..] as *mut [u16] as *const [u16],
-                TO | FROM,
-            )];
-            assert!(matches!(
-                enter_list(&dev, &tofrom, RefKind::Structured),
-                Err(MapError::Extends { .. })
-            ));
-            exit_list(&dev, &section, &held, RefKind::Structured, true).unwrap();
-        }
-        assert_eq!(fake.live(), 0);
-        y[0] = 1;
     }
 }

@@ -2,7 +2,7 @@
 //! open). Events are complete events (`"ph":"X"`) buffered in memory and written to the file when the process exits
 //! (an `atexit` handler); times are microseconds since the runtime first read its environment.
 //!
-//! This module is only the sink: what is recorded, and from where, is [`crate::observe`]'s business.
+//! This module is only the sink: what is recorded, and from where, is the business of its parent, `observe`.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -129,7 +129,11 @@ pub fn open(path: OsString) -> bool {
         path,
         file: Mutex::new(Some(file)),
         epoch: Instant::now(),
-        events: Mutex::new(Events::new(max_events())),
+        events: Mutex::new(Events::new(
+            crate::env::icv()
+                .profile_max_events
+                .unwrap_or(DEFAULT_MAX_EVENTS),
+        )),
     };
     if SINK.set(sink).is_err() {
         return true;
@@ -142,19 +146,6 @@ pub fn open(path: OsString) -> bool {
         return false;
     }
     true
-}
-
-/// `OFFLOAD_PROFILE_MAX_EVENTS`: how many events the trace keeps.
-fn max_events() -> usize {
-    match std::env::var("OFFLOAD_PROFILE_MAX_EVENTS") {
-        Err(_) => DEFAULT_MAX_EVENTS,
-        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
-            warn(format_args!(
-                "offload: ignoring OFFLOAD_PROFILE_MAX_EVENTS={v:?}; expected a count"
-            ));
-            DEFAULT_MAX_EVENTS
-        }),
-    }
 }
 
 /// Records an event that started at `start` and ends now.

@@ -2,14 +2,19 @@
 //! objects loaded from memory (a memfd, never a temporary file); device memory is a separate, zero-filled heap
 //! allocation, so every missing or extra copy is observable.
 
-#[path = "host_elf_call.rs"]
 mod call;
 
-use super::{
-    Device, DevicePtr, Kernel, KernelFailure, LaunchParams, LoadedImage, LoadedImageOps, Plugin,
+use crate::env::icv;
+use crate::host::geometry::{
+    host_default_geometry, host_max_teams, host_max_threads, HOST_LIMITS_WHY,
 };
-use crate::tables::Image;
-use crate::team::{run_teams, TeamBarrier};
+use crate::host::{run_teams, TeamBarrier};
+use crate::plugin::error::PluginError;
+use crate::plugin::interface::{
+    Arg, Device, DeviceDescription, DevicePtr, Discovered, Kernel, LaunchParams, LoadedImage,
+    LoadedImageOps, Plugin,
+};
+use crate::registry::Image;
 use offload_model::abi::{HostFailure, HostLaunchEnv};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::{c_void, CStr, CString};
@@ -76,52 +81,22 @@ impl Plugin for HostElf {
         offload_model::device::DeviceKind::Host.plugin()
     }
 
-    fn discover(&self) -> Result<Vec<Box<dyn Device>>, String> {
+    fn discover(&self) -> Result<Discovered, PluginError> {
         if cfg!(miri) {
             // Miri interprets the host fallback; it cannot load an image from memory.
-            return Err("not under Miri".into());
+            return Err(PluginError::Unavailable {
+                reason: "not under Miri".into(),
+            });
         }
-        // Like LLVM's host plugin, which offers several devices, the count is configurable so `device(n)` can be
-        // exercised; one by default, and a bounded number whatever the environment says.
-        let n = match std::env::var("OFFLOAD_HOST_DEVICES") {
-            Ok(v) => host_devices(&v),
-            Err(_) => 1,
-        };
-        let capacity = match std::env::var("OFFLOAD_HOST_MEMORY") {
-            Ok(v) => v.trim().parse::<usize>().unwrap_or_else(|_| {
-                eprintln!(
-                    "offload: ignoring OFFLOAD_HOST_MEMORY={v:?}; expected a number of bytes"
-                );
-                usize::MAX
-            }),
-            Err(_) => usize::MAX,
-        };
-        Ok((0..n)
-            .map(|_| Box::new(HostElfDevice::new(capacity)) as Box<dyn Device>)
-            .collect())
-    }
-}
-
-/// The most host-elf devices `OFFLOAD_HOST_DEVICES` may ask for: enough to exercise `device(n)`, few enough that
-/// each can have its table and threads.
-pub(crate) const MAX_HOST_DEVICES: usize = 64;
-
-/// `OFFLOAD_HOST_DEVICES` as a device count: a number clamped to [`MAX_HOST_DEVICES`], anything else one; either
-/// way with a line on stderr saying what it became.
-fn host_devices(v: &str) -> usize {
-    match v.trim().parse::<u64>() {
-        Ok(n) if n <= MAX_HOST_DEVICES as u64 => n as usize,
-        Ok(n) => {
-            eprintln!(
-                "offload: OFFLOAD_HOST_DEVICES={n} is more than the {MAX_HOST_DEVICES} host-elf devices offered; using \
-                 {MAX_HOST_DEVICES}"
-            );
-            MAX_HOST_DEVICES
-        }
-        Err(_) => {
-            eprintln!("offload: ignoring OFFLOAD_HOST_DEVICES={v:?}; expected a count");
-            1
-        }
+        // Like LLVM's host plugin, which offers several devices, the count is configurable (`OFFLOAD_HOST_DEVICES`)
+        // so `device(n)` can be exercised.
+        let icv = icv();
+        Ok(Discovered {
+            devices: (0..icv.host_devices)
+                .map(|_| Box::new(HostElfDevice::new(icv.host_memory)) as Box<dyn Device>)
+                .collect(),
+            notes: Vec::new(),
+        })
     }
 }
 
@@ -160,10 +135,10 @@ unsafe impl Send for HostElfImage {}
 unsafe impl Sync for HostElfImage {}
 
 impl LoadedImageOps for HostElfImage {
-    fn kernel(&self, symbol: &CStr) -> Option<Kernel> {
+    fn kernel(&self, symbol: &CStr) -> Result<Option<Kernel>, PluginError> {
         // SAFETY: `handle` is a live dlopen handle (RTLD_NODELETE: never unloaded).
         let p = unsafe { libc::dlsym(self.handle, symbol.as_ptr()) };
-        (!p.is_null()).then_some(Kernel(p as usize))
+        Ok((!p.is_null()).then_some(Kernel(p as usize)))
     }
 }
 
@@ -179,11 +154,11 @@ fn dlerror() -> String {
 }
 
 impl Device for HostElfDevice {
-    fn describe(&self) -> super::DeviceDescription {
-        super::DeviceDescription {
+    fn describe(&self) -> DeviceDescription {
+        DeviceDescription {
             name: format!(
                 "the host as an offload device ({} hardware threads)",
-                crate::team::host_default_geometry(true).1
+                host_default_geometry(true).1
             ),
             arch: std::env::consts::ARCH.to_string(),
             memory: host_memory(),
@@ -210,36 +185,40 @@ impl Device for HostElfDevice {
     }
 
     fn default_geometry(&self, spmd: bool) -> (u32, u32) {
-        crate::team::host_default_geometry(spmd)
+        host_default_geometry(spmd)
     }
 
     fn max_teams(&self) -> u32 {
-        crate::team::host_max_teams()
+        host_max_teams()
     }
 
     fn max_threads(&self) -> u32 {
-        crate::team::host_max_threads()
+        host_max_threads()
     }
 
     fn limits_why(&self) -> (&'static str, &'static str) {
-        crate::team::HOST_LIMITS_WHY
+        HOST_LIMITS_WHY
     }
 
-    fn load_image(&self, image: &Image) -> Result<LoadedImage, String> {
+    fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError> {
+        let load = |reason: String| PluginError::Load { reason };
         if image.bytes.get(..4) != Some(b"\x7fELF") {
-            return Err("not an ELF shared object".into());
+            return Err(load("not an ELF shared object".into()));
         }
         let name = CString::new(format!("offload-image-{}", image.package)).unwrap_or_default();
         // SAFETY: memfd_create returns a new descriptor that we own.
         let mut file = unsafe {
             let fd = libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC);
             if fd < 0 {
-                return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+                return Err(load(format!(
+                    "memfd_create: {}",
+                    std::io::Error::last_os_error()
+                )));
             }
             std::fs::File::from_raw_fd(fd)
         };
         file.write_all(image.bytes)
-            .map_err(|e| format!("writing the image to a memfd: {e}"))?;
+            .map_err(|e| load(format!("writing the image to a memfd: {e}")))?;
         let path = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap_or_default();
         // SAFETY: loads our own image; RTLD_NODELETE keeps it (and its kernels) for the life of the process.
         let handle = unsafe {
@@ -249,7 +228,7 @@ impl Device for HostElfDevice {
             )
         };
         if handle.is_null() {
-            return Err(dlerror());
+            return Err(load(dlerror()));
         }
         // The memfd stays open too: glibc finds an already-loaded object by its path, so a closed descriptor's
         // number reused for the next image's `/proc/self/fd/N` would hand back this image instead.
@@ -257,7 +236,7 @@ impl Device for HostElfDevice {
         Ok(Box::new(HostElfImage { handle }))
     }
 
-    fn alloc(&self, size: usize) -> Result<DevicePtr, String> {
+    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
         self.alloc_aligned(size, ALIGN)
     }
 
@@ -267,21 +246,31 @@ impl Device for HostElfDevice {
 
     /// The block starts `head = max(align, ALIGN)` bytes into an allocation aligned to `head`; the two words just
     /// before it remember the size and the head, which `free` needs to rebuild the layout.
-    fn alloc_aligned(&self, size: usize, align: usize) -> Result<DevicePtr, String> {
+    fn alloc_aligned(&self, size: usize, align: usize) -> Result<DevicePtr, PluginError> {
         if !align.is_power_of_two() || align > MAX_ALIGN {
-            return Err(super::align_error(align, MAX_ALIGN));
+            return Err(PluginError::Alignment {
+                align,
+                max: MAX_ALIGN,
+            });
         }
         let head = align.max(ALIGN);
+        let failed = |reason: String| PluginError::Alloc {
+            bytes: size,
+            reason,
+        };
         let total = size
             .checked_add(head)
-            .ok_or_else(|| format!("cannot allocate {size} bytes"))?;
-        let layout = Layout::from_size_align(total, head).map_err(|e| e.to_string())?;
+            .ok_or_else(|| failed("the size overflows".into()))?;
+        let layout = Layout::from_size_align(total, head).map_err(|e| failed(e.to_string()))?;
         if !self.reserve(total) {
-            return Err(format!(
-                "out of device memory allocating {size} bytes ({} bytes in use of {}; OFFLOAD_HOST_MEMORY)",
-                self.in_use.load(Relaxed),
-                self.capacity
-            ));
+            return Err(PluginError::OutOfMemory {
+                bytes: size,
+                detail: format!(
+                    "{} bytes in use of {}; OFFLOAD_HOST_MEMORY",
+                    self.in_use.load(Relaxed),
+                    self.capacity
+                ),
+            });
         }
         let p = if total >= HUGE_PAGE {
             // A huge-page boundary is aligned for any `head` up to MAX_ALIGN.
@@ -292,7 +281,10 @@ impl Device for HostElfDevice {
         };
         if p.is_null() {
             self.in_use.fetch_sub(total, Relaxed);
-            return Err(format!("out of memory allocating {size} bytes"));
+            return Err(PluginError::OutOfMemory {
+                bytes: size,
+                detail: "the host has no memory left".into(),
+            });
         }
         // SAFETY: the two header words lie in the first `head` (at least 64) bytes of the block, aligned for usize.
         unsafe {
@@ -325,7 +317,7 @@ impl Device for HostElfDevice {
         dst: DevicePtr,
         src: *const u8,
         size: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), PluginError> {
         // SAFETY: per the trait's contract; host and device memory never overlap.
         unsafe { std::ptr::copy_nonoverlapping(src, dst as *mut u8, size) };
         Ok(())
@@ -336,7 +328,7 @@ impl Device for HostElfDevice {
         dst: *mut u8,
         src: DevicePtr,
         size: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), PluginError> {
         // SAFETY: per the trait's contract.
         unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst, size) };
         Ok(())
@@ -345,23 +337,21 @@ impl Device for HostElfDevice {
     unsafe fn launch(
         &self,
         kernel: Kernel,
-        args: &[super::Arg],
+        args: &[Arg],
         params: LaunchParams,
-    ) -> Result<(), KernelFailure> {
-        let fail = |message: String| KernelFailure {
-            message,
-            location: None,
-            device_lost: false,
-        };
+    ) -> Result<(), PluginError> {
         if args.len() > call::MAX_ARGS {
-            return Err(fail(format!(
-                "the kernel takes {} arguments; the host-elf device passes at most {}",
-                args.len(),
-                call::MAX_ARGS
-            )));
+            return Err(PluginError::Launch {
+                reason: format!(
+                    "the kernel takes {} arguments; the host-elf device passes at most {} (pass fewer arguments, \
+                     or group them in a `#[declare_target]` struct)",
+                    args.len(),
+                    call::MAX_ARGS
+                ),
+            });
         }
         // The runtime clamps the geometry; a caller that did not gets the same bounds here, not a huge allocation.
-        let teams = params.num_teams.clamp(1, crate::team::host_max_teams());
+        let teams = params.num_teams.clamp(1, host_max_teams());
         let threads = params.num_threads.clamp(1, self.max_threads());
         // Team-shared memory: one zeroed block per team, in 16-byte units so any slot type is aligned.
         let units = params.team_shared.div_ceil(16);
@@ -407,12 +397,12 @@ impl Device for HostElfDevice {
 /// As [`Device::launch`].
 unsafe fn run_thread(
     kernel: Kernel,
-    args: &[super::Arg],
+    args: &[Arg],
     g: (u32, u32, u32, u32),
     barrier: Option<&TeamBarrier>,
     shared: (*mut u8, usize),
     chunks: &std::sync::atomic::AtomicUsize,
-) -> Result<(), KernelFailure> {
+) -> Result<(), PluginError> {
     let mut failure = MaybeUninit::<HostFailure>::uninit();
     // SAFETY: only `failed` is read unless the kernel set it, after writing the rest.
     unsafe { std::ptr::addr_of_mut!((*failure.as_mut_ptr()).failed).write(0) };
@@ -445,10 +435,9 @@ unsafe fn run_thread(
     }
     // SAFETY: the kernel wrote the lengths and those prefixes of the buffers before setting `failed`.
     let (message, file, line, column) = unsafe { read_failure(failure.as_ptr()) };
-    Err(KernelFailure {
+    Err(PluginError::Panic {
         message,
         location: (!file.is_empty()).then_some((file, line, column)),
-        device_lost: false,
     })
 }
 
@@ -542,7 +531,11 @@ mod tests {
     // Miri has no mmap.
     #[cfg_attr(miri, ignore)]
     fn device_memory_is_zeroed_aligned_and_writable_on_both_sides_of_the_huge_page_path() {
-        let device = HostElf.discover().expect("host-elf devices").remove(0);
+        let device = HostElf
+            .discover()
+            .expect("host-elf devices")
+            .devices
+            .remove(0);
         // Whole huge pages inside a large block may get huge pages wherever the kernel offers THP to this process.
         // Kernels before 5.0 print no `THPeligible`; a container may turn THP off for its processes.
         let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -628,7 +621,7 @@ mod tests {
             }
         }
         let e = device.alloc_aligned(8, 2 * super::MAX_ALIGN).unwrap_err();
-        assert!(e.contains("alignment"), "{e}");
+        assert!(matches!(e, super::PluginError::Alignment { .. }), "{e}");
     }
 
     #[test]
@@ -636,7 +629,10 @@ mod tests {
         let device = super::HostElfDevice::new(1000);
         let p = device.alloc(500).expect("fits");
         assert!(
-            device.alloc(500).is_err(),
+            matches!(
+                device.alloc(500),
+                Err(super::PluginError::OutOfMemory { .. })
+            ),
             "500 + headers exceed 1000 bytes"
         );
         // SAFETY: allocated above, freed once.
@@ -644,14 +640,6 @@ mod tests {
         let p = device.alloc(500).expect("fits again");
         // SAFETY: as above.
         unsafe { device.free(p) };
-    }
-
-    #[test]
-    fn the_host_device_count_is_bounded() {
-        assert_eq!(super::host_devices("3"), 3);
-        assert_eq!(super::host_devices(" 0 "), 0);
-        assert_eq!(super::host_devices("10000000000"), super::MAX_HOST_DEVICES);
-        assert_eq!(super::host_devices("-2"), 1);
     }
 
     #[test]

@@ -1,0 +1,17 @@
+//! Devices: the device table (every plugin's devices, numbered; where a construct runs), the one wrapper through
+//! which every plugin call is made and observed, and each device's present table. Above this layer nobody holds a
+//! plugin device.
+
+pub mod entry;
+#[cfg(test)]
+pub mod fake;
+pub mod observed;
+pub mod present;
+pub mod table;
+
+pub use entry::DeviceEntry;
+pub use present::{MapError, Range, RefKind};
+pub use table::{
+    device_or_host, devices, initial_device, inventory, is_initial, select, Host, PluginReport,
+    Selection, OMP_INITIAL_DEVICE,
+};

@@ -1,0 +1,238 @@
+//! The one device wrapper: a plugin's device, numbered, whose every call that moves memory or runs code is observed
+//! here (traced, profiled, printed per `OFFLOAD_INFO`), as LLVM's `DeviceTy::allocData`/`submitData` are, so no
+//! caller has to remember to. Nothing above the device layer holds a plugin device; the present table, the map-list
+//! walk, the runtime routines and `DeviceBuffer` all go through this.
+
+use crate::host::geometry::Launch;
+use crate::observe::{self, Direction, Label, LaunchName, Scope, Watch};
+use crate::plugin::{
+    Arg, Device, DeviceDescription, DevicePtr, Kernel, LaunchParams, LoadedImage, PluginError,
+};
+use crate::registry::{entry_symbol, Image};
+use offload_model::abi::map_type::{HOST_ATOMIC_MASK, HOST_ATOMIC_SHIFT};
+use offload_model::fatbin::OffloadEntry;
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+
+pub struct ObservedDevice {
+    /// The device number, across every plugin.
+    pub number: i32,
+    pub plugin: &'static str,
+    dev: Box<dyn Device>,
+}
+
+impl ObservedDevice {
+    pub fn new(number: i32, plugin: &'static str, dev: Box<dyn Device>) -> Self {
+        ObservedDevice {
+            number,
+            plugin,
+            dev,
+        }
+    }
+
+    /// Names the construct or region that the transfers, allocations and table changes on this thread belong to
+    /// until the scope ends.
+    #[inline]
+    pub fn scope(&self, label: Label) -> Scope {
+        Watch::now().scope(label, self.number, self.plugin)
+    }
+
+    pub fn describe(&self) -> DeviceDescription {
+        self.dev.describe()
+    }
+
+    /// How well this device runs `image`, if at all.
+    pub fn rank(&self, image: &Image) -> Option<u32> {
+        self.dev.rank(image)
+    }
+
+    /// Loads an image (the caller reports the outcome with the image's name).
+    pub fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError> {
+        self.dev.load_image(image)
+    }
+
+    /// The geometry a launch gets: the clauses' values are upper bounds (OpenMP lets the implementation run fewer
+    /// teams and threads), clamped to the device's maxima.
+    #[inline]
+    pub fn geometry(&self, launch: Launch) -> (u32, u32) {
+        let max_teams = self.dev.max_teams().max(1);
+        let clamped = Launch {
+            num_teams: launch.num_teams.map(|t| t.min(max_teams)),
+            ..launch
+        };
+        let (teams, threads) = clamped.geometry(
+            self.dev.default_geometry(launch.spmd || launch.one_team),
+            self.dev.max_threads(),
+        );
+        (teams.min(max_teams), threads)
+    }
+
+    /// `bytes` of device memory aligned to `align`, zero-filled.
+    #[inline]
+    pub fn alloc(&self, bytes: usize, align: usize) -> Result<DevicePtr, PluginError> {
+        observe::alloc(bytes, || self.dev.alloc_aligned(bytes, align))
+    }
+
+    /// # Safety
+    /// `ptr` came from [`ObservedDevice::alloc`] of this device and is not used afterwards.
+    #[inline]
+    pub unsafe fn free(&self, ptr: DevicePtr) {
+        // SAFETY: per the contract.
+        observe::free(ptr, || unsafe { self.dev.free(ptr) })
+    }
+
+    /// Copies host data to the device. Atomic elements (`map_type`'s `HOST_ATOMIC` bits; other host threads may be
+    /// using them) are read one by one with atomic loads into a staging buffer first: a plain copy would race with
+    /// them; `map_type` 0 is a plain copy.
+    ///
+    /// # Safety
+    /// The host range is readable and the device range lies in one allocation of this device.
+    #[inline]
+    pub unsafe fn submit(
+        &self,
+        tgt: DevicePtr,
+        host: usize,
+        size: usize,
+        map_type: u64,
+    ) -> Result<(), PluginError> {
+        observe::transfer(Direction::ToDevice, host, tgt, size, || {
+            // SAFETY: forwarded.
+            unsafe { submit(&*self.dev, tgt, host, size, map_type) }
+        })
+    }
+
+    /// Copies device data to the host; atomic elements are written with atomic stores, as
+    /// [`ObservedDevice::submit`] reads them.
+    ///
+    /// # Safety
+    /// The host range is writable (atomics: valid atomics) and the device range lies in one allocation of this
+    /// device.
+    #[inline]
+    pub unsafe fn retrieve(
+        &self,
+        host: usize,
+        tgt: DevicePtr,
+        size: usize,
+        map_type: u64,
+    ) -> Result<(), PluginError> {
+        observe::transfer(Direction::ToHost, host, tgt, size, || {
+            // SAFETY: forwarded.
+            unsafe { retrieve(&*self.dev, host, tgt, size, map_type) }
+        })
+    }
+
+    /// Runs `kernel` for `region` (whose offload entry is `entry`) and waits for it; `asked` is what the region's
+    /// clauses asked for, which the `OFFLOAD_INFO` line compares with `params`.
+    ///
+    /// # Safety
+    /// `kernel` came from an image loaded on this device and `args` match its parameters.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub unsafe fn launch(
+        &self,
+        w: Watch,
+        region: &'static str,
+        entry: &OffloadEntry,
+        asked: Launch,
+        kernel: Kernel,
+        args: &[Arg],
+        params: LaunchParams,
+    ) -> Result<(), PluginError> {
+        let name = || LaunchName {
+            region,
+            entry: entry_symbol(entry),
+            device: self.number,
+            plugin: self.plugin,
+            teams: params.num_teams,
+            threads: params.num_threads,
+            team_shared: params.team_shared,
+        };
+        let note = || {
+            asked.reduced(
+                (params.num_teams, params.num_threads),
+                self.dev.limits_why(),
+            )
+        };
+        // SAFETY: forwarded.
+        observe::launch(w, name, note, || unsafe {
+            self.dev.launch(kernel, args, params)
+        })
+    }
+}
+
+/// The element size of atomic host data that `map_type` flags (0: plain data).
+fn atomic_elements(map_type: u64) -> usize {
+    ((map_type & HOST_ATOMIC_MASK) >> HOST_ATOMIC_SHIFT) as usize
+}
+
+/// [`ObservedDevice::submit`]'s copy.
+///
+/// # Safety
+/// As [`ObservedDevice::submit`].
+#[inline]
+unsafe fn submit(
+    dev: &dyn Device,
+    tgt: DevicePtr,
+    host: usize,
+    size: usize,
+    map_type: u64,
+) -> Result<(), PluginError> {
+    let elem = atomic_elements(map_type);
+    if elem == 0 {
+        // SAFETY: per the contract.
+        return unsafe { dev.copy_to_device(tgt, host as *const u8, size) };
+    }
+    let mut staging = vec![0u8; size];
+    for (i, chunk) in staging.chunks_exact_mut(elem).enumerate() {
+        let p = host + i * elem;
+        // SAFETY: `p` is an aligned atomic of `elem` bytes inside the host range.
+        let v: u64 = unsafe {
+            match elem {
+                1 => AtomicU8::from_ptr(p as *mut u8).load(Relaxed).into(),
+                2 => AtomicU16::from_ptr(p as *mut u16).load(Relaxed).into(),
+                4 => AtomicU32::from_ptr(p as *mut u32).load(Relaxed).into(),
+                _ => AtomicU64::from_ptr(p as *mut u64).load(Relaxed),
+            }
+        };
+        chunk.copy_from_slice(&v.to_ne_bytes()[..elem]);
+    }
+    // SAFETY: per the contract.
+    unsafe { dev.copy_to_device(tgt, staging.as_ptr(), size) }
+}
+
+/// [`ObservedDevice::retrieve`]'s copy.
+///
+/// # Safety
+/// As [`ObservedDevice::retrieve`].
+#[inline]
+unsafe fn retrieve(
+    dev: &dyn Device,
+    host: usize,
+    tgt: DevicePtr,
+    size: usize,
+    map_type: u64,
+) -> Result<(), PluginError> {
+    let elem = atomic_elements(map_type);
+    if elem == 0 {
+        // SAFETY: per the contract.
+        return unsafe { dev.copy_from_device(host as *mut u8, tgt, size) };
+    }
+    let mut staging = vec![0u8; size];
+    // SAFETY: per the contract.
+    unsafe { dev.copy_from_device(staging.as_mut_ptr(), tgt, size) }?;
+    for (i, chunk) in staging.chunks_exact(elem).enumerate() {
+        let p = host + i * elem;
+        let mut b = [0u8; 8];
+        b[..elem].copy_from_slice(chunk);
+        let v = u64::from_ne_bytes(b);
+        // SAFETY: `p` is an aligned atomic of `elem` bytes inside the host range; truncation keeps its own bytes.
+        unsafe {
+            match elem {
+                1 => AtomicU8::from_ptr(p as *mut u8).store(v as u8, Relaxed),
+                2 => AtomicU16::from_ptr(p as *mut u16).store(v as u16, Relaxed),
+                4 => AtomicU32::from_ptr(p as *mut u32).store(v as u32, Relaxed),
+                _ => AtomicU64::from_ptr(p as *mut u64).store(v, Relaxed),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,222 @@
+//! The device table: every device of every enabled plugin, numbered in plugin order, initialised on first use, and
+//! the rules that choose where a construct runs.
+
+use super::entry::DeviceEntry;
+use super::observed::ObservedDevice;
+use crate::env::{self, icv, Policy};
+use crate::observe::{self, Watch};
+use crate::plugin::{self, DeviceDescription};
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+/// OpenMP 5.1's `omp_initial_device`: a device number that always means the host.
+pub const OMP_INITIAL_DEVICE: i32 = -1;
+
+static DEVICES: OnceLock<Vec<DeviceEntry>> = OnceLock::new();
+
+/// Why the enabled plugins found no devices, for the message of a region that needs one (made once: the fallback
+/// path must not allocate per call).
+static NO_DEVICES: OnceLock<String> = OnceLock::new();
+
+/// Every usable device; none under `OMP_TARGET_OFFLOAD=DISABLED`.
+#[inline]
+pub fn devices() -> &'static [DeviceEntry] {
+    DEVICES.get_or_init(discover)
+}
+
+/// The host's device number, which OpenMP defines as the number of devices.
+pub fn initial_device() -> i32 {
+    devices().len() as i32
+}
+
+/// Whether `device` names the host: `omp_get_initial_device()` or `omp_initial_device`.
+pub fn is_initial(device: i32) -> bool {
+    device == OMP_INITIAL_DEVICE || device == initial_device()
+}
+
+/// The device a number names, `None` for the host; `Err` for numbers that name nothing.
+pub fn device_or_host(device: i32) -> Result<Option<&'static DeviceEntry>, ()> {
+    if is_initial(device) {
+        return Ok(None);
+    }
+    usize::try_from(device)
+        .ok()
+        .and_then(|d| devices().get(d))
+        .map(Some)
+        .ok_or(())
+}
+
+fn discover() -> Vec<DeviceEntry> {
+    let icv = icv();
+    if icv.policy == Policy::Disabled {
+        return Vec::new();
+    }
+    let plugins = plugin::all();
+    if let Some(wanted) = &icv.plugins {
+        for w in wanted {
+            if !plugins.iter().any(|p| p.name() == w) {
+                let known: Vec<_> = plugins.iter().map(|p| p.name()).collect();
+                observe::warning(format_args!(
+                    "OFFLOAD_PLUGINS names an unknown plugin `{w}`; known: {}",
+                    known.join(", ")
+                ));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut empty = Vec::new();
+    for p in plugins {
+        if icv
+            .plugins
+            .as_ref()
+            .is_some_and(|w| !w.iter().any(|n| n == p.name()))
+        {
+            continue;
+        }
+        let w = Watch::now();
+        let start = w.start();
+        let found = p.discover();
+        observe::discovered(
+            w,
+            start,
+            p.name(),
+            found
+                .as_ref()
+                .map(|d| d.devices.len())
+                .map_err(|e| e as &dyn std::fmt::Display),
+        );
+        match found {
+            Ok(found) => {
+                for note in &found.notes {
+                    observe::plugin_note(w, p.name(), note);
+                }
+                for (index, dev) in found.devices.into_iter().enumerate() {
+                    let dev = ObservedDevice::new(out.len() as i32, p.name(), dev);
+                    observe::device_opened(w, p.name(), index, || {
+                        let DeviceDescription { name, arch, memory } = dev.describe();
+                        (name, arch, memory)
+                    });
+                    out.push(DeviceEntry::new(dev));
+                }
+            }
+            Err(why) => {
+                empty.push(format!("{}: {why}", p.name()));
+            }
+        }
+    }
+    let _ = NO_DEVICES.set(match empty.is_empty() {
+        true => "no offload device is available".into(),
+        false => format!("no offload device is available ({})", empty.join("; ")),
+    });
+    out
+}
+
+/// One plugin as discovery finds it: its devices, or why it has none.
+#[derive(Clone, Debug)]
+pub struct PluginReport {
+    pub plugin: &'static str,
+    /// (device number with every plugin enabled, description).
+    pub devices: Vec<(i32, DeviceDescription)>,
+    pub none_because: Option<String>,
+}
+
+/// Every plugin and device this build can drive, whatever `OFFLOAD_PLUGINS` and `OMP_TARGET_OFFLOAD` say, numbered
+/// as the runtime numbers them with every plugin enabled: what `cargo offload devices` lists.
+pub fn inventory() -> Vec<PluginReport> {
+    let mut next = 0;
+    plugin::all()
+        .into_iter()
+        .map(|p| match p.discover() {
+            Ok(found) => PluginReport {
+                plugin: p.name(),
+                devices: found
+                    .devices
+                    .iter()
+                    .map(|d| {
+                        next += 1;
+                        (next - 1, d.describe())
+                    })
+                    .collect(),
+                none_because: None,
+            },
+            Err(why) => PluginReport {
+                plugin: p.name(),
+                devices: Vec::new(),
+                none_because: Some(why.to_string()),
+            },
+        })
+        .collect()
+}
+
+/// Where a construct runs.
+pub enum Selection {
+    Device(&'static DeviceEntry),
+    Host(Host),
+}
+
+/// Why a construct runs on the host.
+pub enum Host {
+    /// The program asked for the host (`if(false)`, the initial device, offloading disabled).
+    Chosen(&'static str),
+    /// No device could take it; an error under `OMP_TARGET_OFFLOAD=MANDATORY`.
+    Unavailable(Cow<'static, str>),
+}
+
+impl Host {
+    pub fn reason(&self) -> &str {
+        match self {
+            Host::Chosen(r) => r,
+            Host::Unavailable(r) => r,
+        }
+    }
+}
+
+/// Resolves `device(...)`, `if(...)`, the default device and the policy into a device or the host: the rules every
+/// construct shares.
+pub fn select(device: Option<i32>, cond: bool) -> Selection {
+    if !cond {
+        return Selection::Host(Host::Chosen("the if clause is false"));
+    }
+    if icv().policy == Policy::Disabled {
+        return Selection::Host(Host::Chosen("OMP_TARGET_OFFLOAD=DISABLED"));
+    }
+    let devs = devices();
+    let n = devs.len() as i32;
+    let d = match device {
+        // OpenMP 5.1's `omp_initial_device` is -1; `omp_get_initial_device()` is `n`.
+        Some(d) if d == n || d == OMP_INITIAL_DEVICE => {
+            return Selection::Host(Host::Chosen("device(..) names the initial device"))
+        }
+        Some(d) => d,
+        None if n == 0 => {
+            let why = NO_DEVICES
+                .get()
+                .map_or("no offload device is available", |w| w.as_str());
+            return Selection::Host(Host::Unavailable(why.into()));
+        }
+        None => {
+            let d = env::default_device();
+            // `omp_initial_device` (-1) and `omp_get_initial_device()` both name the host as the default device.
+            if d == n || d == OMP_INITIAL_DEVICE {
+                return Selection::Host(Host::Chosen("the default device is the initial device"));
+            }
+            d
+        }
+    };
+    if d < 0 || d >= n {
+        return Selection::Host(Host::Unavailable(
+            format!("device {d} does not exist (there are {n} devices)").into(),
+        ));
+    }
+    let dev = &devs[d as usize];
+    if dev.is_lost() {
+        return Selection::Host(Host::Unavailable(
+            format!(
+                "device {d} ({}) was lost after an earlier failure",
+                dev.plugin
+            )
+            .into(),
+        ));
+    }
+    Selection::Device(dev)
+}

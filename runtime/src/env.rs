@@ -1,0 +1,191 @@
+//! The environment: every internal control variable and setting the runtime reads from it, read once, as OpenMP's
+//! runtime does, and the per-thread default-device-var. A value that cannot be parsed is named on stderr and ignored.
+
+use std::cell::Cell;
+use std::ffi::OsString;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// `OMP_TARGET_OFFLOAD`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    Default,
+    Disabled,
+    Mandatory,
+}
+
+pub struct Icv {
+    pub policy: Policy,
+    /// `OMP_DEFAULT_DEVICE`, the initial value of every thread's default-device-var.
+    pub default_device: i32,
+    /// `OFFLOAD_PLUGINS`: `None` means every plugin.
+    pub plugins: Option<Vec<String>>,
+    /// `OMP_WAIT_POLICY`: how long an idle host team thread spins for the next launch before it sleeps. `ACTIVE`
+    /// 200 ms (libomp's block time), `PASSIVE` not at all, by default 1 ms: launches in a loop find their threads
+    /// awake (waking a sleeping thread took 50 us here), and a program that stops launching gets its cores back soon.
+    pub spin: Duration,
+    /// `OFFLOAD_INFO` (like `LIBOMPTARGET_INFO`): the level, `u32::MAX` for a negative one (everything).
+    pub info: u32,
+    /// `OFFLOAD_PROFILE`: where to write the Chrome trace, if anywhere.
+    pub profile: Option<OsString>,
+    /// `OFFLOAD_PROFILE_MAX_EVENTS`: how many events the trace keeps, if not its default.
+    pub profile_max_events: Option<usize>,
+    /// `OFFLOAD_HOST_DEVICES`: how many host-elf devices to offer (1 unless set), at most [`MAX_HOST_DEVICES`].
+    pub host_devices: usize,
+    /// `OFFLOAD_HOST_MEMORY`: how many bytes of device memory each host-elf device offers (unlimited unless set, so
+    /// out-of-memory paths can be exercised).
+    pub host_memory: usize,
+}
+
+/// The most host-elf devices `OFFLOAD_HOST_DEVICES` may ask for: enough to exercise `device(n)`, few enough that
+/// each can have its table and threads.
+pub const MAX_HOST_DEVICES: usize = 64;
+
+static ICV: OnceLock<Icv> = OnceLock::new();
+
+/// The settings, read from the environment on first use.
+pub fn icv() -> &'static Icv {
+    ICV.get_or_init(|| Icv {
+        policy: match std::env::var("OMP_TARGET_OFFLOAD") {
+            Err(_) => Policy::Default,
+            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "" | "default" => Policy::Default,
+                "disabled" => Policy::Disabled,
+                "mandatory" => Policy::Mandatory,
+                _ => ignoring(
+                    "OMP_TARGET_OFFLOAD",
+                    &v,
+                    "DEFAULT, DISABLED or MANDATORY",
+                    Policy::Default,
+                ),
+            },
+        },
+        default_device: match std::env::var("OMP_DEFAULT_DEVICE") {
+            Err(_) => 0,
+            Ok(v) => v
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| ignoring("OMP_DEFAULT_DEVICE", &v, "a device number", 0)),
+        },
+        plugins: std::env::var("OFFLOAD_PLUGINS").ok().map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        }),
+        spin: Duration::from_micros(match std::env::var("OMP_WAIT_POLICY") {
+            Err(_) => 1_000,
+            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "active" => 200_000,
+                "passive" => 0,
+                _ => ignoring("OMP_WAIT_POLICY", &v, "ACTIVE or PASSIVE", 1_000),
+            },
+        }),
+        info: info_level(std::env::var("OFFLOAD_INFO").ok().as_deref()),
+        profile: std::env::var_os("OFFLOAD_PROFILE").filter(|p| !p.is_empty()),
+        profile_max_events: std::env::var("OFFLOAD_PROFILE_MAX_EVENTS")
+            .ok()
+            .and_then(|v| {
+                v.trim()
+                    .parse()
+                    .map(Some)
+                    .unwrap_or_else(|_| ignoring("OFFLOAD_PROFILE_MAX_EVENTS", &v, "a count", None))
+            }),
+        host_devices: match std::env::var("OFFLOAD_HOST_DEVICES") {
+            Err(_) => 1,
+            Ok(v) => host_devices(&v),
+        },
+        host_memory: match std::env::var("OFFLOAD_HOST_MEMORY") {
+            Err(_) => usize::MAX,
+            Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+                ignoring("OFFLOAD_HOST_MEMORY", &v, "a number of bytes", usize::MAX)
+            }),
+        },
+    })
+}
+
+/// Names a value that cannot be parsed, and what it takes instead.
+#[cold]
+fn ignoring<T>(name: &str, value: &str, expected: &str, instead: T) -> T {
+    eprintln!("offload: ignoring {name}={value:?}; expected {expected}");
+    instead
+}
+
+/// `OFFLOAD_INFO`: a level (1 launches, 2 also transfers, 4 also mapping-table changes); a negative one is every
+/// level.
+fn info_level(v: Option<&str>) -> u32 {
+    let Some(v) = v else { return 0 };
+    match v.trim() {
+        "" => 0,
+        t => match t.parse::<i64>() {
+            Ok(n) if n < 0 => u32::MAX,
+            Ok(n) => n.min(u32::MAX.into()) as u32,
+            Err(_) => ignoring(
+                "OFFLOAD_INFO",
+                v,
+                "a level (1 launches, 2 also transfers, 4 also mapping-table changes, -1 everything)",
+                0,
+            ),
+        },
+    }
+}
+
+/// `OFFLOAD_HOST_DEVICES` as a device count: a number clamped to [`MAX_HOST_DEVICES`], anything else one; either
+/// way with a line on stderr saying what it became.
+fn host_devices(v: &str) -> usize {
+    match v.trim().parse::<u64>() {
+        Ok(n) if n <= MAX_HOST_DEVICES as u64 => n as usize,
+        Ok(n) => {
+            eprintln!(
+                "offload: OFFLOAD_HOST_DEVICES={n} is more than the {MAX_HOST_DEVICES} host-elf devices offered; using \
+                 {MAX_HOST_DEVICES}"
+            );
+            MAX_HOST_DEVICES
+        }
+        Err(_) => ignoring("OFFLOAD_HOST_DEVICES", v, "a count", 1),
+    }
+}
+
+thread_local! {
+    /// default-device-var: per thread (OpenMP keeps it per data environment), starting at `OMP_DEFAULT_DEVICE`, or at
+    /// the initial device under `OMP_TARGET_OFFLOAD=DISABLED`: that policy leaves no offload devices, so the host,
+    /// numbered after them, is device 0.
+    static DEFAULT_DEVICE: Cell<i32> = Cell::new(match icv().policy {
+        Policy::Disabled => 0,
+        _ => icv().default_device,
+    });
+}
+
+/// This thread's default-device-var.
+#[inline]
+pub fn default_device() -> i32 {
+    DEFAULT_DEVICE.with(Cell::get)
+}
+
+/// Sets this thread's default-device-var.
+pub fn set_default_device(device: i32) {
+    DEFAULT_DEVICE.with(|d| d.set(device));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_levels_are_numbers_and_a_negative_one_is_everything() {
+        assert_eq!(info_level(None), 0);
+        assert_eq!(info_level(Some(" ")), 0);
+        assert_eq!(info_level(Some("2")), 2);
+        assert_eq!(info_level(Some("-1")), u32::MAX);
+        assert_eq!(info_level(Some("99999999999")), u32::MAX);
+        assert_eq!(info_level(Some("lots")), 0);
+    }
+
+    #[test]
+    fn the_host_device_count_is_bounded() {
+        assert_eq!(host_devices("3"), 3);
+        assert_eq!(host_devices(" 0 "), 0);
+        assert_eq!(host_devices("10000000000"), MAX_HOST_DEVICES);
+        assert_eq!(host_devices("-2"), 1);
+    }
+}

@@ -1,0 +1,106 @@
+//! A parallel region's host fallback on teams of host threads: the body sees its team and thread numbers through
+//! `omp_get_team_num()` and friends, `barrier()` synchronises its team, and a reduction combines every thread's
+//! partial.
+
+use super::geometry::Launch;
+use super::panic::{panic_message, unwind_no_threads};
+use super::pool::SpawnError;
+use super::reduce::recording;
+use super::teams::run_teams;
+use super::thread::{as_region_thread, HostThread, OUTSIDE};
+use offload_model::abi::launch_kind;
+use offload_model::reduce::{fold, ReduceOp};
+use std::sync::atomic::AtomicUsize;
+use std::sync::Mutex;
+
+/// Each team's shared block for a launch, in 16-byte units (aligned for any atomic), zero-filled: only
+/// `teams, parallel` regions have one.
+fn shared_blocks(launch: Launch, teams: u32) -> (Vec<Mutex<Vec<u128>>>, usize) {
+    let units = if launch.spmd {
+        offload_model::abi::TEAM_SHARED_BYTES / 16
+    } else {
+        0
+    };
+    let blocks = (0..if units > 0 { teams } else { 0 })
+        .map(|_| Mutex::new(vec![0u128; units]))
+        .collect();
+    (blocks, units * 16)
+}
+
+fn block_of(blocks: &[Mutex<Vec<u128>>], team: u32, bytes: usize) -> (*mut u8, usize) {
+    match blocks.get(team as usize) {
+        // The block outlives the team's threads, which coordinate through atomics and the team barrier.
+        Some(m) => (
+            m.lock().unwrap_or_else(|p| p.into_inner()).as_mut_ptr() as *mut u8,
+            bytes,
+        ),
+        None => (std::ptr::null_mut(), 0),
+    }
+}
+
+/// Why the fallback's teams did not all finish.
+enum Failed {
+    /// A thread panicked: its message.
+    Panicked(String),
+    NoThreads(SpawnError),
+}
+
+impl From<SpawnError> for Failed {
+    fn from(e: SpawnError) -> Self {
+        Failed::NoThreads(e)
+    }
+}
+
+/// Runs a parallel region's host fallback on teams of host threads. Returns every thread's result in (team, thread)
+/// order, or the first panic's message. A thread that cannot be started unwinds to the region call (see
+/// [`super::panic`]), since the expansion's closure, which calls this, can only return a value or panic.
+fn run_all<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<Vec<R>, String> {
+    let (teams, threads) = launch.host_geometry();
+    let (blocks, bytes) = shared_blocks(launch, teams);
+    let kind = launch_kind::of(launch.spmd, launch.work_shared);
+    let chunks = AtomicUsize::new(0);
+    let all = run_teams(teams, threads, &|t, i, b| {
+        let h = HostThread {
+            geometry: (t, teams, i, threads),
+            barrier: b,
+            shared: block_of(&blocks, t, bytes),
+            kind,
+            chunks: &chunks,
+        };
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| as_region_thread(h, body)))
+            .map_err(|p| Failed::Panicked(panic_message(&*p).to_string()))
+    });
+    match all {
+        Ok(all) => Ok(all),
+        Err(Failed::Panicked(m)) => Err(m),
+        Err(Failed::NoThreads(e)) => unwind_no_threads(e),
+    }
+}
+
+/// The host fallback of a parallel region: team 0, thread 0's value, or the first panic's message.
+pub fn run_fallback<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<R, String> {
+    let (teams, threads) = launch.host_geometry();
+    if teams * threads == 1 {
+        // One thread: inline on the caller, still as a region of its kind (with its team-shared memory).
+        let (blocks, bytes) = shared_blocks(launch, 1);
+        let h = HostThread {
+            shared: block_of(&blocks, 0, bytes),
+            kind: launch_kind::of(launch.spmd, launch.work_shared),
+            ..OUTSIDE
+        };
+        return Ok(as_region_thread(h, body));
+    }
+    Ok(run_all(launch, body)?.swap_remove(0))
+}
+
+/// The host fallback of a reduction region: every thread's partial (its private copy started at the identity),
+/// combined in order after the initial value team 0, thread 0 computed.
+pub fn run_fallback_reduce<Op: ReduceOp<R>, R: Send + Copy + 'static>(
+    launch: Launch,
+    body: &(dyn Fn() -> R + Sync),
+) -> Result<R, String> {
+    let results = run_all(launch, &|| recording::<R, R>(body))?;
+    let initial = results[0].1.unwrap_or_else(Op::identity);
+    let partials: Vec<R> = results.iter().map(|r| r.0).collect();
+    Ok(fold::<Op, R>(initial, &partials))
+}

@@ -1,0 +1,148 @@
+//! Launch geometry: where and how a region asks to run (its clauses), and how many teams and threads a launch gets,
+//! on any device (its defaults and maxima) and on the host (its hardware threads).
+
+/// Where and how a region asks to run: `device(..)`, `if(..)`, its construct, `num_teams`, `thread_limit`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Launch {
+    pub device: Option<i32>,
+    pub cond: bool,
+    pub spmd: bool,
+    pub work_shared: bool,
+    /// `parallel_for`: one team, with as many threads as a parallel team gets by default.
+    pub one_team: bool,
+    pub num_teams: Option<u32>,
+    pub thread_limit: Option<u32>,
+}
+
+impl Launch {
+    /// (teams, threads per team): a serial region is one team of one thread; a parallel one takes its clauses, and
+    /// what they leave open from `defaults` (the device's default geometry), with at
+    /// most `max_threads` per team. Zero means one.
+    pub fn geometry(self, defaults: (u32, u32), max_threads: u32) -> (u32, u32) {
+        if !self.spmd && !self.work_shared {
+            return (1, 1);
+        }
+        let teams = self.num_teams.unwrap_or(defaults.0).max(1);
+        let threads = self
+            .thread_limit
+            .unwrap_or(defaults.1)
+            .clamp(1, max_threads);
+        (teams, threads)
+    }
+
+    /// [`Launch::geometry`] on the host (host-elf and the host fallback): at most [`host_max_threads`] threads per
+    /// team and [`host_max_teams`] teams.
+    pub fn host_geometry(self) -> (u32, u32) {
+        let (teams, threads) = self.geometry(
+            host_default_geometry(self.spmd || self.one_team),
+            host_max_threads(),
+        );
+        (teams.min(host_max_teams()), threads)
+    }
+
+    /// The `OFFLOAD_INFO` note for a launch that gets `got` (teams, threads per team), fewer than its clauses ask:
+    /// each clause cut down, to what, and why (`why`: the device's reasons for its team and thread limits). `None`
+    /// when the launch gets what it asks.
+    pub(crate) fn reduced(self, got: (u32, u32), why: (&str, &str)) -> Option<String> {
+        if !self.spmd && !self.work_shared {
+            return None;
+        }
+        let teams = self
+            .num_teams
+            .filter(|&n| n > got.0)
+            .map(|n| format!("num_teams({n}) is more than {}, {}", got.0, why.0));
+        let threads = self
+            .thread_limit
+            .filter(|&n| n > got.1)
+            .map(|n| format!("thread_limit({n}) is more than {}, {}", got.1, why.1));
+        let parts: Vec<String> = teams.into_iter().chain(threads).collect();
+        (!parts.is_empty())
+            .then(|| format!("{} teams of {} threads: {}", got.0, got.1, parts.join("; ")))
+    }
+}
+
+/// Why the host devices cap a launch's teams and a team's threads, for [`Launch::reduced`].
+pub(crate) const HOST_LIMITS_WHY: (&str, &str) = (
+    "4 x the host's hardware threads (teams run in waves of as many as the cores run at once; this bounds a \
+     launch's per-team memory)",
+    "the host's hardware threads (a team's threads all run at once, for its barriers; more would fight for the \
+     cores)",
+);
+
+/// The host's defaults: as many teams as it has hardware threads, with one thread each for a work-shared loop and as
+/// many as it has for an SPMD body (which exists to use several).
+pub fn host_default_geometry(spmd: bool) -> (u32, u32) {
+    let hw = hardware_threads();
+    (hw, if spmd { hw } else { 1 })
+}
+
+/// The most teams a host launch runs (`num_teams` is an upper bound): a few waves of as many as run at once, so
+/// the per-team memory of a launch stays small and `num_teams(u64::MAX)` finishes.
+pub(crate) fn host_max_teams() -> u32 {
+    hardware_threads().saturating_mul(4)
+}
+
+/// The most threads a host team gets (`thread_limit` is an upper bound, and `omp_get_num_threads()` tells what a
+/// team got): as many as the host runs at once. A team's threads must all run at the same time (a barrier waits for
+/// every one), and threads beyond the cores cost about a millisecond each per launch, spinning on cores the others
+/// need (`thread_limit(256)` took half a second on 2 cores).
+pub(crate) fn host_max_threads() -> u32 {
+    hardware_threads()
+}
+
+/// The host's hardware threads, read once: `available_parallelism` reads cgroup files on Linux, too slow for every
+/// launch.
+pub(crate) fn hardware_threads() -> u32 {
+    static HW: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *HW.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parallel(spmd: bool, num_teams: Option<u32>, thread_limit: Option<u32>) -> Launch {
+        Launch {
+            spmd,
+            work_shared: !spmd,
+            num_teams,
+            thread_limit,
+            ..Launch::default()
+        }
+    }
+
+    #[test]
+    fn a_host_team_gets_at_most_the_hardware_threads() {
+        let hw = hardware_threads();
+        for spmd in [true, false] {
+            let (teams, threads) = parallel(spmd, Some(64), Some(256)).host_geometry();
+            assert_eq!(threads, hw.min(256));
+            assert_eq!(teams, 64.min(host_max_teams()));
+            // Asking for no more than the host runs gets exactly that.
+            assert_eq!(parallel(spmd, Some(3), Some(1)).host_geometry(), (3, 1));
+        }
+    }
+
+    #[test]
+    fn the_note_names_each_clause_cut_down_and_why() {
+        let why = ("TEAMS", "THREADS");
+        let asked = parallel(true, Some(64), Some(128));
+        assert_eq!(
+            asked.reduced((8, 2), why).as_deref(),
+            Some(
+                "8 teams of 2 threads: num_teams(64) is more than 8, TEAMS; thread_limit(128) is more than \
+                 2, THREADS"
+            )
+        );
+        assert_eq!(
+            parallel(false, None, Some(256))
+                .reduced((2, 2), why)
+                .as_deref(),
+            Some("2 teams of 2 threads: thread_limit(256) is more than 2, THREADS")
+        );
+        // Defaults are never "asked", and a launch that gets what it asks has no note.
+        assert_eq!(parallel(false, None, None).reduced((2, 1), why), None);
+        assert_eq!(parallel(true, Some(2), Some(2)).reduced((2, 2), why), None);
+        assert_eq!(Launch::default().reduced((1, 1), why), None);
+    }
+}

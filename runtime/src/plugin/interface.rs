@@ -1,0 +1,140 @@
+//! The plugin interface, as LLVM's: a [`Plugin`] finds [`Device`]s; a device loads images, manages its memory, copies
+//! and launches kernels. Every fallible call returns a [`PluginError`] saying what happened; a plugin never prints.
+
+use super::error::PluginError;
+use crate::registry::Image;
+use std::ffi::CStr;
+
+/// A device address.
+pub type DevicePtr = u64;
+
+/// One kernel argument: 8 bytes, passed as a `u64` (same ABI). A small by-value parameter's padding bytes are
+/// uninitialised, so the bits are never read as a number on the host.
+pub type Arg = std::mem::MaybeUninit<u64>;
+
+/// What a kernel launch asks for.
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchParams {
+    pub num_teams: u32,
+    pub num_threads: u32,
+    /// Bytes of team-shared memory each team gets (zero-filled, 16-byte aligned).
+    pub team_shared: usize,
+}
+
+/// What a plugin's discovery found: its devices, and what it noted on the way (a device it skipped, a feature it
+/// could not set up), which the runtime reports at `OFFLOAD_INFO=1`.
+#[derive(Default)]
+pub struct Discovered {
+    pub devices: Vec<Box<dyn Device>>,
+    pub notes: Vec<String>,
+}
+
+pub trait Plugin: Send + Sync {
+    /// `host-elf`, `cuda`, `amdgpu`: the name `OFFLOAD_PLUGINS` and `OFFLOAD_INFO` use.
+    fn name(&self) -> &'static str;
+    /// The devices this plugin can drive; `Err` says why there are none (no driver, no hardware).
+    fn discover(&self) -> Result<Discovered, PluginError>;
+}
+
+/// An opaque kernel handle, valid for the device that returned it.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernel(pub usize);
+
+/// What `cargo offload devices` shows of a device.
+#[derive(Clone, Debug)]
+pub struct DeviceDescription {
+    /// The product name (`NVIDIA H100 80GB HBM3`, `AMD Instinct MI250X`, the host's CPU).
+    pub name: String,
+    /// `sm_90`, `gfx90a`, or the host's architecture.
+    pub arch: String,
+    /// Device memory in bytes.
+    pub memory: u64,
+}
+
+/// More threads than this in one team would only thrash a device that names no limit of its own.
+pub const MAX_TEAM_THREADS: u32 = 256;
+
+pub trait Device: Send + Sync {
+    /// Name, architecture and memory.
+    fn describe(&self) -> DeviceDescription;
+    /// Whether this device can run the image (its triple, architecture and format), and how well: images are loaded
+    /// best first (a cubin built for this very GPU before PTX the driver must compile).
+    fn rank(&self, image: &Image) -> Option<u32>;
+    /// (teams, threads per team) of a parallel launch whose clauses leave them open; `spmd` for `teams, parallel`.
+    fn default_geometry(&self, spmd: bool) -> (u32, u32);
+    /// The most threads a team may have.
+    fn max_threads(&self) -> u32 {
+        MAX_TEAM_THREADS
+    }
+    /// The most teams a launch gets (`num_teams` is an upper bound): about as many as can run at once, so
+    /// per-team memory (a reduction's partial results) stays that of a few waves. Default: 65535, CUDA's classic
+    /// grid limit, far beyond the blocks a GPU holds at once.
+    fn max_teams(&self) -> u32 {
+        65_535
+    }
+    /// Why a launch gets at most [`Device::max_teams`] teams and [`Device::max_threads`] threads per team: what the
+    /// `OFFLOAD_INFO` line says of a launch whose clauses ask for more.
+    fn limits_why(&self) -> (&'static str, &'static str) {
+        (
+            "the most teams the device takes in a launch",
+            "the most threads the device takes in a team",
+        )
+    }
+    /// Loads an image; the kernels it holds stay valid for the life of the process.
+    fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError>;
+    /// Device memory, zero-filled, aligned to at least [`Device::alloc_align`].
+    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError>;
+    /// The alignment every [`Device::alloc`] block has (CUDA's and HSA's allocators give 256 bytes).
+    fn alloc_align(&self) -> usize {
+        256
+    }
+    /// Device memory aligned to `align` (a power of two: an element type's alignment). A device that cannot align
+    /// a block that much says so rather than hand out a misaligned one.
+    fn alloc_aligned(&self, size: usize, align: usize) -> Result<DevicePtr, PluginError> {
+        if align > self.alloc_align() {
+            return Err(PluginError::Alignment {
+                align,
+                max: self.alloc_align(),
+            });
+        }
+        self.alloc(size)
+    }
+    /// # Safety
+    /// `ptr` came from [`Device::alloc`] of this device and is not used afterwards.
+    unsafe fn free(&self, ptr: DevicePtr);
+    /// # Safety
+    /// `src` is readable for `size` bytes and `dst..dst+size` lies in one allocation of this device.
+    unsafe fn copy_to_device(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        size: usize,
+    ) -> Result<(), PluginError>;
+    /// # Safety
+    /// `dst` is writable for `size` bytes and `src..src+size` lies in one allocation of this device.
+    unsafe fn copy_from_device(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        size: usize,
+    ) -> Result<(), PluginError>;
+    /// Runs a kernel with the calling convention `(dyn_ptr, args..)` and waits for it. A kernel that started and
+    /// failed is [`PluginError::Panic`] or [`PluginError::Trap`]; one the device refused is [`PluginError::Launch`].
+    ///
+    /// # Safety
+    /// `kernel` came from an image loaded on this device and `args` match its parameters.
+    unsafe fn launch(
+        &self,
+        kernel: Kernel,
+        args: &[Arg],
+        params: LaunchParams,
+    ) -> Result<(), PluginError>;
+}
+
+/// A loaded image: finds kernels by symbol.
+pub trait LoadedImageOps: Send + Sync {
+    /// The kernel named `symbol`; `Ok(None)` if the image has none by that name.
+    fn kernel(&self, symbol: &CStr) -> Result<Option<Kernel>, PluginError>;
+}
+
+pub type LoadedImage = Box<dyn LoadedImageOps>;

@@ -1,0 +1,500 @@
+//! Map lists: a construct's arguments as libomptarget's (base, begin, size, map type) entries, and the walk that
+//! enters them on a device (and exits them again) through its present table. Regions and data constructs share it.
+
+use super::types::{DeviceCopy, DevicePtr};
+use crate::device::{DeviceEntry, MapError, Range, RefKind};
+use crate::plugin::{Arg, DevicePtr as DeviceAddr, PluginError};
+use offload_model::abi::map_type::{
+    DELETE, DEVICE_MEMORY, FROM, HOST_ATOMIC_MASK, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL, PRESENT,
+    PRIVATE, REDUCTION, TO,
+};
+use std::mem::{align_of, size_of, MaybeUninit};
+
+/// One map-list entry as the host sees it: libomptarget's (base, begin, size, map type). `[begin, begin+size)` is
+/// what is mapped (a section, or all of `[base, base+base_size)`); a region gets the device address of `base`. A
+/// literal carries its kernel argument in `literal`.
+#[derive(Clone, Copy, Debug)]
+pub struct MapArg {
+    pub begin: *mut u8,
+    pub size: usize,
+    pub map_type: u64,
+    pub base: *mut u8,
+    pub base_size: usize,
+    /// The element type's alignment: a device copy must honour it (a `#[repr(align(128))]` element in a block
+    /// aligned only for 64 bytes would make a misaligned slice).
+    pub align: usize,
+    pub literal: Arg,
+}
+
+impl MapArg {
+    #[inline]
+    pub fn literal(v: u64) -> Self {
+        Self::literal_bits(Arg::new(v))
+    }
+
+    fn literal_bits(literal: Arg) -> Self {
+        let null = std::ptr::null_mut();
+        MapArg {
+            begin: null,
+            size: 0,
+            map_type: LITERAL,
+            base: null,
+            base_size: 0,
+            align: 1,
+            literal,
+        }
+    }
+
+    /// Atomic element data (see `DeviceCopy::HOST_ATOMIC`): flagged for atomic copies, and an implicit `to` map
+    /// of a shared reference becomes `tofrom`, since the region writes through it.
+    const fn with_atomics<T: DeviceCopy>(map_type: u64) -> u64 {
+        if T::HOST_ATOMIC == 0 {
+            return map_type;
+        }
+        let implicit_from = if map_type & IMPLICIT != 0 { FROM } else { 0 };
+        map_type | implicit_from | (T::HOST_ATOMIC << HOST_ATOMIC_SHIFT)
+    }
+
+    #[inline]
+    pub fn slice<T: DeviceCopy>(p: *const [T], map_type: u64) -> Self {
+        let size = size_of::<T>() * p.len();
+        let begin = p as *const T as *mut u8;
+        MapArg {
+            begin,
+            size,
+            map_type: Self::with_atomics::<T>(map_type),
+            base: begin,
+            base_size: size,
+            align: align_of::<T>(),
+            literal: Arg::uninit(),
+        }
+    }
+
+    /// The section `[lo, hi)` of a slice; out-of-bounds sections panic, as slicing does.
+    #[inline]
+    #[track_caller]
+    pub fn section<T: DeviceCopy>(p: *const [T], lo: usize, hi: usize, map_type: u64) -> Self {
+        let len = p.len();
+        if lo > hi || hi > len {
+            panic!(
+                "offload: map section [{lo}..{hi}] is out of bounds for a slice of length {len}"
+            );
+        }
+        let base = p as *const T as *mut u8;
+        let sz = size_of::<T>();
+        // SAFETY: `lo <= len`, so the offset stays within (or one past) the slice.
+        let begin = unsafe { base.add(lo * sz) };
+        let map_type = Self::with_atomics::<T>(map_type);
+        MapArg {
+            begin,
+            size: (hi - lo) * sz,
+            map_type,
+            base,
+            base_size: len * sz,
+            align: align_of::<T>(),
+            literal: Arg::uninit(),
+        }
+    }
+
+    #[inline]
+    pub fn object<T: DeviceCopy>(p: *const T, map_type: u64) -> Self {
+        Self::raw_object(p, Self::with_atomics::<T>(map_type))
+    }
+
+    fn raw_object<T>(p: *const T, map_type: u64) -> Self {
+        MapArg {
+            begin: p as *mut u8,
+            size: size_of::<T>(),
+            map_type,
+            base: p as *mut u8,
+            base_size: size_of::<T>(),
+            align: align_of::<T>(),
+            literal: Arg::uninit(),
+        }
+    }
+
+    /// Device memory passed as is: its address, and the device it must run on.
+    #[inline]
+    pub fn device_ptr<T>(p: DevicePtr<T>) -> Self {
+        let mut m = Self::literal(p.addr());
+        m.map_type |= DEVICE_MEMORY;
+        m.base_size = p.device() as u32 as usize;
+        m
+    }
+
+    /// A firstprivate value: its bits if it fits in 8 bytes, else a private device copy.
+    ///
+    /// # Safety
+    /// `T` is `Firstprivate` (the expansion checks it separately, so a wrong type gets one error, not two).
+    #[inline]
+    pub unsafe fn value<T>(v: &T) -> Self {
+        if size_of::<T>() <= 8 {
+            // The value's bytes, padding (uninitialised) included: they travel as `Arg`, never read as a number.
+            let mut bits = Arg::zeroed();
+            // SAFETY: `T` fits in `bits`; `Firstprivate` types hold no pointers.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    v as *const T as *const u8,
+                    bits.as_mut_ptr() as *mut u8,
+                    size_of::<T>(),
+                )
+            };
+            Self::literal_bits(bits)
+        } else {
+            Self::raw_object(v, TO | PRIVATE)
+        }
+    }
+
+    /// A reduction's output: one slot of `R` per team, then the initial value; the runtime sizes it at launch.
+    #[inline]
+    pub fn reduction<R>() -> Self {
+        let null = std::ptr::null_mut();
+        let size = size_of::<R>();
+        MapArg {
+            begin: null,
+            size,
+            map_type: FROM | PRIVATE | REDUCTION,
+            base: null,
+            base_size: size,
+            align: align_of::<R>(),
+            literal: Arg::uninit(),
+        }
+    }
+
+    /// The return slot, a private `from` copy.
+    #[inline]
+    pub fn ret<R>(slot: *mut MaybeUninit<R>) -> Self {
+        Self::raw_object(slot as *mut R, FROM | PRIVATE)
+    }
+
+    pub(crate) fn range(&self) -> Range {
+        Range {
+            begin: self.begin as usize,
+            size: self.size,
+            base: self.base as usize,
+            base_size: self.base_size,
+            align: self.align,
+        }
+    }
+}
+
+/// What entering one map-list entry left to undo, decided when it was entered (never guessed at the exit by
+/// comparing addresses: another thread may have freed and re-created a mapping at the same or another address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Held {
+    /// Nothing: a literal, empty data, or an associated pointer's memory seen through a zero-length section.
+    Nothing,
+    /// A block of this construct's own (a firstprivate value, the return slot, storage for a zero-length section,
+    /// or a private copy of read-only data that overlaps a mapping; see [`enter_list`]), freed at the exit.
+    Private(DeviceAddr),
+    /// A reference on the present-table entry holding the range.
+    Table,
+    /// A pin on a present allocation (a zero-length section of present data).
+    Pinned(DeviceAddr),
+}
+
+/// Whether a map whose range overlaps a present entry without lying inside it may get a private copy instead of
+/// the error OpenMP's rule against extending a mapping gives: a region's `to` map, which only reads the data.
+/// Then the host copy is current (a region or data construct holding a copy the device may have changed must
+/// borrow the data exclusively, which this region's shared borrow rules out), so a private copy made from it is
+/// what the present copy would show, and the region no longer fails because of another thread's short-lived map.
+fn private_on_overlap(m: &MapArg, kind: RefKind) -> bool {
+    kind == RefKind::Structured
+        && m.map_type & TO != 0
+        && m.map_type & (FROM | PRESENT | DELETE | HOST_ATOMIC_MASK) == 0
+}
+
+/// A map list entered on a device: the kernel arguments, and a guard that releases every mapping without copying
+/// anything back if it is dropped before [`MapGuard::exit`] (a panic between mapping and unmapping, or an early
+/// return), so nothing stays mapped, or pinned, forever.
+pub(crate) struct MapGuard<'a> {
+    dev: &'a DeviceEntry,
+    maps: &'a [MapArg],
+    held: Vec<Held>,
+    kind: RefKind,
+    pub args: Vec<Arg>,
+}
+
+impl MapGuard<'_> {
+    /// Unmaps, copying back unless `copy_out` is false.
+    ///
+    /// # Safety
+    /// As [`exit_list`].
+    pub unsafe fn exit(mut self, copy_out: bool) -> Result<(), MapError> {
+        let held = std::mem::take(&mut self.held);
+        // SAFETY: forwarded.
+        unsafe { exit_list(self.dev, self.maps, &held, self.kind, copy_out) }
+    }
+
+    /// Keeps the mappings (a data construct's exit undoes them later) and returns what each entry holds.
+    pub fn keep(mut self) -> (Vec<Arg>, Vec<Held>) {
+        (
+            std::mem::take(&mut self.args),
+            std::mem::take(&mut self.held),
+        )
+    }
+}
+
+impl Drop for MapGuard<'_> {
+    fn drop(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        // SAFETY: the host ranges are live for as long as the guard (its creator's contract); nothing is copied.
+        let _ = unsafe { exit_list(self.dev, self.maps, &self.held, self.kind, false) };
+    }
+}
+
+/// Maps every entry of a map list in and returns one kernel argument each (a slice's is the device address of its
+/// base) inside a guard. On error, undoes what it did, copying nothing back.
+///
+/// Every device copy the kernel will use is held for the whole launch: a reference on a table entry, a pin on a
+/// present allocation, or a block of the call's own.
+///
+/// # Safety
+/// Every non-literal entry describes live host memory until the guard's exit.
+pub(crate) unsafe fn enter_list<'a>(
+    dev: &'a DeviceEntry,
+    maps: &'a [MapArg],
+    kind: RefKind,
+) -> Result<MapGuard<'a>, MapError> {
+    let mut g = MapGuard {
+        dev,
+        maps,
+        held: Vec::with_capacity(maps.len()),
+        kind,
+        args: Vec::with_capacity(maps.len()),
+    };
+    let mut t = None;
+    for m in maps {
+        let r = if m.map_type & LITERAL != 0 {
+            Ok((m.literal, Held::Nothing))
+        } else if m.base_size == 0 {
+            // Zero-length data: no table entry; the kernel gets a dangling, aligned pointer.
+            Ok((Arg::new(m.begin as usize as u64), Held::Nothing))
+        } else if m.size == 0 && m.map_type & PRIVATE == 0 {
+            // A zero-length section of a non-empty slice: the present copy if its slice is mapped (as libomptarget
+            // looks it up), pinned for the launch; else storage of the slice's size so the region's slice is valid,
+            // contents unspecified.
+            match t.get_or_insert_with(|| dev.table()).pin_slice(m.range()) {
+                Some((base, Some(alloc))) => Ok((Arg::new(base), Held::Pinned(alloc))),
+                Some((base, None)) => Ok((Arg::new(base), Held::Nothing)),
+                None if m.map_type & PRESENT != 0 => Err(MapError::NotPresent {
+                    begin: m.begin as usize,
+                    size: 0,
+                }),
+                None => private_in(dev, m).map_err(MapError::from),
+            }
+        } else if m.map_type & PRIVATE != 0 {
+            private_in(dev, m).map_err(MapError::from)
+        } else {
+            let t = t.get_or_insert_with(|| dev.table());
+            // SAFETY: the caller guarantees the host range.
+            match unsafe { t.enter(dev, m.range(), m.map_type, kind) } {
+                Ok(tgt) => Ok((
+                    Arg::new(tgt - (m.begin as usize - m.base as usize) as u64),
+                    Held::Table,
+                )),
+                Err(MapError::Extends { .. }) if private_on_overlap(m, kind) => {
+                    private_in(dev, m).map_err(MapError::from)
+                }
+                Err(e) => Err(e),
+            }
+        };
+        match r {
+            Ok((a, h)) => {
+                g.args.push(a);
+                g.held.push(h);
+            }
+            Err(e) => {
+                drop(t);
+                // The guard undoes the entries entered so far.
+                return Err(e);
+            }
+        }
+    }
+    Ok(g)
+}
+
+/// A block of the call's own holding the whole slice, with the mapped range copied in for `to`; returns its base's
+/// address as the kernel argument.
+fn private_in(dev: &DeviceEntry, m: &MapArg) -> Result<(Arg, Held), PluginError> {
+    let p = dev.alloc(m.base_size.max(m.size), m.align)?;
+    let offset = (m.begin as usize - m.base as usize) as u64;
+    if m.map_type & TO != 0 && m.size > 0 {
+        // SAFETY: the caller passes a live host range of `size` bytes; it lies in the block just allocated.
+        if let Err(e) = unsafe { dev.submit(p + offset, m.begin as usize, m.size, m.map_type) } {
+            // SAFETY: ours, unused.
+            unsafe { dev.free(p) };
+            return Err(e);
+        }
+    }
+    Ok((Arg::new(p), Held::Private(p)))
+}
+
+/// Unmaps what [`enter_list`] mapped (`held[i]` says what `maps[i]` holds); copies back unless `copy_out` is
+/// false. A `held` shorter than `maps` undoes the first entries only.
+///
+/// # Safety
+/// As [`enter_list`]; `FROM` ranges are writable.
+pub(crate) unsafe fn exit_list(
+    dev: &DeviceEntry,
+    maps: &[MapArg],
+    held: &[Held],
+    kind: RefKind,
+    copy_out: bool,
+) -> Result<(), MapError> {
+    let mut result = Ok(());
+    let mut t = None;
+    // Last to first, as libomptarget's targetDataEnd: a section exits before the slice holding it.
+    for (m, &h) in maps.iter().zip(held).rev() {
+        match h {
+            Held::Nothing => {}
+            Held::Private(p) => {
+                if copy_out && m.map_type & FROM != 0 && m.size > 0 {
+                    let offset = (m.begin as usize - m.base as usize) as u64;
+                    // SAFETY: the caller guarantees `FROM` ranges are writable; the block holds the range.
+                    if let Err(e) =
+                        unsafe { dev.retrieve(m.begin as usize, p + offset, m.size, m.map_type) }
+                    {
+                        result = Err(MapError::from(e));
+                    }
+                }
+                // SAFETY: allocated by `private_in` for this construct, which is over.
+                unsafe { dev.free(p) };
+            }
+            Held::Pinned(alloc) => {
+                let t = t.get_or_insert_with(|| dev.table());
+                // SAFETY: pinned by `enter_list` for this construct, which is over.
+                unsafe { t.unpin(dev, alloc) };
+            }
+            Held::Table => {
+                let t = t.get_or_insert_with(|| dev.table());
+                // SAFETY: the caller guarantees the host range.
+                if let Err(e) =
+                    unsafe { t.exit(dev, m.begin as usize, m.size, m.map_type, kind, copy_out) }
+                {
+                    result = Err(e);
+                }
+            }
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    //! The map-list walk against the fake device (runs under Miri): what a construct holds is what it releases.
+    use super::*;
+    use crate::device::fake::FakeDevice;
+
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Padded {
+        tag: u8,
+        value: u32,
+    }
+
+    /// Under Miri: building a literal from a value with padding reads no uninitialised byte as a number.
+    #[test]
+    fn small_values_with_padding_become_literals_without_reading_padding() {
+        let p = Padded { tag: 7, value: 42 };
+        // SAFETY: `Padded` is plain data.
+        let m = unsafe { MapArg::value(&p) };
+        assert_eq!(m.map_type, LITERAL);
+        // The initialised bytes are the value's fields.
+        let bytes = m.literal.as_ptr() as *const u8;
+        // SAFETY: bytes 0 and 4..8 were copied from initialised fields.
+        let (tag, value) = unsafe { (*bytes, (bytes.add(4) as *const u32).read_unaligned()) };
+        assert_eq!((tag, value), (7, 42));
+        assert_eq!(p.tag + p.value as u8, 49);
+    }
+
+    fn entry() -> (DeviceEntry, FakeDevice) {
+        let fake = FakeDevice::default();
+        (DeviceEntry::new(fake.observed()), fake)
+    }
+
+    #[test]
+    fn a_zero_length_section_pins_the_present_copy_and_frees_it_once() {
+        let (dev, fake) = entry();
+        let x = [7u64; 8];
+        let whole = [MapArg::slice(&x[..] as *const [u64], TO)];
+        let empty = [MapArg::section(&x[..] as *const [u64], 3, 3, TO)];
+        unsafe {
+            // A data region maps `x`; a region maps `x[3..3]` and gets the present copy.
+            let (_, data) = enter_list(&dev, &whole, RefKind::Structured)
+                .unwrap()
+                .keep();
+            let region = enter_list(&dev, &empty, RefKind::Structured).unwrap();
+            let base = region.args[0].assume_init();
+            assert_eq!(Some(base), dev.table().lookup(x.as_ptr() as usize, 64));
+            // The data region ends (another thread) while the region runs: its copy stays for the region.
+            exit_list(&dev, &whole, &data, RefKind::Structured, true).unwrap();
+            assert_eq!(dev.table().len(), 0);
+            assert_eq!(fake.live(), 1);
+            assert_eq!(fake.read(base, 64), 7u64.to_ne_bytes().repeat(8));
+            // The region's exit frees it exactly once (the fake device panics on a double free).
+            region.exit(true).unwrap();
+        }
+        assert_eq!(fake.live(), 0);
+    }
+
+    #[test]
+    fn a_guard_dropped_by_a_panic_releases_everything_without_copying_back() {
+        let (dev, fake) = entry();
+        let mut y = vec![1u32; 16];
+        let x = [2u32; 16];
+        let maps = [
+            MapArg::slice(&mut y[..] as *mut [u32] as *const [u32], TO | FROM),
+            MapArg::section(&x[..] as *const [u32], 4, 4, TO),
+            MapArg::section(&x[..] as *const [u32], 0, 8, TO),
+        ];
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let g = unsafe { enter_list(&dev, &maps, RefKind::Structured) }.unwrap();
+            assert_eq!(
+                fake.live(),
+                3,
+                "y, storage for the empty section, x's section"
+            );
+            fake.write(unsafe { g.args[0].assume_init() }, &[9u8; 64]);
+            panic!("the plugin failed between mapping and unmapping");
+        }));
+        assert!(r.is_err());
+        assert_eq!((dev.table().len(), fake.live(), fake.outs()), (0, 0, 0));
+        assert_eq!(y, [1; 16], "nothing copied back");
+    }
+
+    #[test]
+    fn read_only_data_overlapping_a_mapping_gets_a_private_copy_and_writable_data_an_error() {
+        let (dev, fake) = entry();
+        let mut y: Vec<u16> = (0..32).collect();
+        let section = [MapArg::section(&y[..] as *const [u16], 4, 8, TO)];
+        unsafe {
+            let (_, held) = enter_list(&dev, &section, RefKind::Structured)
+                .unwrap()
+                .keep();
+            let whole = [MapArg::slice(&y[..] as *const [u16], TO)];
+            let g = enter_list(&dev, &whole, RefKind::Structured).unwrap();
+            let p = g.args[0].assume_init();
+            assert_eq!(
+                fake.read(p + 62, 2),
+                31u16.to_ne_bytes(),
+                "a copy of the whole slice"
+            );
+            assert_eq!(dev.table().len(), 1, "not entered in the table");
+            g.exit(true).unwrap();
+            let tofrom = [MapArg::slice(
+                &mut y[..] as *mut [u16] as *const [u16],
+                TO | FROM,
+            )];
+            assert!(matches!(
+                enter_list(&dev, &tofrom, RefKind::Structured),
+                Err(MapError::Extends { .. })
+            ));
+            exit_list(&dev, &section, &held, RefKind::Structured, true).unwrap();
+        }
+        assert_eq!(fake.live(), 0);
+        y[0] = 1;
+    }
+}

@@ -1,0 +1,13 @@
+//! Regions and data constructs: what `#[target]` and the data macros expand to. A region call selects a device, maps
+//! its arguments (the map-list walk), launches its kernel and unmaps, or runs the host fallback; the data constructs
+//! map and unmap on their own. The types that say what may cross into a region and the public `Error` live here too.
+
+pub mod data;
+pub mod error;
+pub mod launch;
+pub mod maplist;
+pub mod types;
+
+pub use data::{MapOwner, Mapped};
+pub use error::Error;
+pub use types::{DeviceCopy, DevicePtr, Firstprivate};
