@@ -361,8 +361,9 @@ macro_rules! hsa_api {
         /// The entry points of a loaded `libhsa-runtime64`, every one resolved when the table is made.
         pub struct Hsa {
             $( pub $name: unsafe extern "C" fn($($ty),*) $(-> $ret)?, )*
-            /// Keeps the library mapped as long as the pointers above are used (the table is never dropped).
-            _library: libloading::Library,
+            /// Keeps the library mapped as long as the pointers above are used (the table is never dropped). `None`
+            /// only for the tests' fake runtime, whose entry points are plain functions of the test binary.
+            pub(super) library: Option<libloading::Library>,
         }
 
         impl Hsa {
@@ -390,7 +391,7 @@ macro_rules! hsa_api {
                 $(
                     let Some($name) = $name else { return Err(missing) };
                 )*
-                Ok(Hsa { $($name,)* _library: library })
+                Ok(Hsa { $($name,)* library: Some(library) })
             }
         }
     };

@@ -20,6 +20,8 @@
 //! hardware exception), for which the plugin registers a handler so they become an error of the region instead of
 //! ROCr's `abort()`.
 
+#[cfg(test)]
+mod fake;
 mod ffi;
 
 use self::ffi::*;
@@ -105,6 +107,12 @@ fn load_runtime() -> Result<Hsa, String> {
             missing.join(", ")
         )
     })?;
+    initialise(&hsa)?;
+    Ok(hsa)
+}
+
+/// `hsa_init`, and the system event handler.
+fn initialise(hsa: &Hsa) -> Result<(), String> {
     // SAFETY: every entry point is resolved; hsa_init may be called at any time.
     if let Err(s) = check(unsafe { (hsa.hsa_init)() }) {
         // The runtime is not initialised, so it cannot describe its own error.
@@ -125,11 +133,11 @@ fn load_runtime() -> Result<Hsa, String> {
         if crate::icv::info() > 0 {
             eprintln!(
                 "offload: amdgpu: {}; a GPU memory fault will abort the program",
-                fail(&hsa, "hsa_amd_register_system_event_handler", s)
+                fail(hsa, "hsa_amd_register_system_event_handler", s)
             );
         }
     }
-    Ok(hsa)
+    Ok(())
 }
 
 /// Opens the first of [`LIBRARY_NAMES`] that loads. A library that exists but fails to load (a missing dependency)
@@ -668,7 +676,11 @@ fn can_access(hsa: &Hsa, agent: Agent, pool: MemoryPool) -> bool {
 }
 
 fn discover_devices() -> Result<Vec<Box<dyn Device>>, String> {
-    let hsa = runtime()?;
+    devices_of(runtime()?)
+}
+
+/// The devices of an initialised runtime.
+fn devices_of(hsa: &'static Hsa) -> Result<Vec<Box<dyn Device>>, String> {
     unsafe extern "C" fn push(agent: Agent, data: *mut c_void) -> Status {
         // SAFETY: `data` is the `Vec` below, borrowed for the iteration.
         unsafe { (*(data as *mut Vec<Agent>)).push(agent) };
