@@ -189,6 +189,14 @@ fn opened(
     Ok(devices)
 }
 
+/// A plugin's note for `OFFLOAD_INFO` (a feature it runs without, a kernel it could not use): plugins return what
+/// they know, and this is where their notes are printed, at level 1 and above.
+pub(crate) fn note(plugin: &str, message: &dyn std::fmt::Display) {
+    if crate::icv::info() > 0 {
+        eprintln!("offload: {plugin}: {message}");
+    }
+}
+
 /// One plugin as discovery finds it: its devices, or why it has none.
 #[derive(Clone, Debug)]
 pub struct PluginReport {
