@@ -1721,4 +1721,29 @@ mod tests {
             ]
         );
     }
+
+    /// New with the safe layer (the device used to leak them): what a device made is released when it is dropped,
+    /// as `cargo offload devices` drops the devices it lists; what it handed out (device memory, executables whose
+    /// kernels the runtime holds) is not.
+    #[test]
+    fn a_dropped_device_releases_its_queue_signals_and_buffers() {
+        let d = device(Config::new(0x2018));
+        let k = saxpy(&*d);
+        let p = d.alloc(8).unwrap();
+        let mut back = [0u8; 8];
+        // SAFETY: 8 bytes each; the fake runs no code.
+        unsafe {
+            d.copy_from_device(back.as_mut_ptr(), p, 8).unwrap();
+            d.launch(k, &[], params(1, 1, 0)).unwrap();
+        }
+        take_trace();
+        drop(d);
+        assert_trace(&[
+            "hsa_signal_destroy(s1)",
+            "hsa_amd_memory_pool_free(#2)",
+            "hsa_amd_memory_pool_free(#1)",
+            "hsa_signal_destroy(s2)",
+            "hsa_queue_destroy(q0)",
+        ]);
+    }
 }
