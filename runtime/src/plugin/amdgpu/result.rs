@@ -137,7 +137,9 @@ fn check(hsa: &Hsa, status: Status, call: impl FnOnce() -> Call) -> Result<()> {
     }
 }
 
-/// An info attribute of the objects `Of` whose value has the C type `T`.
+/// An info attribute of the objects `Of` whose value has the C type `T`. Only [`info`] makes these, and each of its
+/// constants gives its attribute the type the header gives it, one that all-zero bytes are a valid value of
+/// (integers, arrays and structs of them; a C `bool` is read as a `u8`): [`read`] relies on both.
 pub struct Info<Of, T> {
     pub id: u32,
     pub name: &'static str,
@@ -152,10 +154,8 @@ impl<Of, T> Clone for Info<Of, T> {
 impl<Of, T> Copy for Info<Of, T> {}
 
 impl<Of, T: Copy> Info<Of, T> {
-    /// # Safety
-    /// `T` is the type the headers give attribute `id`'s value, and all-zero bytes are a valid `T` (integers,
-    /// arrays and structs of them; a C `bool` is read as a `u8`).
-    const unsafe fn new(id: u32, name: &'static str) -> Self {
+    /// Private to this module: see the type's contract.
+    const fn new(id: u32, name: &'static str) -> Self {
         Info {
             id,
             name,
@@ -175,72 +175,60 @@ pub mod info {
     pub enum AgentPool {}
     pub enum Symbol {}
 
-    // SAFETY (every constant): the type is the one the header gives the attribute.
+    // Each type below is the one the header gives the attribute.
     pub const TIMESTAMP_FREQUENCY: Info<System, u64> =
-        unsafe { Info::new(HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY, "TIMESTAMP_FREQUENCY") };
+        Info::new(HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY, "TIMESTAMP_FREQUENCY");
 
-    pub const NAME: Info<Agent, [u8; 64]> = unsafe { Info::new(HSA_AGENT_INFO_NAME, "NAME") };
-    pub const FEATURE: Info<Agent, u32> = unsafe { Info::new(HSA_AGENT_INFO_FEATURE, "FEATURE") };
-    pub const PROFILE: Info<Agent, u32> = unsafe { Info::new(HSA_AGENT_INFO_PROFILE, "PROFILE") };
+    pub const NAME: Info<Agent, [u8; 64]> = Info::new(HSA_AGENT_INFO_NAME, "NAME");
+    pub const FEATURE: Info<Agent, u32> = Info::new(HSA_AGENT_INFO_FEATURE, "FEATURE");
+    pub const PROFILE: Info<Agent, u32> = Info::new(HSA_AGENT_INFO_PROFILE, "PROFILE");
     pub const WORKGROUP_MAX_DIM: Info<Agent, [u16; 3]> =
-        unsafe { Info::new(HSA_AGENT_INFO_WORKGROUP_MAX_DIM, "WORKGROUP_MAX_DIM") };
+        Info::new(HSA_AGENT_INFO_WORKGROUP_MAX_DIM, "WORKGROUP_MAX_DIM");
     pub const WORKGROUP_MAX_SIZE: Info<Agent, u32> =
-        unsafe { Info::new(HSA_AGENT_INFO_WORKGROUP_MAX_SIZE, "WORKGROUP_MAX_SIZE") };
+        Info::new(HSA_AGENT_INFO_WORKGROUP_MAX_SIZE, "WORKGROUP_MAX_SIZE");
     pub const GRID_MAX_DIM: Info<Agent, Dim3> =
-        unsafe { Info::new(HSA_AGENT_INFO_GRID_MAX_DIM, "GRID_MAX_DIM") };
+        Info::new(HSA_AGENT_INFO_GRID_MAX_DIM, "GRID_MAX_DIM");
     pub const QUEUE_MIN_SIZE: Info<Agent, u32> =
-        unsafe { Info::new(HSA_AGENT_INFO_QUEUE_MIN_SIZE, "QUEUE_MIN_SIZE") };
+        Info::new(HSA_AGENT_INFO_QUEUE_MIN_SIZE, "QUEUE_MIN_SIZE");
     pub const QUEUE_MAX_SIZE: Info<Agent, u32> =
-        unsafe { Info::new(HSA_AGENT_INFO_QUEUE_MAX_SIZE, "QUEUE_MAX_SIZE") };
-    pub const DEVICE: Info<Agent, u32> = unsafe { Info::new(HSA_AGENT_INFO_DEVICE, "DEVICE") };
+        Info::new(HSA_AGENT_INFO_QUEUE_MAX_SIZE, "QUEUE_MAX_SIZE");
+    pub const DEVICE: Info<Agent, u32> = Info::new(HSA_AGENT_INFO_DEVICE, "DEVICE");
     pub const COMPUTE_UNIT_COUNT: Info<Agent, u32> =
-        unsafe { Info::new(HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT, "COMPUTE_UNIT_COUNT") };
+        Info::new(HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT, "COMPUTE_UNIT_COUNT");
     pub const PRODUCT_NAME: Info<Agent, [u8; 64]> =
-        unsafe { Info::new(HSA_AMD_AGENT_INFO_PRODUCT_NAME, "PRODUCT_NAME") };
+        Info::new(HSA_AMD_AGENT_INFO_PRODUCT_NAME, "PRODUCT_NAME");
 
-    pub const SEGMENT: Info<Pool, u32> =
-        unsafe { Info::new(HSA_AMD_MEMORY_POOL_INFO_SEGMENT, "SEGMENT") };
+    pub const SEGMENT: Info<Pool, u32> = Info::new(HSA_AMD_MEMORY_POOL_INFO_SEGMENT, "SEGMENT");
     pub const GLOBAL_FLAGS: Info<Pool, u32> =
-        unsafe { Info::new(HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, "GLOBAL_FLAGS") };
-    pub const SIZE: Info<Pool, usize> = unsafe { Info::new(HSA_AMD_MEMORY_POOL_INFO_SIZE, "SIZE") };
-    pub const RUNTIME_ALLOC_ALLOWED: Info<Pool, u8> = unsafe {
-        Info::new(
-            HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
-            "RUNTIME_ALLOC_ALLOWED",
-        )
-    };
+        Info::new(HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, "GLOBAL_FLAGS");
+    pub const SIZE: Info<Pool, usize> = Info::new(HSA_AMD_MEMORY_POOL_INFO_SIZE, "SIZE");
+    pub const RUNTIME_ALLOC_ALLOWED: Info<Pool, u8> = Info::new(
+        HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
+        "RUNTIME_ALLOC_ALLOWED",
+    );
 
     pub const ACCESS: Info<AgentPool, u32> =
-        unsafe { Info::new(HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS, "ACCESS") };
+        Info::new(HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS, "ACCESS");
 
-    pub const TYPE: Info<Symbol, u32> =
-        unsafe { Info::new(HSA_EXECUTABLE_SYMBOL_INFO_TYPE, "TYPE") };
+    pub const TYPE: Info<Symbol, u32> = Info::new(HSA_EXECUTABLE_SYMBOL_INFO_TYPE, "TYPE");
     pub const KERNEL_OBJECT: Info<Symbol, u64> =
-        unsafe { Info::new(HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT, "KERNEL_OBJECT") };
-    pub const KERNARG_SEGMENT_SIZE: Info<Symbol, u32> = unsafe {
-        Info::new(
-            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE,
-            "KERNARG_SEGMENT_SIZE",
-        )
-    };
-    pub const GROUP_SEGMENT_SIZE: Info<Symbol, u32> = unsafe {
-        Info::new(
-            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE,
-            "GROUP_SEGMENT_SIZE",
-        )
-    };
-    pub const PRIVATE_SEGMENT_SIZE: Info<Symbol, u32> = unsafe {
-        Info::new(
-            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE,
-            "PRIVATE_SEGMENT_SIZE",
-        )
-    };
-    pub const DYNAMIC_CALLSTACK: Info<Symbol, u8> = unsafe {
-        Info::new(
-            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK,
-            "DYNAMIC_CALLSTACK",
-        )
-    };
+        Info::new(HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT, "KERNEL_OBJECT");
+    pub const KERNARG_SEGMENT_SIZE: Info<Symbol, u32> = Info::new(
+        HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE,
+        "KERNARG_SEGMENT_SIZE",
+    );
+    pub const GROUP_SEGMENT_SIZE: Info<Symbol, u32> = Info::new(
+        HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE,
+        "GROUP_SEGMENT_SIZE",
+    );
+    pub const PRIVATE_SEGMENT_SIZE: Info<Symbol, u32> = Info::new(
+        HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE,
+        "PRIVATE_SEGMENT_SIZE",
+    );
+    pub const DYNAMIC_CALLSTACK: Info<Symbol, u8> = Info::new(
+        HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK,
+        "DYNAMIC_CALLSTACK",
+    );
 }
 
 /// Room for one attribute value, zeroed, with slack after it: a runtime that writes a wider value than the header
@@ -262,7 +250,7 @@ fn read<Of, T: Copy>(
     check(hsa, query(slot.as_mut_ptr().cast()), || {
         Call::with(entry, attribute.name)
     })?;
-    // SAFETY: zero-initialised, which is a valid `T` (the contract of `Info::new`), then (partly) overwritten by the
+    // SAFETY: zero-initialised, which is a valid `T` (the contract of `Info`), then (partly) overwritten by the
     // runtime with a value of that type.
     Ok(unsafe { slot.assume_init().value.assume_init() })
 }

@@ -97,11 +97,9 @@ pub struct PoolBlock {
     len: usize,
 }
 
-// SAFETY: the block is plain memory the runtime handed out; who may touch its bytes is governed by `&`/`&mut`
-// and the `unsafe` methods' contracts, not by the thread.
+// SAFETY: the block is plain memory the runtime handed out, usable and freeable from any thread; who may touch its
+// bytes is governed by `&mut` and the `unsafe` methods' contracts, not by the thread.
 unsafe impl Send for PoolBlock {}
-// SAFETY: as above; the `&self` methods that touch the bytes are `unsafe` and their callers synchronise.
-unsafe impl Sync for PoolBlock {}
 
 impl PoolBlock {
     pub fn allocate(hsa: &'static Hsa, pool: MemoryPool, len: usize) -> Result<PoolBlock> {
