@@ -8,6 +8,12 @@
 use super::result::{self, Result};
 // Agents and memory pools live as long as the runtime (the process): their `result` functions are safe already.
 pub use super::result::{agent, info, init, system_get_info, HsaError, Info};
+use super::sys::*;
+use std::ffi::{c_void, CStr};
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Registers `callback` for the runtime's system events, for the rest of the process.
 pub fn register_system_event_handler(hsa: &Hsa, callback: SystemEventCallback) -> Result<()> {
@@ -15,30 +21,6 @@ pub fn register_system_event_handler(hsa: &Hsa, callback: SystemEventCallback) -
     // process.
     unsafe { result::register_system_event_handler(hsa, callback, std::ptr::null_mut()) }
 }
-
-/// Starts a copy of `size` bytes from `src` to `dst` by `agent`'s copy engine; `completion` drops by one when it is
-/// done (below zero if it failed).
-///
-/// # Safety
-/// `dst..dst+size` and `src..src+size` are memory `agent` can reach, and stay valid (and untouched by anyone else)
-/// until the caller has waited for `completion`.
-pub unsafe fn async_copy(
-    hsa: &Hsa,
-    agent: Agent,
-    dst: *mut u8,
-    src: *const u8,
-    size: usize,
-    completion: &OwnedSignal,
-) -> Result<()> {
-    // SAFETY: per the contract; the signal is live while borrowed.
-    unsafe { result::memory::async_copy(hsa, dst, agent, src, agent, size, completion.signal) }
-}
-use super::sys::*;
-use std::ffi::{c_void, CStr};
-use std::marker::PhantomData;
-use std::mem::MaybeUninit;
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A signal, destroyed on drop.
 #[derive(Debug)]
@@ -169,6 +151,24 @@ impl Drop for PoolBlock {
         // nothing to do.
         let _ = unsafe { result::memory::pool_free(self.hsa, self.as_ptr()) };
     }
+}
+
+/// Starts a copy of `size` bytes from `src` to `dst` by `agent`'s copy engine; `completion` drops by one when it is
+/// done (below zero if it failed).
+///
+/// # Safety
+/// `dst..dst+size` and `src..src+size` are memory `agent` can reach, and stay valid (and untouched by anyone else)
+/// until the caller has waited for `completion`.
+pub unsafe fn async_copy(
+    hsa: &Hsa,
+    agent: Agent,
+    dst: *mut u8,
+    src: *const u8,
+    size: usize,
+    completion: &OwnedSignal,
+) -> Result<()> {
+    // SAFETY: per the contract; the signal is live while borrowed.
+    unsafe { result::memory::async_copy(hsa, dst, agent, src, agent, size, completion.signal) }
 }
 
 /// An AQL queue, destroyed on drop, with the first asynchronous error the runtime reported for it.
