@@ -86,6 +86,34 @@ pub const GPU_POOLS: [FakePool; 3] = [
     },
 ];
 
+/// A minimal AMDGPU ELF header: 64-bit, little-endian, `ELFOSABI_AMDGPU_HSA`, `ET_DYN`, `EM_AMDGPU`, from byte `at`.
+const fn elf_header<const N: usize>(at: usize) -> [u8; N] {
+    let mut b = [0u8; N];
+    let h = [0x7f, b'E', b'L', b'F', 2, 1, 1, 64];
+    let mut i = 0;
+    while i < h.len() {
+        b[at + i] = h[i];
+        i += 1;
+    }
+    b[at + 16] = 3;
+    b[at + 18] = 224;
+    b
+}
+
+#[repr(C, align(16))]
+struct Aligned<const N: usize>([u8; N]);
+
+static CODE_OBJECT: Aligned<64> = Aligned(elf_header(0));
+static CODE_OBJECT_PAST: Aligned<80> = Aligned(elf_header(1));
+
+/// A code object at a 16-byte aligned address, or one byte past one (statics: images live for the process).
+pub fn code_object(aligned: bool) -> &'static [u8] {
+    match aligned {
+        true => &CODE_OBJECT.0,
+        false => &CODE_OBJECT_PAST.0[1..65],
+    }
+}
+
 /// What the packet processor does with a dispatch.
 #[derive(Clone, Copy, Debug)]
 pub enum OnDispatch {
@@ -1051,23 +1079,6 @@ mod tests {
             Ok(_) => panic!("the device opened"),
             Err(e) => e,
         }
-    }
-
-    /// A minimal AMDGPU ELF header, at a 16-byte aligned address or one byte past it.
-    fn code_object(aligned: bool) -> &'static [u8] {
-        let buf: &'static mut [u128] = Vec::leak(vec![0u128; 6]);
-        // SAFETY: the buffer holds 96 bytes and lives forever.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), 96) };
-        let start = usize::from(!aligned);
-        let h = &mut bytes[start..start + 64];
-        h[..4].copy_from_slice(b"\x7fELF");
-        h[4] = 2;
-        h[5] = 1;
-        h[6] = 1;
-        h[7] = 64;
-        h[16] = 3;
-        h[18..20].copy_from_slice(&224u16.to_le_bytes());
-        &bytes[start..start + 64]
     }
 
     fn image(bytes: &'static [u8]) -> Image {

@@ -8,7 +8,7 @@ use super::safe::{info, Info, KeptExecutable, KeptSymbol, OwnedExecutable, Owned
 use super::sys::*;
 use offload_model::abi::DeviceImageRecord;
 use std::ffi::{CStr, CString};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// The triple of the images this plugin runs.
 pub const TRIPLE: &str = "amdgcn-amd-amdhsa";
@@ -79,13 +79,16 @@ pub fn code_object(format: u32, bytes: &'static [u8]) -> Result<&'static [u8], I
     if bytes.as_ptr().cast::<u128>().is_aligned() {
         return Ok(bytes);
     }
+    /// The copies, kept for the process (reachable from here: kept on purpose, not leaked).
+    static COPIES: Mutex<Vec<&'static [u128]>> = Mutex::new(Vec::new());
     let mut v = vec![0u128; bytes.len().div_ceil(16)];
     // SAFETY: `v` holds at least `bytes.len()` bytes.
     unsafe {
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr().cast::<u8>(), bytes.len())
     };
     let v: &'static [u128] = Vec::leak(v);
-    // SAFETY: the leaked buffer holds `bytes.len()` initialised bytes and lives forever.
+    COPIES.lock().unwrap_or_else(|p| p.into_inner()).push(v);
+    // SAFETY: the buffer holds `bytes.len()` initialised bytes and lives forever.
     Ok(unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), bytes.len()) })
 }
 
@@ -270,7 +273,8 @@ mod tests {
 
     #[test]
     fn an_unaligned_code_object_is_copied_to_an_aligned_buffer() {
-        let bytes: &'static [u8] = Vec::leak(elf(2, 1, 224));
+        let bytes = super::super::fake::code_object(false);
+        assert!(!bytes.as_ptr().cast::<u128>().is_aligned());
         let aligned = code_object(HSACO, bytes).unwrap();
         assert!(aligned.as_ptr().cast::<u128>().is_aligned());
         assert_eq!(aligned, bytes);

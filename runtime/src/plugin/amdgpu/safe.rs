@@ -176,9 +176,10 @@ pub unsafe fn async_copy(
 pub struct OwnedQueue {
     hsa: &'static Hsa,
     queue: NonNull<Queue>,
-    /// The first error status the queue's callback reported (0: none). Leaked: the runtime may call the callback
-    /// on its own thread until `hsa_queue_destroy` returns, and 4 bytes per queue are not worth a race.
-    error: &'static AtomicU32,
+    /// The first error status the queue's callback reported (0: none): a `Box` the queue owns, held as a raw pointer
+    /// because the runtime holds one too (the callback's data). Freed after `hsa_queue_destroy`, which ROCr
+    /// sequences with the queue's error handlers: no callback runs once it has returned.
+    error: NonNull<AtomicU32>,
 }
 
 // SAFETY: HSA queues may be used from any thread: the index and doorbell operations are atomic, and the ring is
@@ -199,23 +200,26 @@ pub struct Ring {
 impl OwnedQueue {
     /// A queue of `size` packets (a power of two) on `agent`.
     pub fn new(hsa: &'static Hsa, agent: Agent, size: u32) -> Result<OwnedQueue> {
-        let error: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(HSA_STATUS_SUCCESS)));
-        // SAFETY: the callback only stores into `error`, an atomic that lives for the whole process.
+        let error = NonNull::from(Box::leak(Box::new(AtomicU32::new(HSA_STATUS_SUCCESS))));
+        // SAFETY: the callback only stores into `error`, an atomic that lives until the queue is destroyed (freed
+        // below if there is no queue, else by `drop` after destroying it).
         let queue = unsafe {
-            result::queue::create(
-                hsa,
-                agent,
-                size,
-                on_queue_error,
-                std::ptr::from_ref(error).cast_mut().cast(),
-            )
-        }?;
-        Ok(OwnedQueue { hsa, queue, error })
+            result::queue::create(hsa, agent, size, on_queue_error, error.as_ptr().cast())
+        };
+        match queue {
+            Ok(queue) => Ok(OwnedQueue { hsa, queue, error }),
+            Err(e) => {
+                // SAFETY: from `Box::leak` above; no queue holds it.
+                drop(unsafe { Box::from_raw(error.as_ptr()) });
+                Err(e)
+            }
+        }
     }
 
     /// The first error the queue reported; the queue is unusable after one.
     pub fn error(&self) -> Option<Status> {
-        match self.error.load(Ordering::Acquire) {
+        // SAFETY: the slot lives as long as `self`.
+        match unsafe { self.error.as_ref() }.load(Ordering::Acquire) {
             HSA_STATUS_SUCCESS => None,
             s => Some(s),
         }
@@ -265,6 +269,8 @@ impl Drop for OwnedQueue {
     fn drop(&mut self) {
         // SAFETY: owned, so live; every dispatch on it was waited for by its launch. A failure leaves nothing to do.
         let _ = unsafe { result::queue::destroy(self.hsa, self.queue) };
+        // SAFETY: from `Box::leak` in `new`; the queue that could call back with it is destroyed.
+        drop(unsafe { Box::from_raw(self.error.as_ptr()) });
     }
 }
 
@@ -273,7 +279,7 @@ unsafe extern "C" fn on_queue_error(status: Status, _queue: *mut Queue, data: *m
     if data.is_null() || status == HSA_STATUS_SUCCESS {
         return;
     }
-    // SAFETY: `data` is the queue's leaked `AtomicU32`, which lives for the whole process.
+    // SAFETY: `data` is the queue's `AtomicU32`, which lives until the queue is destroyed.
     let slot = unsafe { &*(data as *const AtomicU32) };
     let _ = slot.compare_exchange(
         HSA_STATUS_SUCCESS,
