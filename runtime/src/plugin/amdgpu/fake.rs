@@ -1238,6 +1238,21 @@ mod tests {
         assert_trace(&[]);
     }
 
+    /// The small version of the test above, which Miri runs too.
+    #[test]
+    fn a_small_copy_round_trips_through_one_chunk() {
+        let d = device(Config::new(0x201A));
+        let p = d.alloc(24).unwrap();
+        let data: [u8; 24] = std::array::from_fn(|i| i as u8 + 1);
+        let mut back = [0u8; 20];
+        // SAFETY: 24 bytes each way, within the allocation.
+        unsafe {
+            d.copy_to_device(p, data.as_ptr(), 24).unwrap();
+            d.copy_from_device(back.as_mut_ptr(), p + 4, 20).unwrap();
+        }
+        assert_eq!(back, data[4..]);
+    }
+
     #[test]
     fn a_failed_copy_says_what_its_signal_reads() {
         let mut config = Config::new(0x2004);
