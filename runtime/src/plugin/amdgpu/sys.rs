@@ -1,11 +1,11 @@
-//! The raw layer: the part of the HSA runtime's C interface (`hsa.h`, `hsa_ext_amd.h` from ROCR-Runtime) this plugin
-//! uses: handle types, the few structs whose layout matters, the enum values it passes or reads, and a table of
-//! function pointers resolved from `libhsa-runtime64.so.1` at run time, so nothing links against ROCm. Declared from
-//! ROCR-Runtime's headers (the values are those headers'; LLVM's offload plugin declares the same subset in its
-//! `dynamic_hsa/`).
+//! The raw layer (cudarc's `sys`): the part of the HSA runtime's C interface (`hsa.h`, `hsa_ext_amd.h` from
+//! ROCR-Runtime) this plugin uses: handle types, the few structs whose layout matters, the enum values it passes or
+//! reads, and a table of function pointers resolved from `libhsa-runtime64.so.1` at run time, so nothing links
+//! against ROCm. Declared from ROCR-Runtime's headers (the values are those headers'; LLVM's offload plugin declares
+//! the same subset in its `dynamic_hsa/`).
 //!
-//! Every function returns an `hsa_status_t` unless said otherwise; [`check`] turns it into a `Result`. Nothing here
-//! decides anything: the plugin (`mod.rs`) does.
+//! Every function returns an `hsa_status_t` unless said otherwise. Nothing here checks or decides anything:
+//! [`super::result`] turns each call into a `Result`.
 
 #![allow(dead_code)] // Constants are kept as the headers group them, used or not.
 
@@ -109,14 +109,6 @@ pub fn status_name(status: Status) -> Option<&'static str> {
         HSA_STATUS_ERROR_NOT_SUPPORTED => "HSA_STATUS_ERROR_NOT_SUPPORTED",
         _ => return None,
     })
-}
-
-/// `Ok` for the two non-error statuses, the status otherwise.
-pub fn check(status: Status) -> Result<(), Status> {
-    match status {
-        HSA_STATUS_SUCCESS | HSA_STATUS_INFO_BREAK => Ok(()),
-        s => Err(s),
-    }
 }
 
 macro_rules! handle {
@@ -361,8 +353,15 @@ macro_rules! hsa_api {
         /// The entry points of a loaded `libhsa-runtime64`, every one resolved when the table is made.
         pub struct Hsa {
             $( pub $name: unsafe extern "C" fn($($ty),*) $(-> $ret)?, )*
-            /// Keeps the library mapped as long as the pointers above are used (the table is never dropped).
-            _library: libloading::Library,
+            /// Keeps the library mapped as long as the pointers above are used (the table is never dropped). `None`
+            /// only for the tests' fake runtime, whose entry points are plain functions of the test binary.
+            pub(super) library: Option<libloading::Library>,
+        }
+
+        impl std::fmt::Debug for Hsa {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct("Hsa").finish_non_exhaustive()
+            }
         }
 
         impl Hsa {
@@ -390,7 +389,7 @@ macro_rules! hsa_api {
                 $(
                     let Some($name) = $name else { return Err(missing) };
                 )*
-                Ok(Hsa { $($name,)* _library: library })
+                Ok(Hsa { $($name,)* library: Some(library) })
             }
         }
     };
@@ -507,8 +506,6 @@ mod tests {
             Some("HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION")
         );
         assert_eq!(status_name(0x4242), None);
-        assert_eq!(check(HSA_STATUS_INFO_BREAK), Ok(()));
-        assert_eq!(check(HSA_STATUS_ERROR), Err(HSA_STATUS_ERROR));
     }
 
     #[test]
