@@ -23,7 +23,7 @@ fn an_external_crate_runs_its_regions_on_host_elf() {
             "[package]\nname = \"outside-app\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[dependencies]\n\
              offload = {{ path = {:?} }}\n\n[build-dependencies]\noffload-build = {{ path = {:?} }}\n\n[workspace]\n",
             workspace.join("runtime"),
-            workspace.join("build-support"),
+            workspace.join("build"),
         ),
     );
     write(

@@ -28,7 +28,7 @@ pub fn omp_set_default_device(device: i32) {
 }
 
 /// True on the host, including inside a region's host fallback; false in code running on an offload device (which
-/// sees device-std's twin of this function).
+/// sees offload-device's twin of this function).
 pub fn omp_is_initial_device() -> bool {
     true
 }
@@ -196,7 +196,7 @@ pub unsafe fn omp_target_disassociate_ptr(host_ptr: *const c_void, device: i32) 
 }
 
 /// The host's clock (or its resolution) in seconds: `CLOCK_MONOTONIC`, the clock under std's `Instant`, read directly
-/// so that host code, the host fallback and the host image (device-std reads the same clock) share one time line.
+/// so that host code, the host fallback and the host image (offload-device reads the same clock) share one time line.
 fn monotonic(res: bool) -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -1,5 +1,5 @@
 //! Team and thread queries and the team barrier, as host code (and a region's host fallback) sees them; region code
-//! on a device sees device-std's twins with the same names.
+//! on a device sees offload-device's twins with the same names.
 
 use crate::host::thread::{host_barrier, host_geometry, host_team_shared};
 

@@ -1,5 +1,5 @@
 //! The share of a work-shared loop's iterations this host thread runs (the host fallback's threads; the host image
-//! has its twins in device-std). The outliner and the macro wrap the loop's range (or a `collapse(n)` nest's tuple of ranges) in these.
+//! has its twins in offload-device). The outliner and the macro wrap the loop's range (or a `collapse(n)` nest's tuple of ranges) in these.
 
 use super::thread::{chunk_counter, host_geometry};
 use offload_model::abi::{flat_share, FlatBlock, Nest};

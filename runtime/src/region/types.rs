@@ -155,7 +155,7 @@ impl<T> DevicePtr<T> {
     }
 
     /// The memory as a raw pointer (only the device holding it may dereference it: on the initial device, the
-    /// host). Region code sees device-std's twin of this method.
+    /// host). Region code sees offload-device's twin of this method.
     pub fn as_ptr(self) -> *mut T {
         self.addr as usize as *mut T
     }

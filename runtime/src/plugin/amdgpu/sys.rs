@@ -477,7 +477,7 @@ mod tests {
         assert_eq!(offset_of!(KernelDispatchPacket, workgroup_size_x), 4);
         assert_eq!(offset_of!(KernelDispatchPacket, grid_size_x), 12);
         assert_eq!(offset_of!(KernelDispatchPacket, private_segment_size), 24);
-        // device-std reads this one from the packet to size team-shared memory.
+        // offload-device reads this one from the packet to size team-shared memory.
         assert_eq!(offset_of!(KernelDispatchPacket, group_segment_size), 28);
         assert_eq!(offset_of!(KernelDispatchPacket, kernel_object), 32);
         assert_eq!(offset_of!(KernelDispatchPacket, kernarg_address), 40);

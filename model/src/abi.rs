@@ -1,4 +1,4 @@
-//! The kernel ABI shared by the macro's map lists, the runtime, device-std and the outlined kernel entries: map-type
+//! The kernel ABI shared by the macro's map lists, the runtime, offload-device and the outlined kernel entries: map-type
 //! bits, launch kinds, the host launch environment, and how a work-shared loop's iterations are split. (The fat
 //! binary's tables are [`crate::fatbin`]'s.)
 
@@ -73,7 +73,7 @@ fn copy_truncated(dst: &mut [u8], src: &str) -> usize {
     n
 }
 
-/// What kind of region a kernel or host-fallback thread runs. The kernel entry tells device-std (the host image:
+/// What kind of region a kernel or host-fallback thread runs. The kernel entry tells offload-device (the host image:
 /// a thread-local; GPUs: a word of static shared memory every thread of the block writes at entry), the host
 /// fallback's team runner sets it for its threads, so `barrier()` and team-shared memory, which belong to
 /// `teams, parallel` regions alone, fail anywhere else, including in `#[declare_target]` helpers the macro cannot

@@ -28,15 +28,15 @@ pub struct BuiltImage {
     pub arch: String,
     pub format: ImageFormat,
     pub bytes: Vec<u8>,
-    /// Files outside the generated crates the image depends on (device-std's sources), for `rerun-if-changed`.
+    /// Files outside the generated crates the image depends on (offload-device's sources), for `rerun-if-changed`.
     pub inputs: Vec<PathBuf>,
 }
 
-/// device-std, found next to this crate (a path dependency in the workspace, or the same registry directory).
+/// offload-device, found next to this crate (a path dependency in the workspace, or the same registry directory).
 fn device_std_dir() -> Result<PathBuf, Error> {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let candidates = [
-        here.join("../device-std"),
+        here.join("../device"),
         here.join(format!("../offload-device-{}", env!("CARGO_PKG_VERSION"))),
     ];
     candidates
@@ -175,7 +175,7 @@ impl Build<'_> {
     }
 
     /// What the last build was of: the compiler, flags, profile, generated files and the image's other inputs
-    /// (device-std, as the last build's dep-info lists them), so editing any rebuilds and nothing else does.
+    /// (offload-device, as the last build's dep-info lists them), so editing any rebuilds and nothing else does.
     fn stamp(&self) -> String {
         let mut input_times = String::new();
         for g in &self.ws.groups {

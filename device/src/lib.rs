@@ -1,4 +1,4 @@
-//! device-std: what region code sees under the name `offload` when it is compiled for a device. Every item has a
+//! offload-device: what region code sees under the name `offload` when it is compiled for a device. Every item has a
 //! host twin in the `offload` crate with the host's meaning, so `#[declare_target]` code compiles on both sides.
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(stdarch_nvptx))]

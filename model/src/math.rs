@@ -1,5 +1,5 @@
 //! The float math of region and host code, written once and expanded on each side against that side's `f32`/`f64`
-//! (the host's std in `offload`, device-std's on the host image): the `Float` trait and the free functions
+//! (the host's std in `offload`, offload-device's on the host image): the `Float` trait and the free functions
 //! `sqrt(x)`, `powi(x, n)`, `min(a, b)`... that read the same in region and host code.
 
 #[macro_export]

@@ -1,4 +1,4 @@
-//! What a plain check of device-std compiles (no image target): one team of one thread, with the fallback's meaning.
+//! What a plain check of offload-device compiles (no image target): one team of one thread, with the fallback's meaning.
 
 pub fn geometry() -> (u32, u32, u32, u32) {
     (0, 1, 0, 1)

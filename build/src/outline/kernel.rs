@@ -10,9 +10,9 @@ use quote::{format_ident, quote};
 /// The ABI a kernel entry is declared with.
 #[derive(Clone, Copy, Debug)]
 pub enum KernelAbi {
-    /// The host image: `extern "C"`, wrapped by device-std's panic-catching entry.
+    /// The host image: `extern "C"`, wrapped by offload-device's panic-catching entry.
     Host,
-    /// NVIDIA GPUs: `extern "ptx-kernel"`; a panic traps (device-std's panic handler).
+    /// NVIDIA GPUs: `extern "ptx-kernel"`; a panic traps (offload-device's panic handler).
     Nvptx,
     /// AMD GPUs: `extern "gpu-kernel"`; a panic traps.
     Amdgpu,
@@ -90,7 +90,7 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
         };),
         _ => quote!(if ::offload::__first_thread() { ::offload::__rt::write_return(#r, __offload_r); }),
     });
-    // The region's kind reaches device-std, so `barrier()` and team-shared memory fail outside SPMD regions.
+    // The region's kind reaches offload-device, so `barrier()` and team-shared memory fail outside SPMD regions.
     let kind = offload_model::abi::launch_kind::of(region.spmd, region.work_shared);
     match abi {
         KernelAbi::Host => quote! {

@@ -116,7 +116,7 @@ impl Recipe {
     }
 
     /// A GPU target's recipe: the device toolchain's rustc and cargo, a library of LLVM bitcode (`crate_type`, also
-    /// the artifact's extension), device-std without the host's std.
+    /// the artifact's extension), offload-device without the host's std.
     fn gpu(
         tc: Toolchain,
         crate_type: &'static str,

@@ -157,7 +157,7 @@ impl Workspace {
 }
 
 impl ImageGroup {
-    /// The image package's manifest and root: device-std (with the host's std on the host image) and the kind's
+    /// The image package's manifest and root: offload-device (with the host's std on the host image) and the kind's
     /// device crates.
     fn package_files(
         &self,

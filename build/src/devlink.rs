@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What Rust cannot spell (address space 3, special registers), as functions the device crates call; always inlined.
-/// The launch-kind word lets device-std fail `barrier()` and team-shared memory outside `teams, parallel` regions.
+/// The launch-kind word lets offload-device fail `barrier()` and team-shared memory outside `teams, parallel` regions.
 /// (The module's triple is prepended: [`nvptx_shim`].)
 const NVPTX_SHIM: &str = r#"
 @__offload_dyn_shared = external addrspace(3) global [0 x i8], align 16

@@ -1,6 +1,6 @@
 //! The clause model: a `#[target]` region parsed and validated against its signature, once, for both the macro (which
 //! expands the host side) and the outliner (which writes the kernel entry). Two phases, as serde_derive has them:
-//! [`parse`] reads the clauses and the signature into a [`Region`] (what each word and parameter is), [`validate`]
+//! `parse` reads the clauses and the signature into a [`Region`] (what each word and parameter is), `validate`
 //! checks the region against the rules (construct combinations, race freedom, uniform bounds, reductions); both push
 //! spanned errors into one collection, so a user sees every mistake at once.
 
