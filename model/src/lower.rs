@@ -260,16 +260,11 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 body.stmts.splice(0..0, moved.drain(..));
                 let rebound = rebind(region, body);
                 body.stmts.splice(0..0, rebound);
-                let body = body.clone();
-                let share = format_ident!("__offload_share", span = mixed);
-                let token = format_ident!("__offload_t", span = mixed);
-                let private = format_ident!("__offload_s", span = mixed);
-                // The thread's share, the driver, what the driver takes besides, and the closure's item pattern.
-                let (share_call, each, reduce, args, item) = if region.collapse > 1 {
+                // The thread's share, and what the driver takes besides the share: the lengths and row (one loop) or
+                // the strides (a nest), and the closure's item pattern.
+                let (share_call, args, item) = if region.collapse > 1 {
                     (
                         share_call(region, &quote!((#(#ranges),*)), true, &harden),
-                        quote_spanned!(mixed=> each_nest),
-                        quote_spanned!(mixed=> reduce_nest),
                         quote_spanned!(mixed=> [#(#strides),*]),
                         quote!((#(#pats),*)),
                     )
@@ -277,58 +272,82 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                     let pat = &pats[0];
                     (
                         share_call(region, &ranges[0].to_token_stream(), false, &harden),
-                        quote_spanned!(mixed=> each),
-                        quote_spanned!(mixed=> reduce),
                         quote_spanned!(mixed=> [#(#lens.len()),*], [#(#rows),*]),
                         quote!(#pat),
                     )
                 };
-                let run = match reductions.as_slice() {
-                    [] => quote_spanned!(mixed=>
-                        ::offload::__lanes::#each(#share, #args, |#item, #token: ::offload::__view::Own<'_>| #body);
-                    ),
-                    [(_, var)] => {
-                        let op = region.reduce_op_value();
-                        quote_spanned!(mixed=>
-                            #var = ::offload::__lanes::#reduce(
-                                #op, #share, #args, #var,
-                                |#item, #private, #token: ::offload::__view::Own<'_>| #body,
-                            );
-                        )
-                    }
-                    several => {
-                        let (op, op_value) = (region.reduce_op(), region.reduce_op_value());
-                        let tuple = format_ident!("Tuple{}", several.len());
-                        let vars: Vec<&Ident> = several.iter().map(|(_, v)| v).collect();
-                        let k = (0..several.len()).map(syn::Index::from);
-                        let (start, r) = (
-                            format_ident!("__offload_start", span = mixed),
-                            format_ident!("__offload_r", span = mixed),
-                        );
-                        quote_spanned!(mixed=>
-                            let #start = ::offload::__reduce_init::<#op, _>(
-                                ::offload::__reduce::#tuple(#(#vars),*)
-                            );
-                            let #r = ::offload::__lanes::#reduce(
-                                #op_value, #share, #args, #start,
-                                |#item, #private, #token: ::offload::__view::Own<'_>| #body,
-                            );
-                            #(#vars = #r.#k;)*
-                        )
-                    }
-                };
-                // SAFETY (of the generated `unsafe`): this thread's part of the loop's iteration space, whose bounds
-                // every thread computes alike (the uniformity rule).
-                let lowered = quote_spanned!(mixed=> {
-                    let #share = #share_call;
-                    let #share = unsafe { ::offload::__view::Exclusive::new(#share) };
-                    #run
-                });
+                let lowered = drive(region, share_call, args, item, body);
                 *e = syn::parse2(lowered).expect("the lowering's own syntax, around a parsed body");
             }
             _ => {}
         }
     }
+}
+
+/// The lowered loop: `{ let s = SHARE; let s = unsafe { Exclusive::new(s) }; DRIVER(s, ARGS, |ITEM, t| BODY) }`, the
+/// driver `each`/`each_nest`, or `reduce`/`reduce_nest` with the private copy (a `TupleK` of them for several
+/// variables, whose fields go back to the variables after).
+fn drive(
+    region: &Region,
+    share_call: TokenStream,
+    args: TokenStream,
+    item: TokenStream,
+    body: &Block,
+) -> TokenStream {
+    let mixed = Span::mixed_site();
+    let share = format_ident!("__offload_share", span = mixed);
+    let token = format_ident!("__offload_t", span = mixed);
+    let private = format_ident!("__offload_s", span = mixed);
+    let (each, reduce) = if region.collapse > 1 {
+        (
+            quote_spanned!(mixed=> each_nest),
+            quote_spanned!(mixed=> reduce_nest),
+        )
+    } else {
+        (quote_spanned!(mixed=> each), quote_spanned!(mixed=> reduce))
+    };
+    let run = match region.reductions.as_slice() {
+        [] => quote_spanned!(mixed=>
+            ::offload::__lanes::#each(#share, #args, |#item, #token: ::offload::__view::Own<'_>| #body);
+        ),
+        [(_, var)] => {
+            let op = region.reduce_op_value();
+            quote_spanned!(mixed=>
+                #var = ::offload::__lanes::#reduce(
+                    #op, #share, #args, #var,
+                    |#item, #private, #token: ::offload::__view::Own<'_>| #body,
+                );
+            )
+        }
+        several => {
+            let (op, op_value) = (region.reduce_op(), region.reduce_op_value());
+            let tuple = format_ident!("Tuple{}", several.len());
+            let vars: Vec<&Ident> = several.iter().map(|(_, v)| v).collect();
+            let k = (0..several.len()).map(syn::Index::from);
+            let (start, r) = (
+                format_ident!("__offload_start", span = mixed),
+                format_ident!("__offload_r", span = mixed),
+            );
+            quote_spanned!(mixed=>
+                let #start = ::offload::__reduce_init::<#op, _>(
+                    ::offload::__reduce::#tuple(#(#vars),*)
+                );
+                let #r = ::offload::__lanes::#reduce(
+                    #op_value, #share, #args, #start,
+                    |#item, #private, #token: ::offload::__view::Own<'_>| #body,
+                );
+                #(#vars = #r.#k;)*
+            )
+        }
+    };
+    // SAFETY (of the generated `unsafe`): this thread's part of the loop's iteration space, whose bounds
+    // every thread computes alike (the uniformity rule).
+    let lowered = quote_spanned!(mixed=> {
+        let #share = #share_call;
+        let #share = unsafe { ::offload::__view::Exclusive::new(#share) };
+        #run
+    });
+    lowered
 }
 
 /// `let x = x;` for the parameters the loop body uses that are cheap to copy (references, primitive values, device
