@@ -1,17 +1,14 @@
-//! Finding the GPUs and opening each as a device: its properties and limits, the memory pools it uses, its queue.
+//! Finding the GPUs, and what a device is made from: each GPU's properties and limits, and the memory pools it uses.
 //!
 //! One device per GPU agent that can dispatch kernels. Each has device memory from the GPU's coarse-grained pool and
 //! two kinds of host memory from a CPU agent's fine-grained pools the GPU may reach: kernel-argument blocks (a
 //! kernarg pool, as LLVM's plugin uses; else the GPU's own) and a staging buffer for copies.
 
-use super::dispatch::LaunchState;
+use super::dispatch::Limits;
 use super::error::Error;
-use super::failure;
-use super::image::{base_arch, KernelTable};
-use super::memory::Staging;
-use super::safe::{agent, info, system_get_info, HsaError, OwnedQueue, OwnedSignal};
+use super::image::base_arch;
+use super::safe::{agent, info, system_get_info, HsaError};
 use super::sys::*;
-use std::sync::{Arc, Mutex, RwLock};
 
 /// Packets in each device's queue (fewer if the agent allows fewer). Launches wait for each other, so one would do;
 /// this is what the runtime would round small sizes up to anyway.
@@ -125,28 +122,16 @@ pub fn queue_size(min: u32, max: u32) -> u32 {
     size.max(min.max(1).checked_next_power_of_two().unwrap_or(1 << 31))
 }
 
-/// A GPU's launch limits.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    pub max_threads: u32,
-    /// Work-items in the x dimension of a grid.
-    pub max_grid: u32,
-    /// LDS bytes per workgroup.
-    pub lds_bytes: u32,
-}
-
-/// One GPU. Launches are serialised on its queue by `launch`, copies on its staging buffer by `staging`.
-pub struct AmdGpuDevice {
-    pub hsa: &'static Hsa,
-    /// The GPU's position among the runtime's GPU agents, for messages.
-    pub ordinal: usize,
-    pub agent: Agent,
+/// One GPU as discovery finds it: its properties and limits, and the memory pools its device uses.
+pub struct Gpu {
     /// `gfx90a`: the processor images are built for.
     pub arch: String,
     pub product: String,
     pub profile: u32,
     pub compute_units: u32,
     pub limits: Limits,
+    /// Packets in its queue (see [`queue_size`]).
+    pub queue_packets: u32,
     pub total_mem: usize,
     /// Coarse-grained device memory: allocations.
     pub device_pool: MemoryPool,
@@ -157,101 +142,74 @@ pub struct AmdGpuDevice {
     pub host_pool: MemoryPool,
     /// A wait slice, in timestamp ticks.
     pub wait_ticks: u64,
-    pub launch: Mutex<LaunchState>,
-    pub staging: Mutex<Option<Staging>>,
-    pub kernels: Arc<KernelTable>,
-    /// Last, so it is destroyed after the launch state that dispatched to it (no dispatch is left running anyway).
-    pub queue: OwnedQueue,
 }
 
-impl AmdGpuDevice {
-    /// Reads a GPU's properties, picks its memory pools and creates its queue and launch signal.
-    pub fn open(
-        hsa: &'static Hsa,
-        ordinal: usize,
-        gpu: Agent,
-        machine: &Machine,
-    ) -> Result<Self, Error> {
-        let get = |attribute| agent::get_info(hsa, gpu, attribute);
-        let arch = base_arch(&c_name(&agent::get_info(hsa, gpu, info::NAME)?)).to_string();
-        let product = agent::get_info(hsa, gpu, info::PRODUCT_NAME)
-            .map(|n| c_name(&n))
-            .unwrap_or_default();
-        let profile = get(info::PROFILE)?;
-        let compute_units = get(info::COMPUTE_UNIT_COUNT)?;
-        let max_size = get(info::WORKGROUP_MAX_SIZE)?;
-        let max_dim = agent::get_info(hsa, gpu, info::WORKGROUP_MAX_DIM)?;
-        let grid = agent::get_info(hsa, gpu, info::GRID_MAX_DIM)?;
-        let queue_min = get(info::QUEUE_MIN_SIZE)?;
-        let queue_max = get(info::QUEUE_MAX_SIZE)?;
-        let max_threads = max_size.min(u32::from(max_dim[0])).max(1);
+/// Reads a GPU's properties and picks its memory pools.
+pub fn describe(hsa: &Hsa, gpu: Agent, machine: &Machine) -> Result<Gpu, Error> {
+    let get = |attribute| agent::get_info(hsa, gpu, attribute);
+    let arch = base_arch(&c_name(&agent::get_info(hsa, gpu, info::NAME)?)).to_string();
+    let product = agent::get_info(hsa, gpu, info::PRODUCT_NAME)
+        .map(|n| c_name(&n))
+        .unwrap_or_default();
+    let profile = get(info::PROFILE)?;
+    let compute_units = get(info::COMPUTE_UNIT_COUNT)?;
+    let max_size = get(info::WORKGROUP_MAX_SIZE)?;
+    let max_dim = agent::get_info(hsa, gpu, info::WORKGROUP_MAX_DIM)?;
+    let grid = agent::get_info(hsa, gpu, info::GRID_MAX_DIM)?;
+    let queue_min = get(info::QUEUE_MIN_SIZE)?;
+    let queue_max = get(info::QUEUE_MAX_SIZE)?;
+    let max_threads = max_size.min(u32::from(max_dim[0])).max(1);
 
-        let own = pools_of(hsa, gpu)?;
-        let device = own
+    let own = pools_of(hsa, gpu)?;
+    let device = own
+        .iter()
+        .find(|p| p.allocatable(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED))
+        .ok_or(Error::NoDevicePool)?;
+    let lds_bytes = own
+        .iter()
+        .find(|p| p.segment == HSA_AMD_SEGMENT_GROUP)
+        .map_or(DEFAULT_LDS_BYTES, |p| {
+            u32::try_from(p.size).unwrap_or(u32::MAX)
+        });
+    // A host pool is checked for access last: the query is a runtime call, made only for a pool that would do.
+    let host = |flag| {
+        machine
+            .host_pools
             .iter()
-            .find(|p| p.allocatable(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED))
-            .ok_or(Error::NoDevicePool)?;
-        let lds_bytes = own
-            .iter()
-            .find(|p| p.segment == HSA_AMD_SEGMENT_GROUP)
-            .map_or(DEFAULT_LDS_BYTES, |p| {
-                u32::try_from(p.size).unwrap_or(u32::MAX)
-            });
-        // A host pool is checked for access last: the query is a runtime call, made only for a pool that would do.
-        let host = |flag| {
-            machine
-                .host_pools
-                .iter()
-                .find(|p| p.allocatable(flag) && can_access(hsa, gpu, p.pool))
-        };
-        let (kernarg_pool, kernarg_from_host) =
-            match host(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT) {
-                Some(p) => (p.pool, true),
-                None => (
-                    own.iter()
-                        .find(|p| p.allocatable(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT))
-                        .ok_or(Error::NoKernargPool)?
-                        .pool,
-                    false,
-                ),
-            };
-        let host_pool = host(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED)
-            .ok_or(Error::NoHostPool)?
-            .pool;
-
-        let queue = OwnedQueue::new(hsa, gpu, queue_size(queue_min, queue_max))?;
-        let signal = OwnedSignal::new(hsa, 0)?;
-        failure::watch(gpu);
-        Ok(AmdGpuDevice {
-            hsa,
-            ordinal,
-            agent: gpu,
-            arch,
-            product,
-            profile,
-            compute_units: compute_units.max(1),
-            limits: Limits {
-                max_threads,
-                max_grid: grid.x.max(1),
-                lds_bytes,
-            },
-            total_mem: device.size,
-            device_pool: device.pool,
-            kernarg_pool,
-            kernarg_from_host,
-            host_pool,
-            wait_ticks: machine.wait_ticks,
-            launch: Mutex::new(LaunchState::new(signal)),
-            staging: Mutex::new(None),
-            kernels: Arc::new(RwLock::new(Vec::new())),
-            queue,
-        })
-    }
-
-    /// `what` on this device: for messages.
-    pub fn on(&self, what: impl std::fmt::Display) -> String {
-        format!("{what} on AMD GPU {} ({})", self.ordinal, self.arch)
-    }
+            .find(|p| p.allocatable(flag) && can_access(hsa, gpu, p.pool))
+    };
+    let (kernarg_pool, kernarg_from_host) = match host(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT)
+    {
+        Some(p) => (p.pool, true),
+        None => (
+            own.iter()
+                .find(|p| p.allocatable(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT))
+                .ok_or(Error::NoKernargPool)?
+                .pool,
+            false,
+        ),
+    };
+    let host_pool = host(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED)
+        .ok_or(Error::NoHostPool)?
+        .pool;
+    Ok(Gpu {
+        arch,
+        product,
+        profile,
+        compute_units: compute_units.max(1),
+        limits: Limits {
+            max_threads,
+            max_grid: grid.x.max(1),
+            lds_bytes,
+        },
+        queue_packets: queue_size(queue_min, queue_max),
+        total_mem: device.size,
+        device_pool: device.pool,
+        kernarg_pool,
+        kernarg_from_host,
+        host_pool,
+        wait_ticks: machine.wait_ticks,
+    })
 }
 
 #[cfg(test)]

@@ -1,19 +1,18 @@
 //! Launching a kernel: the launch checked against the GPU's limits, the dispatch packet, publishing it on the
-//! device's queue, and waiting for its completion signal. Launches on one device are serialised by its launch
-//! mutex, and each waits for its dispatch to complete, so the kernel-argument buffer and the completion signal are
-//! reused from launch to launch.
+//! device's queue, and waiting for its completion signal. A [`Dispatcher`] launches on one GPU: its launches are
+//! serialised by its launch mutex, and each waits for its dispatch to complete, so the kernel-argument buffer and
+//! the completion signal are reused from launch to launch.
 
-use super::discovery::{AmdGpuDevice, Limits};
-use super::error::Error;
-use super::failure::Lost;
-use super::image::KernelInfo;
-use super::kernargs::kernarg_bytes;
-use super::safe::{OwnedSignal, PoolBlock};
+use super::error::{Error, Lost, TooBig};
+use super::failure::Watcher;
+use super::image::{KernelInfo, KernelTable};
+use super::kernargs::{kernarg_bytes, Kernargs};
+use super::safe::{OwnedQueue, OwnedSignal};
 use super::sys::*;
-use std::fmt;
 use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Private segment (stack) bytes per work-item for a kernel whose stack size the compiler could not bound
 /// (recursion, indirect calls): LLVM's plugin's default.
@@ -34,6 +33,16 @@ pub fn default_geometry(compute_units: u32, max_threads: u32, spmd: bool) -> (u3
     }
 }
 
+/// A GPU's launch limits.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_threads: u32,
+    /// Work-items in the x dimension of a grid.
+    pub max_grid: u32,
+    /// LDS bytes per workgroup.
+    pub lds_bytes: u32,
+}
+
 /// A checked launch configuration, in the units of the dispatch packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dispatch {
@@ -43,54 +52,6 @@ pub struct Dispatch {
     /// Static LDS, rounded up to where team-shared memory starts, plus the team-shared memory.
     pub group_segment_size: u32,
     pub private_segment_size: u32,
-}
-
-/// What of a launch the GPU cannot take.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TooBig {
-    Threads {
-        threads: u32,
-        max: u32,
-    },
-    Teams {
-        teams: u32,
-        threads: u32,
-        max_grid: u32,
-    },
-    TeamShared {
-        team_shared: usize,
-        static_lds: u32,
-        max: u32,
-    },
-}
-
-impl fmt::Display for TooBig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            TooBig::Threads { threads, max } => write!(
-                f,
-                "too many threads per team: {threads}, and the GPU allows {max}"
-            ),
-            TooBig::Teams {
-                teams,
-                threads,
-                max_grid,
-            } => write!(
-                f,
-                "too many teams: {teams} teams of {threads} threads are more work-items than the GPU's grid holds \
-                 ({max_grid})"
-            ),
-            TooBig::TeamShared {
-                team_shared,
-                static_lds,
-                max,
-            } => write!(
-                f,
-                "the launch asks for {team_shared} bytes of team-shared memory and the kernel has {static_lds} bytes \
-                 of static LDS; the GPU allows at most {max} bytes per team"
-            ),
-        }
-    }
 }
 
 /// Checks a launch of `teams` teams of `threads` threads with `team_shared` bytes of team-shared memory against
@@ -205,23 +166,6 @@ pub unsafe fn publish(slot: *mut KernelDispatchPacket, packet: &KernelDispatchPa
     }
 }
 
-/// The launch state, used under the device's launch mutex: one launch at a time per queue.
-pub struct LaunchState {
-    /// The completion signal of every dispatch (each waits for the one before it to finish).
-    pub signal: OwnedSignal,
-    /// The kernel-argument buffer, reused and replaced as kernels need (see [`super::kernargs`]).
-    pub kernargs: Option<PoolBlock>,
-}
-
-impl LaunchState {
-    pub fn new(signal: OwnedSignal) -> LaunchState {
-        LaunchState {
-            signal,
-            kernargs: None,
-        }
-    }
-}
-
 /// Why a launch did not run to completion.
 #[derive(Debug)]
 pub enum LaunchError {
@@ -231,13 +175,49 @@ pub enum LaunchError {
     Lost(Lost),
 }
 
-impl AmdGpuDevice {
-    /// Runs kernel `kernel` of this device's table with the calling convention `(dyn_ptr, args..)` and waits.
+/// The launch state, used under the launch mutex: one launch at a time per queue.
+struct LaunchState {
+    /// The completion signal of every dispatch (each waits for the one before it to finish).
+    signal: OwnedSignal,
+    /// The kernel-argument buffer, reused and replaced as kernels need.
+    kernargs: Kernargs,
+}
+
+/// Launches kernels of one GPU's kernel table on its queue, one at a time, each waited for.
+pub struct Dispatcher {
+    limits: Limits,
+    kernels: Arc<KernelTable>,
+    watcher: Watcher,
+    launch: Mutex<LaunchState>,
+}
+
+impl Dispatcher {
+    /// Launches within `limits` of the kernels in `kernels`, each completing `signal`, their arguments in
+    /// `kernargs`' buffer, waited for with `watcher`.
+    pub fn new(
+        limits: Limits,
+        kernels: Arc<KernelTable>,
+        watcher: Watcher,
+        signal: OwnedSignal,
+        kernargs: Kernargs,
+    ) -> Dispatcher {
+        Dispatcher {
+            limits,
+            kernels,
+            watcher,
+            launch: Mutex::new(LaunchState { signal, kernargs }),
+        }
+    }
+
+    /// Runs kernel `kernel` of the kernel table on `queue` with the calling convention `(dyn_ptr, args..)`, and
+    /// waits.
     ///
     /// # Safety
-    /// `args` match the kernel's parameters (the addresses in them are this device's memory).
-    pub(super) unsafe fn run(
+    /// `args` match the kernel's parameters (the addresses in them are this GPU's memory); `queue` is this GPU's,
+    /// and only this dispatcher launches on it.
+    pub unsafe fn run(
         &self,
+        queue: &OwnedQueue,
         kernel: usize,
         args: &[MaybeUninit<u64>],
         teams: u32,
@@ -265,12 +245,11 @@ impl AmdGpuDevice {
         let block = kernarg_bytes(args, info.kernarg_size as usize);
 
         let mut state = self.launch.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = self.queue.error() {
+        if let Some(s) = queue.error() {
             return Err(LaunchError::Lost(Lost::Queue(s)));
         }
-        let kernargs = self
-            .kernarg_buffer(&mut state, block.len())
-            .map_err(refused)?;
+        let state = &mut *state;
+        let kernargs = state.kernargs.buffer(block.len()).map_err(refused)?;
         // SAFETY: no dispatch reads the buffer: the last one completed.
         unsafe { kernargs.write(&block) };
         let packet = dispatch_packet(
@@ -281,39 +260,43 @@ impl AmdGpuDevice {
         );
         // Nothing waits on the signal: the launch mutex is held.
         state.signal.store_relaxed(1);
-        // SAFETY: the kernarg buffer and signal stay valid (and unused by anyone else) until the wait below returns.
-        unsafe { self.submit(&packet) }.map_err(LaunchError::Lost)?;
-        self.wait(&state.signal, true).map_err(LaunchError::Lost)
+        // SAFETY: the kernarg buffer and signal stay valid (and unused by anyone else) until the wait below returns;
+        // per the contract, only this launch (under the mutex) uses the queue.
+        unsafe { submit(queue, &packet) }.map_err(LaunchError::Lost)?;
+        self.watcher
+            .wait(&state.signal, Some(queue))
+            .map_err(LaunchError::Lost)
     }
+}
 
-    /// Hands `packet` to the queue: reserves a slot, publishes the packet, and rings the doorbell. Called under
-    /// the launch mutex.
-    ///
-    /// # Safety
-    /// The packet's kernarg block and signal stay valid until the dispatch completes.
-    unsafe fn submit(&self, packet: &KernelDispatchPacket) -> Result<(), Lost> {
-        let Some(ring) = self.queue.ring() else {
-            return Err(Lost::Queue(HSA_STATUS_ERROR_INVALID_QUEUE));
-        };
-        let index = self.queue.reserve();
-        // The slot is free once the packet processor has read past the packet `size` slots back. Launches wait for
-        // each other, so this holds at once unless the queue died.
-        while index.wrapping_sub(self.queue.read_index()) >= ring.size {
-            if let Some(s) = self.queue.error() {
-                return Err(Lost::Queue(s));
-            }
-            std::thread::yield_now();
+/// Hands `packet` to `queue`: reserves a slot, publishes the packet, and rings the doorbell. Called under the
+/// launch mutex.
+///
+/// # Safety
+/// The packet's kernarg block and signal stay valid until the dispatch completes; only the caller launches on
+/// `queue`.
+unsafe fn submit(queue: &OwnedQueue, packet: &KernelDispatchPacket) -> Result<(), Lost> {
+    let Some(ring) = queue.ring() else {
+        return Err(Lost::Queue(HSA_STATUS_ERROR_INVALID_QUEUE));
+    };
+    let index = queue.reserve();
+    // The slot is free once the packet processor has read past the packet `size` slots back. Launches wait for
+    // each other, so this holds at once unless the queue died.
+    while index.wrapping_sub(queue.read_index()) >= ring.size {
+        if let Some(s) = queue.error() {
+            return Err(Lost::Queue(s));
         }
-        // The size is a power of two.
-        let slot = ring.base.wrapping_add((index & (ring.size - 1)) as usize);
-        // SAFETY: the slot is one of the ring's, reserved above and no longer read by the packet processor, and only
-        // this launch (under the mutex) writes it; the packet's references stay valid per the contract.
-        unsafe {
-            publish(slot, packet);
-            self.queue.ring_doorbell(ring, index);
-        }
-        Ok(())
+        std::thread::yield_now();
     }
+    // The size is a power of two.
+    let slot = ring.base.wrapping_add((index & (ring.size - 1)) as usize);
+    // SAFETY: the slot is one of the ring's, reserved above and no longer read by the packet processor, and only
+    // this launch (under the mutex) writes it; the packet's references stay valid per the contract.
+    unsafe {
+        publish(slot, packet);
+        queue.ring_doorbell(ring, index);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,8 +2,7 @@
 //! processor (AMD code objects are not portable across `gfx` processors); it is loaded into an executable that is
 //! kept for the life of the process, and a kernel is found by its kernel-descriptor symbol `<name>.kd`.
 
-use super::discovery::AmdGpuDevice;
-use super::error::Error;
+use super::error::{Error, ImageError};
 use super::safe::{info, Info, KeptExecutable, KeptSymbol, OwnedExecutable, OwnedReader};
 use super::sys::*;
 use offload_model::device::{AmdArch, AMDGCN_TRIPLE};
@@ -36,21 +35,6 @@ pub fn rank_for(
         && !agent_arch.is_empty()
         && base_arch(image_arch) == base_arch(agent_arch))
     .then_some(1)
-}
-
-/// Why an image is not a code object the loader can be given.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ImageError {
-    #[error("a {0} image is not an HSA code object")]
-    Format(ImageFormat),
-    #[error("the HSA code object is not an ELF file")]
-    NotElf,
-    #[error("the HSA code object is truncated: {0} bytes, less than an ELF header")]
-    Truncated(usize),
-    #[error("the HSA code object is not a 64-bit little-endian ELF file")]
-    NotElf64Le,
-    #[error("the code object is an ELF file for machine {0}, not AMDGPU (EM_AMDGPU = 224)")]
-    Machine(u16),
 }
 
 /// What the loader is given must be an AMDGPU ELF code object: a 64-bit little-endian ELF file for `EM_AMDGPU`.
@@ -118,9 +102,33 @@ pub struct AmdGpuImage {
     kernels: Arc<KernelTable>,
 }
 
-impl AmdGpuDevice {
+/// Loads images onto one GPU; the kernels found in them go into the GPU's kernel table.
+pub struct Loader {
+    hsa: &'static Hsa,
+    agent: Agent,
+    /// The agent's profile, which its executables are made with.
+    profile: u32,
+    kernels: Arc<KernelTable>,
+}
+
+impl Loader {
+    /// A loader for GPU `agent` of `profile`, with an empty kernel table.
+    pub fn new(hsa: &'static Hsa, agent: Agent, profile: u32) -> Loader {
+        Loader {
+            hsa,
+            agent,
+            profile,
+            kernels: Arc::new(RwLock::new(Vec::new())),
+        }
+    }
+
+    /// The kernel table, which the loaded images' lookups fill and launches read.
+    pub fn kernels(&self) -> Arc<KernelTable> {
+        Arc::clone(&self.kernels)
+    }
+
     /// Loads a checked code object into a new executable, kept for the life of the process.
-    pub(super) fn load(&self, bytes: &'static [u8]) -> Result<AmdGpuImage, Error> {
+    pub fn load(&self, bytes: &'static [u8]) -> Result<AmdGpuImage, Error> {
         let reader = OwnedReader::from_memory(self.hsa, bytes)?;
         let executable = OwnedExecutable::new(self.hsa, self.profile)?;
         executable.load(self.agent, &reader)?;
@@ -142,7 +150,7 @@ impl AmdGpuDevice {
 impl AmdGpuImage {
     /// The kernel `symbol`: its handle in the device's kernel table, `None` if the image has no such symbol, `Err`
     /// if the runtime could not say or the symbol is not a usable kernel.
-    pub(super) fn find(&self, symbol: &CStr) -> Result<Option<usize>, Error> {
+    pub fn find(&self, symbol: &CStr) -> Result<Option<usize>, Error> {
         // A kernel's symbol is its kernel descriptor, `<name>.kd` (no interior NUL: it extends a C string).
         let Ok(name) = CString::new([symbol.to_bytes(), b".kd"].concat()) else {
             return Ok(None);

@@ -2,10 +2,10 @@
 //! block of host memory the GPU reads (a kernarg pool's), reused from launch to launch and replaced by a larger one
 //! when a kernel needs more.
 
-use super::discovery::AmdGpuDevice;
-use super::dispatch::LaunchState;
 use super::error::Error;
+use super::memory::allocate;
 use super::safe::PoolBlock;
+use super::sys::{Agent, Hsa, MemoryPool};
 use std::mem::MaybeUninit;
 
 /// The kernel-argument block of a launch: `dyn_ptr` is 0, and the block is at least the kernel's kernarg segment
@@ -28,30 +28,54 @@ pub fn buffer_size(len: usize) -> usize {
     len.max(256).next_power_of_two()
 }
 
-impl AmdGpuDevice {
+/// A GPU's kernel-argument buffer: allocated from its kernarg pool on the first launch, reused while it is large
+/// enough. Used under the launch mutex, so only one launch at a time writes it.
+pub struct Kernargs {
+    hsa: &'static Hsa,
+    agent: Agent,
+    pool: MemoryPool,
+    /// The pool is a CPU agent's: the GPU needs access granted to each buffer.
+    from_host: bool,
+    buffer: Option<PoolBlock>,
+}
+
+impl Kernargs {
+    /// No buffer yet: the first launch allocates one from `pool`, of the host (`from_host`) or of GPU `agent`.
+    pub fn new(hsa: &'static Hsa, agent: Agent, pool: MemoryPool, from_host: bool) -> Kernargs {
+        Kernargs {
+            hsa,
+            agent,
+            pool,
+            from_host,
+            buffer: None,
+        }
+    }
+
     /// The kernel-argument buffer for a block of `len` bytes: the one the launches before used while it is large
     /// enough, else a new one. The old one is then freed (its last dispatch completed: every launch waits under the
-    /// launch mutex that `state` is borrowed from); if no new one can be had, the old one stays.
-    pub(super) fn kernarg_buffer<'s>(
-        &self,
-        state: &'s mut LaunchState,
-        len: usize,
-    ) -> Result<&'s PoolBlock, Error> {
-        let buffer = match state.kernargs.take() {
+    /// launch mutex that `self` is borrowed from); if no new one can be had, the old one stays.
+    pub fn buffer(&mut self, len: usize) -> Result<&PoolBlock, Error> {
+        let buffer = match self.buffer.take() {
             Some(b) if b.len() >= len => b,
-            old => match self.new_kernarg_buffer(len) {
+            old => match self.new_buffer(len) {
                 Ok(fresh) => fresh,
                 Err(e) => {
-                    state.kernargs = old;
+                    self.buffer = old;
                     return Err(e);
                 }
             },
         };
-        Ok(state.kernargs.insert(buffer))
+        Ok(self.buffer.insert(buffer))
     }
 
-    fn new_kernarg_buffer(&self, len: usize) -> Result<PoolBlock, Error> {
-        let fresh = self.allocate(self.kernarg_pool, buffer_size(len), self.kernarg_from_host)?;
+    fn new_buffer(&self, len: usize) -> Result<PoolBlock, Error> {
+        let fresh = allocate(
+            self.hsa,
+            self.agent,
+            self.pool,
+            buffer_size(len),
+            self.from_host,
+        )?;
         // HSA requires a kernarg segment aligned to at least 16 bytes.
         if !fresh.as_ptr().cast::<u128>().is_aligned() {
             return Err(Error::MisalignedKernargs);

@@ -4,49 +4,87 @@
 //! signal) between it and device memory. So any host memory works (read-only, stack, unaligned) without pinning
 //! it, as LLVM's plugin does for transfers below its pinning threshold.
 
-use super::discovery::AmdGpuDevice;
-use super::error::Error;
-use super::failure::Lost;
+use super::error::{Error, Lost};
+use super::failure::Watcher;
 use super::safe::{self, HsaError, OwnedSignal, PoolBlock};
-use super::sys::MemoryPool;
+use super::sys::{Agent, Hsa, MemoryPool};
 use std::ptr;
+use std::sync::Mutex;
 
 /// The staging buffer each device copies through, allocated on its first copy.
 pub const STAGING_BYTES: usize = 4 << 20;
 
-/// The staging buffer and the signal its copies complete, used under the device's staging mutex.
-pub struct Staging {
+/// Allocates `bytes` from `pool` and, for a pool of another agent (`grant`), lets GPU `agent` use them.
+pub fn allocate(
+    hsa: &'static Hsa,
+    agent: Agent,
+    pool: MemoryPool,
+    bytes: usize,
+    grant: bool,
+) -> Result<PoolBlock, HsaError> {
+    let block = PoolBlock::allocate(hsa, pool, bytes)?;
+    if grant {
+        block.allow_access(agent)?;
+    }
+    Ok(block)
+}
+
+/// The staging buffer and the signal its copies complete, used under the staging mutex.
+struct Staging {
     buffer: PoolBlock,
     signal: OwnedSignal,
 }
 
-impl AmdGpuDevice {
-    /// Allocates `bytes` from `pool` and, for a pool of another agent (`grant`), lets this GPU use them.
-    pub(super) fn allocate(
-        &self,
-        pool: MemoryPool,
-        bytes: usize,
-        grant: bool,
-    ) -> Result<PoolBlock, HsaError> {
-        let block = PoolBlock::allocate(self.hsa, pool, bytes)?;
-        if grant {
-            block.allow_access(self.agent)?;
+/// One GPU's memory: allocations from its device pool, and copies through its staging buffer (serialised by the
+/// staging mutex).
+pub struct Memory {
+    hsa: &'static Hsa,
+    agent: Agent,
+    /// Coarse-grained device memory: allocations.
+    device_pool: MemoryPool,
+    /// The device pool's size, for messages.
+    total: usize,
+    /// Fine-grained host memory the GPU can reach: the staging buffer.
+    host_pool: MemoryPool,
+    watcher: Watcher,
+    staging: Mutex<Option<Staging>>,
+}
+
+impl Memory {
+    /// The memory of GPU `agent`: device memory from `device_pool` (`total` bytes), copies through a staging
+    /// buffer from `host_pool` (made on the first copy), waited for with `watcher`.
+    pub fn new(
+        hsa: &'static Hsa,
+        agent: Agent,
+        device_pool: MemoryPool,
+        total: usize,
+        host_pool: MemoryPool,
+        watcher: Watcher,
+    ) -> Memory {
+        Memory {
+            hsa,
+            agent,
+            device_pool,
+            total,
+            host_pool,
+            watcher,
+            staging: Mutex::new(None),
         }
-        Ok(block)
     }
 
     /// `size` bytes of device memory, zero-filled.
-    pub(super) fn alloc_zeroed(&self, size: usize) -> Result<u64, Error> {
+    pub fn alloc_zeroed(&self, size: usize) -> Result<u64, Error> {
         // The zero-fill writes whole 32-bit words.
         let bytes = size
             .max(1)
             .checked_next_multiple_of(4)
             .ok_or(Error::TooLarge(size))?;
-        let mut block = self
-            .allocate(self.device_pool, bytes, false)
-            .map_err(|source| Error::OutOfMemory {
-                source,
-                total: self.total_mem,
+        let mut block =
+            allocate(self.hsa, self.agent, self.device_pool, bytes, false).map_err(|source| {
+                Error::OutOfMemory {
+                    source,
+                    total: self.total,
+                }
             })?;
         // Synchronous, so it is done before any later copy or launch.
         block.fill(0, bytes / 4)?;
@@ -54,8 +92,8 @@ impl AmdGpuDevice {
     }
 
     /// # Safety
-    /// `ptr` came from [`AmdGpuDevice::alloc_zeroed`] and is not used afterwards.
-    pub(super) unsafe fn free_memory(&self, ptr: u64) {
+    /// `ptr` came from [`Memory::alloc_zeroed`] and is not used afterwards.
+    pub unsafe fn free_memory(&self, ptr: u64) {
         // SAFETY: per the contract, a block given up by `alloc_zeroed`.
         unsafe { safe::free_raw(self.hsa, ptr as *mut u8) }
     }
@@ -63,7 +101,7 @@ impl AmdGpuDevice {
     /// Copies `size` bytes between device memory and the staging buffer with the GPU's copy engine, and waits.
     ///
     /// # Safety
-    /// One of `dst` and `src` is the staging buffer and the other `size` bytes of one allocation of this device;
+    /// One of `dst` and `src` is the staging buffer and the other `size` bytes of one allocation of this GPU;
     /// `size` is at most [`STAGING_BYTES`].
     unsafe fn engine_copy(
         &self,
@@ -77,7 +115,7 @@ impl AmdGpuDevice {
         // SAFETY: per the contract; this GPU can reach both buffers (the staging buffer by the access granted), and
         // both stay valid until the wait below says the copy is done.
         unsafe { safe::async_copy(self.hsa, self.agent, dst, src, size, &staging.signal) }?;
-        match self.wait(&staging.signal, false) {
+        match self.watcher.wait(&staging.signal, None) {
             Ok(()) => Ok(()),
             Err(Lost::Signal(value)) => Err(Error::CopyFailed { size, value }),
             Err(lost) => Err(Error::Lost(lost)),
@@ -98,7 +136,7 @@ impl AmdGpuDevice {
         let staging = match guard.take() {
             Some(s) => s,
             None => Staging {
-                buffer: self.allocate(self.host_pool, STAGING_BYTES, true)?,
+                buffer: allocate(self.hsa, self.agent, self.host_pool, STAGING_BYTES, true)?,
                 signal: OwnedSignal::new(self.hsa, 1)?,
             },
         };
@@ -113,13 +151,8 @@ impl AmdGpuDevice {
     }
 
     /// # Safety
-    /// `src` is readable for `size` bytes and `dst..dst+size` lies in one allocation of this device.
-    pub(super) unsafe fn copy_in(
-        &self,
-        dst: u64,
-        src: *const u8,
-        size: usize,
-    ) -> Result<(), Error> {
+    /// `src` is readable for `size` bytes and `dst..dst+size` lies in one allocation of this GPU.
+    pub unsafe fn copy_in(&self, dst: u64, src: *const u8, size: usize) -> Result<(), Error> {
         self.staged(size, |staging, done, n| {
             // SAFETY: per the contract `src..src+size` is readable; the staging buffer holds STAGING_BYTES and is
             // ours while the mutex is held (the previous chunk's copy has completed).
@@ -131,8 +164,8 @@ impl AmdGpuDevice {
     }
 
     /// # Safety
-    /// `dst` is writable for `size` bytes and `src..src+size` lies in one allocation of this device.
-    pub(super) unsafe fn copy_out(&self, dst: *mut u8, src: u64, size: usize) -> Result<(), Error> {
+    /// `dst` is writable for `size` bytes and `src..src+size` lies in one allocation of this GPU.
+    pub unsafe fn copy_out(&self, dst: *mut u8, src: u64, size: usize) -> Result<(), Error> {
         self.staged(size, |staging, done, n| {
             let from = (src as usize + done) as *const u8;
             // SAFETY: `from..from+n` lies in the caller's device allocation; `n` fits the staging buffer.

@@ -10,16 +10,21 @@
 //! - [`safe`]: owners of what the runtime makes (signals, queues, pool blocks, code object readers, executables)
 //!   that release it on drop;
 //! - the plugin, on the safe layer only, by concern: [`library`] (loading the runtime), [`discovery`] (agents,
-//!   memory pools, opening a device), [`memory`] (allocation and staged copies), [`image`] (code objects and
-//!   kernel symbols), [`kernargs`] (the kernel-argument block), [`dispatch`] (launch checks, the dispatch packet,
-//!   the queue) and [`failure`] (traps, faults, and waiting while watching for them), with its errors in
-//!   [`error`];
+//!   memory pools, what a GPU is), [`device`] (a GPU opened as a device, composed of the parts that follow),
+//!   [`memory`] (allocation and staged copies), [`image`] (code objects and kernel symbols), [`kernargs`] (the
+//!   kernel-argument buffer), [`dispatch`] (launch checks, the dispatch packet, the queue) and [`failure`] (traps,
+//!   faults, and waiting while watching for them), with its errors in [`error`];
 //! - this file: the device trait's implementation, the only place the plugin's errors become the trait's.
+//!
+//! Imports point one way, down this list: this file; `library` and `device`; `discovery`; `dispatch`; `kernargs`;
+//! `memory`; `image` and `failure`; `error`; `safe`; `result`; `sys`. For the tests, `fake` (a fake HSA runtime)
+//! names `sys` only, and `tests` (the plugin against it), which only this file declares, names what it needs.
 //!
 //! One device per GPU agent: one AQL queue (launches are serialised on it and each waits for its completion
 //! signal), device memory from the GPU's coarse-grained pool, and host memory the GPU can reach for kernel
 //! arguments and for a staging buffer that copies go through.
 
+mod device;
 mod discovery;
 mod dispatch;
 mod error;
@@ -33,8 +38,10 @@ mod memory;
 mod result;
 mod safe;
 mod sys;
+#[cfg(test)]
+mod tests;
 
-use self::discovery::AmdGpuDevice;
+use self::device::AmdGpuDevice;
 use self::dispatch::LaunchError;
 use self::error::Error;
 use self::image::AmdGpuImage;
@@ -119,12 +126,12 @@ impl Device for AmdGpuDevice {
         let load = |reason: String| PluginError::Load { reason };
         let bytes =
             image::code_object(image.format, image.bytes).map_err(|e| load(e.to_string()))?;
-        let loaded = self.load(bytes).map_err(|e| load(self.on(e)))?;
+        let loaded = self.images.load(bytes).map_err(|e| load(self.on(e)))?;
         Ok(Box::new(loaded))
     }
 
     fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
-        self.alloc_zeroed(size).map_err(|e| match e {
+        self.memory.alloc_zeroed(size).map_err(|e| match e {
             Error::OutOfMemory { .. } => PluginError::OutOfMemory {
                 bytes: size,
                 detail: self.on(e),
@@ -138,7 +145,7 @@ impl Device for AmdGpuDevice {
 
     unsafe fn free(&self, ptr: DevicePtr) {
         // SAFETY: per the trait's contract, `ptr` came from `alloc` of this device.
-        unsafe { self.free_memory(ptr) }
+        unsafe { self.memory.free_memory(ptr) }
     }
 
     unsafe fn copy_to_device(
@@ -148,7 +155,7 @@ impl Device for AmdGpuDevice {
         size: usize,
     ) -> Result<(), PluginError> {
         // SAFETY: the trait's contract is `copy_in`'s.
-        unsafe { self.copy_in(dst, src, size) }.map_err(|e| self.transfer(true, size, e))
+        unsafe { self.memory.copy_in(dst, src, size) }.map_err(|e| self.transfer(true, size, e))
     }
 
     unsafe fn copy_from_device(
@@ -158,7 +165,7 @@ impl Device for AmdGpuDevice {
         size: usize,
     ) -> Result<(), PluginError> {
         // SAFETY: the trait's contract is `copy_out`'s.
-        unsafe { self.copy_out(dst, src, size) }.map_err(|e| self.transfer(false, size, e))
+        unsafe { self.memory.copy_out(dst, src, size) }.map_err(|e| self.transfer(false, size, e))
     }
 
     unsafe fn launch(
@@ -172,16 +179,25 @@ impl Device for AmdGpuDevice {
             num_threads,
             team_shared,
         } = params;
-        // SAFETY: per the trait's contract the arguments match the kernel's parameters.
-        unsafe { self.run(kernel.0, args, num_teams, num_threads, team_shared) }.map_err(
-            |e| match e {
-                LaunchError::Refused(e) => PluginError::Launch { reason: self.on(e) },
-                // The GPU failed: the device is lost.
-                LaunchError::Lost(lost) => PluginError::Trap {
-                    message: lost.to_string(),
-                },
+        // SAFETY: per the trait's contract the arguments match the kernel's parameters; the queue is this GPU's,
+        // and only its dispatcher launches on it.
+        unsafe {
+            self.dispatch.run(
+                &self.queue,
+                kernel.0,
+                args,
+                num_teams,
+                num_threads,
+                team_shared,
+            )
+        }
+        .map_err(|e| match e {
+            LaunchError::Refused(e) => PluginError::Launch { reason: self.on(e) },
+            // The GPU failed: the device is lost.
+            LaunchError::Lost(lost) => PluginError::Trap {
+                message: lost.to_string(),
             },
-        )
+        })
     }
 }
 
@@ -210,45 +226,5 @@ impl LoadedImageOps for AmdGpuImage {
                 symbol: symbol.to_string_lossy().into_owned(),
                 reason: e.to_string(),
             })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    #[cfg_attr(miri, ignore = "Miri cannot dlopen")]
-    fn without_rocm_discovery_says_why_and_does_not_panic() {
-        match AmdGpu.discover() {
-            Ok(found) => {
-                eprintln!(
-                    "note: this machine has {} AMD GPU(s); the no-ROCm case is not checked",
-                    found.devices.len()
-                );
-            }
-            Err(why) => {
-                let why = why.to_string();
-                eprintln!("amdgpu: {why}");
-                // SAFETY: opens the library by name only.
-                let present = library::LIBRARY_NAMES
-                    .iter()
-                    .any(|n| unsafe { libloading::Library::new(*n) }.is_ok());
-                if !present {
-                    assert!(
-                        why.starts_with("libhsa-runtime64.so.1 not found: ROCm is not installed"),
-                        "{why}"
-                    );
-                }
-                // A second discovery gives the same answer (the runtime is loaded once).
-                assert_eq!(AmdGpu.discover().err().map(|e| e.to_string()), Some(why));
-            }
-        }
-    }
-
-    #[test]
-    fn gpus_come_before_the_host_elf_devices() {
-        let names: Vec<_> = super::super::all().iter().map(|p| p.name()).collect();
-        assert_eq!(names, ["cuda", "amdgpu", "host-elf"]);
     }
 }
