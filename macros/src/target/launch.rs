@@ -1,0 +1,99 @@
+//! How a region call launches: its geometry, its host fallback (on teams of host threads for a parallel region), and
+//! the runtime call that picks a device or falls back.
+
+use offload_model::region::Region;
+use proc_macro2::TokenStream;
+use quote::{quote, ToTokens};
+use syn::Ident;
+
+/// The `Launch` value: device, `if`, construct and geometry clauses.
+pub fn geometry(region: &Region) -> TokenStream {
+    let count = |e: &Option<syn::Expr>| match e {
+        Some(e) => quote!(::core::option::Option::Some(::offload::__private::count(#e))),
+        None => quote!(::core::option::Option::None),
+    };
+    let (spmd, work_shared, one_team) = (region.spmd, region.work_shared, region.one_team);
+    let one: syn::Expr = syn::parse_quote!(1u32);
+    let num_teams = count(&if one_team {
+        Some(one)
+    } else {
+        region.num_teams.clone()
+    });
+    let thread_limit = count(&region.thread_limit);
+    quote!(::offload::__private::Launch {
+        device: __offload_device, cond: __offload_if,
+        spmd: #spmd, work_shared: #work_shared, one_team: #one_team, num_teams: #num_teams,
+        thread_limit: #thread_limit
+    })
+}
+
+/// `let _ = &x;` for the parameters only clauses use (`device(dev)`), which are used as far as the user is concerned.
+pub fn clause_touches(region: &Region, idents: &[&Ident]) -> Vec<TokenStream> {
+    let mut clause_idents = std::collections::BTreeSet::new();
+    for e in region
+        .device
+        .iter()
+        .chain(&region.if_cond)
+        .chain(&region.num_teams)
+        .chain(&region.thread_limit)
+    {
+        offload_model::worksharing::collect_idents(e.to_token_stream(), &mut clause_idents);
+    }
+    for s in region.params.iter().filter_map(|p| p.section.as_ref()) {
+        for e in s.lo.iter().chain(&s.hi) {
+            offload_model::worksharing::collect_idents(e.to_token_stream(), &mut clause_idents);
+        }
+    }
+    idents
+        .iter()
+        .filter(|i| clause_idents.contains(&i.to_string()))
+        .map(|i| quote!(let _ = &#i;))
+        .collect()
+}
+
+/// The runtime call that runs the region on a device or falls back to `call_host` (the lowered body; on teams of
+/// host threads for a parallel region).
+pub fn launch(region: &Region, call_host: &TokenStream, slot_ty: &TokenStream) -> TokenStream {
+    // A parallel region's host fallback runs the body on teams of host threads too. Only shared data (atomics for
+    // writes) reaches such a body in safe code, so sharing the call across threads is sound.
+    let reduce = match region.reduce_op() {
+        Some(op) => quote!(::core::option::Option::Some(
+            ::offload::__private::fold::<#op, #slot_ty> as fn(#slot_ty, &[#slot_ty]) -> #slot_ty
+        )),
+        None => quote!(::core::option::Option::None),
+    };
+    let fallback = if let Some(op) = region.reduce_op() {
+        quote!(move || {
+            let __offload_body = unsafe { ::offload::__private::AssertSync::new(move || #call_host) };
+            match ::offload::__private::run_fallback_reduce::<#op, #slot_ty>(
+                __offload_launch, &|| ::core::convert::Into::into(__offload_body.call())
+            ) {
+                ::core::result::Result::Ok(r) => r,
+                ::core::result::Result::Err(m) => ::core::panic!("{}", m),
+            }
+        })
+    } else if region.spmd || region.work_shared {
+        quote!(move || {
+            let __offload_body = unsafe { ::offload::__private::AssertSync::new(move || #call_host) };
+            match ::offload::__private::run_fallback(__offload_launch, &|| __offload_body.call()) {
+                ::core::result::Result::Ok(r) => r,
+                ::core::result::Result::Err(m) => ::core::panic!("{}", m),
+            }
+        })
+    } else {
+        quote!(move || #call_host)
+    };
+    // A region taking device memory runs on its device, or on the host when the memory is the initial device's
+    // (host memory, as clang does); never in a fallback otherwise, since the host cannot reach a device's memory.
+    if region.needs_device() {
+        quote!(::offload::__private::target_device_memory(
+            &__OFFLOAD_REGION, __offload_launch, &__offload_maps, __offload_ret,
+            #reduce, #fallback,
+        ))
+    } else {
+        quote!(::offload::__private::target(
+            &__OFFLOAD_REGION, __offload_launch, &__offload_maps, __offload_ret,
+            #reduce, #fallback,
+        ))
+    }
+}

@@ -1,0 +1,192 @@
+//! What each parameter becomes on the host side of a call: a raw pointer taken once (the map list and the fallback
+//! both derive from it, so neither holds a borrow the other would invalidate), the fallback's argument (a view per
+//! thread for a parallel `&mut`), the trait checks its type needs, and its entries in the map list.
+
+use offload_model::lower::{view_kind, ViewKind};
+use offload_model::region::{KernelArg, ParamKind, Region};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+
+/// The per-parameter statements of a region call.
+pub struct Params {
+    /// `let __offload_ptr_x = ptr::from_mut(x);`, ..
+    pub raw: Vec<TokenStream>,
+    /// Compile-time checks of the by-value and return types.
+    pub checks: Vec<TokenStream>,
+    /// The host fallback's arguments, in order.
+    pub fallback_args: Vec<TokenStream>,
+}
+
+pub fn params(region: &Region) -> Params {
+    // Raw pointers to every reference parameter: the map list and the fallback both derive from them, so neither
+    // holds a borrow the other would invalidate.
+    let mut raw = Vec::new();
+    let mut checks = Vec::new();
+    let mut fallback_args = Vec::new();
+    for p in &region.params {
+        let id = &p.ident;
+        let ptr = format_ident!("__offload_ptr_{}", id);
+        match &p.kind {
+            kind @ ParamKind::Slice { .. } if view_kind(region, kind).is_some() => {
+                // Each thread of the fallback gets its own view of the slice (see `offload_model::view`).
+                raw.push(quote!(let #ptr = ::core::ptr::from_mut(#id);));
+                let view = match view_kind(region, kind) {
+                    Some(ViewKind::Checked) => quote!(View),
+                    _ => quote!(UnsafeView),
+                };
+                let elem = offload_model::lower::view_elem(p);
+                fallback_args.push(quote_spanned!(Span::mixed_site()=>
+                    // SAFETY: the parameter's borrow lasts the whole call; every thread gets its own view.
+                    unsafe { ::offload::__view::#view::<#elem>::new(#ptr as *mut #elem, #ptr.len()) }
+                ));
+            }
+            ParamKind::Slice { mutable, .. } | ParamKind::Ref { mutable, .. } => {
+                // `DeviceCopy` is checked by the map-list constructors below, spanned at this type.
+                if *mutable {
+                    raw.push(quote!(let #ptr = ::core::ptr::from_mut(#id);));
+                    fallback_args.push(quote!(&mut *#ptr));
+                } else {
+                    raw.push(quote!(let #ptr = ::core::ptr::from_ref(#id);));
+                    fallback_args.push(quote!(&*#ptr));
+                }
+            }
+            ParamKind::Value => {
+                let ty = &p.ty;
+                checks.push(
+                    quote_spanned!(ty.span()=> ::offload::__private::assert_firstprivate::<#ty>();),
+                );
+                fallback_args.push(quote!(#id));
+            }
+            // Device memory: the host fallback runs only when it is the initial device's, which is host memory.
+            ParamKind::DevicePtr => fallback_args.push(quote!(#id)),
+            kind @ ParamKind::DeviceBuffer { mutable } => {
+                let elem = offload_model::lower::view_elem(p);
+                if *mutable {
+                    raw.push(quote!(let #ptr = ::core::ptr::from_mut(#id);));
+                } else {
+                    raw.push(quote!(let #ptr = ::core::ptr::from_ref(#id);));
+                }
+                fallback_args.push(match view_kind(region, kind) {
+                    Some(v) => {
+                        let view = match v {
+                            ViewKind::Checked => quote!(View),
+                            ViewKind::Unchecked => quote!(UnsafeView),
+                        };
+                        quote_spanned!(Span::mixed_site()=>
+                            // SAFETY: host memory (the fallback runs for the initial device's buffers only), borrowed
+                            // for the whole call; every thread gets its own view.
+                            unsafe {
+                                ::offload::__view::#view::<#elem>::new(
+                                    (*#ptr).as_device_ptr().as_ptr(), (*#ptr).len())
+                            }
+                        )
+                    }
+                    // SAFETY: as above; one thread.
+                    None if *mutable => quote_spanned!(Span::mixed_site()=>
+                        unsafe { ::offload::__private::host_slice_mut(&mut *#ptr) }
+                    ),
+                    None => quote_spanned!(Span::mixed_site()=>
+                        unsafe { ::offload::__private::host_slice(&*#ptr) }
+                    ),
+                });
+            }
+        }
+    }
+
+    if let Some(t) = &region.ret {
+        // The kernel entry writes a typed `R` into the return slot, so any by-value type may come back (several
+        // reduction variables: a tuple of such types, crossing as a `#[repr(C)]` tuple).
+        match t {
+            syn::Type::Tuple(tuple) => {
+                for e in &tuple.elems {
+                    checks.push(
+                        quote_spanned!(e.span()=> ::offload::__private::assert_firstprivate::<#e>();),
+                    );
+                }
+            }
+            t => checks.push(
+                quote_spanned!(t.span()=> ::offload::__private::assert_firstprivate::<#t>();),
+            ),
+        }
+        if !region.reductions.is_empty() {
+            // Each thread passes its partial through team-shared memory.
+            checks.push(quote_spanned!(t.span()=>
+                const _: () = ::core::assert!(
+                    ::core::mem::size_of::<#t>() <= ::offload::__reduce::MAX_BYTES,
+                    "a reduction value is at most 512 bytes (an array of 128 `u32`s)"
+                );
+            ));
+        }
+    }
+    Params {
+        raw,
+        checks,
+        fallback_args,
+    }
+}
+
+/// The map list, one entry per kernel argument in the order the outliner's entry unpacks them.
+pub fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<TokenStream> {
+    region.kernel_args().into_iter().map(|arg| match arg {
+        KernelArg::SlicePtr(p) => {
+            let ptr = format_ident!("__offload_ptr_{}", p.ident);
+            let bits = p.map.as_ref().map_or(0, |m| m.bits());
+            let ParamKind::Slice { elem, .. } = &p.kind else { unreachable!("a slice parameter") };
+            match &p.section {
+                Some(_) => {
+                    let (lo, hi) = (format_ident!("__offload_lo_{}", p.ident), format_ident!("__offload_hi_{}", p.ident));
+                    quote_spanned!(elem.span()=> ::offload::__private::MapArg::section::<#elem>(#ptr, #lo, #hi, #bits))
+                }
+                None => quote_spanned!(elem.span()=> ::offload::__private::MapArg::slice::<#elem>(#ptr, #bits)),
+            }
+        }
+        KernelArg::SliceLen(p) => {
+            let ptr = format_ident!("__offload_ptr_{}", p.ident);
+            quote!(::offload::__private::MapArg::literal(#ptr.len() as u64))
+        }
+        KernelArg::RefPtr(p) => {
+            let ptr = format_ident!("__offload_ptr_{}", p.ident);
+            let bits = p.map.as_ref().map_or(0, |m| m.bits());
+            let ParamKind::Ref { ty, .. } = &p.kind else { unreachable!("a reference parameter") };
+            quote_spanned!(ty.span()=> ::offload::__private::MapArg::object::<#ty>(#ptr, #bits))
+        }
+        KernelArg::Value(p) => {
+            let id = &p.ident;
+            quote!(::offload::__private::MapArg::value(&#id))
+        }
+        KernelArg::Return if !region.reductions.is_empty() => quote!(::offload::__private::MapArg::reduction::<#slot_ty>()),
+        KernelArg::Return => quote!(::offload::__private::MapArg::ret(__offload_ret)),
+        KernelArg::DevicePtr(p) => {
+            let id = &p.ident;
+            quote!(::offload::__private::MapArg::device_ptr(#id))
+        }
+        KernelArg::BufferPtr(p) => {
+            let ptr = format_ident!("__offload_ptr_{}", p.ident);
+            quote!(::offload::__private::MapArg::device_ptr((*#ptr).as_device_ptr()))
+        }
+        KernelArg::BufferLen(p) => {
+            let ptr = format_ident!("__offload_ptr_{}", p.ident);
+            quote!(::offload::__private::MapArg::literal((*#ptr).len() as u64))
+        }
+    }).collect()
+}
+
+/// `let __offload_lo_x: usize = ..; let __offload_hi_x ..` for the mapped sections, evaluated before the raw pointers
+/// are taken.
+pub fn section_bounds(region: &Region) -> Vec<TokenStream> {
+    region
+        .params
+        .iter()
+        .filter_map(|p| {
+            let s = p.section.as_ref()?;
+            let id = &p.ident;
+            let (lo, hi) = s.bounds(quote!(#id.len()));
+            let (l, h) = (
+                format_ident!("__offload_lo_{}", id),
+                format_ident!("__offload_hi_{}", id),
+            );
+            Some(quote!(let #l: usize = #lo; let #h: usize = #hi;))
+        })
+        .collect()
+}
