@@ -8,21 +8,37 @@ macro_rules! float_math {
     ($(via $via:path)?) => {
         /// A float `f32` or `f64`, for the free math functions.
         pub trait Float: Copy {
+            /// The square root.
             fn sqrt(self) -> Self;
+            /// `e` to the power `self`.
             fn exp(self) -> Self;
+            /// The natural logarithm.
             fn ln(self) -> Self;
+            /// The base-2 logarithm.
             fn log2(self) -> Self;
+            /// The sine (radians).
             fn sin(self) -> Self;
+            /// The cosine (radians).
             fn cos(self) -> Self;
+            /// The tangent (radians).
             fn tan(self) -> Self;
+            /// The hyperbolic tangent.
             fn tanh(self) -> Self;
+            /// `self` to the float power `n`.
             fn powf(self, n: Self) -> Self;
+            /// `self` to the integer power `n`.
             fn powi(self, n: i32) -> Self;
+            /// `self * a + b` with one rounding.
             fn mul_add(self, a: Self, b: Self) -> Self;
+            /// The absolute value.
             fn abs(self) -> Self;
+            /// The largest integer at most `self`.
             fn floor(self) -> Self;
+            /// The smallest integer at least `self`.
             fn ceil(self) -> Self;
+            /// The smaller of the two (the other one if either is NaN).
             fn min(self, other: Self) -> Self;
+            /// The larger of the two (the other one if either is NaN).
             fn max(self, other: Self) -> Self;
         }
         $crate::__float_impl!(f32 $(via $via)?);

@@ -1,7 +1,8 @@
 //! Reduction operators, shared by device images and the host: each is a type implementing [`ReduceOp<T>`] for the
 //! `T`s it applies to, so `reduction(&: x)` on an `f32` is a compile error rather than a wrong answer.
 
-/// An operator of `reduction(op: var)`: its identity (what private copies start at) and how two values combine.
+/// A reduction operator gives its identity (what private copies start at) and how two values combine. The built-in
+/// ones implement it for the types they apply to, so an operator that does not fit the type is a compile error.
 #[diagnostic::on_unimplemented(
     message = "`reduction` with this operator does not apply to `{T}`",
     label = "the reduction variable's type",
@@ -9,7 +10,9 @@
             `bool`; arrays of these reduce element by element"
 )]
 pub trait ReduceOp<T> {
+    /// The value every private copy starts at: `combine(identity(), x)` is `x`.
     fn identity() -> T;
+    /// Combines two partial results. Partials are grouped by team, thread and lane, so it should be associative.
     fn combine(a: T, b: T) -> T;
 }
 

@@ -5,6 +5,52 @@
 //! consts and `#[repr(C)]` types that regions use are marked `#[declare_target]`. The package's `build.rs` is
 //! `fn main() { offload_build::build(); }`.
 //!
+//! ```
+//! use offload::{declare_target, target};
+//!
+//! #[declare_target]
+//! fn fma(a: f32, x: f32, y: f32) -> f32 {
+//!     a * x + y
+//! }
+//!
+//! #[target(map(to: x), map(tofrom: y))]
+//! fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
+//!     for i in 0..y.len() {
+//!         y[i] = fma(a, x[i], y[i]);
+//!     }
+//! }
+//!
+//! fn main() {
+//!     let x = vec![1.0f32; 1 << 16];
+//!     let mut y = vec![2.0f32; 1 << 16];
+//!     saxpy(2.0, &x, &mut y); // the default device; the host if no device can take it
+//!     assert!(y.iter().all(|&v| v == 4.0));
+//!     // The same, returning a device failure as `Err` instead of panicking.
+//!     try_saxpy(2.0, &x, &mut y).expect("saxpy failed");
+//!     assert!(y.iter().all(|&v| v == 6.0));
+//! }
+//! ```
+//!
+//! The examples in these docs run as doctests, which have no build script and so no device image: their regions
+//! run on the host, with the same results. In a package whose `build.rs` builds images they run on the device
+//! (`OFFLOAD_INFO=1` prints where each launch ran). Examples that keep data on a device or pass device memory make
+//! the host their default device first, in a hidden line: a region whose data is present on a device never falls
+//! back to the host, and one taking device memory runs only on that memory's device.
+//!
+//! # The API
+//!
+//! - [`#[target]`](macro@target) makes a region (clauses for mapping, devices, parallel loops, reductions, teams);
+//!   [`#[declare_target]`](macro@declare_target) makes what it uses available on devices.
+//! - [`target_data!`], [`target_enter_data!`], [`target_exit_data!`] and [`target_update!`] keep data on a device
+//!   across regions, as OpenMP's data constructs do.
+//! - [`DeviceBuffer`], [`DevicePtr`] and OpenMP's device memory routines ([`omp_target_alloc`], ..) manage device
+//!   memory directly.
+//! - [`omp_get_num_devices`], [`omp_get_default_device`] and the other routines query and choose devices;
+//!   [`omp_get_team_num`], [`omp_get_thread_num`], [`barrier`] and [`team_shared`] serve parallel regions.
+//! - [`DeviceCopy`] and [`Firstprivate`] say which types may cross into a region; [`ReduceOp`] defines a
+//!   reduction operator; [`Error`] says why a region or call failed.
+//! - Float math as functions ([`sqrt`], [`powi`], ..) that read the same in region and host code.
+//!
 //! # Inside the runtime
 //!
 //! The crate is built in layers, libomptarget's, each a module named for what it holds. A module uses only modules of
@@ -30,6 +76,8 @@
 //! So the rule is `api` -> `region` -> `device` -> `plugin` -> `host` -> `registry` -> `observe` -> `env`. This
 //! file only declares the layers and re-exports the public API.
 
+#![warn(missing_docs)]
+
 mod api;
 mod device;
 mod env;
@@ -44,6 +92,7 @@ pub use api::math::*;
 pub use api::routines::*;
 pub use api::team::*;
 pub use device::{inventory, PluginReport};
+/// Loop shares and reduction setup that a parallel region's lowered body calls (expansion plumbing).
 #[doc(hidden)]
 pub use host::{
     reduce_init as __reduce_init, share as __share, share_chunks as __share_chunks,
@@ -53,11 +102,59 @@ pub use offload_macros::{
     declare_target, target, target_data, target_enter_data, target_exit_data, target_update,
 };
 pub use offload_model::abi::SharedAtomic;
+/// The loop drivers a work-shared loop is lowered to (expansion plumbing).
 #[doc(hidden)]
 pub use offload_model::lanes as __lanes;
+/// The reduction operators and tuples the `reduction` clause expands to (expansion plumbing).
 #[doc(hidden)]
 pub use offload_model::reduce as __reduce;
+/// An operator of `reduction(op: var)`: built in (`+ * min max & | ^ && ||`), or your own (OpenMP's
+/// `declare reduction`), a `#[declare_target]` unit struct implementing this trait for a `#[declare_target]` type
+/// and named in the clause as the built-in ones are: `reduction(Span: r)`.
+///
+/// ```
+/// use offload::{declare_target, target, ReduceOp};
+///
+/// #[declare_target]
+/// #[repr(C)]
+/// #[derive(Clone, Copy, Debug, PartialEq)]
+/// pub struct Range {
+///     lo: f64,
+///     hi: f64,
+/// }
+///
+/// /// The smallest range holding both.
+/// #[declare_target]
+/// #[repr(C)]
+/// pub struct Span;
+///
+/// #[declare_target]
+/// impl ReduceOp<Range> for Span {
+///     fn identity() -> Range {
+///         Range { lo: f64::INFINITY, hi: f64::NEG_INFINITY }
+///     }
+///     fn combine(a: Range, b: Range) -> Range {
+///         Range { lo: a.lo.min(b.lo), hi: a.hi.max(b.hi) }
+///     }
+/// }
+///
+/// #[target(teams_distribute_parallel_for, num_teams(4), reduction(Span: r))]
+/// fn range_of(x: &[f64]) -> Range {
+///     let mut r = Range { lo: 0.0, hi: 0.0 };
+///     for i in 0..x.len() {
+///         r.lo = r.lo.min(x[i]);
+///         r.hi = r.hi.max(x[i]);
+///     }
+///     r
+/// }
+///
+/// fn main() {
+///     let x: Vec<f64> = (0..1000).map(|i| (i % 37) as f64 - 10.0).collect();
+///     assert_eq!(range_of(&x), Range { lo: -10.0, hi: 26.0 });
+/// }
+/// ```
 pub use offload_model::reduce::ReduceOp;
+/// The per-thread views a `&mut [T]` parameter becomes in a parallel body (expansion plumbing).
 #[doc(hidden)]
 pub use offload_model::view as __view;
 pub use plugin::DeviceDescription;
@@ -107,6 +204,7 @@ pub mod __private {
     }
     pub use crate::region::types::{assert_device_copy, assert_firstprivate, count, DeviceNum};
     pub use crate::registry::{OFFLOAD_ENTRIES, OFFLOAD_IMAGES};
+    /// The crate behind the tables: the expansion adds each region's entry to `OFFLOAD_ENTRIES` with it.
     pub use linkme;
     pub use offload_model::fatbin::{DeviceImageRecord, ImageFormat, OffloadEntry};
     pub use offload_model::identity::{mangle, mangled_len};

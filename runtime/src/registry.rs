@@ -10,9 +10,11 @@ use offload_model::fatbin::{DeviceImageRecord, ImageFormat, OffloadEntry, Record
 use std::ffi::CStr;
 use std::sync::OnceLock;
 
+/// One offload entry per `#[target]` region of the program, which the macro's expansion adds.
 #[distributed_slice]
 pub static OFFLOAD_ENTRIES: [OffloadEntry];
 
+/// One record per device image embedded in the program, which build support links in.
 #[distributed_slice]
 pub static OFFLOAD_IMAGES: [DeviceImageRecord];
 

@@ -9,6 +9,39 @@ use crate::region::{DeviceCopy, DevicePtr, Error};
 use std::mem::size_of;
 
 /// `len` `T`s of device memory on one device, zero-filled, freed on drop. On the initial device it is host memory.
+///
+/// A region may take `&DeviceBuffer<T>` or `&mut DeviceBuffer<T>`: the memory is passed as is (OpenMP's
+/// `is_device_ptr`; the region's body sees a slice), nothing is mapped or copied, and the region runs on the
+/// buffer's device or fails with [`Error::DeviceRequired`]: the host cannot reach another device's memory, so there
+/// is no host fallback (a buffer of the initial device is the host's, and its regions run on the host). Data moves
+/// in and out only through the copy methods.
+///
+/// ```
+/// use offload::{omp_get_default_device, target, DeviceBuffer};
+///
+/// #[target(teams_distribute_parallel_for)]
+/// fn square(buf: &mut DeviceBuffer<i64>) {
+///     for i in 0..buf.len() {
+///         buf[i] *= buf[i];
+///     }
+/// }
+///
+/// fn main() -> Result<(), offload::Error> {
+/// # // A doctest has no device image, and a region taking device memory runs only on the memory's device.
+/// # offload::omp_set_default_device(offload::omp_get_initial_device());
+///     let dev = omp_get_default_device();
+///     let mut buf = DeviceBuffer::from_slice(&[1i64, 2, 3], dev)?;
+///     square(&mut buf);
+///     try_square(&mut buf)?;
+///     assert_eq!(buf.to_vec()?, [1, 16, 81]);
+///
+///     let mut out = [0i64; 3];
+///     buf.copy_to_host(&mut out)?;
+///     buf.copy_from_host(&[4, 5, 6])?;
+///     assert_eq!((out, buf.to_vec()?), ([1, 16, 81], vec![4, 5, 6]));
+///     Ok(())
+/// }
+/// ```
 pub struct DeviceBuffer<T: DeviceCopy> {
     ptr: DevicePtr<T>,
     len: usize,
@@ -134,18 +167,22 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         Ok(b)
     }
 
+    /// The number of elements.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the buffer has no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The device number holding the memory (the initial device's number for host memory).
     pub fn device(&self) -> i32 {
         self.ptr.device()
     }
 
+    /// The buffer's device address, to pass to a region taking a [`DevicePtr`]; valid while the buffer lives.
     pub fn as_device_ptr(&self) -> DevicePtr<T> {
         self.ptr
     }

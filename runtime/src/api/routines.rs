@@ -8,6 +8,18 @@ use std::ffi::c_void;
 pub use crate::device::OMP_INITIAL_DEVICE;
 
 /// Number of offload devices (0 under `OMP_TARGET_OFFLOAD=DISABLED`).
+///
+/// Devices are numbered `0..omp_get_num_devices()` (NVIDIA GPUs, then AMD GPUs, then host-elf devices); the host,
+/// the initial device, is number `omp_get_num_devices()`.
+///
+/// ```
+/// use offload::{omp_get_default_device, omp_get_initial_device, omp_get_num_devices};
+///
+/// let n = omp_get_num_devices();
+/// assert_eq!(omp_get_initial_device(), n);
+/// // Regions without `device(..)` run on the default device (device 0 unless `OMP_DEFAULT_DEVICE` says otherwise).
+/// println!("{n} offload device(s); regions run on device {}", omp_get_default_device());
+/// ```
 pub fn omp_get_num_devices() -> i32 {
     devices().len() as i32
 }
@@ -17,7 +29,18 @@ pub fn omp_get_initial_device() -> i32 {
     initial_device()
 }
 
-/// The device regions without a `device` clause run on.
+/// The device regions without a `device` clause run on (and data constructs map on). Each thread's starts at
+/// `OMP_DEFAULT_DEVICE` (0 if unset, which is the host when there are no devices; the host under
+/// `OMP_TARGET_OFFLOAD=DISABLED`), and [`omp_set_default_device`] changes it for the calling thread.
+///
+/// ```
+/// use offload::{omp_get_default_device, omp_get_initial_device, omp_set_default_device};
+///
+/// let before = omp_get_default_device();
+/// omp_set_default_device(omp_get_initial_device()); // this thread's regions now run on the host
+/// assert_eq!(omp_get_default_device(), omp_get_initial_device());
+/// omp_set_default_device(before);
+/// ```
 pub fn omp_get_default_device() -> i32 {
     env::default_device()
 }
@@ -46,6 +69,28 @@ pub fn omp_target_is_present(ptr: *const c_void, device: i32) -> bool {
 
 /// Allocates `size` bytes of device memory (zero-filled on host-elf); null on failure. On the initial device this is
 /// host memory.
+///
+/// The memory is the caller's to free with [`omp_target_free`]; [`omp_target_memcpy`] moves data in and out, and
+/// [`DevicePtr::from_raw`](crate::DevicePtr::from_raw) passes it to regions. [`DeviceBuffer`](crate::DeviceBuffer)
+/// is the typed, owning way to do the same.
+///
+/// ```
+/// use offload::{omp_get_default_device, omp_get_initial_device, omp_target_alloc, omp_target_free, omp_target_memcpy};
+///
+/// let (dev, host) = (omp_get_default_device(), omp_get_initial_device());
+/// let data = [1.5f64, 2.5, 3.5];
+/// let bytes = size_of_val(&data);
+/// let p = omp_target_alloc(bytes, dev);
+/// assert!(!p.is_null());
+/// let mut back = [0.0f64; 3];
+/// // SAFETY: `p` holds `bytes` bytes of `dev`'s memory; `data` and `back` are host memory of that size.
+/// unsafe {
+///     assert_eq!(omp_target_memcpy(p, data.as_ptr().cast(), bytes, 0, 0, dev, host), 0);
+///     assert_eq!(omp_target_memcpy(back.as_mut_ptr().cast(), p, bytes, 0, 0, host, dev), 0);
+///     omp_target_free(p, dev);
+/// }
+/// assert_eq!(back, data);
+/// ```
 pub fn omp_target_alloc(size: usize, device: i32) -> *mut c_void {
     match device_or_host(device) {
         Ok(Some(d)) => {
@@ -60,6 +105,15 @@ pub fn omp_target_alloc(size: usize, device: i32) -> *mut c_void {
 }
 
 /// Frees memory from [`omp_target_alloc`] on the same device. Null is ignored.
+///
+/// ```
+/// use offload::{omp_get_default_device, omp_target_alloc, omp_target_free};
+///
+/// let dev = omp_get_default_device();
+/// let p = omp_target_alloc(1024, dev);
+/// // SAFETY: `p` came from `omp_target_alloc(_, dev)` and is not used again.
+/// unsafe { omp_target_free(p, dev) };
+/// ```
 ///
 /// # Safety
 /// `ptr` came from `omp_target_alloc(_, device)` and is not used afterwards.

@@ -27,6 +27,35 @@ pub fn omp_get_num_threads() -> i32 {
 /// runs the whole body: called anywhere else (a work-shared loop, a serial region, host code) it panics, which fails
 /// the region. If another thread of the team failed, or finished the region without reaching this barrier, it panics
 /// too, so the region fails instead of waiting forever.
+///
+/// Every thread of a team must reach the same barriers. Here each thread publishes a value, and after the barrier
+/// reads its neighbour's:
+///
+/// ```
+/// use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+/// use offload::{barrier, omp_get_num_threads, omp_get_team_num, omp_get_thread_num, target};
+///
+/// #[target(teams, parallel, num_teams(2), thread_limit(2))]
+/// fn neighbours(posted: &[AtomicU32], seen: &[AtomicU32]) -> i32 {
+///     // A team may get fewer threads than `thread_limit` asks: index by what it got.
+///     let (t, i, m) = (omp_get_team_num() as usize, omp_get_thread_num() as usize, omp_get_num_threads() as usize);
+///     posted[t * m + i].store((t * 10 + i) as u32, Relaxed);
+///     barrier(); // the team's writes before its reads
+///     seen[t * m + i].store(posted[t * m + (i + 1) % m].load(Relaxed), Relaxed);
+///     omp_get_num_threads()
+/// }
+///
+/// fn main() {
+///     let posted: Vec<AtomicU32> = (0..4).map(|_| AtomicU32::new(0)).collect();
+///     let seen: Vec<AtomicU32> = (0..4).map(|_| AtomicU32::new(0)).collect();
+///     let m = neighbours(&posted, &seen) as usize;
+///     for t in 0..2 {
+///         for i in 0..m {
+///             assert_eq!(seen[t * m + i].load(Relaxed), (t * 10 + (i + 1) % m) as u32);
+///         }
+///     }
+/// }
+/// ```
 #[track_caller]
 pub fn barrier() {
     host_barrier()
@@ -37,13 +66,31 @@ pub fn barrier() {
 /// Only `teams, parallel` regions have team-shared memory (48 KiB per team): anywhere else this panics, which fails
 /// the region.
 ///
-/// ```no_run
-/// # use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
-/// let first = offload::team_shared(4, |slots: &[AtomicU32]| {
-///     slots[offload::omp_get_thread_num() as usize].store(1, Relaxed);
-///     offload::barrier();
-///     slots[0].load(Relaxed)
-/// });
+/// Each team gets its own memory, so the teams here sum their threads' numbers independently:
+///
+/// ```
+/// use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+/// use offload::{barrier, omp_get_num_threads, omp_get_team_num, omp_get_thread_num, target, team_shared};
+///
+/// #[target(teams, parallel, num_teams(3), thread_limit(4))]
+/// fn team_sums(sums: &[AtomicU32]) -> i32 {
+///     let me = omp_get_thread_num() as u32;
+///     let total = team_shared(1, |acc: &[AtomicU32]| {
+///         acc[0].fetch_add(me, Relaxed); // the memory starts zeroed
+///         barrier(); // every thread of the team has added
+///         acc[0].load(Relaxed)
+///     });
+///     if me == 0 {
+///         sums[omp_get_team_num() as usize].store(total, Relaxed);
+///     }
+///     omp_get_num_threads()
+/// }
+///
+/// fn main() {
+///     let sums: Vec<AtomicU32> = (0..3).map(|_| AtomicU32::new(0)).collect();
+///     let m = team_sums(&sums) as u32; // threads per team, at most 4
+///     assert!(sums.iter().all(|s| s.load(Relaxed) == m * (m - 1) / 2));
+/// }
 /// ```
 #[track_caller]
 pub fn team_shared<T: offload_model::abi::SharedAtomic, R>(

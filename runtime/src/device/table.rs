@@ -114,9 +114,11 @@ fn discover() -> Vec<DeviceEntry> {
 /// One plugin as discovery finds it: its devices, or why it has none.
 #[derive(Clone, Debug)]
 pub struct PluginReport {
+    /// The plugin's name (`host-elf`, `cuda`, `amdgpu`).
     pub plugin: &'static str,
     /// (device number with every plugin enabled, description).
     pub devices: Vec<(i32, DeviceDescription)>,
+    /// Why the plugin has no devices (no driver, no runtime library, ..); `None` when it listed them (perhaps none).
     pub none_because: Option<String>,
 }
 

@@ -4,13 +4,19 @@
 /// Where and how a region asks to run: `device(..)`, `if(..)`, its construct, `num_teams`, `thread_limit`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Launch {
+    /// The `device(..)` clause's device number; `None`: the default device.
     pub device: Option<i32>,
+    /// The `if(..)` clause's value (`true` without one); `false` runs the region on the host.
     pub cond: bool,
+    /// `teams, parallel`: every thread of every team runs the whole body.
     pub spmd: bool,
+    /// A work-shared loop (`teams_distribute_parallel_for` and its kin): the threads share the loop's iterations.
     pub work_shared: bool,
     /// `parallel_for`: one team, with as many threads as a parallel team gets by default.
     pub one_team: bool,
+    /// The `num_teams(..)` clause's value, an upper bound.
     pub num_teams: Option<u32>,
+    /// The `thread_limit(..)` (or `num_threads(..)`) clause's value, an upper bound.
     pub thread_limit: Option<u32>,
 }
 

@@ -40,6 +40,7 @@ fn mapping_failed(construct: &str, dev: &DeviceEntry, e: MapError) -> ! {
 pub struct DataDevice(Option<&'static DeviceEntry>);
 
 impl DataDevice {
+    /// Chooses the device for `construct` from its `device(..)` and `if(..)` clauses, as a region chooses its own.
     #[track_caller]
     pub fn select(construct: &'static str, device: Option<i32>, cond: bool) -> Self {
         DataDevice(data_device(construct, device, cond))
@@ -112,6 +113,7 @@ pub struct MappedRef<'a, T: ?Sized> {
 }
 
 impl<'a, T: ?Sized + MapTarget> MappedRef<'a, T> {
+    /// Maps `data` (or its `section`) on `dev` with `map_type`, borrowing it until the guard drops.
     #[track_caller]
     pub fn enter(dev: DataDevice, data: &'a T, section: Section, map_type: u64) -> Self {
         MappedRef {
@@ -120,6 +122,7 @@ impl<'a, T: ?Sized + MapTarget> MappedRef<'a, T> {
         }
     }
 
+    /// The host data, borrowed from the guard.
     pub fn get(&self) -> &T {
         self.data
     }
@@ -148,6 +151,7 @@ pub struct ExclSrc<'a, T: ?Sized>(&'a mut T);
 /// `x.map_to()` on a source that is not a `&mut`: a shared borrow, so an immutable `let x` still maps `to`.
 /// Implemented for every type, the bound on the method: a source that is not one gets `MapSource`'s message.
 pub trait MapToShared {
+    /// Borrows the source shared, for a `map(to: x)` the block only reads.
     fn map_to(&self) -> SharedSrc<'_, <Self as MapSource>::Target>
     where
         Self: MapSource,
@@ -160,6 +164,7 @@ impl<S: ?Sized> MapToShared for S {}
 /// `x.map_write()`: [`MapSourceMut::map_mut`] for every type, the bound on the method, so a source that cannot be
 /// written gets `MapSourceMut`'s message rather than "method not found".
 pub trait MapWrite {
+    /// Borrows the source exclusively, for a map or update that writes the host copy.
     fn map_write(&mut self) -> &mut <Self as MapSource>::Target
     where
         Self: MapSourceMut,
@@ -172,6 +177,7 @@ impl<S: ?Sized> MapWrite for S {}
 /// `x.map_to()` on a `&mut` source: method resolution picks this one (its receiver is the `&mut` itself), and
 /// reborrowing a `&mut` needs no `let mut`, so the block may pass `x` on to `&mut` parameters.
 pub trait MapToExcl: MapSourceMut {
+    /// Borrows the `&mut` source exclusively, for a `map(to: x)` the block may write.
     fn map_to(&mut self) -> ExclSrc<'_, Self::Target> {
         ExclSrc(self.map_mut())
     }
@@ -180,7 +186,9 @@ impl<S: MapSourceMut + ?Sized> MapToExcl for S {}
 
 /// Enters a `map(to: x)` variable with the guard its borrow calls for.
 pub trait EnterTo<'a> {
+    /// [`MappedRef`] for a shared borrow, [`MappedMut`] for an exclusive one.
     type Guard;
+    /// Maps the borrowed source on `dev` and returns the guard that exits it.
     fn enter_to(self, dev: DataDevice, section: Section, map_type: u64) -> Self::Guard;
 }
 
@@ -209,6 +217,7 @@ pub struct MappedMut<'a, T: ?Sized> {
 }
 
 impl<'a, T: ?Sized + MapTarget> MappedMut<'a, T> {
+    /// Maps `data` (or its `section`) on `dev` with `map_type`, borrowing it exclusively until the guard drops.
     #[track_caller]
     pub fn enter(dev: DataDevice, data: &'a mut T, section: Section, map_type: u64) -> Self {
         let data: *mut T = data;
@@ -219,6 +228,7 @@ impl<'a, T: ?Sized + MapTarget> MappedMut<'a, T> {
         }
     }
 
+    /// The host data, borrowed exclusively from the guard.
     pub fn get_mut(&mut self) -> &mut T {
         // SAFETY: the guard holds the exclusive borrow; the runtime touches the data only at entry and exit.
         unsafe { &mut *self.data }
@@ -292,7 +302,9 @@ pub struct Mapped<V: MapOwner> {
 pub unsafe trait MapOwner {
     /// What `Mapped` derefs to: a slice, or the boxed value.
     type Target: ?Sized + MapTarget;
+    /// The owned storage.
     fn target(&self) -> &Self::Target;
+    /// The owned storage, mutably (never reallocated).
     fn target_mut(&mut self) -> &mut Self::Target;
 }
 
@@ -338,7 +350,9 @@ unsafe impl<T: DeviceCopy> MapOwner for Box<T> {
             `target_data!`"
 )]
 pub trait EnterData {
+    /// The buffer the [`Mapped`] will own.
     type Owner: MapOwner;
+    /// The buffer itself.
     fn into_owner(self) -> Self::Owner;
 }
 
@@ -367,7 +381,9 @@ pub fn enter_data<V: EnterData>(
     note = "`let m = target_enter_data!(map(to: v));` .. `let v = target_exit_data!(map(from: m));`"
 )]
 pub trait ExitData {
+    /// The buffer the exit returns.
     type Owner;
+    /// Exits with `map_type` on the entry's device (`device`, if given, must name it) and returns the buffer.
     fn exit_data(self, map_type: u64, device: Option<i32>) -> Self::Owner;
 }
 
@@ -511,7 +527,9 @@ impl<V: MapOwner> DerefMut for Mapped<V> {
             `T: offload::DeviceCopy` (numbers, arrays of them, `#[declare_target]` `#[repr(C)]` structs)"
 )]
 pub trait MapSource {
+    /// The data mapped: a slice, or a single value.
     type Target: ?Sized + MapTarget;
+    /// The data, borrowed shared.
     fn map_ref(&self) -> &Self::Target;
 }
 
@@ -523,13 +541,14 @@ pub trait MapSource {
             or updated `to`"
 )]
 pub trait MapSourceMut: MapSource {
+    /// The data, borrowed exclusively.
     fn map_mut(&mut self) -> &mut Self::Target;
 }
 
-/// What a source re-binds to: a slice or a single `DeviceCopy` value.
 /// A section `[lo, hi)` (`hi` `None`: to the end), or `None` for all of the data.
 pub type Section = Option<(usize, Option<usize>)>;
 
+/// What a source re-binds to: a slice or a single `DeviceCopy` value.
 pub trait MapTarget {
     /// The map-list entry for all of it, or for a section of a slice.
     fn map_arg(this: *const Self, section: Section, map_type: u64) -> MapArg;

@@ -25,8 +25,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 pub struct RegionInfo {
     /// The region's identity, `crate::module::function`.
     pub name: &'static str,
+    /// The source file of the `#[target]` function (`file!()`).
     pub file: &'static str,
+    /// Its line (`line!()`).
     pub line: u32,
+    /// Its offload entry in `OFFLOAD_ENTRIES`, by which devices look up its kernel.
     pub entry: &'static OffloadEntry,
 }
 

@@ -15,18 +15,25 @@ use std::mem::{align_of, size_of, MaybeUninit};
 /// literal carries its kernel argument in `literal`.
 #[derive(Clone, Copy, Debug)]
 pub struct MapArg {
+    /// The first byte mapped.
     pub begin: *mut u8,
+    /// The bytes mapped from `begin`.
     pub size: usize,
+    /// The map type: `offload_model::abi::map_type`'s bits (`TO`, `FROM`, `LITERAL`, modifiers).
     pub map_type: u64,
+    /// The start of the whole object (slice) the region addresses.
     pub base: *mut u8,
+    /// The whole object's bytes; for device memory passed as is, the device number holding it.
     pub base_size: usize,
     /// The element type's alignment: a device copy must honour it (a `#[repr(align(128))]` element in a block
     /// aligned only for 64 bytes would make a misaligned slice).
     pub align: usize,
+    /// A literal's kernel-argument bits (uninitialised for other entries).
     pub literal: Arg,
 }
 
 impl MapArg {
+    /// A literal kernel argument: `v` passed by value, nothing mapped.
     #[inline]
     pub fn literal(v: u64) -> Self {
         Self::literal_bits(Arg::new(v))
@@ -55,6 +62,7 @@ impl MapArg {
         map_type | implicit_from | (T::HOST_ATOMIC << HOST_ATOMIC_SHIFT)
     }
 
+    /// A whole slice, mapped with `map_type`.
     #[inline]
     pub fn slice<T: DeviceCopy>(p: *const [T], map_type: u64) -> Self {
         let size = size_of::<T>() * p.len();
@@ -96,6 +104,7 @@ impl MapArg {
         }
     }
 
+    /// One object (`&T`, `&mut T`), mapped with `map_type`.
     #[inline]
     pub fn object<T: DeviceCopy>(p: *const T, map_type: u64) -> Self {
         Self::raw_object(p, Self::with_atomics::<T>(map_type))

@@ -9,6 +9,36 @@ use std::marker::PhantomData;
 /// Every bit pattern of the type's size must be a valid value (a device can write any bytes back), and the type must
 /// hold no pointers and need no `Drop`. Integers, floats, integer atomics and arrays of them qualify;
 /// `#[declare_target]` implements it for `#[repr(C)]` structs whose fields all do.
+///
+/// Mapped data (`&[T]`, `&mut [T]`, `&T`, `&mut T` parameters, the data constructs' variables,
+/// [`DeviceBuffer<T>`](crate::DeviceBuffer)) needs `T: DeviceCopy`, because the runtime moves it as raw bytes.
+///
+/// ```
+/// use offload::{declare_target, target};
+///
+/// #[declare_target]
+/// #[repr(C)]
+/// #[derive(Clone, Copy, Debug, PartialEq)]
+/// pub struct Particle {
+///     pos: [f32; 3],
+///     vel: [f32; 3],
+/// }
+///
+/// #[target(map(tofrom: ps))]
+/// fn step(dt: f32, ps: &mut [Particle]) {
+///     for p in ps.iter_mut() {
+///         for k in 0..3 {
+///             p.pos[k] += dt * p.vel[k];
+///         }
+///     }
+/// }
+///
+/// fn main() {
+///     let mut ps = vec![Particle { pos: [0.0; 3], vel: [1.0, 2.0, 3.0] }; 8];
+///     step(0.5, &mut ps);
+///     assert_eq!(ps[7].pos, [0.5, 1.0, 1.5]);
+/// }
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not `offload::DeviceCopy`, so it cannot be copied to or from a device",
     label = "not plain data: device memory receives and returns raw bytes",
@@ -80,10 +110,13 @@ unsafe impl<T: DeviceCopy + Copy> Firstprivate for T {}
 unsafe impl Firstprivate for bool {}
 unsafe impl Firstprivate for char {}
 
-/// Compile-time checks the expansion spans at the parameter's type.
+/// Compile-time check the expansion spans at a mapped parameter's type, so a type that is not [`DeviceCopy`] gets
+/// one error there.
 #[inline(always)]
 pub const fn assert_device_copy<T: ?Sized + DeviceCopy>() {}
 
+/// Compile-time check the expansion spans at a by-value parameter's or the return value's type, for
+/// [`Firstprivate`].
 #[inline(always)]
 pub const fn assert_firstprivate<T: Firstprivate>() {}
 
@@ -95,6 +128,7 @@ pub fn count(n: impl DeviceNum) -> u32 {
 
 /// A `device(expr)` value: any integer; numbers that fit no device are simply not a device.
 pub trait DeviceNum {
+    /// The value as a device number (`i32::MAX` if it does not fit).
     fn device_num(self) -> i32;
 }
 
@@ -107,6 +141,42 @@ macro_rules! device_num {
 device_num!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
 
 /// The device address of `T`s on device `device`. Copy; only region code may dereference it.
+///
+/// A region taking a `DevicePtr<T>` gets the address as is (OpenMP's `is_device_ptr`) and runs on the device that
+/// holds the memory, or fails with [`Error::DeviceRequired`](crate::Error::DeviceRequired): the host cannot
+/// dereference another device's memory, so there is no host fallback. Memory of the initial device is host memory,
+/// and a region taking only that runs on the host.
+///
+/// ```
+/// use offload::{omp_get_default_device, omp_target_alloc, omp_target_free, target, DevicePtr};
+///
+/// #[target]
+/// fn iota(p: DevicePtr<u32>, n: usize) {
+///     // SAFETY: the caller allocated `n` elements for `p`.
+///     let s = unsafe { p.as_slice_mut(n) };
+///     for (i, v) in s.iter_mut().enumerate() {
+///         *v = i as u32;
+///     }
+/// }
+///
+/// fn main() {
+/// # // A doctest has no device image, and a region taking device memory runs only on the memory's device.
+/// # offload::omp_set_default_device(offload::omp_get_initial_device());
+///     let dev = omp_get_default_device();
+///     let raw = omp_target_alloc(4 * size_of::<u32>(), dev);
+///     assert!(!raw.is_null());
+///     // SAFETY: 4 `u32`s of `dev`'s memory, freed below after the last use.
+///     let p = unsafe { DevicePtr::<u32>::from_raw(raw, dev) };
+///     iota(p, 4);
+///     let mut out = [0u32; 4];
+///     let host = offload::omp_get_initial_device();
+///     // SAFETY: 16 bytes of `dev`'s memory into `out`.
+///     let rc = unsafe { offload::omp_target_memcpy(out.as_mut_ptr().cast(), raw, 16, 0, 0, host, dev) };
+///     assert_eq!((rc, out), (0, [0, 1, 2, 3]));
+///     // SAFETY: from `omp_target_alloc` on `dev`; `p` is not used again.
+///     unsafe { omp_target_free(raw, dev) };
+/// }
+/// ```
 #[derive(Debug)]
 pub struct DevicePtr<T> {
     addr: u64,
@@ -146,10 +216,12 @@ impl<T> DevicePtr<T> {
         }
     }
 
+    /// The device address, as the device sees it.
     pub fn addr(self) -> u64 {
         self.addr
     }
 
+    /// The device number holding the memory.
     pub fn device(self) -> i32 {
         self.device
     }
