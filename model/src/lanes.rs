@@ -360,10 +360,11 @@ macro_rules! inclusive_lanes {
                 acc: &mut [T; LANES],
                 mut body: impl FnMut($t, &mut T),
             ) {
-                let (start, end) = (*self.start(), *self.end());
-                if start > end {
+                // `is_empty`, not `start > end`: an exhausted range (`NestLevel::part`'s empty one) has its bounds still.
+                if self.is_empty() {
                     return;
                 }
+                let (start, end) = (*self.start(), *self.end());
                 match end.checked_add(1) {
                     Some(e) => (start..e).run_lanes(lens, acc, body),
                     None => {
@@ -381,10 +382,11 @@ macro_rules! inclusive_lanes {
 
             #[inline(always)]
             fn run<const K: usize>(self, lens: [usize; K], mut body: impl FnMut($t)) {
-                let (start, end) = (*self.start(), *self.end());
-                if start > end {
+                // `is_empty`, not `start > end`: an exhausted range (`NestLevel::part`'s empty one) has its bounds still.
+                if self.is_empty() {
                     return;
                 }
+                let (start, end) = (*self.start(), *self.end());
                 match end.checked_add(1) {
                     Some(e) => (start..e).run(lens, body),
                     None => {

@@ -21,6 +21,7 @@ use crate::region::{ParamKind, Region};
 use crate::worksharing::{self, WorkShared};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
+use std::collections::BTreeSet;
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{Block, Expr, FnArg, Ident, ItemFn, Pat, Stmt, Type};
@@ -182,6 +183,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
         _ => None,
     };
     let target: *const syn::ExprForLoop = ws.for_loop;
+    let bound_outside = bound_outside(block, target);
     let (pats, ranges) = nest_parts(&ws);
     // What every thread must compute alike, computed from primitive integers only (see the module doc).
     let safe = !region.is_unsafe;
@@ -258,8 +260,8 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 };
                 rw.visit_block_mut(body);
                 body.stmts.splice(0..0, moved.drain(..));
-                let rebound = rebind(region, body);
-                body.stmts.splice(0..0, rebound);
+                let rebinds = rebind(region, body, &bound_outside);
+                body.stmts.splice(0..0, rebinds);
                 // The thread's share, and what the driver takes besides the share: the lengths and row (one loop) or
                 // the strides (a nest), and the closure's item pattern.
                 let (share_call, args, item) = if region.collapse > 1 {
@@ -355,12 +357,18 @@ fn drive(
 /// read through the closure's reference to the region's locals, and since a store through a view or a slice might
 /// (as far as the optimiser knows) change those locals, every store reloads them: the loop neither vectorises nor
 /// sheds its bounds checks. Rebound, they are the call's own values.
-fn rebind(region: &Region, body: &Block) -> Vec<Stmt> {
+///
+/// A parameter the region's code rebinds before the loop (`let x: Vec<f32> = ..`, the loop's own pattern) is left
+/// alone: the body's `x` is then that binding, which may not be a copy.
+fn rebind(region: &Region, body: &Block, rebound: &BTreeSet<String>) -> Vec<Stmt> {
     let used = used_names(body);
     region
         .params
         .iter()
-        .filter(|p| !p.mut_binding && used.contains(&p.ident.to_string()))
+        .filter(|p| {
+            let name = p.ident.to_string();
+            !p.mut_binding && used.contains(&name) && !rebound.contains(&name)
+        })
         .filter_map(|p| {
             let x = &p.ident;
             let copy = match &p.kind {
@@ -369,10 +377,15 @@ fn rebind(region: &Region, body: &Block) -> Vec<Stmt> {
                 ParamKind::Value => worksharing::is_primitive_type(&p.ty),
                 ParamKind::DevicePtr => true,
             };
-            if view_kind(region, &p.kind).is_some() {
+            if let Some(v) = view_kind(region, &p.kind) {
+                // By its path: no method a user's trait gives the view can stand in for it.
+                let view = match v {
+                    ViewKind::Checked => quote!(View),
+                    ViewKind::Unchecked => quote!(UnsafeView),
+                };
                 Some(syn::parse_quote_spanned!(x.span()=>
                     #[allow(unused_mut, unused_variables)]
-                    let mut #x = #x.reborrow();
+                    let mut #x = ::offload::__view::#view::reborrow(&mut #x);
                 ))
             } else if copy {
                 // Unused where the body shadows it before its use; redundant to the eye, not to the optimiser.
@@ -387,8 +400,42 @@ fn rebind(region: &Region, body: &Block) -> Vec<Stmt> {
         .collect()
 }
 
+/// The names the region's block binds outside the work-shared loop's body (its `let`s, the loop nest's patterns).
+fn bound_outside(block: &Block, target: *const syn::ExprForLoop) -> BTreeSet<String> {
+    struct Bound {
+        names: BTreeSet<String>,
+        target: *const syn::ExprForLoop,
+    }
+    impl<'a> syn::visit::Visit<'a> for Bound {
+        fn visit_pat_ident(&mut self, p: &'a syn::PatIdent) {
+            self.names.insert(p.ident.to_string());
+            syn::visit::visit_pat_ident(self, p);
+        }
+        fn visit_expr_for_loop(&mut self, f: &'a syn::ExprForLoop) {
+            self.visit_pat(&f.pat);
+            if std::ptr::eq(f, self.target) {
+                // The nest's inner loops' patterns are bound outside the body too.
+                let mut body = &f.body;
+                while let Some(Stmt::Expr(Expr::ForLoop(inner), _)) = body.stmts.first() {
+                    self.visit_pat(&inner.pat);
+                    body = &inner.body;
+                }
+            } else {
+                syn::visit::visit_expr_for_loop(self, f);
+            }
+        }
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+    }
+    let mut b = Bound {
+        names: BTreeSet::new(),
+        target,
+    };
+    syn::visit::Visit::visit_block(&mut b, block);
+    b.names
+}
+
 /// The single-segment paths a block names (outside macro calls and items).
-fn used_names(body: &Block) -> std::collections::BTreeSet<String> {
+fn used_names(body: &Block) -> BTreeSet<String> {
     struct Names(std::collections::BTreeSet<String>);
     impl<'a> syn::visit::Visit<'a> for Names {
         fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {

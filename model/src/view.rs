@@ -148,7 +148,12 @@ macro_rules! iteration_ints {
                 };
                 match strides {
                     [] => Own::new(i, 1),
-                    [m] => i.checked_mul(*m).map_or(Own::NONE, |own| Own::new(own, *m)),
+                    // The whole row below `usize::MAX`: `at` compares `e - own` wrapping, so a row past the end
+                    // would own the low elements too.
+                    [m] => i
+                        .checked_mul(*m)
+                        .filter(|own| own.checked_add(*m).is_some())
+                        .map_or(Own::NONE, |own| Own::new(own, *m)),
                     _ => Own::NONE,
                 }
             }

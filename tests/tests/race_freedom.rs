@@ -224,6 +224,23 @@ fn jacobi_rows(on_device: bool, n: usize, m: usize, a: &[f64], anew: &mut [f64])
     err
 }
 
+/// The row length comes from the first `y[i * m + e]`; the second index reaches element 0 from every iteration.
+/// With `m` past half of `usize`, iteration 1's row would run past `usize::MAX` and wrap round to element 0.
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(1),
+    thread_limit(2),
+    if(on_device)
+)]
+fn wrapping_row(on_device: bool, y: &mut [u64], m: usize, z: usize) {
+    for i in 0..2usize {
+        if z == 1 {
+            y[i * m + z] = 0;
+        }
+        y[i * z + z] += 1;
+    }
+}
+
 /// Writes one past its row's end.
 #[target(
     teams_distribute_parallel_for,
@@ -310,6 +327,19 @@ fn jacobi_sweeps_with_their_residual() {
 }
 
 #[test]
+fn a_row_past_the_end_of_usize_owns_nothing() {
+    for on_device in [true, false] {
+        let mut y = vec![0u64; 4];
+        let msg = failure(|| try_wrapping_row(on_device, &mut y, (1 << 63) + 1, 0));
+        assert!(
+            msg.contains("region race_freedom::wrapping_row")
+                && msg.contains("not this iteration's"),
+            "device {on_device}: {msg}"
+        );
+    }
+}
+
+#[test]
 fn a_cell_outside_the_iterations_row_or_stride_fails_the_region() {
     for on_device in [true, false] {
         let mut y = vec![0u32; 8 * 8 + 8];
@@ -355,6 +385,83 @@ mod hijack {
         for i in 0..y.len() {
             y[i] += i as u32;
         }
+    }
+}
+
+/// The same for the view: a `reborrow(&self)` a user's trait gives `View` would be found before the view's own
+/// `reborrow(&mut self)`, and the writes would go elsewhere; the lowering calls the view's by its path.
+mod hijack_view {
+    use offload::__view::View;
+    use offload::target;
+
+    #[allow(dead_code)]
+    pub struct Elsewhere;
+    #[allow(dead_code)]
+    pub trait Reborrow {
+        fn reborrow(&self) -> Elsewhere;
+    }
+    impl Reborrow for View<'_, u32> {
+        fn reborrow(&self) -> Elsewhere {
+            Elsewhere
+        }
+    }
+    impl core::ops::Index<offload::__view::Owned<'_>> for Elsewhere {
+        type Output = u32;
+        fn index(&self, _: offload::__view::Owned<'_>) -> &u32 {
+            &0
+        }
+    }
+    impl core::ops::IndexMut<offload::__view::Owned<'_>> for Elsewhere {
+        fn index_mut(&mut self, _: offload::__view::Owned<'_>) -> &mut u32 {
+            static mut SINK: u32 = 0;
+            // SAFETY (of the test): never reached once the lowering calls the view's own method.
+            unsafe { &mut *core::ptr::addr_of_mut!(SINK) }
+        }
+    }
+
+    #[target(
+        teams_distribute_parallel_for,
+        num_teams(2),
+        thread_limit(2),
+        if(on_device)
+    )]
+    pub fn bump(on_device: bool, y: &mut [u32]) {
+        for i in 0..y.len() {
+            y[i] += i as u32;
+        }
+    }
+}
+
+/// A per-thread `let` that rebinds a parameter's name to a value that is no copy (here a `Cell`) before the loop:
+/// the loop's body reads that binding.
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(2),
+    thread_limit(2),
+    if(on_device)
+)]
+fn rebound_before_the_loop(on_device: bool, x: &[u32], y: &mut [u32]) {
+    let x = core::cell::Cell::new(x[0] * 2);
+    for i in 0..y.len() {
+        y[i] = x.get() + i as u32;
+    }
+}
+
+#[test]
+fn the_lowering_keeps_the_views_and_bindings_the_body_names() {
+    for on_device in [true, false] {
+        let mut y = vec![1u32; 64];
+        hijack_view::bump(on_device, &mut y);
+        assert!(
+            y.iter().enumerate().all(|(i, &v)| v == 1 + i as u32),
+            "device {on_device}: {y:?}"
+        );
+        let mut y = vec![0u32; 16];
+        rebound_before_the_loop(on_device, &[5], &mut y);
+        assert!(
+            y.iter().enumerate().all(|(i, &v)| v == 10 + i as u32),
+            "device {on_device}: {y:?}"
+        );
     }
 }
 
