@@ -2,7 +2,6 @@
 //! bits, launch kinds, the host launch environment, and how a work-shared loop's iterations are split. (The fat
 //! binary's tables are [`crate::fatbin`]'s.)
 
-use crate::lanes::Lanes;
 use core::ffi::c_void;
 
 /// OpenMP map-type bits, with LLVM's values (`OpenMPOffloadMappingFlags`), so a map list we build reads the way
@@ -480,10 +479,12 @@ pub unsafe fn shared_atomics<'a, T: SharedAtomic>(block: (*mut u8, usize), len: 
 /// # Safety
 /// For the same iterator, the parts of `g` in `0..total` are disjoint (the thread tokens rely on it).
 pub unsafe trait Share: Iterator + Sized {
-    type Part: Lanes<Item = Self::Item>;
+    /// A [`crate::lanes::Lanes`] for every loop the lowering shares (the drivers take it so).
+    type Part: Iterator<Item = Self::Item>;
     /// Thread `g`'s contiguous block (the host's split).
     fn share(self, g: usize, total: usize) -> Self::Part;
-    type Strided: Lanes<Item = Self::Item>;
+    /// As `Part`, a [`crate::lanes::Lanes`].
+    type Strided: Iterator<Item = Self::Item>;
     /// Every `total`-th item from item `g` (a GPU's grid-stride split).
     fn share_strided(self, g: usize, total: usize) -> Self::Strided;
 }

@@ -29,6 +29,8 @@ mod math;
 pub mod reduce;
 #[cfg(feature = "syntax")]
 pub mod region;
+#[cfg(feature = "syntax")]
+pub mod validate;
 pub mod view;
 #[cfg(feature = "syntax")]
 pub mod worksharing;

@@ -1,16 +1,15 @@
 //! The clause model: a `#[target]` region parsed and validated against its signature, once, for both the macro (which
 //! expands the host side) and the outliner (which writes the kernel entry). Two phases, as serde_derive has them:
-//! `parse` reads the clauses and the signature into a [`Region`] (what each word and parameter is), `validate`
-//! checks the region against the rules (construct combinations, race freedom, uniform bounds, reductions); both push
+//! `parse` reads the clauses and the signature into a [`Region`] (what each word and parameter is), then
+//! [`crate::validate`] checks the region against the rules (construct combinations, race freedom, uniform bounds, reductions); both push
 //! spanned errors into one collection, so a user sees every mistake at once.
 
-mod parse;
-mod validate;
+pub(crate) mod parse;
 
-use crate::clause::{Errors, Map, Section};
+use crate::clause::{Map, Section};
 use proc_macro2::TokenStream;
 use quote::ToTokens;
-use syn::{Expr, Ident, ItemFn, Type};
+use syn::{Expr, Ident, Type};
 
 /// What kind of value a parameter is, which decides how it crosses to the device.
 #[derive(Clone, Debug)]
@@ -91,14 +90,6 @@ pub struct Region {
 }
 
 impl Region {
-    /// Parses the attribute arguments against the function, then validates the region; every error, combined.
-    pub fn parse(args: TokenStream, func: &ItemFn) -> syn::Result<Region> {
-        let mut errors = Errors::default();
-        let (region, words) = parse::parse(args, func, &mut errors);
-        validate::validate(&region, &words, func, &mut errors);
-        errors.finish(region)
-    }
-
     /// The reduction's operator type (a [`crate::reduce`] operator, or a `TupleK` of them for several variables).
     pub fn reduce_op(&self) -> Option<TokenStream> {
         self.reduce_ops(|tuple, ops| quote::quote!(::offload::__reduce::#tuple<#(#ops),*>))

@@ -1,6 +1,6 @@
 //! The parse phase: the clauses and the signature, read into a [`Region`]. Errors here are about what was written
 //! (a clause given twice, a map naming no parameter, a type that cannot cross); the rules that relate the parts are
-//! [`super::validate`]'s.
+//! [`crate::validate`]'s.
 
 use super::{Param, ParamKind, Region};
 use crate::clause::{
@@ -13,7 +13,7 @@ use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type};
 
 /// The construct words and clause keywords as written, for the validation's messages.
-pub(super) struct Words {
+pub(crate) struct Words {
     pub words: Vec<(Word, Span)>,
     pub collapse: Option<Ident>,
     pub schedule: Option<Ident>,
@@ -23,7 +23,7 @@ pub(super) struct Words {
 }
 
 /// The region `args` and `func` describe, as far as it could be read.
-pub(super) fn parse(args: TokenStream, func: &ItemFn, errors: &mut Errors) -> (Region, Words) {
+pub(crate) fn parse(args: TokenStream, func: &ItemFn, errors: &mut Errors) -> (Region, Words) {
     let clauses = match (|input: syn::parse::ParseStream| parse_clauses(input, Construct::Target))
         .parse2(args)
     {
@@ -347,7 +347,7 @@ fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
 }
 
 /// Why a type cannot cross into a region, or `None` if it may (the trait bounds the expansion emits check the rest).
-pub(super) fn unsupported_type(ty: &Type) -> Option<String> {
+pub(crate) fn unsupported_type(ty: &Type) -> Option<String> {
     let owned =
         |what: &str, instead: &str| Some(format!("{what}, which owns host memory; {instead}"));
     match ty {

@@ -1,14 +1,26 @@
 //! The validate phase: the rules that relate a region's parts (construct combinations, what a parallel region may
 //! take, reductions and their return, race freedom and uniform bounds in the body, the kernel-argument limit). It
-//! reads the parsed [`Region`] and pushes every violation.
+//! reads the parsed [`Region`] and pushes every violation. `Region::parse`, the two phases together, is here too, so
+//! that the clause model (`region`) does not depend on the loop rules (`worksharing`), which read it.
 
-use super::parse::{unsupported_type, Words};
-use super::{ParamKind, Region};
 use crate::clause::{Errors, Word};
+use crate::region::parse::{unsupported_type, Words};
+use crate::region::{ParamKind, Region};
+use proc_macro2::TokenStream;
 use syn::spanned::Spanned;
 use syn::{ItemFn, Type};
 
-pub(super) fn validate(region: &Region, words: &Words, func: &ItemFn, errors: &mut Errors) {
+impl Region {
+    /// Parses the attribute arguments against the function, then validates the region; every error, combined.
+    pub fn parse(args: TokenStream, func: &ItemFn) -> syn::Result<Region> {
+        let mut errors = Errors::default();
+        let (region, words) = crate::region::parse::parse(args, func, &mut errors);
+        validate(&region, &words, func, &mut errors);
+        errors.finish(region)
+    }
+}
+
+fn validate(region: &Region, words: &Words, func: &ItemFn, errors: &mut Errors) {
     check_signature(func, errors);
     region.check_constructs(words, errors);
     region.check_reduction_return(errors);
