@@ -544,7 +544,7 @@ pub unsafe trait NestShare: Sized {
     );
 }
 
-// SAFETY: every item of every run once, in order; a run's tokens are `own`'s, by `Own::in_run`'s contract or by
+// SAFETY: every item of every run once, in order; a run's tokens are `own`'s, by `Run::own`'s contract or by
 // `own` itself.
 unsafe impl<N: Nest> NestShare for FlatBlock<N>
 where

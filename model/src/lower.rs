@@ -361,7 +361,9 @@ fn drive(
 /// A parameter the region's code rebinds before the loop (`let x: Vec<f32> = ..`, the loop's own pattern) is left
 /// alone: the body's `x` is then that binding, which may not be a copy.
 fn rebind(region: &Region, body: &Block, rebound: &BTreeSet<String>) -> Vec<Stmt> {
-    let used = used_names(body);
+    // Every identifier the body's tokens hold, macro arguments included.
+    let mut used = BTreeSet::new();
+    worksharing::collect_idents(body.to_token_stream(), &mut used);
     region
         .params
         .iter()
@@ -432,22 +434,6 @@ fn bound_outside(block: &Block, target: *const syn::ExprForLoop) -> BTreeSet<Str
     };
     syn::visit::Visit::visit_block(&mut b, block);
     b.names
-}
-
-/// The single-segment paths a block names (outside macro calls and items).
-fn used_names(body: &Block) -> BTreeSet<String> {
-    struct Names(std::collections::BTreeSet<String>);
-    impl<'a> syn::visit::Visit<'a> for Names {
-        fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {
-            if let Some(i) = p.path.get_ident() {
-                self.0.insert(i.to_string());
-            }
-        }
-        fn visit_item(&mut self, _: &'a syn::Item) {}
-    }
-    let mut names = Names(Default::default());
-    syn::visit::Visit::visit_block(&mut names, body);
-    names.0
 }
 
 /// The nest's loop patterns and ranges, outermost first.
