@@ -75,13 +75,14 @@ fn arch_help(kind: DeviceKind) -> String {
         }
         DeviceKind::Nvptx => "write them as `nvptx64:sm_80,sm_90`".into(),
         DeviceKind::Amdgcn => "write them as `amdgcn:gfx90a,gfx942`".into(),
+        DeviceKind::GpuSim => "write it as `gpu-sim`, without architectures".into(),
     }
 }
 
-/// `host`, `nvptx64:sm_XX,..` or `amdgcn:gfxNNN,..`.
+/// `host`, `nvptx64:sm_XX,..`, `amdgcn:gfxNNN,..` or `gpu-sim`.
 fn usage() -> String {
-    let [host, nvptx, amdgcn] = DeviceKind::ALL.map(|k| k.usage());
-    format!("{host}, {nvptx} or {amdgcn}")
+    let [host, nvptx, amdgcn, sim] = DeviceKind::ALL.map(|k| k.usage());
+    format!("{host}, {nvptx}, {amdgcn} or {sim}")
 }
 
 /// A device tool a GPU target needs is not installed.
@@ -171,7 +172,16 @@ mod tests {
         };
         assert_eq!(
             e.to_string(),
-            "unknown offload target `spirv`; expected `host`, `nvptx64:sm_XX,..` or `amdgcn:gfxNNN,..`"
+            "unknown offload target `spirv`; expected `host`, `nvptx64:sm_XX,..`, `amdgcn:gfxNNN,..` or `gpu-sim`"
+        );
+        let e = TargetError::Arch {
+            target: "gpu-sim:sm_90".into(),
+            arch: "sm_90".into(),
+            kind: DeviceKind::GpuSim,
+        };
+        assert!(
+            e.to_string().contains("write it as `gpu-sim`, without architectures"),
+            "{e}"
         );
     }
 

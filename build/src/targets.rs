@@ -14,6 +14,8 @@ pub enum DeviceTarget {
     Nvptx { archs: Vec<String> },
     /// AMD GPUs (the `amdgpu` plugin): an HSA code object for each `gfxNNN`.
     Amdgcn { archs: Vec<String> },
+    /// The simulated GPU (the `gpu-sim` plugin): the GPU lowering as a shared object for the host's triple.
+    GpuSim { triple: String },
 }
 
 impl DeviceTarget {
@@ -22,27 +24,32 @@ impl DeviceTarget {
             DeviceTarget::Host { .. } => DeviceKind::Host,
             DeviceTarget::Nvptx { .. } => DeviceKind::Nvptx,
             DeviceTarget::Amdgcn { .. } => DeviceKind::Amdgcn,
+            DeviceTarget::GpuSim { .. } => DeviceKind::GpuSim,
         }
     }
 
     pub fn triple(&self) -> &str {
         match self {
-            DeviceTarget::Host { triple, .. } => triple,
+            DeviceTarget::Host { triple, .. } | DeviceTarget::GpuSim { triple } => triple,
             _ => self.kind().gpu_triple().unwrap_or_default(),
         }
     }
 
-    /// The host's architecture, or the first GPU architecture.
+    /// The host's architecture, or the first GPU architecture (`gpu-sim` for the simulated GPU).
     pub fn arch(&self) -> &str {
         match self {
             DeviceTarget::Nvptx { archs } | DeviceTarget::Amdgcn { archs } => &archs[0],
+            DeviceTarget::GpuSim { .. } => offload_model::device::GPU_SIM_ARCH,
             _ => triple_arch(self.triple()),
         }
     }
 
     pub fn kernel_abi(&self) -> crate::outline::KernelAbi {
         match self {
-            DeviceTarget::Host { .. } => crate::outline::KernelAbi::Host,
+            // gpu-sim's entries are the host image's (`extern "C"`, offload-device's entry around the body).
+            DeviceTarget::Host { .. } | DeviceTarget::GpuSim { .. } => {
+                crate::outline::KernelAbi::Host
+            }
             DeviceTarget::Nvptx { .. } => crate::outline::KernelAbi::Nvptx,
             DeviceTarget::Amdgcn { .. } => crate::outline::KernelAbi::Amdgpu,
         }
@@ -52,8 +59,9 @@ impl DeviceTarget {
         self.kind().name()
     }
 
+    /// Whether the target is a real GPU's, built by the device toolchain.
     pub fn is_gpu(&self) -> bool {
-        !matches!(self, DeviceTarget::Host { .. })
+        !self.kind().host_compiled()
     }
 }
 
@@ -111,8 +119,7 @@ pub fn configured(pkg: &Package) -> Result<Vec<DeviceTarget>, Error> {
         let Some(kind) = DeviceKind::from_name(name) else {
             return Err(TargetError::Unknown { target: t }.into());
         };
-        if kind == DeviceKind::Host && DeviceKind::of_triple(&host_triple) != Some(DeviceKind::Host)
-        {
+        if kind.host_compiled() && DeviceKind::of_triple(&host_triple) != Some(DeviceKind::Host) {
             return Err(TargetError::HostUnsupported {
                 triple: host_triple,
             }
@@ -126,6 +133,9 @@ pub fn configured(pkg: &Package) -> Result<Vec<DeviceTarget>, Error> {
             },
             DeviceKind::Nvptx => DeviceTarget::Nvptx { archs },
             DeviceKind::Amdgcn => DeviceTarget::Amdgcn { archs },
+            DeviceKind::GpuSim => DeviceTarget::GpuSim {
+                triple: host_triple.clone(),
+            },
         });
     }
     out.dedup();

@@ -82,7 +82,7 @@ pub fn checks() -> Vec<Check> {
                 Ok(o) if o.status.success() => Ok(first_line(&String::from_utf8_lossy(&o.stdout))),
                 _ => Err("rustup not found".into()),
             },
-            for_targets: Need::Targets(&[DeviceKind::Host]),
+            for_targets: Need::Targets(&[DeviceKind::Host, DeviceKind::GpuSim]),
             required: true,
             install: Install::Manual("https://rustup.rs"),
         },

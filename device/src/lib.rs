@@ -1,11 +1,22 @@
 //! offload-device: what region code sees under the name `offload` when it is compiled for a device. Every item has a
 //! host twin in the `offload` crate with the host's meaning, so `#[declare_target]` code compiles on both sides.
+//!
+//! Two lowerings: the host image's (feature `host`: contiguous loop shares, reductions through thread-locals) and
+//! the GPU's (NVIDIA, AMD, and gpu-sim, feature `gpu-sim`, which runs the GPU's code paths on the host).
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(stdarch_nvptx))]
 #![cfg_attr(target_arch = "amdgpu", feature(stdarch_amdgpu))]
 
-#[cfg(feature = "host")]
+#[cfg(all(feature = "host", feature = "gpu-sim"))]
+compile_error!(
+    "offload-device is built for the host image (`host`) or for gpu-sim (`gpu-sim`), not both"
+);
+
+#[cfg(any(feature = "host", feature = "gpu-sim"))]
 extern crate std;
+
+#[cfg(any(feature = "host", feature = "gpu-sim"))]
+mod clock;
 
 // The target's kernel support (the same functions in each): team geometry, the barrier, team-shared memory and the
 // reduction's team step. `serial` is what a plain check of this crate compiles; no image uses it.
@@ -13,37 +24,75 @@ extern crate std;
 mod host;
 #[cfg(feature = "host")]
 use host as backend;
-#[cfg(all(not(feature = "host"), target_arch = "nvptx64"))]
+#[cfg(feature = "gpu-sim")]
+mod sim;
+#[cfg(feature = "gpu-sim")]
+use sim as backend;
+#[cfg(all(
+    not(any(feature = "host", feature = "gpu-sim")),
+    target_arch = "nvptx64"
+))]
 mod nvptx;
-#[cfg(all(not(feature = "host"), target_arch = "nvptx64"))]
+#[cfg(all(
+    not(any(feature = "host", feature = "gpu-sim")),
+    target_arch = "nvptx64"
+))]
 use nvptx as backend;
-#[cfg(all(not(feature = "host"), target_arch = "amdgpu"))]
+#[cfg(all(
+    not(any(feature = "host", feature = "gpu-sim")),
+    target_arch = "amdgpu"
+))]
 mod amdgpu;
-#[cfg(all(not(feature = "host"), target_arch = "amdgpu"))]
+#[cfg(all(
+    not(any(feature = "host", feature = "gpu-sim")),
+    target_arch = "amdgpu"
+))]
 use amdgpu as backend;
+#[cfg(not(any(
+    feature = "host",
+    feature = "gpu-sim",
+    target_arch = "nvptx64",
+    target_arch = "amdgpu"
+)))]
+mod serial;
+#[cfg(not(any(
+    feature = "host",
+    feature = "gpu-sim",
+    target_arch = "nvptx64",
+    target_arch = "amdgpu"
+)))]
+use serial as backend;
+
+// The GPU lowering's pieces, over the backend's intrinsics: the reduction's team step (GPUs have no thread-locals)
+// and the panic record.
 #[cfg(all(
     not(feature = "host"),
-    any(target_arch = "nvptx64", target_arch = "amdgpu")
+    any(feature = "gpu-sim", target_arch = "nvptx64", target_arch = "amdgpu")
 ))]
 mod gpu_reduce;
-// The reduction's team step: the host image's keeps the initial value in a thread-local; GPUs have none.
 #[cfg(not(all(
     not(feature = "host"),
-    any(target_arch = "nvptx64", target_arch = "amdgpu")
+    any(feature = "gpu-sim", target_arch = "nvptx64", target_arch = "amdgpu")
 )))]
 use backend as reduce_step;
 #[cfg(all(
     not(feature = "host"),
-    any(target_arch = "nvptx64", target_arch = "amdgpu")
+    any(feature = "gpu-sim", target_arch = "nvptx64", target_arch = "amdgpu")
 ))]
 use gpu_reduce as reduce_step;
-#[cfg(not(any(feature = "host", target_arch = "nvptx64", target_arch = "amdgpu")))]
-mod serial;
-#[cfg(not(any(feature = "host", target_arch = "nvptx64", target_arch = "amdgpu")))]
-use serial as backend;
+#[cfg(all(
+    not(feature = "host"),
+    any(feature = "gpu-sim", target_arch = "nvptx64", target_arch = "amdgpu")
+))]
+mod panic_record;
 
 mod math;
-#[cfg(any(feature = "host", target_arch = "nvptx64", target_arch = "amdgpu"))]
+#[cfg(any(
+    feature = "host",
+    feature = "gpu-sim",
+    target_arch = "nvptx64",
+    target_arch = "amdgpu"
+))]
 pub use math::{
     abs, ceil, cos, exp, floor, ln, log2, max, min, mul_add, powf, powi, sin, sqrt, tan, tanh,
     Float,
@@ -88,8 +137,11 @@ pub fn barrier() {
 }
 
 // How a work-shared loop is split: contiguous blocks per thread on the host (what suits caches), a grid-stride on
-// GPUs (neighbouring threads touch neighbouring elements, so accesses coalesce).
-#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+// GPUs and gpu-sim (neighbouring threads touch neighbouring elements, so accesses coalesce).
+#[cfg(not(all(
+    not(feature = "host"),
+    any(feature = "gpu-sim", target_arch = "nvptx64", target_arch = "amdgpu")
+)))]
 mod split {
     use super::backend::geometry;
     use offload_model::abi::{flat_share, FlatBlock, Nest, Share};
@@ -108,7 +160,10 @@ mod split {
         flat_share(nest, (t * m + i) as usize, (n * m) as usize)
     }
 }
-#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+#[cfg(all(
+    not(feature = "host"),
+    any(feature = "gpu-sim", target_arch = "nvptx64", target_arch = "amdgpu")
+))]
 mod split {
     use super::backend::geometry;
     use offload_model::abi::{flat_share_strided, Nest, Share, StridedNest};
@@ -228,10 +283,10 @@ pub fn omp_is_initial_device() -> bool {
 /// What the outliner's kernel entries call; not a public API.
 #[doc(hidden)]
 pub mod __rt {
-    #[cfg(not(feature = "host"))]
+    #[cfg(not(any(feature = "host", feature = "gpu-sim")))]
     pub use crate::backend::enter;
-    #[cfg(feature = "host")]
-    pub use crate::host::entry;
+    #[cfg(any(feature = "host", feature = "gpu-sim"))]
+    pub use crate::backend::entry;
     pub use crate::reduce_step::reduce_team;
 
     /// A firstprivate value: its bits when it fits in 8 bytes, else the address of a private copy.

@@ -1,5 +1,5 @@
 //! Float methods `core` lacks (`sqrt`, `mul_add`, `floor`, ...), so `x.sqrt()` reads the same in host and region
-//! code. On the host image they are std's, so results match the host fallback bit for bit; on NVIDIA GPUs they are
+//! code. On the host image and gpu-sim they are std's, so results match the host fallback bit for bit; on NVIDIA GPUs they are
 //! libdevice's (`__nv_*`), on AMD GPUs ROCm's ocml (`__ocml_*`), both linked and inlined by the device linker.
 
 macro_rules! float_ext {
@@ -8,40 +8,40 @@ macro_rules! float_ext {
         pub trait FloatExt: Sized {
             $(fn $name(self $(, $arg: $ty)*) -> $ret;)*
         }
-        #[cfg(feature = "host")]
+        #[cfg(any(feature = "host", feature = "gpu-sim"))]
         impl FloatExt for f32 {
             $(#[inline] fn $name(self $(, $arg: float_ext!(@ty f32 $ty))*) -> float_ext!(@ty f32 $ret) { f32::$name(self $(, $arg)*) })*
         }
-        #[cfg(feature = "host")]
+        #[cfg(any(feature = "host", feature = "gpu-sim"))]
         impl FloatExt for f64 {
             $(#[inline] fn $name(self $(, $arg: float_ext!(@ty f64 $ty))*) -> float_ext!(@ty f64 $ret) { f64::$name(self $(, $arg)*) })*
         }
-        #[cfg(all(not(feature = "host"), target_arch = "nvptx64"))]
+        #[cfg(all(not(any(feature = "host", feature = "gpu-sim")), target_arch = "nvptx64"))]
         unsafe extern "C" {
             $(fn $nv32(x: f32 $(, $arg: float_ext!(@ty f32 $ty))*) -> f32;)*
             $(fn $nv64(x: f64 $(, $arg: float_ext!(@ty f64 $ty))*) -> f64;)*
         }
-        #[cfg(all(not(feature = "host"), target_arch = "nvptx64"))]
+        #[cfg(all(not(any(feature = "host", feature = "gpu-sim")), target_arch = "nvptx64"))]
         impl FloatExt for f32 {
             // SAFETY: libdevice's functions are pure.
             $(#[inline] fn $name(self $(, $arg: float_ext!(@ty f32 $ty))*) -> f32 { unsafe { $nv32(self $(, $arg)*) } })*
         }
-        #[cfg(all(not(feature = "host"), target_arch = "nvptx64"))]
+        #[cfg(all(not(any(feature = "host", feature = "gpu-sim")), target_arch = "nvptx64"))]
         impl FloatExt for f64 {
             // SAFETY: libdevice's functions are pure.
             $(#[inline] fn $name(self $(, $arg: float_ext!(@ty f64 $ty))*) -> f64 { unsafe { $nv64(self $(, $arg)*) } })*
         }
-        #[cfg(all(not(feature = "host"), target_arch = "amdgpu"))]
+        #[cfg(all(not(any(feature = "host", feature = "gpu-sim")), target_arch = "amdgpu"))]
         unsafe extern "C" {
             $(fn $oc32(x: f32 $(, $arg: float_ext!(@ty f32 $ty))*) -> f32;)*
             $(fn $oc64(x: f64 $(, $arg: float_ext!(@ty f64 $ty))*) -> f64;)*
         }
-        #[cfg(all(not(feature = "host"), target_arch = "amdgpu"))]
+        #[cfg(all(not(any(feature = "host", feature = "gpu-sim")), target_arch = "amdgpu"))]
         impl FloatExt for f32 {
             // SAFETY: ocml's functions are pure.
             $(#[inline] fn $name(self $(, $arg: float_ext!(@ty f32 $ty))*) -> f32 { unsafe { $oc32(self $(, $arg)*) } })*
         }
-        #[cfg(all(not(feature = "host"), target_arch = "amdgpu"))]
+        #[cfg(all(not(any(feature = "host", feature = "gpu-sim")), target_arch = "amdgpu"))]
         impl FloatExt for f64 {
             // SAFETY: ocml's functions are pure.
             $(#[inline] fn $name(self $(, $arg: float_ext!(@ty f64 $ty))*) -> f64 { unsafe { $oc64(self $(, $arg)*) } })*
@@ -67,17 +67,22 @@ float_ext! {
     ceil() -> Self = __nv_ceilf, __nv_ceil, __ocml_ceil_f32, __ocml_ceil_f64;
 }
 
-#[cfg(feature = "host")]
+#[cfg(any(feature = "host", feature = "gpu-sim"))]
 mod free {
     //! The same functions as the host's `offload::sqrt(x)` etc.
     offload_model::float_math!();
 }
 #[cfg(all(
-    not(feature = "host"),
+    not(any(feature = "host", feature = "gpu-sim")),
     any(target_arch = "nvptx64", target_arch = "amdgpu")
 ))]
 mod free {
     offload_model::float_math!(via super::FloatExt);
 }
-#[cfg(any(feature = "host", target_arch = "nvptx64", target_arch = "amdgpu"))]
+#[cfg(any(
+    feature = "host",
+    feature = "gpu-sim",
+    target_arch = "nvptx64",
+    target_arch = "amdgpu"
+))]
 pub use free::*;

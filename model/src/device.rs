@@ -9,6 +9,9 @@ use core::fmt;
 pub const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
 /// The triple of AMD GPU images.
 pub const AMDGCN_TRIPLE: &str = "amdgcn-amd-amdhsa";
+/// The architecture of `gpu-sim` images (built for the host's triple) and of the `gpu-sim` device: what tells them
+/// from host-elf images.
+pub const GPU_SIM_ARCH: &str = "gpu-sim";
 
 /// A kind of offload device: what `OFFLOAD_TARGETS` names, what a plugin drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -19,10 +22,13 @@ pub enum DeviceKind {
     Nvptx,
     /// AMD GPUs.
     Amdgcn,
+    /// The simulated GPU: the GPU lowering compiled for the host's triple, run by the `gpu-sim` plugin as a GPU runs
+    /// a grid (blocks of concurrent threads, barriers, dynamic shared memory).
+    GpuSim,
 }
 
 impl DeviceKind {
-    pub const ALL: [DeviceKind; 3] = [Self::Host, Self::Nvptx, Self::Amdgcn];
+    pub const ALL: [DeviceKind; 4] = [Self::Host, Self::Nvptx, Self::Amdgcn, Self::GpuSim];
 
     /// The name `OFFLOAD_TARGETS` and `[package.metadata.offload] targets` use.
     pub const fn name(self) -> &'static str {
@@ -30,6 +36,7 @@ impl DeviceKind {
             Self::Host => "host",
             Self::Nvptx => "nvptx64",
             Self::Amdgcn => "amdgcn",
+            Self::GpuSim => "gpu-sim",
         }
     }
 
@@ -43,16 +50,37 @@ impl DeviceKind {
             Self::Host => "host-elf",
             Self::Nvptx => "cuda",
             Self::Amdgcn => "amdgpu",
+            Self::GpuSim => "gpu-sim",
         }
     }
 
-    /// The triple a GPU image is built for; the host's is the build's own (`TARGET`).
+    /// The triple a GPU image is built for; the host's and gpu-sim's are the build's own (`TARGET`).
     pub const fn gpu_triple(self) -> Option<&'static str> {
         match self {
-            Self::Host => None,
+            Self::Host | Self::GpuSim => None,
             Self::Nvptx => Some(NVPTX_TRIPLE),
             Self::Amdgcn => Some(AMDGCN_TRIPLE),
         }
+    }
+
+    /// The kind of device an image of `triple` and `arch` runs on: gpu-sim's by its architecture, the rest by
+    /// their triple.
+    pub fn of_image(triple: &str, arch: &str) -> Option<Self> {
+        match Self::of_triple(triple)? {
+            Self::Host if arch == GPU_SIM_ARCH => Some(Self::GpuSim),
+            k => Some(k),
+        }
+    }
+
+    /// Whether code for this kind is compiled by the host's own toolchain (the host image and gpu-sim), not a
+    /// device toolchain.
+    pub const fn host_compiled(self) -> bool {
+        matches!(self, Self::Host | Self::GpuSim)
+    }
+
+    /// Whether region code takes the GPU lowering (grid-stride shares, reductions through team-shared slots).
+    pub const fn gpu_lowering(self) -> bool {
+        !matches!(self, Self::Host)
     }
 
     /// The kind of device images for `triple` run on: the GPU triples, and x86_64 Linux for the host.
@@ -70,7 +98,7 @@ impl DeviceKind {
     /// image takes the program's own CPU flags.
     pub const fn default_arch(self) -> Option<&'static str> {
         match self {
-            Self::Host => None,
+            Self::Host | Self::GpuSim => None,
             Self::Nvptx => Some("sm_80"),
             Self::Amdgcn => Some("gfx90a"),
         }
@@ -83,17 +111,20 @@ impl DeviceKind {
             Self::Nvptx => NvidiaArch::parse(arch).is_some(),
             // Device crates are compiled for a processor, without target features (`gfx90a`, not `gfx90a:xnack+`).
             Self::Amdgcn => AmdArch::parse(arch).is_some_and(|a| a.features().is_empty()),
+            // One simulated GPU, no architectures.
+            Self::GpuSim => false,
         }
     }
 
     /// Whether `word` is spelt like an architecture of this kind (`sm_`, `gfx`, `x86-64`), valid or not: in
     /// `OFFLOAD_TARGETS`, such a word after a comma continues the previous target's list.
     pub fn looks_like_arch(self, word: &str) -> bool {
-        word.starts_with(match self {
-            Self::Host => "x86-64",
-            Self::Nvptx => "sm_",
-            Self::Amdgcn => "gfx",
-        })
+        match self {
+            Self::Host => word.starts_with("x86-64"),
+            Self::Nvptx => word.starts_with("sm_"),
+            Self::Amdgcn => word.starts_with("gfx"),
+            Self::GpuSim => false,
+        }
     }
 
     /// How a target of this kind is written, for messages.
@@ -102,6 +133,7 @@ impl DeviceKind {
             Self::Host => "`host`",
             Self::Nvptx => "`nvptx64:sm_XX,..`",
             Self::Amdgcn => "`amdgcn:gfxNNN,..`",
+            Self::GpuSim => "`gpu-sim`",
         }
     }
 
@@ -111,6 +143,7 @@ impl DeviceKind {
             Self::Host => "an x86-64 level",
             Self::Nvptx => "an NVIDIA architecture",
             Self::Amdgcn => "an AMD GPU architecture",
+            Self::GpuSim => "an architecture gpu-sim has (it has none)",
         }
     }
 }
@@ -283,6 +316,18 @@ mod tests {
         assert_eq!(DeviceKind::of_triple("aarch64-unknown-linux-gnu"), None);
         assert_eq!(DeviceKind::of_triple("x86_64-pc-windows-msvc"), None);
         assert_eq!(DeviceKind::from_name("spirv"), None);
+        assert_eq!(
+            DeviceKind::of_image("x86_64-unknown-linux-gnu", GPU_SIM_ARCH),
+            Some(DeviceKind::GpuSim)
+        );
+        assert_eq!(
+            DeviceKind::of_image("x86_64-unknown-linux-gnu", "x86-64-v3"),
+            Some(DeviceKind::Host)
+        );
+        assert_eq!(
+            DeviceKind::of_image(NVPTX_TRIPLE, "sm_90"),
+            Some(DeviceKind::Nvptx)
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod clause;
 pub mod data;
 pub mod device;
 pub mod fatbin;
+pub mod gpu_panic;
 pub mod hash;
 pub mod identity;
 pub mod lanes;

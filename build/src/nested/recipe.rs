@@ -37,34 +37,11 @@ pub(super) struct Variant {
 impl Recipe {
     pub(super) fn new(target: &DeviceTarget) -> Result<Recipe, Error> {
         match target {
-            DeviceTarget::Host { levels, .. } => Ok(Recipe {
-                rustc: std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()),
-                cargo: std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()),
-                crate_type: "cdylib",
-                artifact: "so",
-                device_std_features: ", features = [\"host\"]",
-                crate_attrs: "",
-                variants: if levels.is_empty() {
-                    vec![Variant {
-                        arch: None,
-                        sysroot: None,
-                        flags: host_cpu_flags(),
-                        target_dir: "target".into(),
-                    }]
-                } else {
-                    // Each level exactly, whatever the program's own CPU flags: the plugin picks by what the CPU
-                    // it runs on has.
-                    levels
-                        .iter()
-                        .map(|l| Variant {
-                            arch: Some(l.clone()),
-                            sysroot: None,
-                            flags: vec![format!("-Ctarget-cpu={l}")],
-                            target_dir: format!("target-{l}"),
-                        })
-                        .collect()
-                },
-                gpu: None,
+            DeviceTarget::Host { levels, .. } => Ok(Recipe::host(levels)),
+            // The simulated GPU: the host image's recipe with offload-device's GPU code paths.
+            DeviceTarget::GpuSim { .. } => Ok(Recipe {
+                device_std_features: ", features = [\"gpu-sim\"]",
+                ..Recipe::host(&[])
             }),
             DeviceTarget::Nvptx { .. } => {
                 let tc = Toolchain::find(target.triple())?;
@@ -112,6 +89,40 @@ impl Recipe {
                     math,
                 ))
             }
+        }
+    }
+
+    /// A host-compiled image's recipe: a `cdylib` of the outer build's own toolchain, with the program's CPU flags
+    /// or one variant per x86-64 level.
+    fn host(levels: &[String]) -> Recipe {
+        Recipe {
+            rustc: std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()),
+            cargo: std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()),
+            crate_type: "cdylib",
+            artifact: "so",
+            device_std_features: ", features = [\"host\"]",
+            crate_attrs: "",
+            variants: if levels.is_empty() {
+                vec![Variant {
+                    arch: None,
+                    sysroot: None,
+                    flags: host_cpu_flags(),
+                    target_dir: "target".into(),
+                }]
+            } else {
+                // Each level exactly, whatever the program's own CPU flags: the plugin picks by what the CPU
+                // it runs on has.
+                levels
+                    .iter()
+                    .map(|l| Variant {
+                        arch: Some(l.clone()),
+                        sysroot: None,
+                        flags: vec![format!("-Ctarget-cpu={l}")],
+                        target_dir: format!("target-{l}"),
+                    })
+                    .collect()
+            },
+            gpu: None,
         }
     }
 

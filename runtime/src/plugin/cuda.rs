@@ -9,6 +9,7 @@
 
 use crate::plugin::discovery::{guarded, opened};
 use crate::plugin::error::PluginError;
+use crate::plugin::gpu;
 use crate::plugin::interface::{
     Arg, Device, DeviceDescription, DevicePtr, Discovered, Kernel, LaunchParams, LoadedImage,
     LoadedImageOps, Plugin,
@@ -392,12 +393,7 @@ impl Device for CudaDevice {
     }
 
     fn default_geometry(&self, spmd: bool) -> (u32, u32) {
-        if spmd {
-            (self.sm_count, 256)
-        } else {
-            // A work-shared loop is a grid-stride loop: enough teams to fill every SM several times over.
-            (self.sm_count.saturating_mul(8), 128)
-        }
+        gpu::default_geometry(self.sm_count, spmd)
     }
 
     fn max_threads(&self) -> u32 {
@@ -564,12 +560,9 @@ impl Device for CudaDevice {
             // SAFETY: per the contract, `f` comes from an image loaded on this device; its context is current.
             unsafe { self.reserve_shared(f, params.team_shared) }.map_err(refused)?;
         }
-        // The calling convention: `(dyn_ptr, a0, .., ak)`, each 8 bytes; CUDA passes no dynamic pointer. The driver
-        // copies each parameter's 8 bytes from where its pointer points, so the arguments are never read here.
+        // CUDA passes no dynamic pointer.
         let dyn_ptr: u64 = 0;
-        let mut params_ptrs: Vec<*mut c_void> = Vec::with_capacity(args.len() + 1);
-        params_ptrs.push((&dyn_ptr as *const u64).cast_mut().cast());
-        params_ptrs.extend(args.iter().map(|a| a.as_ptr().cast_mut().cast::<c_void>()));
+        let mut params_ptrs = gpu::kernel_params(&dyn_ptr, args);
         let stream = result::stream::null();
         // SAFETY: per the contract, `args` match the kernel's parameters; they and `dyn_ptr` outlive the call,
         // which copies them.

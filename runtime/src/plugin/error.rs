@@ -44,12 +44,17 @@ pub enum PluginError {
     /// device stays usable.
     #[error("{reason}")]
     Launch { reason: String },
-    /// Region code panicked on a device that reports the panic (the host image); the device stays usable.
+    /// Region code panicked on a device that reports the panic: the host image, whose device stays usable, or a GPU
+    /// through its panic record ([`offload_model::gpu_panic`]), whose trap may have lost the device (`lost`).
     #[error("{message}")]
     Panic {
         message: String,
         /// File, line and column, where the target can report them.
         location: Option<(String, u32, u32)>,
+        /// The GPU block and thread that panicked first.
+        thread: Option<(u32, u32)>,
+        /// The trap that ended the kernel left the device unusable (a CUDA context, an HSA queue).
+        lost: bool,
     },
     /// The kernel started and died without a message (a trap, which is what a panic is on a GPU, a memory fault, a
     /// dead queue or context): the device cannot be used any more.
@@ -60,7 +65,10 @@ pub enum PluginError {
 impl PluginError {
     /// The device cannot be used any more.
     pub fn device_lost(&self) -> bool {
-        matches!(self, PluginError::Trap { .. })
+        matches!(
+            self,
+            PluginError::Trap { .. } | PluginError::Panic { lost: true, .. }
+        )
     }
 
     /// Where region code failed, if the device could say.
@@ -68,6 +76,32 @@ impl PluginError {
         match self {
             PluginError::Panic { location, .. } => location.as_ref(),
             _ => None,
+        }
+    }
+
+    /// The GPU block and thread that failed, if the device could say.
+    pub fn thread(&self) -> Option<(u32, u32)> {
+        match self {
+            PluginError::Panic { thread, .. } => *thread,
+            _ => None,
+        }
+    }
+
+    /// A GPU kernel's failure: the panic its record holds, or else `trap` (the driver's account of the failure).
+    /// `lost`: the device cannot be used after the trap.
+    pub fn from_panic_record(
+        record: Option<offload_model::gpu_panic::Taken>,
+        lost: bool,
+        trap: impl FnOnce() -> PluginError,
+    ) -> PluginError {
+        let Some(r) = record else { return trap() };
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let file = text(r.file());
+        PluginError::Panic {
+            message: text(r.message()),
+            location: (!file.is_empty()).then_some((file, r.line, r.column)),
+            thread: Some((r.block, r.thread)),
+            lost,
         }
     }
 }

@@ -5,6 +5,8 @@ pub mod amdgpu;
 pub mod cuda;
 pub mod discovery;
 pub mod error;
+pub mod gpu;
+pub mod host_code;
 pub mod host_elf;
 pub mod interface;
 

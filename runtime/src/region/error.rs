@@ -102,17 +102,22 @@ pub enum Error {
     },
 }
 
-/// Where a device failure happened, if the target could say.
+/// Where a device failure happened, if the target could say: ` at FILE:LINE:COLUMN (block B, thread T)`.
 #[derive(Debug, Clone, Default)]
-pub struct Location(
-    /// (file, line, column) of the failure in the region's source, or `None`.
-    pub Option<(String, u32, u32)>,
-);
+pub struct Location {
+    /// (file, line, column) of the failure in the region's source.
+    pub place: Option<(String, u32, u32)>,
+    /// (block, thread) of the GPU thread that failed first.
+    pub thread: Option<(u32, u32)>,
+}
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
-            Some((file, line, col)) => write!(f, " at {file}:{line}:{col}"),
+        if let Some((file, line, col)) = &self.place {
+            write!(f, " at {file}:{line}:{col}")?;
+        }
+        match self.thread {
+            Some((block, thread)) => write!(f, " (block {block}, thread {thread})"),
             None => Ok(()),
         }
     }

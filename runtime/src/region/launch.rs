@@ -322,13 +322,13 @@ unsafe fn run_on_device(
     let ok = launched.is_ok();
     // SAFETY: forwarded from the caller; nothing is copied back after a failure.
     let unmapped = unsafe { mapped.exit(ok) };
-    let failed = |message: String, location: Option<(String, u32, u32)>| {
+    let failed = |message: String, location: Location| {
         Err(NotRun::Failed(Error::RegionFailed {
             region: region.name,
             device: d,
             plugin: dev.plugin,
             message,
-            location: Location(location),
+            location,
         }))
     };
     match (launched, unmapped) {
@@ -337,9 +337,16 @@ unsafe fn run_on_device(
             if f.device_lost() {
                 dev.mark_lost();
             }
-            failed(f.to_string(), f.location().cloned())
+            let location = Location {
+                place: f.location().cloned(),
+                thread: f.thread(),
+            };
+            failed(f.to_string(), location)
         }
-        (Ok(()), Err(e)) => failed(format!("copying results back failed: {e}"), None),
+        (Ok(()), Err(e)) => failed(
+            format!("copying results back failed: {e}"),
+            Location::default(),
+        ),
     }
 }
 

@@ -1,0 +1,273 @@
+//! The GPU panic record: how a panic in region code on a GPU (and on gpu-sim) reaches the host with its message,
+//! location, block and thread, although the trap that follows may leave the device's context unusable.
+//!
+//! The protocol. The plugin puts one [`PanicRecord`] per device in memory the host can read whatever happens to the
+//! device (mapped pinned host memory on CUDA, a fine-grained system pool on HSA, plain host memory on gpu-sim), and
+//! stores its device address in each loaded image's global [`SYMBOL`]. The first thread that panics claims the
+//! record (`EMPTY` to `WRITING`), writes the fields, fences at system scope and publishes it (`WRITTEN`, release),
+//! then traps; a thread that finds the record claimed traps at once. When the launch fails the plugin reads the
+//! record if it is `WRITTEN` (acquire) and resets it to `EMPTY` for the next launch. A launch that traps without a
+//! written record (the record was never set, or the trap was not a panic) reports the driver's error alone.
+
+use core::fmt;
+use core::sync::atomic::{fence, AtomicU32, Ordering};
+
+/// The name of each image's global holding the record's device address (a pointer, null until the plugin sets it).
+pub const SYMBOL: &str = "__offload_panic_record";
+
+/// Room for the message and the file name; longer ones are cut at a character boundary.
+pub const MESSAGE_CAP: usize = 256;
+pub const FILE_CAP: usize = 128;
+
+/// [`PanicRecord::state`]'s values.
+pub mod state {
+    pub const EMPTY: u32 = 0;
+    /// A thread claimed the record and is writing it.
+    pub const WRITING: u32 = 1;
+    /// The record is complete.
+    pub const WRITTEN: u32 = 2;
+}
+
+/// What the first panicking thread of a launch leaves for the host. Plain bytes and integers, the same layout on
+/// every target (`#[repr(C)]`, no pointers), so the host reads what a GPU wrote.
+#[repr(C)]
+pub struct PanicRecord {
+    pub state: AtomicU32,
+    pub block: u32,
+    pub thread: u32,
+    pub line: u32,
+    pub column: u32,
+    pub message_len: u32,
+    pub file_len: u32,
+    pub message: [u8; MESSAGE_CAP],
+    pub file: [u8; FILE_CAP],
+}
+
+impl PanicRecord {
+    pub const fn new() -> Self {
+        PanicRecord {
+            state: AtomicU32::new(state::EMPTY),
+            block: 0,
+            thread: 0,
+            line: 0,
+            column: 0,
+            message_len: 0,
+            file_len: 0,
+            message: [0; MESSAGE_CAP],
+            file: [0; FILE_CAP],
+        }
+    }
+
+    /// The message and file as written (each its recorded length, within its buffer).
+    pub fn message(&self) -> &[u8] {
+        &self.message[..(self.message_len as usize).min(MESSAGE_CAP)]
+    }
+
+    pub fn file(&self) -> &[u8] {
+        &self.file[..(self.file_len as usize).min(FILE_CAP)]
+    }
+}
+
+impl Default for PanicRecord {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where a panic happened, for [`record`].
+pub struct Site<'a> {
+    pub file: &'a str,
+    pub line: u32,
+    pub column: u32,
+    pub block: u32,
+    pub thread: u32,
+}
+
+/// Writes a panic into the record at `p` if this thread is the first to claim it; whether it was. Cold, and never
+/// inlined, so a kernel's own code pays for none of it but the call.
+///
+/// # Safety
+/// `p` is null (nothing is written) or the plugin's record, valid for writes, which only this protocol touches
+/// while the launch runs.
+#[cold]
+#[inline(never)]
+pub unsafe fn record(p: *mut PanicRecord, message: &dyn fmt::Display, site: &Site<'_>) -> bool {
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: per the contract, `p` is a live record; its state is only accessed atomically.
+    let state = unsafe { &(*p).state };
+    if state
+        .compare_exchange(
+            state::EMPTY,
+            state::WRITING,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
+        return false;
+    }
+    // SAFETY: the claim makes this thread the record's only writer until it publishes, and the host reads the other
+    // fields only after seeing `WRITTEN`. Fields are written through raw pointers: no reference to the whole record
+    // (whose state other threads read) is made.
+    unsafe {
+        let mut m = Cut {
+            buf: core::ptr::addr_of_mut!((*p).message).cast::<u8>(),
+            cap: MESSAGE_CAP,
+            len: 0,
+        };
+        let _ = fmt::write(&mut m, format_args!("{message}"));
+        let mut f = Cut {
+            buf: core::ptr::addr_of_mut!((*p).file).cast::<u8>(),
+            cap: FILE_CAP,
+            len: 0,
+        };
+        let _ = fmt::Write::write_str(&mut f, site.file);
+        core::ptr::addr_of_mut!((*p).message_len).write(m.len as u32);
+        core::ptr::addr_of_mut!((*p).file_len).write(f.len as u32);
+        core::ptr::addr_of_mut!((*p).line).write(site.line);
+        core::ptr::addr_of_mut!((*p).column).write(site.column);
+        core::ptr::addr_of_mut!((*p).block).write(site.block);
+        core::ptr::addr_of_mut!((*p).thread).write(site.thread);
+    }
+    // The fields must be visible to the host (system scope) before the state says so, even if the trap that follows
+    // tears the context down.
+    fence(Ordering::SeqCst);
+    state.store(state::WRITTEN, Ordering::Release);
+    true
+}
+
+/// A writer into a fixed buffer that keeps what fits, cut at a character boundary.
+struct Cut {
+    buf: *mut u8,
+    cap: usize,
+    len: usize,
+}
+
+impl fmt::Write for Cut {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let mut n = s.len().min(self.cap - self.len);
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        // SAFETY: `buf` has `cap` bytes; `len + n <= cap`.
+        unsafe { core::ptr::copy_nonoverlapping(s.as_ptr(), self.buf.add(self.len), n) };
+        self.len += n;
+        if n < s.len() {
+            Err(fmt::Error)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Reads a written record and resets it for the next launch: (message, file, line, column, block, thread), or
+/// `None` if no thread wrote it.
+///
+/// # Safety
+/// `p` is a live record no kernel is writing any more (its launch has ended).
+pub unsafe fn take(p: *mut PanicRecord) -> Option<Taken> {
+    // SAFETY: per the contract.
+    let r = unsafe { &*p };
+    let written = r.state.load(Ordering::Acquire) == state::WRITTEN;
+    let taken = written.then(|| Taken {
+        message: copy(r.message()),
+        message_len: r.message().len(),
+        file: copy(r.file()),
+        file_len: r.file().len(),
+        line: r.line,
+        column: r.column,
+        block: r.block,
+        thread: r.thread,
+    });
+    r.state.store(state::EMPTY, Ordering::Release);
+    taken
+}
+
+/// A record's contents, copied out of the shared memory.
+#[derive(Clone, Copy)]
+pub struct Taken {
+    message: [u8; MESSAGE_CAP],
+    message_len: usize,
+    file: [u8; FILE_CAP],
+    file_len: usize,
+    pub line: u32,
+    pub column: u32,
+    pub block: u32,
+    pub thread: u32,
+}
+
+impl Taken {
+    pub fn message(&self) -> &[u8] {
+        &self.message[..self.message_len]
+    }
+
+    pub fn file(&self) -> &[u8] {
+        &self.file[..self.file_len]
+    }
+}
+
+fn copy<const N: usize>(s: &[u8]) -> [u8; N] {
+    let mut b = [0; N];
+    b[..s.len()].copy_from_slice(s);
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(block: u32, thread: u32) -> Site<'static> {
+        Site {
+            file: "src/lib.rs",
+            line: 7,
+            column: 9,
+            block,
+            thread,
+        }
+    }
+
+    #[test]
+    fn the_first_panic_is_recorded_and_taken_once() {
+        let mut r = PanicRecord::new();
+        let p = &mut r as *mut PanicRecord;
+        // SAFETY: `p` is a live record.
+        unsafe {
+            assert!(record(p, &"index out of bounds", &site(3, 17)));
+            assert!(!record(p, &"a later panic", &site(0, 0)));
+            let t = take(p).expect("written");
+            assert_eq!(t.message(), b"index out of bounds");
+            assert_eq!(t.file(), b"src/lib.rs");
+            assert_eq!((t.line, t.column, t.block, t.thread), (7, 9, 3, 17));
+            assert!(take(p).is_none(), "taking resets the record");
+            assert!(record(p, &"the next launch's", &site(1, 1)));
+            assert_eq!(take(p).expect("written").message(), b"the next launch's");
+            assert!(!record(core::ptr::null_mut(), &"no record", &site(0, 0)));
+        }
+    }
+
+    #[test]
+    fn long_messages_are_cut_at_a_character_boundary() {
+        let mut r = PanicRecord::new();
+        // 2-byte characters, so the cut falls inside one at an odd capacity.
+        let long: &str = &"é".repeat(MESSAGE_CAP);
+        let mut file = [b'a'; FILE_CAP + 5];
+        file[FILE_CAP - 1..FILE_CAP + 1].copy_from_slice("é".as_bytes());
+        let file = core::str::from_utf8(&file).unwrap();
+        let s = Site { file, ..site(0, 0) };
+        // SAFETY: a live record.
+        let t = unsafe {
+            record(&mut r, &format_args!("{long}"), &s);
+            take(&mut r).expect("written")
+        };
+        assert_eq!(t.message().len(), MESSAGE_CAP);
+        assert!(core::str::from_utf8(t.message()).is_ok());
+        assert_eq!(
+            t.file().len(),
+            FILE_CAP - 1,
+            "the cut character is left out"
+        );
+        assert!(core::str::from_utf8(t.file()).is_ok());
+    }
+}
