@@ -16,8 +16,8 @@ use core::sync::atomic::{fence, AtomicU32, Ordering};
 pub const SYMBOL: &str = "__offload_panic_record";
 
 /// Room for the message and the file name; longer ones are cut at a character boundary.
-pub const MESSAGE_CAP: usize = 256;
-pub const FILE_CAP: usize = 128;
+pub const MESSAGE_CAP: usize = 1024;
+pub const FILE_CAP: usize = 256;
 
 /// [`PanicRecord::state`]'s values.
 pub mod state {

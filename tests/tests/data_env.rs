@@ -156,7 +156,10 @@ fn present_is_checked() {
     let err = try_needs_present(&x).expect_err("x is not mapped");
     let msg = err.to_string();
     assert!(
-        msg.contains("region data_env::needs_present cannot map its data on device 0 (host-elf)"),
+        msg.contains(&format!(
+            "region data_env::needs_present cannot map its data on {}",
+            offload_tests::default_device_name()
+        )),
         "{msg}"
     );
     assert!(
@@ -185,7 +188,10 @@ fn present_in_a_data_construct_panics_with_the_address() {
         .expect_err("not mapped");
     let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(
-        msg.contains("offload: target_data! on device 0 (host-elf): `present` data is not mapped"),
+        msg.contains(&format!(
+            "offload: target_data! on {}: `present` data is not mapped",
+            offload_tests::default_device_name()
+        )),
         "{msg}"
     );
     assert!(

@@ -10,6 +10,7 @@ use offload::{
     barrier, omp_get_num_teams, omp_get_num_threads, omp_get_team_num, omp_get_thread_num,
     omp_is_initial_device, target,
 };
+use offload_tests::{default_device_name, team_limit};
 
 /// The host's hardware threads: the most threads a host team gets.
 fn hw() -> u32 {
@@ -62,7 +63,7 @@ fn every_thread_of_every_team_runs_once() {
             let slots: Vec<AtomicU32> = (0..teams * threads).map(|_| AtomicU32::new(0)).collect();
             let bad = [AtomicU32::new(0)];
             let seen = census(on_device, teams, threads, &slots, &bad);
-            let m = threads.min(hw());
+            let m = threads.min(team_limit(on_device));
             assert_eq!(seen, teams * 1000 + m, "geometry (device: {on_device})");
             assert_eq!(bad[0].load(Relaxed), 0, "numbers in range, right device");
             let ran = (teams * m) as usize;
@@ -93,7 +94,7 @@ fn a_barrier_orders_writes_before_reads() {
             let stage: Vec<AtomicU32> = (0..8).map(|_| AtomicU32::new(0)).collect();
             let seen: Vec<AtomicU32> = (0..8).map(|_| AtomicU32::new(0)).collect();
             ordered(on_device, &stage, &seen);
-            let ran = 2 * 4.min(hw()) as usize;
+            let ran = 2 * 4.min(team_limit(on_device)) as usize;
             assert!(
                 seen[..ran].iter().all(|s| s.load(Relaxed) != 0),
                 "read before the neighbour wrote: {seen:?}"
@@ -121,7 +122,10 @@ fn a_failing_thread_does_not_hang_its_team() {
     let err = try_one_fails(true, &reached).expect_err("a thread panicked");
     let msg = err.to_string();
     assert!(
-        msg.contains("region parallel::one_fails failed on device 0 (host-elf): thread 1 gives up"),
+        msg.contains(&format!(
+            "region parallel::one_fails failed on {}: thread 1 gives up",
+            default_device_name()
+        )),
         "{msg}"
     );
     // Team 1 never saw the failure; team 0's others left the barrier instead of waiting.
@@ -465,7 +469,7 @@ fn a_barrier_orders_team_shared_memory() {
         for _ in 0..10 {
             let seen: Vec<AtomicU32> = (0..12).map(|_| AtomicU32::new(0)).collect();
             let m = shared_stages(on_device, &seen);
-            assert_eq!(m, 4.min(hw()), "threads per team");
+            assert_eq!(m, 4.min(team_limit(on_device)), "threads per team");
             for t in 0..3u32 {
                 for i in 0..m {
                     let want = t * 100 + (i + 1) % m + 1;
@@ -627,8 +631,10 @@ fn team_shared_in_a_work_shared_loop_fails_the_region() {
         .expect_err("team_shared() in a work-shared loop fails the region")
         .to_string();
     assert!(
-        err.contains("sum_poking_team_shared failed on device 0 (host-elf)")
-            && err.contains("offload::team_shared()")
+        err.contains(&format!(
+            "sum_poking_team_shared failed on {}",
+            default_device_name()
+        )) && err.contains("offload::team_shared()")
             && err.contains("`teams, parallel`"),
         "{err}"
     );
@@ -724,8 +730,8 @@ fn a_divergent_barrier_fails_instead_of_hanging() {
     if !multicore("a_divergent_barrier_fails_instead_of_hanging") {
         return;
     }
-    let last = 4.min(hw()) - 1;
     for on_device in [true, false] {
+        let last = 4.min(team_limit(on_device)) - 1;
         let msg = bounded("a divergent barrier", move || {
             if on_device {
                 try_divergent_barrier(true)
@@ -781,7 +787,11 @@ fn a_wide_work_shared_loop_gets_at_most_the_hardware_threads_and_runs_every_iter
         let hits: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
         let sizes: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
         let m = wide_loop(on_device, &hits, &sizes);
-        assert_eq!(m, hw(), "device {on_device}: threads per team");
+        assert_eq!(
+            m,
+            256.min(team_limit(on_device)),
+            "device {on_device}: threads per team"
+        );
         assert!(
             hits.iter().all(|h| h.load(Relaxed) == 1),
             "device {on_device}: every iteration exactly once"
@@ -829,7 +839,11 @@ fn an_spmd_region_with_barriers_is_correct_with_the_reduced_geometry() {
             let seen: Vec<AtomicU32> = (0..64 * 128).map(|_| AtomicU32::new(0)).collect();
             let geometry = tree_sums(on_device, &seen);
             let (n, m) = (geometry / 1000, geometry % 1000);
-            assert_eq!(m, 128.min(hw()), "device {on_device}: threads per team");
+            assert_eq!(
+                m,
+                128.min(team_limit(on_device)),
+                "device {on_device}: threads per team"
+            );
             assert!(
                 (1..=64).contains(&n),
                 "device {on_device}: {n} teams (num_teams is an upper bound)"

@@ -219,10 +219,11 @@ fn a_region_in_a_binary_runs_on_the_device() {
 
 #[test]
 fn a_corrupt_image_disables_itself_and_nothing_else() {
-    let out = Command::new(env!("CARGO_BIN_EXE_bad_image"))
-        .env("OFFLOAD_INFO", "1")
-        .output()
-        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bad_image"));
+    for k in common::RUNTIME_ENV {
+        cmd.env_remove(k);
+    }
+    let out = cmd.env("OFFLOAD_INFO", "1").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");

@@ -50,6 +50,66 @@ pub fn omp_set_default_device(device: i32) {
     env::set_default_device(device)
 }
 
+/// What a device is and what launches on it get: its plugin, its description, and the geometry of parallel regions.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct DeviceInfo {
+    /// The plugin driving it (`cuda`, `amdgpu`, `host-elf`, `gpu-sim`), or `host` for the initial device.
+    pub plugin: &'static str,
+    /// Its name, architecture and memory.
+    pub description: crate::plugin::DeviceDescription,
+    /// The most threads a team gets (`thread_limit` is an upper bound).
+    pub max_threads: u32,
+    /// The most teams a launch gets (`num_teams` is an upper bound).
+    pub max_teams: u32,
+    /// (teams, threads per team) of a work-shared loop whose clauses leave them open.
+    pub loop_geometry: (u32, u32),
+    /// (teams, threads per team) of a `teams, parallel` region whose clauses leave them open.
+    pub spmd_geometry: (u32, u32),
+}
+
+/// What device `device` is and what launches on it get; the initial device (the host, where regions' host fallbacks
+/// run) included. `None` for a number that names no device.
+///
+/// ```
+/// use offload::{device_info, omp_get_initial_device};
+///
+/// let host = device_info(omp_get_initial_device()).unwrap();
+/// assert_eq!(host.plugin, "host");
+/// assert!(host.max_threads >= 1);
+/// if let Some(d) = device_info(0) {
+///     println!("device 0 is {} on {}: up to {} threads per team", d.description.name, d.plugin, d.max_threads);
+/// }
+/// ```
+pub fn device_info(device: i32) -> Option<DeviceInfo> {
+    use crate::host::geometry::{host_default_geometry, host_max_teams, host_max_threads};
+    match device_or_host(device).ok()? {
+        Some(d) => {
+            let (max_threads, max_teams) = d.limits();
+            Some(DeviceInfo {
+                plugin: d.plugin,
+                description: d.describe(),
+                max_threads,
+                max_teams,
+                loop_geometry: d.default_geometry(false),
+                spmd_geometry: d.default_geometry(true),
+            })
+        }
+        None => Some(DeviceInfo {
+            plugin: "host",
+            description: crate::plugin::DeviceDescription {
+                name: "the host (the initial device)".into(),
+                arch: std::env::consts::ARCH.into(),
+                memory: 0,
+            },
+            max_threads: host_max_threads(),
+            max_teams: host_max_teams(),
+            loop_geometry: host_default_geometry(false),
+            spmd_geometry: host_default_geometry(true),
+        }),
+    }
+}
+
 /// True on the host, including inside a region's host fallback; false in code running on an offload device (which
 /// sees offload-device's twin of this function).
 pub fn omp_is_initial_device() -> bool {

@@ -40,6 +40,16 @@ impl ObservedDevice {
         self.dev.describe()
     }
 
+    /// (teams, threads per team) of a parallel launch whose clauses leave them open; `spmd` for `teams, parallel`.
+    pub fn default_geometry(&self, spmd: bool) -> (u32, u32) {
+        self.dev.default_geometry(spmd)
+    }
+
+    /// The most threads a team gets and the most teams a launch gets.
+    pub fn limits(&self) -> (u32, u32) {
+        (self.dev.max_threads(), self.dev.max_teams())
+    }
+
     /// How well this device runs `image`, if at all.
     pub fn rank(&self, image: &Image) -> Option<u32> {
         self.dev.rank(image)

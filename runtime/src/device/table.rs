@@ -66,11 +66,11 @@ fn discover() -> Vec<DeviceEntry> {
     let mut out = Vec::new();
     let mut empty = Vec::new();
     for p in plugins {
-        if icv
-            .plugins
-            .as_ref()
-            .is_some_and(|w| !w.iter().any(|n| n == p.name()))
-        {
+        let enabled = match &icv.plugins {
+            Some(wanted) => wanted.iter().any(|n| n == p.name()),
+            None => p.on_by_default(),
+        };
+        if !enabled {
             continue;
         }
         let w = Watch::now();

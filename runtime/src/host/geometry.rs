@@ -84,7 +84,7 @@ pub fn host_default_geometry(spmd: bool) -> (u32, u32) {
 
 /// The most teams a host launch runs (`num_teams` is an upper bound): a few waves of as many as run at once, so
 /// the per-team memory of a launch stays small and `num_teams(u64::MAX)` finishes.
-pub(crate) fn host_max_teams() -> u32 {
+pub fn host_max_teams() -> u32 {
     hardware_threads().saturating_mul(4)
 }
 
@@ -92,7 +92,7 @@ pub(crate) fn host_max_teams() -> u32 {
 /// team got): as many as the host runs at once. A team's threads must all run at the same time (a barrier waits for
 /// every one), and threads beyond the cores cost about a millisecond each per launch, spinning on cores the others
 /// need (`thread_limit(256)` took half a second on 2 cores).
-pub(crate) fn host_max_threads() -> u32 {
+pub fn host_max_threads() -> u32 {
     hardware_threads()
 }
 

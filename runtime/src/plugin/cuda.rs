@@ -743,6 +743,6 @@ mod tests {
     #[test]
     fn cuda_comes_first_so_gpus_get_the_low_device_numbers() {
         let names: Vec<_> = crate::plugin::all().iter().map(|p| p.name()).collect();
-        assert_eq!(names, ["cuda", "amdgpu", "host-elf"]);
+        assert_eq!(names, ["cuda", "amdgpu", "host-elf", "gpu-sim"]);
     }
 }

@@ -30,10 +30,14 @@ pub struct Discovered {
 }
 
 pub trait Plugin: Send + Sync {
-    /// `host-elf`, `cuda`, `amdgpu`: the name `OFFLOAD_PLUGINS` and `OFFLOAD_INFO` use.
+    /// `host-elf`, `cuda`, `amdgpu`, `gpu-sim`: the name `OFFLOAD_PLUGINS` and `OFFLOAD_INFO` use.
     fn name(&self) -> &'static str;
     /// The devices this plugin can drive; `Err` says why there are none (no driver, no hardware).
     fn discover(&self) -> Result<Discovered, PluginError>;
+    /// Whether the runtime uses this plugin when `OFFLOAD_PLUGINS` is unset (gpu-sim only when it is named).
+    fn on_by_default(&self) -> bool {
+        true
+    }
 }
 
 /// An opaque kernel handle, valid for the device that returned it.

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::process::{Command, Output};
 
 /// The variables the runtime reads; `probe` clears them so a run sees only the ones the test gives it.
-const RUNTIME_ENV: [&str; 9] = [
+pub const RUNTIME_ENV: [&str; 9] = [
     "OMP_TARGET_OFFLOAD",
     "OMP_DEFAULT_DEVICE",
     "OFFLOAD_PLUGINS",

@@ -808,5 +808,5 @@ fn without_rocm_discovery_says_why_and_does_not_panic() {
 #[test]
 fn gpus_come_before_the_host_elf_devices() {
     let names: Vec<_> = super::super::all().iter().map(|p| p.name()).collect();
-    assert_eq!(names, ["cuda", "amdgpu", "host-elf"]);
+    assert_eq!(names, ["cuda", "amdgpu", "host-elf", "gpu-sim"]);
 }

@@ -16,6 +16,7 @@ use crate::plugin::interface::{
 };
 use crate::registry::Image;
 use offload_model::abi::{HostFailure, HostLaunchEnv};
+use offload_model::device::DeviceKind;
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 
@@ -23,7 +24,7 @@ pub struct HostElf;
 
 impl Plugin for HostElf {
     fn name(&self) -> &'static str {
-        offload_model::device::DeviceKind::Host.plugin()
+        DeviceKind::Host.plugin()
     }
 
     fn discover(&self) -> Result<Discovered, PluginError> {
@@ -76,6 +77,7 @@ impl Device for HostElfDevice {
         let mut parts = image.triple.split('-');
         if parts.next() != Some(std::env::consts::ARCH)
             || !image.triple.contains(std::env::consts::OS)
+            || DeviceKind::of_image(image.triple, image.arch) != Some(DeviceKind::Host)
             || image.format != offload_model::fatbin::ImageFormat::SharedObject
         {
             return None;

@@ -1,0 +1,222 @@
+//! `gpu-sim`: a simulated GPU on the host, like LLVM's virtual GPU plugin (D113359), so the GPU lowering runs on
+//! every machine. Its images are the GPU lowering compiled for the host (`OFFLOAD_TARGETS=host,gpu-sim`: grid-stride
+//! loop shares, reductions through team-shared slots, the panic record); it runs a launch as a GPU does
+//! ([`grid`]): a grid of blocks, each block's threads all live at once, switched at barriers, with the block's
+//! dynamic shared memory sized at launch, separate device memory, the CUDA plugin's default geometry and argument
+//! packing, and one launch at a time per device (CUDA's legacy default stream). Only `OFFLOAD_PLUGINS` turns it on.
+
+mod grid;
+
+use crate::plugin::error::PluginError;
+use crate::plugin::gpu;
+use crate::plugin::host_code::image;
+use crate::plugin::host_code::memory::{physical_memory, HostMemory};
+use crate::plugin::interface::{
+    Arg, Device, DeviceDescription, DevicePtr, Discovered, Kernel, LaunchParams, LoadedImage,
+    Plugin,
+};
+use crate::registry::Image;
+use offload_model::device::{triple_arch, DeviceKind, GPU_SIM_ARCH};
+use offload_model::fatbin::ImageFormat;
+use offload_model::gpu_panic::{self, PanicRecord};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Mutex;
+
+pub struct GpuSim;
+
+/// The simulated GPU: a small one, so a test's default launch (8 blocks per multiprocessor of 128 threads) stays
+/// quick on a 2-core machine, with CUDA's per-block limits.
+const MULTIPROCESSORS: u32 = 8;
+/// CUDA's most threads per block.
+const MAX_THREADS: u32 = 1024;
+/// An H100's most shared memory per block (with the opt-in the CUDA plugin sets).
+const MAX_SHARED: usize = 227 * 1024;
+/// What `cudaMalloc` aligns to.
+const ALIGN: usize = 256;
+
+impl Plugin for GpuSim {
+    fn name(&self) -> &'static str {
+        DeviceKind::GpuSim.plugin()
+    }
+
+    fn on_by_default(&self) -> bool {
+        false
+    }
+
+    fn discover(&self) -> Result<Discovered, PluginError> {
+        if cfg!(miri) {
+            return Err(PluginError::Unavailable {
+                reason: "not under Miri".into(),
+            });
+        }
+        Ok(Discovered {
+            devices: vec![Box::new(GpuSimDevice {
+                memory: HostMemory::new(crate::env::icv().host_memory),
+                record: Box::new(PanicRecord::new()),
+                stream: Mutex::new(()),
+            })],
+            notes: Vec::new(),
+        })
+    }
+}
+
+struct GpuSimDevice {
+    memory: HostMemory,
+    /// The panic record every image of this device points at: plain host memory, which the host reads after a
+    /// launch as it reads a GPU's mapped pinned memory.
+    record: Box<PanicRecord>,
+    /// Held for a launch: launches on a device run one at a time, as on the CUDA plugin's legacy default stream
+    /// (so the record holds the running launch's panic alone).
+    stream: Mutex<()>,
+}
+
+impl Device for GpuSimDevice {
+    fn describe(&self) -> DeviceDescription {
+        DeviceDescription {
+            name: format!(
+                "a simulated GPU on the host ({MULTIPROCESSORS} multiprocessors, up to {MAX_THREADS} threads per \
+                 block; only when OFFLOAD_PLUGINS names gpu-sim)"
+            ),
+            arch: GPU_SIM_ARCH.into(),
+            memory: physical_memory(),
+        }
+    }
+
+    fn rank(&self, image: &Image) -> Option<u32> {
+        (DeviceKind::of_image(image.triple, image.arch) == Some(DeviceKind::GpuSim)
+            && triple_arch(image.triple) == std::env::consts::ARCH
+            && image.triple.contains(std::env::consts::OS)
+            && image.format == ImageFormat::SharedObject)
+            .then_some(1)
+    }
+
+    fn default_geometry(&self, spmd: bool) -> (u32, u32) {
+        gpu::default_geometry(MULTIPROCESSORS, spmd)
+    }
+
+    fn max_threads(&self) -> u32 {
+        MAX_THREADS
+    }
+
+    fn limits_why(&self) -> (&'static str, &'static str) {
+        (
+            "the most blocks gpu-sim takes in a launch",
+            "CUDA's most threads per block",
+        )
+    }
+
+    /// Loads the shared object and points its panic record global at the device's record, as the CUDA plugin sets
+    /// a module's global.
+    fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError> {
+        let so = image::load(image)?;
+        let symbol = std::ffi::CString::new(gpu_panic::SYMBOL).unwrap_or_default();
+        let global = so.symbol(&symbol).cast::<AtomicPtr<PanicRecord>>();
+        if global.is_null() {
+            return Err(PluginError::Load {
+                reason: format!(
+                    "the gpu-sim image of {} has no `{}`: it was built by an older offload; rebuild it",
+                    image.package,
+                    gpu_panic::SYMBOL
+                ),
+            });
+        }
+        let record = &*self.record as *const PanicRecord as *mut PanicRecord;
+        // SAFETY: the symbol is offload-device's `AtomicPtr<PanicRecord>` global, alive as long as the image (never
+        // unloaded); the record lives as long as the device (never dropped).
+        unsafe { (*global).store(record, Ordering::Release) };
+        Ok(Box::new(so))
+    }
+
+    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
+        self.memory.alloc_aligned(size, ALIGN)
+    }
+
+    fn alloc_align(&self) -> usize {
+        ALIGN
+    }
+
+    unsafe fn free(&self, ptr: DevicePtr) {
+        // SAFETY: per the trait's contract.
+        unsafe { self.memory.free(ptr) }
+    }
+
+    unsafe fn copy_to_device(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        size: usize,
+    ) -> Result<(), PluginError> {
+        // SAFETY: per the trait's contract.
+        unsafe { self.memory.copy_to_device(dst, src, size) }
+    }
+
+    unsafe fn copy_from_device(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        size: usize,
+    ) -> Result<(), PluginError> {
+        // SAFETY: per the trait's contract.
+        unsafe { self.memory.copy_from_device(dst, src, size) }
+    }
+
+    unsafe fn launch(
+        &self,
+        kernel: Kernel,
+        args: &[Arg],
+        params: LaunchParams,
+    ) -> Result<(), PluginError> {
+        let (blocks, threads) = (params.num_teams.max(1), params.num_threads.max(1));
+        if threads > MAX_THREADS || params.team_shared > MAX_SHARED {
+            return Err(PluginError::Launch {
+                reason: format!(
+                    "{blocks} blocks of {threads} threads with {} bytes of shared memory; gpu-sim allows {MAX_THREADS} \
+                     threads and {MAX_SHARED} bytes of shared memory per block",
+                    params.team_shared
+                ),
+            });
+        }
+        if args.len() > crate::plugin::host_code::call::MAX_ARGS {
+            return Err(PluginError::Launch {
+                reason: format!(
+                    "the kernel takes {} arguments; gpu-sim passes at most {}",
+                    args.len(),
+                    crate::plugin::host_code::call::MAX_ARGS
+                ),
+            });
+        }
+        // The arguments go through CUDA's packing and come out as the driver copies them.
+        let dyn_ptr: u64 = 0;
+        let packed = gpu::kernel_params(&dyn_ptr, args);
+        // SAFETY: `dyn_ptr` and `args` outlive the call.
+        let (_, args) = unsafe { gpu::unpack(&packed) };
+        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        let record = &*self.record as *const PanicRecord as *mut PanicRecord;
+        // SAFETY: per the trait's contract; the launch has the device (and its record) to itself.
+        let trapped = unsafe {
+            grid::run(
+                kernel,
+                &args,
+                grid::Shape {
+                    blocks,
+                    threads,
+                    shared: params.team_shared,
+                },
+            )
+        }?;
+        if !trapped {
+            return Ok(());
+        }
+        // SAFETY: the grid has finished; no kernel writes the record.
+        let taken = unsafe { gpu_panic::take(record) };
+        // The simulated device's memory survives a trap, so the device stays usable.
+        Err(PluginError::from_panic_record(taken, false, || {
+            PluginError::Panic {
+                message: "the kernel trapped without a panic record".into(),
+                location: None,
+                thread: None,
+                lost: false,
+            }
+        }))
+    }
+}
