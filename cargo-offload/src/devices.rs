@@ -51,9 +51,14 @@ pub fn render(report: &[PluginReport]) -> String {
             None => {
                 out.push_str(&format!("{}:\n", p.plugin));
                 for (k, (number, d)) in p.devices.iter().enumerate() {
-                    count += 1;
+                    let number = if p.on_by_default {
+                        count += 1;
+                        format!("device {number}")
+                    } else {
+                        format!("device {number} with OFFLOAD_PLUGINS={}", p.plugin)
+                    };
                     out.push_str(&format!(
-                        "  {}:{k}  device {number}  {}  {}  {}\n",
+                        "  {}:{k}  {number}  {}  {}  {}\n",
                         p.plugin,
                         d.arch,
                         gib(d.memory),

@@ -204,12 +204,15 @@ fn run_on_an_absent_device_lists_the_devices_that_exist() {
         t.contains("`host-elf:3` does not exist: host-elf has 1 device(s)"),
         "{t}"
     );
-    assert!(t.contains("devices here: host-elf:0, host"), "{t}");
+    assert!(
+        t.contains("devices here: host-elf:0, gpu-sim:0, host"),
+        "{t}"
+    );
     let o = cargo_offload(&["run", "--device", "tpu:0", "--example", "saxpy"], &[]);
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
     assert!(
-        t.contains("there is no plugin `tpu` (plugins: cuda, amdgpu, host-elf)"),
+        t.contains("there is no plugin `tpu` (plugins: cuda, amdgpu, host-elf, gpu-sim)"),
         "{t}"
     );
 }
@@ -228,6 +231,17 @@ fn devices_lists_every_plugin_with_its_devices_or_why_none() {
         );
     }
     assert!(t.contains("host: the initial device"), "{t}");
+    // The simulated GPU is listed with its architecture, and says how it is turned on.
+    let sim = t
+        .lines()
+        .find(|l| l.contains("gpu-sim:0 "))
+        .unwrap_or_else(|| panic!("no gpu-sim device: {t}"));
+    assert!(
+        sim.contains("device 0 with OFFLOAD_PLUGINS=gpu-sim  gpu-sim "),
+        "{sim}"
+    );
+    // Off by default, it does not move the host's number.
+    assert!(t.contains("host: the initial device (device 1,"), "{t}");
 }
 
 #[test]

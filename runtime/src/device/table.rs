@@ -116,14 +116,17 @@ fn discover() -> Vec<DeviceEntry> {
 pub struct PluginReport {
     /// The plugin's name (`host-elf`, `cuda`, `amdgpu`).
     pub plugin: &'static str,
-    /// (device number with every plugin enabled, description).
+    /// Whether the runtime uses the plugin when `OFFLOAD_PLUGINS` is unset (gpu-sim is used only when named).
+    pub on_by_default: bool,
+    /// (device number, description): the number with the plugins on by default, or, for a plugin off by default, its
+    /// number when `OFFLOAD_PLUGINS` names it alone.
     pub devices: Vec<(i32, DeviceDescription)>,
     /// Why the plugin has no devices (no driver, no runtime library, ..); `None` when it listed them (perhaps none).
     pub none_because: Option<String>,
 }
 
 /// Every plugin and device this build can drive, whatever `OFFLOAD_PLUGINS` and `OMP_TARGET_OFFLOAD` say, numbered
-/// as the runtime numbers them with every plugin enabled: what `cargo offload devices` lists.
+/// as the runtime numbers them without `OFFLOAD_PLUGINS`: what `cargo offload devices` lists.
 pub fn inventory() -> Vec<PluginReport> {
     let mut next = 0;
     plugin::all()
@@ -131,10 +134,15 @@ pub fn inventory() -> Vec<PluginReport> {
         .map(|p| match p.discover() {
             Ok(found) => PluginReport {
                 plugin: p.name(),
+                on_by_default: p.on_by_default(),
                 devices: found
                     .devices
                     .iter()
-                    .map(|d| {
+                    .enumerate()
+                    .map(|(k, d)| {
+                        if !p.on_by_default() {
+                            return (k as i32, d.describe());
+                        }
                         next += 1;
                         (next - 1, d.describe())
                     })
@@ -143,6 +151,7 @@ pub fn inventory() -> Vec<PluginReport> {
             },
             Err(why) => PluginReport {
                 plugin: p.name(),
+                on_by_default: p.on_by_default(),
                 devices: Vec::new(),
                 none_because: Some(why.to_string()),
             },
