@@ -231,17 +231,39 @@ fn link_bitcode(
             .arg(&user_bc),
         "llvm-link",
     )?;
+    // `--only-needed` takes from each file, in order, what is needed so far: a function taken from a later file of
+    // `core` (`Option::unwrap`'s `unwrap_failed`) may need one of an earlier file (`core::panicking::panic`), which a
+    // single pass leaves undefined. So the libraries are linked again until a pass adds nothing, as a linker rescans
+    // an archive group.
+    let device_libs: Vec<std::ffi::OsString> = device_libs
+        .into_iter()
+        .map(|l| l.as_ref().to_os_string())
+        .collect();
     let linked = work.join("linked.bc");
-    run(
-        Command::new(&llvm.link)
-            .arg(&user_bc)
-            .arg("--only-needed")
-            .args(libs)
-            .args(device_libs)
-            .arg("-o")
-            .arg(&linked),
-        "llvm-link",
-    )?;
+    let mut from = user_bc;
+    for pass in 0..8 {
+        let out = work.join(format!("linked.{pass}.bc"));
+        run(
+            Command::new(&llvm.link)
+                .arg(&from)
+                .arg("--only-needed")
+                .args(libs)
+                .args(&device_libs)
+                .arg("-o")
+                .arg(&out),
+            "llvm-link",
+        )?;
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let done = size(&out) == size(&from);
+        if pass > 0 {
+            let _ = std::fs::remove_file(&from);
+        }
+        from = out;
+        if done {
+            break;
+        }
+    }
+    std::fs::rename(&from, &linked).map_err(Error::io(format!("writing {}", linked.display())))?;
     Ok(linked)
 }
 
