@@ -65,6 +65,11 @@ pub fn launch_kind() -> u32 {
 pub fn barrier() {
     let Some(e) = env() else { return };
     let Some(wait) = e.barrier else { return };
+    if std::thread::panicking() {
+        // A drop during this thread's unwinding: it is trapping, and switching now would hand the image's
+        // per-OS-thread panic state to the block's other threads. They see this thread finish instead.
+        return;
+    }
     let kind = launch_kind();
     // SAFETY: the plugin passes the block's barrier and this thread's context for the kernel's duration.
     let status = unsafe { wait(e.barrier_ctx) };

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::process::Command;
 
 struct Run {
+    success: bool,
     kv: HashMap<String, String>,
     stderr: String,
     describe: String,
@@ -23,6 +24,12 @@ impl Run {
 }
 
 fn run(scenario: &str, plugins: &str) -> Run {
+    let r = run_any(scenario, plugins);
+    assert!(r.success, "{}", r.describe);
+    r
+}
+
+fn run_any(scenario: &str, plugins: &str) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpu_shaped"));
     for k in common::RUNTIME_ENV {
         cmd.env_remove(k);
@@ -40,7 +47,6 @@ fn run(scenario: &str, plugins: &str) -> Run {
         "status {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
         out.status
     );
-    assert!(out.status.success(), "{describe}");
     let kv = stdout
         .lines()
         .filter_map(|l| l.split_once('='))
@@ -50,6 +56,7 @@ fn run(scenario: &str, plugins: &str) -> Run {
         kv,
         stderr,
         describe,
+        success: out.status.success(),
     }
 }
 
@@ -142,4 +149,34 @@ fn gpu_sim_is_off_unless_named() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("on device 0 (host-elf)"), "{stderr}");
     assert!(!stderr.contains("gpu-sim"), "{stderr}");
+}
+
+#[test]
+fn a_thread_that_overflows_its_stack_is_named_before_the_process_ends() {
+    let r = run_any("overflow", "gpu-sim");
+    assert_eq!(r.get("shallow"), "0", "{}", r.describe);
+    assert!(!r.success, "{}", r.describe);
+    assert!(
+        r.stderr
+            .contains("offload: gpu-sim: thread 3 of block 1 overflowed its stack of 512 KiB"),
+        "{}",
+        r.describe
+    );
+}
+
+#[test]
+fn big_blocks_do_not_keep_their_stacks_mapped() {
+    let r = run("stacks", "gpu-sim");
+    assert_eq!(r.get("ran"), (16 * 1024).to_string(), "{}", r.describe);
+    // Each stack is two mappings; a pool thread keeps 256 stacks after a launch, and a launch of 1024-thread blocks
+    // runs on at most 8 of them.
+    let hw = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    let added: usize = r.get("mappings_added").parse().unwrap();
+    assert!(
+        added <= 2 * 256 * hw + 256,
+        "{added} mappings added\n{}",
+        r.describe
+    );
 }

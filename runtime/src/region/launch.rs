@@ -235,9 +235,16 @@ unsafe fn run_on_device(
     };
     let Some(kernel) = dev.kernel(entry_index(region.entry)) else {
         return could_not_start(format!(
-            "no image loaded on device {d} ({}) has the kernel {}",
+            "no image loaded on device {d} ({}) has the kernel {}{}",
             dev.plugin,
-            entry_symbol(region.entry).to_string_lossy()
+            entry_symbol(region.entry).to_string_lossy(),
+            offload_model::device::DeviceKind::ALL
+                .into_iter()
+                .find(|k| k.plugin() == dev.plugin)
+                .map_or(String::new(), |k| format!(
+                    " (the program is built for the `{k}` target when OFFLOAD_TARGETS or \
+                     [package.metadata.offload] targets lists it)"
+                ))
         ));
     };
     let (num_teams, num_threads) = dev.geometry(launch);

@@ -100,6 +100,39 @@ fn explicit_panic(limit: u32) -> bool {
     omp_is_initial_device()
 }
 
+/// Recursion with 2 KiB frames: `n` deep needs `2 n` KiB of stack.
+#[offload::declare_target]
+fn deep(n: u32) -> u32 {
+    let frame = core::hint::black_box([n as u8; 2048]);
+    if n == 0 {
+        frame[0] as u32
+    } else {
+        deep(n - 1).wrapping_add(frame[1] as u32)
+    }
+}
+
+/// Thread 3 of block 1 recurses `depth` deep; the others not at all.
+#[target(teams, parallel, num_teams(2), thread_limit(8))]
+fn recurse(depth: u32) -> u32 {
+    let n = if omp_get_team_num() == 1 && omp_get_thread_num() == 3 {
+        depth
+    } else {
+        0
+    };
+    deep(n)
+}
+
+/// Blocks of 1024 threads, each thread adding one.
+#[target(teams, parallel, num_teams(16), thread_limit(1024))]
+fn big_blocks(count: &AtomicU32) {
+    count.fetch_add(1, Relaxed);
+}
+
+/// The process's memory mappings.
+fn mappings() -> usize {
+    std::fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count())
+}
+
 fn main() {
     let scenario = std::env::args().nth(1).unwrap_or_default();
     match scenario.as_str() {
@@ -162,6 +195,17 @@ fn main() {
             }
             // The device stays usable after a panic.
             println!("after_ok={}", try_default_spmd().is_ok());
+        }
+        "overflow" => {
+            println!("shallow={}", recurse(10));
+            println!("deep={}", recurse(1 << 20));
+        }
+        "stacks" => {
+            let before = mappings();
+            let count = AtomicU32::new(0);
+            big_blocks(&count);
+            println!("ran={}", count.load(Relaxed));
+            println!("mappings_added={}", mappings().saturating_sub(before));
         }
         other => panic!("unknown scenario {other:?}"),
     }

@@ -6,6 +6,7 @@
 //! a trap (a panic caught by the image's entry) stops the grid: no further block starts, and threads waiting at a
 //! barrier fail.
 
+use super::stacks;
 use crate::host::pool;
 use crate::plugin::error::PluginError;
 use crate::plugin::host_code::call;
@@ -13,13 +14,9 @@ use crate::plugin::interface::{Arg, Kernel};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use offload_model::abi::{barrier_status, HostFailure, HostLaunchEnv};
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-
-/// A GPU thread's stack: generous, since images are built at the program's opt-level (unoptimised code has large
-/// frames) and the panic path formats its message on it. Only the pages a thread touches are committed.
-const STACK_BYTES: usize = 512 * 1024;
 
 /// A launch's shape: `blocks` of `threads`, each block with `shared` bytes of dynamic shared memory.
 #[derive(Clone, Copy, Debug)]
@@ -31,11 +28,6 @@ pub struct Shape {
 
 /// A GPU thread, resumed with a `barrier_status` and yielding when it reaches a barrier.
 type Thread = Coroutine<u32, (), (), DefaultStack>;
-
-std::thread_local! {
-    /// Stacks of finished threads, for the next ones this pool thread runs.
-    static STACKS: RefCell<Vec<DefaultStack>> = const { RefCell::new(Vec::new()) };
-}
 
 /// What a thread's barrier needs: the yielder of its coroutine, set when the coroutine starts.
 struct Fiber {
@@ -55,7 +47,8 @@ unsafe extern "C" fn barrier_wait(ctx: *const c_void) -> u32 {
     }
 }
 
-/// Runs the grid; whether a thread trapped. `Err` if a pool thread could not be started (nothing ran then).
+/// Runs the grid; whether a thread trapped. `Err` if a pool thread could not be started (nothing ran then) or a pool
+/// thread could not map its stacks (the blocks other pool threads took ran, and the launch failed).
 ///
 /// # Safety
 /// `kernel` is a gpu-sim kernel taking `dyn_ptr` and exactly `args.len()` arguments (at most `call::MAX_ARGS`).
@@ -63,10 +56,12 @@ pub unsafe fn run(kernel: Kernel, args: &[Arg], shape: Shape) -> Result<bool, Pl
     let next = AtomicU32::new(0);
     let trapped = AtomicBool::new(false);
     let no_stacks = std::sync::Mutex::new(None);
-    let workers = crate::host::geometry::hardware_threads().min(shape.blocks) as usize;
+    let workers = (crate::host::geometry::hardware_threads() as usize)
+        .min(shape.blocks as usize)
+        .min((stacks::MAX_IN_FLIGHT / shape.threads as usize).max(1));
     pool::run(workers, &|_| {
         // Every stack a block can need, before any of its threads starts (a block cannot stop half-way).
-        if let Err(e) = reserve_stacks(shape.threads as usize) {
+        if let Err(e) = stacks::reserve(shape.threads as usize) {
             trapped.store(true, Ordering::Relaxed);
             *no_stacks.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
             return;
@@ -82,6 +77,7 @@ pub unsafe fn run(kernel: Kernel, args: &[Arg], shape: Shape) -> Result<bool, Pl
                 trapped.store(true, Ordering::Relaxed);
             }
         }
+        stacks::trim();
     })?;
     if let Some(e) = no_stacks.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(PluginError::Launch {
@@ -102,6 +98,8 @@ struct Block {
     envs: Vec<HostLaunchEnv>,
     failures: Vec<HostFailure>,
     fibers: Vec<Fiber>,
+    /// Each thread's stack's guard page, for the overflow report.
+    guards: Vec<(usize, usize)>,
 }
 
 impl Block {
@@ -119,6 +117,7 @@ impl Block {
                     yielder: Cell::new(std::ptr::null()),
                 })
                 .collect(),
+            guards: vec![(0, 0); n],
         }
     }
 
@@ -141,24 +140,29 @@ impl Block {
             self.shared.as_mut_ptr().cast::<u8>(),
             self.shared.len() * 16,
         );
+        // Raw pointers taken once: the threads keep theirs while later ones are set up.
+        let (envs, failures) = (self.envs.as_mut_ptr(), self.failures.as_mut_ptr());
         for t in 0..threads as usize {
-            self.failures[t].failed = 0;
-            self.envs[t] = HostLaunchEnv {
-                team_num: b,
-                num_teams: blocks,
-                thread_num: t as u32,
-                num_threads: threads,
-                team_shared: if shared.1 > 0 {
-                    shared.0
-                } else {
-                    std::ptr::null_mut()
-                },
-                team_shared_len: shared.1,
-                failure: &mut self.failures[t],
-                barrier: Some(barrier_wait),
-                barrier_ctx: &self.fibers[t] as *const Fiber as *const c_void,
-                chunks: std::ptr::null(),
-            };
+            // SAFETY: `t` is below the vectors' length (`threads`); no thread of this block has started yet.
+            unsafe {
+                (*failures.add(t)).failed = 0;
+                envs.add(t).write(HostLaunchEnv {
+                    team_num: b,
+                    num_teams: blocks,
+                    thread_num: t as u32,
+                    num_threads: threads,
+                    team_shared: if shared.1 > 0 {
+                        shared.0
+                    } else {
+                        std::ptr::null_mut()
+                    },
+                    team_shared_len: shared.1,
+                    failure: failures.add(t),
+                    barrier: Some(barrier_wait),
+                    barrier_ctx: &self.fibers[t] as *const Fiber as *const c_void,
+                    chunks: std::ptr::null(),
+                });
+            }
         }
         let mut trapped = false;
         let mut first_finished: Option<u32> = None;
@@ -169,15 +173,19 @@ impl Block {
                 kernel,
                 args: args.as_ptr(),
                 nargs: args.len(),
-                env: &mut self.envs[t as usize],
+                // SAFETY: `t` is below the vector's length.
+                env: unsafe { envs.add(t as usize) },
                 fiber: &self.fibers[t as usize],
             };
-            let co = Thread::with_stack(take_stack(), move |y: &Yielder<u32, ()>, _| {
+            let stack = stacks::take();
+            self.guards[t as usize] = stacks::guard(&stack);
+            let co = Thread::with_stack(stack, move |y: &Yielder<u32, ()>, _| {
                 // SAFETY: the block outlives its threads (it runs each to completion before it returns), and the
                 // kernel's contract is `run`'s.
                 unsafe { start.run(y) }
             });
             self.step(
+                b,
                 t,
                 co,
                 barrier_status::DONE,
@@ -197,6 +205,7 @@ impl Block {
             };
             for (t, co) in std::mem::take(&mut waiting) {
                 self.step(
+                    b,
                     t,
                     co,
                     status,
@@ -209,9 +218,11 @@ impl Block {
         trapped
     }
 
-    /// Resumes thread `t` with `status` until it waits at a barrier (kept in `waiting`) or ends.
+    /// Resumes thread `t` of block `b` with `status` until it waits at a barrier (kept in `waiting`) or ends.
+    #[allow(clippy::too_many_arguments)]
     fn step(
         &self,
+        b: u32,
         t: u32,
         mut co: Thread,
         status: u32,
@@ -219,12 +230,12 @@ impl Block {
         first_finished: &mut Option<u32>,
         trapped: &mut bool,
     ) {
-        match co.resume(status) {
+        match stacks::running(self.guards[t as usize], b, t, || co.resume(status)) {
             CoroutineResult::Yield(()) => waiting.push((t, co)),
             CoroutineResult::Return(()) => {
                 first_finished.get_or_insert(t);
                 *trapped |= self.failures[t as usize].failed != 0;
-                STACKS.with(|s| s.borrow_mut().push(co.into_stack()));
+                stacks::give(co.into_stack());
             }
         }
     }
@@ -254,23 +265,4 @@ impl Start {
             );
         }
     }
-}
-
-/// Makes sure this pool thread has `n` stacks (they stay for its next launches).
-fn reserve_stacks(n: usize) -> std::io::Result<()> {
-    STACKS.with(|s| {
-        let mut s = s.borrow_mut();
-        while s.len() < n {
-            s.push(DefaultStack::new(STACK_BYTES)?);
-        }
-        Ok(())
-    })
-}
-
-/// A stack for a new thread: [`reserve_stacks`] left one for each thread of a block, and a finished thread gives
-/// its back.
-fn take_stack() -> DefaultStack {
-    STACKS.with(|s| s.borrow_mut().pop()).unwrap_or_else(|| {
-        unreachable!("reserve_stacks leaves a stack for every thread of a block")
-    })
 }

@@ -6,6 +6,7 @@
 //! packing, and one launch at a time per device (CUDA's legacy default stream). Only `OFFLOAD_PLUGINS` turns it on.
 
 mod grid;
+mod stacks;
 
 use crate::plugin::error::PluginError;
 use crate::plugin::gpu;
@@ -19,6 +20,7 @@ use crate::registry::Image;
 use offload_model::device::{triple_arch, DeviceKind, GPU_SIM_ARCH};
 use offload_model::fatbin::ImageFormat;
 use offload_model::gpu_panic::{self, PanicRecord};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
 
@@ -52,7 +54,8 @@ impl Plugin for GpuSim {
         Ok(Discovered {
             devices: vec![Box::new(GpuSimDevice {
                 memory: HostMemory::new(crate::env::icv().host_memory),
-                record: Box::new(PanicRecord::new()),
+                // Never freed: images keep its address for the life of the process, as devices live.
+                record: NonNull::from(Box::leak(Box::new(PanicRecord::new()))),
                 stream: Mutex::new(()),
             })],
             notes: Vec::new(),
@@ -63,12 +66,17 @@ impl Plugin for GpuSim {
 struct GpuSimDevice {
     memory: HostMemory,
     /// The panic record every image of this device points at: plain host memory, which the host reads after a
-    /// launch as it reads a GPU's mapped pinned memory.
-    record: Box<PanicRecord>,
+    /// launch as it reads a GPU's mapped pinned memory; written by kernels through this address alone.
+    record: NonNull<PanicRecord>,
     /// Held for a launch: launches on a device run one at a time, as on the CUDA plugin's legacy default stream
     /// (so the record holds the running launch's panic alone).
     stream: Mutex<()>,
 }
+
+// SAFETY: the record is only accessed through the panic record protocol (atomic claims, a writer at a time, the host
+// reading under the stream lock after the launch); everything else in the device is `Send + Sync`.
+unsafe impl Send for GpuSimDevice {}
+unsafe impl Sync for GpuSimDevice {}
 
 impl Device for GpuSimDevice {
     fn describe(&self) -> DeviceDescription {
@@ -120,10 +128,9 @@ impl Device for GpuSimDevice {
                 ),
             });
         }
-        let record = &*self.record as *const PanicRecord as *mut PanicRecord;
         // SAFETY: the symbol is offload-device's `AtomicPtr<PanicRecord>` global, alive as long as the image (never
-        // unloaded); the record lives as long as the device (never dropped).
-        unsafe { (*global).store(record, Ordering::Release) };
+        // unloaded); the record is never freed.
+        unsafe { (*global).store(self.record.as_ptr(), Ordering::Release) };
         Ok(Box::new(so))
     }
 
@@ -191,7 +198,11 @@ impl Device for GpuSimDevice {
         // SAFETY: `dyn_ptr` and `args` outlive the call.
         let (_, args) = unsafe { gpu::unpack(&packed) };
         let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
-        let record = &*self.record as *const PanicRecord as *mut PanicRecord;
+        let record = self.record.as_ptr();
+        // A panic recorded outside a failed launch (one region code caught, a launch that could not finish) is not
+        // this launch's.
+        // SAFETY: no kernel of this device runs (the stream is held); the record is live.
+        unsafe { gpu_panic::take(record) };
         // SAFETY: per the trait's contract; the launch has the device (and its record) to itself.
         let trapped = unsafe {
             grid::run(
