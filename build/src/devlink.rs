@@ -213,7 +213,11 @@ fn extract_bitcode(archives: &[PathBuf], work: &Path) -> Result<Members, Error> 
 }
 
 /// `work/linked.bc`: the shim and the user's crates whole, then only what they use of the libraries. `--only-needed`
-/// applies to every file of a call, so the user's crates are linked in a call of their own.
+/// applies to every file of a call, so the user's crates are linked in a call of their own. It also pulls from each
+/// file, in order, only what is needed *so far*: `core`'s codegen units refer to each other (`fmt` for integers
+/// needs the digit table of another unit), so a unit needed only by a later one would be left out, leaving an
+/// unresolved symbol. The libraries are first merged whole into one module (`work/libs.bc`, cheap: they are
+/// small), which `--only-needed` then resolves transitively.
 fn link_bitcode(
     llvm: &LlvmTools,
     shim: &Path,
@@ -231,12 +235,17 @@ fn link_bitcode(
             .arg(&user_bc),
         "llvm-link",
     )?;
+    let libs_bc = work.join("libs.bc");
+    run(
+        Command::new(&llvm.link).args(libs).arg("-o").arg(&libs_bc),
+        "llvm-link",
+    )?;
     let linked = work.join("linked.bc");
     run(
         Command::new(&llvm.link)
             .arg(&user_bc)
             .arg("--only-needed")
-            .args(libs)
+            .arg(&libs_bc)
             .args(device_libs)
             .arg("-o")
             .arg(&linked),
@@ -247,12 +256,18 @@ fn link_bitcode(
 
 /// Every kernel is an entry, and nothing is left to resolve (ptxas would reject it, the driver's JIT too).
 fn check_ptx(ptx: &str, kernels: &[String], cuda: &CudaTools) -> Result<(), Error> {
-    let unresolved: Vec<&str> = ptx
+    let functions = ptx
         .lines()
         .filter_map(|l| l.trim().strip_prefix(".extern .func"))
         // `.extern .func (.param .b32 func_retval0) __nv_expf(`: the name is the word before the last `(`.
-        .filter_map(|l| l.rsplit_once('(')?.0.split_whitespace().last())
-        .collect();
+        .filter_map(|l| l.rsplit_once('(')?.0.split_whitespace().last());
+    // `.extern .global .align 1 .b8 NAME[200];`: a variable no module defined. (`.extern .shared` is the launch's
+    // dynamic shared memory, which the driver provides.)
+    let variables = ptx
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(".extern .global"))
+        .filter_map(|l| l.split_whitespace().last()?.split('[').next());
+    let unresolved: Vec<&str> = functions.chain(variables).collect();
     if !unresolved.is_empty() {
         let math = unresolved.iter().any(|f| f.starts_with("__nv_"));
         let hint = if math && cuda.libdevice.is_none() {
@@ -264,7 +279,7 @@ fn check_ptx(ptx: &str, kernels: &[String], cuda: &CudaTools) -> Result<(), Erro
         return Err(Error::DeviceBuild {
             image: "the NVIDIA device link".into(),
             output: format!(
-                "unresolved functions in the PTX: {}{hint}",
+                "unresolved functions or variables in the PTX: {}{hint}",
                 unresolved.join(", ")
             ),
         });
@@ -464,4 +479,37 @@ fn check_hsaco(bytes: &[u8], kernels: &[String], gfx: &str) -> Result<(), Error>
         image: format!("the AMD device link for {gfx}"),
         output: format!("kernel descriptors missing from the code object: {missing:?}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KERNEL: &str = "__omp_offloading_rs_1k";
+
+    fn ptx(body: &str) -> String {
+        format!(
+            ".version 7.8\n.target sm_90\n.address_size 64\n\n{body}\n.visible .entry {KERNEL}(\n\t.param .u64 p0\n)\n{{\n\tret;\n}}\n"
+        )
+    }
+
+    fn check(ptx: &str) -> Result<(), Error> {
+        let cuda = CudaTools {
+            ptxas: None,
+            libdevice: None,
+        };
+        check_ptx(ptx, &[KERNEL.to_string()], &cuda)
+    }
+
+    #[test]
+    fn unresolved_variables_are_refused_but_dynamic_shared_memory_is_not() {
+        let shared = ".extern .shared .align 16 .b8 __offload_dyn_shared[];";
+        assert!(check(&ptx(shared)).is_ok());
+        let missing = ".extern .global .align 1 .b8 anon.3fb3.8.llvm.1585[200];";
+        let e = check(&ptx(missing)).unwrap_err().to_string();
+        assert!(
+            e.contains("unresolved functions or variables in the PTX: anon.3fb3.8.llvm.1585"),
+            "{e}"
+        );
+    }
 }
