@@ -180,7 +180,8 @@ mod tests {
             kind: DeviceKind::GpuSim,
         };
         assert!(
-            e.to_string().contains("write it as `gpu-sim`, without architectures"),
+            e.to_string()
+                .contains("write it as `gpu-sim`, without architectures"),
             "{e}"
         );
     }
