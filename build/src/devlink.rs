@@ -11,6 +11,7 @@ use crate::toolchain::{CudaTools, LlvmTools};
 use crate::{Error, ToolchainError};
 use offload_model::device::{AmdArch, AMDGCN_TRIPLE, NVPTX_TRIPLE};
 use offload_model::fatbin::ImageFormat;
+use offload_model::gpu_panic;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -108,10 +109,7 @@ pub fn link_nvptx(
                 .arg(format!("-mtriple={NVPTX_TRIPLE}"))
                 .arg(format!("-mcpu={sm}"))
                 .arg("-passes=internalize,globaldce,default<O3>")
-                .arg(format!(
-                    "--internalize-public-api-list={}",
-                    kernels.join(",")
-                ))
+                .arg(public_api(kernels))
                 // libdevice's `sqrt` correctly rounded, as on the host.
                 .arg("--nvvm-reflect-add=__CUDA_PREC_SQRT=1")
                 .arg("-o")
@@ -161,6 +159,17 @@ pub fn link_nvptx(
         });
     }
     Ok(images)
+}
+
+/// What `internalize` keeps external: the kernels, and the panic record's global, which the plugin finds by name
+/// after loading the image (`cuModuleGetGlobal`, `hsa_executable_get_symbol_by_name`) to point it at its record.
+/// offload-device marks the global `#[used]` too; listing it here does not depend on how rustc lowers that.
+fn public_api(kernels: &[String]) -> String {
+    format!(
+        "--internalize-public-api-list={},{}",
+        kernels.join(","),
+        gpu_panic::SYMBOL
+    )
 }
 
 /// The archives' object members, written to `work/members`.
@@ -213,7 +222,11 @@ fn extract_bitcode(archives: &[PathBuf], work: &Path) -> Result<Members, Error> 
 }
 
 /// `work/linked.bc`: the shim and the user's crates whole, then only what they use of the libraries. `--only-needed`
-/// applies to every file of a call, so the user's crates are linked in a call of their own.
+/// applies to every file of a call, so the user's crates are linked in a call of their own. It also pulls from each
+/// file, in order, only what is needed *so far*: `core`'s codegen units refer to each other (`fmt` for integers
+/// needs the digit table of another unit), so a unit needed only by a later one would be left out, leaving an
+/// unresolved symbol. The libraries are first merged whole into one module (`work/libs.bc`, cheap: they are
+/// small), which `--only-needed` then resolves transitively.
 fn link_bitcode(
     llvm: &LlvmTools,
     shim: &Path,
@@ -231,50 +244,39 @@ fn link_bitcode(
             .arg(&user_bc),
         "llvm-link",
     )?;
-    // `--only-needed` takes from each file, in order, what is needed so far: a function taken from a later file of
-    // `core` (`Option::unwrap`'s `unwrap_failed`) may need one of an earlier file (`core::panicking::panic`), which a
-    // single pass leaves undefined. So the libraries are linked again until a pass adds nothing, as a linker rescans
-    // an archive group.
-    let device_libs: Vec<std::ffi::OsString> = device_libs
-        .into_iter()
-        .map(|l| l.as_ref().to_os_string())
-        .collect();
+    let libs_bc = work.join("libs.bc");
+    run(
+        Command::new(&llvm.link).args(libs).arg("-o").arg(&libs_bc),
+        "llvm-link",
+    )?;
     let linked = work.join("linked.bc");
-    let mut from = user_bc;
-    for pass in 0..8 {
-        let out = work.join(format!("linked.{pass}.bc"));
-        run(
-            Command::new(&llvm.link)
-                .arg(&from)
-                .arg("--only-needed")
-                .args(libs)
-                .args(&device_libs)
-                .arg("-o")
-                .arg(&out),
-            "llvm-link",
-        )?;
-        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-        let done = size(&out) == size(&from);
-        if pass > 0 {
-            let _ = std::fs::remove_file(&from);
-        }
-        from = out;
-        if done {
-            break;
-        }
-    }
-    std::fs::rename(&from, &linked).map_err(Error::io(format!("writing {}", linked.display())))?;
+    run(
+        Command::new(&llvm.link)
+            .arg(&user_bc)
+            .arg("--only-needed")
+            .arg(&libs_bc)
+            .args(device_libs)
+            .arg("-o")
+            .arg(&linked),
+        "llvm-link",
+    )?;
     Ok(linked)
 }
 
 /// Every kernel is an entry, and nothing is left to resolve (ptxas would reject it, the driver's JIT too).
 fn check_ptx(ptx: &str, kernels: &[String], cuda: &CudaTools) -> Result<(), Error> {
-    let unresolved: Vec<&str> = ptx
+    let functions = ptx
         .lines()
         .filter_map(|l| l.trim().strip_prefix(".extern .func"))
         // `.extern .func (.param .b32 func_retval0) __nv_expf(`: the name is the word before the last `(`.
-        .filter_map(|l| l.rsplit_once('(')?.0.split_whitespace().last())
-        .collect();
+        .filter_map(|l| l.rsplit_once('(')?.0.split_whitespace().last());
+    // `.extern .global .align 1 .b8 NAME[200];`: a variable no module defined. (`.extern .shared` is the launch's
+    // dynamic shared memory, which the driver provides.)
+    let variables = ptx
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(".extern .global"))
+        .filter_map(|l| l.split_whitespace().last()?.split('[').next());
+    let unresolved: Vec<&str> = functions.chain(variables).collect();
     if !unresolved.is_empty() {
         let math = unresolved.iter().any(|f| f.starts_with("__nv_"));
         let hint = if math && cuda.libdevice.is_none() {
@@ -286,7 +288,7 @@ fn check_ptx(ptx: &str, kernels: &[String], cuda: &CudaTools) -> Result<(), Erro
         return Err(Error::DeviceBuild {
             image: "the NVIDIA device link".into(),
             output: format!(
-                "unresolved functions in the PTX: {}{hint}",
+                "unresolved functions or variables in the PTX: {}{hint}",
                 unresolved.join(", ")
             ),
         });
@@ -301,13 +303,34 @@ fn check_ptx(ptx: &str, kernels: &[String], cuda: &CudaTools) -> Result<(), Erro
             output: format!("kernels missing from the PTX: {missing:?}"),
         });
     }
+    if !ptx_has_panic_record(ptx) {
+        return Err(Error::DeviceBuild {
+            image: "the NVIDIA device link".into(),
+            output: format!(
+                "the PTX lacks the global `.visible .global .align 8 .b8 {}[8]` (a panic would trap without its \
+                 message): is offload-device's panic record linked in?",
+                gpu_panic::SYMBOL
+            ),
+        });
+    }
     Ok(())
 }
 
-/// The AMD shim: the dispatch packet (address space 4), the launch's dynamic LDS (address space 3), a barrier that
-/// waits for LDS writes (`s_barrier` alone does not), a trap, and ocml's control constants for this GPU (what
-/// ROCm's `oclc_*.bc` files hold, written here so any gfx works): correctly rounded `sqrt`, no fast-math. They are
-/// strong definitions, not `linkonce_odr` as in ROCm: llvm-link drops unreferenced linkonce ones before ocml comes.
+/// Whether the PTX defines the panic record's global as `cuModuleGetGlobal` finds it: a visible 8-byte variable of
+/// the global state space (`.visible .global .align 8 .b8 __offload_panic_record[8];`).
+fn ptx_has_panic_record(ptx: &str) -> bool {
+    let decl = format!("{}[8];", gpu_panic::SYMBOL);
+    ptx.lines().any(|l| {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        words.starts_with(&[".visible", ".global"]) && words.last() == Some(&decl.as_str())
+    })
+}
+
+/// The AMD shim: the dispatch packet's fields (address space 4), the launch's dynamic LDS (address space 3), a
+/// barrier that waits for LDS writes (`s_barrier` alone does not), a trap (out of line), and ocml's control constants
+/// for this GPU (what ROCm's `oclc_*.bc` files hold, written here so any gfx works): correctly rounded `sqrt`, no
+/// fast-math. They are strong definitions, not `linkonce_odr` as in ROCm: llvm-link drops unreferenced linkonce ones
+/// before ocml comes.
 fn amdgcn_shim(gfx: &str) -> String {
     // gfx90a -> 9010, gfx942 -> 9402, gfx1100 -> 11000. Build support checked the name, so it parses.
     let (major, minor, stepping) = AmdArch::parse(gfx).map_or((0, 0, 0), |a| a.isa_version());
@@ -326,10 +349,29 @@ fn amdgcn_shim(gfx: &str) -> String {
 
 @__offload_dyn_lds = external addrspace(3) global [0 x i8], align 16
 
-define ptr @__offload_dispatch_ptr() #0 {{
+; Fields of the HSA kernel dispatch packet (hsa.h's offsets), read here rather than in Rust: there a read through
+; the packet's pointer carries debug-build checks (alignment, overlap) that cannot be optimised away, and their
+; panic, reached from the panic record's code, would make the panic path call itself.
+define i32 @__offload_workgroup_size_x() #0 {{
   %p = call ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
-  %g = addrspacecast ptr addrspace(4) %p to ptr
-  ret ptr %g
+  %f = getelementptr inbounds i8, ptr addrspace(4) %p, i64 4
+  %v = load i16, ptr addrspace(4) %f, align 4
+  %w = zext i16 %v to i32
+  ret i32 %w
+}}
+
+define i32 @__offload_grid_size_x() #0 {{
+  %p = call ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+  %f = getelementptr inbounds i8, ptr addrspace(4) %p, i64 12
+  %v = load i32, ptr addrspace(4) %f, align 4
+  ret i32 %v
+}}
+
+define i32 @__offload_group_segment_size() #0 {{
+  %p = call ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+  %f = getelementptr inbounds i8, ptr addrspace(4) %p, i64 28
+  %v = load i32, ptr addrspace(4) %f, align 4
+  ret i32 %v
 }}
 
 define ptr @__offload_dyn_lds_ptr() #0 {{
@@ -364,6 +406,9 @@ define i64 @__offload_realtime() #0 {{
 
 declare i64 @{realtime}()
 
+; Out of line and `norecurse`: every panic path ends here, and `llvm.trap` itself is not known not to call back, so a
+; function that traps in line is not inferred `norecurse`, and the AMDGPU backend gives every kernel that calls one
+; (`core`'s overflow panics) a dynamic stack: scratch sized by the runtime's default rather than by the kernel.
 define void @__offload_trap() #2 {{
   call void @llvm.trap()
   unreachable
@@ -383,7 +428,7 @@ declare void @llvm.trap()
 
 attributes #0 = {{ alwaysinline nounwind }}
 attributes #1 = {{ alwaysinline nounwind convergent }}
-attributes #2 = {{ alwaysinline nounwind noreturn cold }}
+attributes #2 = {{ noinline norecurse nounwind noreturn cold }}
 "#
     )
 }
@@ -411,10 +456,7 @@ pub fn link_amdgcn(
             .arg(format!("-mtriple={AMDGCN_TRIPLE}"))
             .arg(format!("-mcpu={gfx}"))
             .arg("-passes=internalize,globaldce,default<O3>")
-            .arg(format!(
-                "--internalize-public-api-list={}",
-                kernels.join(",")
-            ))
+            .arg(public_api(kernels))
             .arg("-o")
             .arg(&opt_bc),
         "opt",
@@ -465,7 +507,8 @@ pub fn link_amdgcn(
     }])
 }
 
-/// Every kernel has its kernel descriptor (`NAME.kd`, what the HSA runtime looks up).
+/// Every kernel has its kernel descriptor (`NAME.kd`, what the HSA runtime looks up), and the panic record's global
+/// is exported.
 fn check_hsaco(bytes: &[u8], kernels: &[String], gfx: &str) -> Result<(), Error> {
     use object::{Object, ObjectSymbol};
     let file =
@@ -479,11 +522,101 @@ fn check_hsaco(bytes: &[u8], kernels: &[String], gfx: &str) -> Result<(), Error>
         .iter()
         .filter(|k| !names.contains(&format!("{k}.kd")))
         .collect();
-    if missing.is_empty() {
-        return Ok(());
+    let image = || format!("the AMD device link for {gfx}");
+    if !missing.is_empty() {
+        return Err(Error::DeviceBuild {
+            image: image(),
+            output: format!("kernel descriptors missing from the code object: {missing:?}"),
+        });
     }
-    Err(Error::DeviceBuild {
-        image: format!("the AMD device link for {gfx}"),
-        output: format!("kernel descriptors missing from the code object: {missing:?}"),
+    if !hsaco_has_panic_record(&file) {
+        return Err(Error::DeviceBuild {
+            image: image(),
+            output: format!(
+                "the code object does not export the 8-byte variable {} (a panic would trap without its message): \
+                 is offload-device's panic record linked in?",
+                gpu_panic::SYMBOL
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Whether the code object exports the panic record's global as a variable `hsa_executable_get_symbol_by_name`
+/// finds: a defined, global, visible 8-byte data object in the dynamic symbol table (the loader allocates such a
+/// variable per agent, in the agent's memory).
+fn hsaco_has_panic_record<'a>(file: &impl object::Object<'a>) -> bool {
+    use object::{ObjectSymbol, SymbolKind, SymbolScope};
+    file.dynamic_symbols().any(|s| {
+        s.name() == Ok(gpu_panic::SYMBOL)
+            && s.kind() == SymbolKind::Data
+            && s.is_definition()
+            && s.scope() == SymbolScope::Dynamic
+            && s.size() == 8
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KERNEL: &str = "__omp_offloading_rs_1k";
+
+    fn ptx(record: &str) -> String {
+        format!(
+            ".version 7.8\n.target sm_90\n.address_size 64\n\n{record}\n.visible .entry {KERNEL}(\n\t.param .u64 p0\n)\n{{\n\tret;\n}}\n"
+        )
+    }
+
+    fn check(ptx: &str) -> Result<(), Error> {
+        let cuda = CudaTools {
+            ptxas: None,
+            libdevice: None,
+        };
+        check_ptx(ptx, &[KERNEL.to_string()], &cuda)
+    }
+
+    #[test]
+    fn the_ptx_must_define_the_panic_record_as_a_visible_global() {
+        assert!(check(&ptx(
+            ".visible .global .align 8 .b8 __offload_panic_record[8];"
+        ))
+        .is_ok());
+        for wrong in [
+            "",
+            // Internalized: the driver cannot find it.
+            ".global .align 8 .b8 __offload_panic_record[8];",
+            // Declared, not defined here.
+            ".extern .global .align 8 .b8 __offload_panic_record[8];",
+            ".visible .global .align 8 .b8 __offload_panic_record_x[8];",
+            ".visible .global .align 4 .b8 __offload_panic_record[4];",
+        ] {
+            let e = check(&ptx(wrong)).unwrap_err().to_string();
+            assert!(e.contains("__offload_panic_record"), "{wrong}: {e}");
+        }
+    }
+
+    #[test]
+    fn unresolved_variables_are_refused_but_dynamic_shared_memory_is_not() {
+        let record = ".visible .global .align 8 .b8 __offload_panic_record[8];";
+        let shared = ".extern .shared .align 16 .b8 __offload_dyn_shared[];";
+        assert!(check(&ptx(&format!("{record}\n{shared}"))).is_ok());
+        let missing = ".extern .global .align 1 .b8 anon.3fb3.8.llvm.1585[200];";
+        let e = check(&ptx(&format!("{record}\n{missing}")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unresolved functions or variables in the PTX: anon.3fb3.8.llvm.1585"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_panic_record_is_kept_through_internalize() {
+        let api = public_api(&["a".into(), "b".into()]);
+        assert_eq!(
+            api,
+            "--internalize-public-api-list=a,b,__offload_panic_record"
+        );
+    }
 }

@@ -4,6 +4,14 @@
 //! gfx, with a `.kd` kernel descriptor per `#[target]`); the examples' fat binaries carry the images and still run
 //! (on host-elf).
 //!
+//! The panic record ([`offload_model::gpu_panic`]): every image exports the global the plugins point at their
+//! record, and the panic path costs the kernels little. No kernel spills (VGPRs on AMD) or gets a dynamic stack,
+//! the record is written by a function of its own, never inlined into a kernel, and no formatting code is in an
+//! image (its address-taken functions would count against every kernel's registers). A kernel's own stack frame
+//! (its PTX `.local` depot) is at most 16 bytes: these are debug builds, where `core`'s check that
+//! `ptr::read_unaligned`'s two locals do not overlap (offload-device's argument unpacking) keeps two 8-byte locals in
+//! every kernel that takes a by-value argument; release builds have none, before and after the panic record.
+//!
 //! Needs the device toolchain (TOOLCHAIN.md; `.ci/run` installs it) and, for NVIDIA, ptxas on PATH or in
 //! OFFLOAD_PTXAS. Without them a test says so and passes, except under `CI=true`, where it fails.
 
@@ -97,6 +105,113 @@ fn example_kernels(name: &str) -> Vec<(String, String)> {
     kernels
 }
 
+/// The global the plugins point at their panic record, as `cuModuleGetGlobal` finds it in PTX.
+fn ptx_panic_record() -> String {
+    format!(
+        ".visible .global .align 8 .b8 {}[8];",
+        offload_model::gpu_panic::SYMBOL
+    )
+}
+
+/// The debug-build frame every kernel may have (see the module's comment): core's overlap check of two 8-byte locals.
+const DEBUG_CHECK_FRAME: usize = 16;
+
+/// Each entry's own stack frame: the size of the `.local` depot its body declares (none: 0).
+fn own_frames(ptx: &str) -> Vec<(String, usize)> {
+    let mut frames: Vec<(String, usize)> = Vec::new();
+    let mut in_entry = false;
+    for line in ptx.lines() {
+        if let Some(rest) = line.strip_prefix(".visible .entry ") {
+            let name = rest.split('(').next().unwrap_or_default().to_string();
+            frames.push((name, 0));
+            in_entry = true;
+        } else if line.starts_with(".func") || line.starts_with(".visible .func") {
+            in_entry = false;
+        } else if let (true, true, Some(depot)) = (
+            in_entry,
+            line.trim_start().starts_with(".local"),
+            line.split("__local_depot").nth(1),
+        ) {
+            let size = depot
+                .split(['[', ']'])
+                .nth(1)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(usize::MAX);
+            frames.last_mut().unwrap().1 = size;
+        }
+    }
+    frames
+}
+
+/// Formatting code (`core::fmt`, v0-mangled `..4core3fmt..`) in an image's symbols or PTX.
+fn formats(text: &str) -> bool {
+    text.contains("4core3fmt")
+}
+
+/// Whether a (v0-mangled) symbol is offload-device's writer of the panic record, `panic_record::report_location`.
+fn writes_the_record(symbol: &str) -> bool {
+    symbol.contains("12panic_record15report_location")
+}
+
+/// `llvm-readobj --notes` beside the `llc` the device link used.
+fn readobj() -> PathBuf {
+    let llc = offload_build::toolchain::find_llvm("amdgcn")
+        .expect("the AMD images built, so LLVM is there")
+        .llc;
+    let name = llc
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .replace("llc", "llvm-readobj");
+    llc.with_file_name(name)
+}
+
+/// Each kernel's resource figures from a code object's metadata note: name -> (key -> value), for the keys
+/// `.vgpr_count`, `.vgpr_spill_count`, `.sgpr_spill_count`, `.private_segment_fixed_size`, `.uses_dynamic_stack`.
+fn kernel_resources(hsaco: &Path) -> Vec<(String, Vec<(String, String)>)> {
+    let out = Command::new(readobj())
+        .arg("--notes")
+        .arg(hsaco)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut kernels = Vec::new();
+    let mut fields: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        let Some((key, value)) = line.trim().trim_start_matches("- ").split_once(':') else {
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        if [
+            ".name",
+            ".vgpr_count",
+            ".vgpr_spill_count",
+            ".sgpr_spill_count",
+            ".private_segment_fixed_size",
+            ".uses_dynamic_stack",
+        ]
+        .contains(&key)
+        {
+            fields.push((key.to_string(), value.to_string()));
+        }
+        // The last key of each kernel's map (they are sorted).
+        if key == ".wavefront_size" {
+            let name = fields
+                .iter()
+                .find(|(k, _)| k == ".name")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            kernels.push((name, std::mem::take(&mut fields)));
+        }
+    }
+    kernels
+}
+
 /// Whether `haystack` contains `needle`.
 fn has(haystack: &[u8], needle: &str) -> bool {
     haystack
@@ -172,6 +287,31 @@ fn examples_build_for_nvidia_and_every_ptx_assembles() {
             }
         }
         assert_eq!(seen, kernels.len(), "one report per kernel:\n{log}");
+        assert!(
+            ptx.lines().any(|l| l.trim() == ptx_panic_record()),
+            "{}: no `{}`",
+            ptx_path.display(),
+            ptx_panic_record()
+        );
+        assert!(
+            !formats(&ptx),
+            "{}: formatting code is in the image (a panic message is read?)",
+            ptx_path.display()
+        );
+        assert!(
+            ptx.lines()
+                .any(|l| l.starts_with(".func") && writes_the_record(l)),
+            "{}: the panic record's writer is not a function of its own",
+            ptx_path.display()
+        );
+        let frames = own_frames(&ptx);
+        assert_eq!(frames.len(), kernels.len(), "{frames:?}");
+        for (k, frame) in frames {
+            assert!(
+                frame <= DEBUG_CHECK_FRAME,
+                "{k} has a {frame}-byte frame of its own on {sm}"
+            );
+        }
     }
     // Each example's fat binary carries its PTX for both architectures.
     for (key, k) in &kernels {
@@ -236,6 +376,53 @@ fn examples_build_for_amd_and_every_code_object_is_complete() {
                 path.display()
             );
         }
+        // The panic record's global, as `hsa_executable_get_symbol_by_name` finds a variable: exported, defined,
+        // 8 bytes.
+        assert!(
+            elf.dynamic_symbols().any(|s| {
+                s.name() == Ok(offload_model::gpu_panic::SYMBOL)
+                    && s.kind() == object::SymbolKind::Data
+                    && s.is_definition()
+                    && s.scope() == object::SymbolScope::Dynamic
+                    && s.size() == 8
+            }),
+            "{}: {} is not an exported 8-byte variable",
+            path.display(),
+            offload_model::gpu_panic::SYMBOL
+        );
+        let all: Vec<String> = elf
+            .symbols()
+            .filter_map(|s| s.name().ok().map(String::from))
+            .collect();
+        assert!(
+            !all.iter().any(|n| formats(n)),
+            "{}: formatting code is in the image (a panic message is read?)",
+            path.display()
+        );
+        assert!(
+            all.iter().any(|n| writes_the_record(n)),
+            "{}: the panic record's writer is not a function of its own",
+            path.display()
+        );
+        // No VGPR spills and no dynamic stack. SGPR spills (to VGPR lanes, not memory) are not checked: matmul has
+        // them in these debug builds before the panic record too (18 on gfx90a), none in release builds.
+        let resources = kernel_resources(&path);
+        assert_eq!(resources.len(), kernels.len(), "{resources:?}");
+        for (k, fields) in resources {
+            let get = |key: &str| {
+                fields
+                    .iter()
+                    .find(|(f, _)| f == key)
+                    .map(|(_, v)| v.as_str())
+                    .unwrap_or_else(|| panic!("{k}: no {key} in {fields:?}"))
+            };
+            assert_eq!(get(".vgpr_spill_count"), "0", "{k} spills VGPRs on {gfx}");
+            assert_eq!(
+                get(".uses_dynamic_stack"),
+                "false",
+                "{k} has a dynamic stack on {gfx}"
+            );
+        }
     }
     // Each example's fat binary carries a code object for both architectures.
     for (key, _) in &kernels {
@@ -290,7 +477,11 @@ fn the_test_suites_regions_build_for_both_gpus() {
             .status()
             .unwrap();
         assert!(status.success(), "ptxas rejects {}", ptx.display());
+        let text = std::fs::read_to_string(&ptx).unwrap();
+        assert!(text.lines().any(|l| l.trim() == ptx_panic_record()));
+        assert!(!formats(&text), "{}: formatting code", ptx.display());
         let hsaco = std::fs::read(o.join("amdgcn/link/test/gfx90a/gfx90a.hsaco")).unwrap();
         assert!(has(&hsaco, "amdgcn-amd-amdhsa--gfx90a"));
+        assert!(has(&hsaco, offload_model::gpu_panic::SYMBOL));
     }
 }

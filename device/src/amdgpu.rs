@@ -1,13 +1,16 @@
 //! Kernel support on AMD GPUs: teams are workgroups and threads are work-items, team-shared memory is the LDS a
-//! launch adds after the kernel's static LDS, the barrier waits for LDS writes, and a panic traps (the plugin names
-//! the region).
+//! launch adds after the kernel's static LDS, the barrier waits for LDS writes, and a panic writes the GPU panic
+//! record, then traps.
 
 use core::arch::amdgpu;
 
 unsafe extern "C" {
-    // From the device linker's IR shim (Rust cannot name address spaces 3 and 4): the dispatch packet, the launch's
-    // dynamic LDS, a barrier fenced on both sides, and a trap.
-    fn __offload_dispatch_ptr() -> *const u8;
+    // From the device linker's IR shim (Rust cannot name address spaces 3 and 4): fields of the dispatch packet
+    // (`workgroup_size_x`, `grid_size_x` in work-items, `group_segment_size`), the launch's dynamic LDS, a barrier
+    // fenced on both sides, and a trap.
+    fn __offload_workgroup_size_x() -> u32;
+    fn __offload_grid_size_x() -> u32;
+    fn __offload_group_segment_size() -> u32;
     fn __offload_dyn_lds_ptr() -> *mut u8;
     fn __offload_barrier();
     fn __offload_trap() -> !;
@@ -33,24 +36,29 @@ pub fn launch_kind() -> u32 {
     unsafe { __offload_launch_kind() }
 }
 
+// Always inlined, into `core`'s `panic_fmt` and `panic_nounwind_fmt` at the device link, and reading only the
+// location of the `PanicInfo` they build: their message argument (a formatting template and its arguments) is then
+// dead, and so are the formatting arguments every panicking caller builds. Were any read (even `as_str()`), their
+// formatting functions would stay address-taken, and ptxas and the AMDGPU backend count the registers and stack of
+// every address-taken function against every kernel (a 20-register kernel became 56). rustc warns that `#[inline]`
+// is ignored on an exported function, but marks the handler `alwaysinline` all the same, which the device link's
+// inliner needs: without it the handler stays out of line and the message with it (the gpu_examples test checks).
 #[panic_handler]
-fn panic(_: &core::panic::PanicInfo) -> ! {
-    // The message cannot leave the GPU; the trap fails the dispatch, and the plugin reports the region.
-    unsafe { __offload_trap() }
-}
-
-/// A field of the HSA kernel dispatch packet.
+#[allow(unused_attributes)]
 #[inline(always)]
-fn packet<T: Copy>(offset: usize) -> T {
-    // SAFETY: the dispatch packet is readable by every work-item for the kernel's run; the offsets are hsa.h's.
-    unsafe { core::ptr::read_unaligned(__offload_dispatch_ptr().add(offset) as *const T) }
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    // Where, and which thread, go to the plugin's record (an out-of-line, cold call); the trap then fails the
+    // dispatch, and the plugin reads the record.
+    crate::panic_record::report_location(info.location());
+    // SAFETY: the shim's trap ends this work-item's kernel; nothing runs after it.
+    unsafe { __offload_trap() }
 }
 
 /// (team, teams, thread, threads).
 #[inline(always)]
 pub fn geometry() -> (u32, u32, u32, u32) {
-    let threads = packet::<u16>(4) as u32; // workgroup_size_x
-    let grid = packet::<u32>(12); // grid_size_x, in work-items
+    // SAFETY: the shim's functions read the dispatch packet, readable by every work-item for the kernel's run.
+    let (threads, grid) = unsafe { (__offload_workgroup_size_x(), __offload_grid_size_x()) };
     (
         amdgpu::workgroup_id_x(),
         grid / threads.max(1),
@@ -69,7 +77,8 @@ pub fn barrier() {
 pub fn team_shared() -> (*mut u8, usize) {
     // group_segment_size covers the kernel's static LDS and the launch's team-shared memory after it, which starts
     // at the next 16-byte boundary (the shim's alignment).
-    let total = packet::<u32>(28) as usize;
+    // SAFETY: as in `geometry`.
+    let total = unsafe { __offload_group_segment_size() } as usize;
     let fixed = (amdgpu::groupstaticsize() as usize).next_multiple_of(16);
     // SAFETY: the shim only forms the address.
     (

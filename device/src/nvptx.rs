@@ -1,5 +1,5 @@
 //! Kernel support on NVIDIA GPUs: teams are blocks and threads are threads, team-shared memory is the launch's
-//! dynamic shared memory, the barrier is the block barrier, and a panic traps (the plugin names the region).
+//! dynamic shared memory, the barrier is the block barrier, and a panic writes the GPU panic record, then traps.
 
 use core::arch::nvptx;
 
@@ -30,9 +30,21 @@ pub fn launch_kind() -> u32 {
     unsafe { __offload_launch_kind() }
 }
 
+// Always inlined, into `core`'s `panic_fmt` and `panic_nounwind_fmt` at the device link, and reading only the
+// location of the `PanicInfo` they build: their message argument (a formatting template and its arguments) is then
+// dead, and so are the formatting arguments every panicking caller builds. Were any read (even `as_str()`), their
+// formatting functions would stay address-taken, and ptxas and the AMDGPU backend count the registers and stack of
+// every address-taken function against every kernel (a 20-register kernel became 56). rustc warns that `#[inline]`
+// is ignored on an exported function, but marks the handler `alwaysinline` all the same, which the device link's
+// inliner needs: without it the handler stays out of line and the message with it (the gpu_examples test checks).
 #[panic_handler]
-fn panic(_: &core::panic::PanicInfo) -> ! {
-    // The message cannot leave the GPU; the trap fails the launch, and the plugin reports the region.
+#[allow(unused_attributes)]
+#[inline(always)]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    // Where, and which thread, go to the plugin's record (an out-of-line, cold call); the trap then fails the
+    // launch, and the plugin reads the record.
+    crate::panic_record::report_location(info.location());
+    // SAFETY: `trap` ends this thread's kernel; nothing runs after it.
     unsafe { nvptx::trap() }
 }
 

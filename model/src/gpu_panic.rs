@@ -5,9 +5,11 @@
 //! device (mapped pinned host memory on CUDA, a fine-grained system pool on HSA, plain host memory on gpu-sim), and
 //! stores its device address in each loaded image's global [`SYMBOL`]. The first thread that panics claims the
 //! record (`EMPTY` to `WRITING`), writes the fields, fences at system scope and publishes it (`WRITTEN`, release),
-//! then traps; a thread that finds the record claimed traps at once. When the launch fails the plugin reads the
-//! record if it is `WRITTEN` (acquire) and resets it to `EMPTY` for the next launch. A launch that traps without a
-//! written record (the record was never set, or the trap was not a panic) reports the driver's error alone.
+//! then traps; a thread that finds the record claimed waits a bounded time for it to be published (its trap could
+//! otherwise end the kernel before the first thread's record is complete), then traps. When the launch fails the
+//! plugin reads the record if it is `WRITTEN` (acquire) and resets it to `EMPTY` for the next launch. A launch that
+//! traps without a written record (the record was never set, or the trap was not a panic) reports the driver's
+//! error alone.
 
 use core::fmt;
 use core::sync::atomic::{fence, AtomicU32, Ordering};
@@ -92,6 +94,41 @@ pub struct Site<'a> {
 #[cold]
 #[inline(never)]
 pub unsafe fn record(p: *mut PanicRecord, message: &dyn fmt::Display, site: &Site<'_>) -> bool {
+    // SAFETY: forwarded.
+    unsafe {
+        record_with(p, site, |m| {
+            let _ = fmt::write(m, format_args!("{message}"));
+        })
+    }
+}
+
+/// [`record`] for a message that is a string already: nothing is formatted, so GPU code that calls it links none of
+/// `core::fmt`, whose formatting functions, address-taken, ptxas and the AMDGPU backend count against every kernel's
+/// registers and stack, panicking or not.
+///
+/// # Safety
+/// As [`record`].
+#[cold]
+#[inline(never)]
+pub unsafe fn record_str(p: *mut PanicRecord, message: &str, site: &Site<'_>) -> bool {
+    // SAFETY: forwarded.
+    unsafe {
+        record_with(p, site, |m| {
+            let _ = fmt::Write::write_str(m, message);
+        })
+    }
+}
+
+/// The protocol's writer side, with the message written by `message`.
+///
+/// # Safety
+/// As [`record`].
+#[inline(always)]
+unsafe fn record_with(
+    p: *mut PanicRecord,
+    site: &Site<'_>,
+    message: impl FnOnce(&mut Cut),
+) -> bool {
     if p.is_null() {
         return false;
     }
@@ -117,7 +154,7 @@ pub unsafe fn record(p: *mut PanicRecord, message: &dyn fmt::Display, site: &Sit
             cap: MESSAGE_CAP,
             len: 0,
         };
-        let _ = fmt::write(&mut m, format_args!("{message}"));
+        message(&mut m);
         let mut f = Cut {
             buf: core::ptr::addr_of_mut!((*p).file).cast::<u8>(),
             cap: FILE_CAP,
@@ -151,8 +188,10 @@ impl fmt::Write for Cut {
         while !s.is_char_boundary(n) {
             n -= 1;
         }
-        // SAFETY: `buf` has `cap` bytes; `len + n <= cap`.
-        unsafe { core::ptr::copy_nonoverlapping(s.as_ptr(), self.buf.add(self.len), n) };
+        // SAFETY: `buf` has `cap` bytes; `len + n <= cap`. `copy`, not `copy_nonoverlapping`: the latter's debug
+        // check that the two do not overlap cannot be optimised away, and its panic would put a call back into the
+        // panic handler (a cycle: unbounded stack on a GPU) on the panic path.
+        unsafe { core::ptr::copy(s.as_ptr(), self.buf.add(self.len), n) };
         self.len += n;
         if n < s.len() {
             Err(fmt::Error)
@@ -244,6 +283,28 @@ mod tests {
             assert!(record(p, &"the next launch's", &site(1, 1)));
             assert_eq!(take(p).expect("written").message(), b"the next launch's");
             assert!(!record(core::ptr::null_mut(), &"no record", &site(0, 0)));
+        }
+    }
+
+    #[test]
+    fn a_string_message_is_recorded_as_a_formatted_one() {
+        let mut r = PanicRecord::new();
+        // SAFETY: a live record.
+        unsafe {
+            assert!(record_str(
+                &mut r,
+                "attempt to add with overflow",
+                &site(2, 5)
+            ));
+            assert!(!record_str(&mut r, "later", &site(0, 0)));
+            let t = take(&mut r).expect("written");
+            assert_eq!(t.message(), b"attempt to add with overflow");
+            assert_eq!((t.line, t.column, t.block, t.thread), (7, 9, 2, 5));
+            let long = "é".repeat(MESSAGE_CAP);
+            record_str(&mut r, &long, &site(0, 0));
+            let t = take(&mut r).expect("written");
+            assert_eq!(t.message().len(), MESSAGE_CAP);
+            assert!(!record_str(core::ptr::null_mut(), "no record", &site(0, 0)));
         }
     }
 

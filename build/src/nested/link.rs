@@ -112,8 +112,9 @@ fn amdgcn_archives(
     archives
 }
 
-/// The linked images of a group, relinked when the device crates were rebuilt (or the last link did not finish),
-/// else read back from the index the last link wrote.
+/// The linked images of a group, relinked when the device crates were rebuilt, the last link did not finish or was
+/// made by another offload-build (its shims and steps may differ), else read back from the index the last link
+/// wrote.
 fn link_cached(
     work: &Path,
     fresh: bool,
@@ -134,7 +135,7 @@ fn link_cached(
         .map(|l| format!("{} {}", l.arch, l.format))
         .collect();
     crate::progress::status("Linking", &format!("{what}: {}", images.join(", ")), t);
-    let mut text = String::new();
+    let mut text = format!("{}\n", linker());
     for (i, l) in linked.iter().enumerate() {
         let file = format!("image{i}.{}.bin", l.arch);
         std::fs::write(work.join(&file), &l.bytes)
@@ -145,10 +146,27 @@ fn link_cached(
     Ok(linked)
 }
 
-/// The images the last link listed in `index` (`ARCH FORMAT FILE` per line), if all are still there.
+/// What links: this process's executable (the build script, or cargo-offload) and its modification time, which
+/// change whenever offload-build, and so the device link, does.
+fn linker() -> String {
+    let exe = std::env::current_exe().ok();
+    let time = exe
+        .as_ref()
+        .and_then(|e| std::fs::metadata(e).ok())
+        .and_then(|m| m.modified().ok());
+    format!("linker {exe:?} {time:?}")
+}
+
+/// The images the last link listed in `index` (`ARCH FORMAT FILE` per line, after the [`linker`] line), if this
+/// linker made them and all are still there.
 fn read_index(work: &Path, index: &Path) -> Option<Vec<Linked>> {
     let text = std::fs::read_to_string(index).ok()?;
-    text.lines()
+    let (by, images) = text.split_once('\n')?;
+    if by != linker() {
+        return None;
+    }
+    images
+        .lines()
         .map(|l| {
             let mut f = l.splitn(3, ' ');
             let (arch, format, file) = (f.next()?, f.next()?.parse().ok()?, f.next()?);
@@ -159,4 +177,48 @@ fn read_index(work: &Path, index: &Path) -> Option<Vec<Linked>> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image() -> Vec<Linked> {
+        vec![Linked {
+            arch: "sm_90".into(),
+            format: ImageFormat::Ptx,
+            bytes: b"ptx\0".to_vec(),
+        }]
+    }
+
+    #[test]
+    fn a_link_is_reused_only_by_the_linker_that_made_it() {
+        let work = std::env::temp_dir().join(format!("offload-link-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&work);
+        std::fs::create_dir_all(&work).unwrap();
+        let links = std::cell::Cell::new(0);
+        let link = || {
+            links.set(links.get() + 1);
+            Ok(image())
+        };
+        link_cached(&work, false, "t", link).unwrap();
+        let again = link_cached(&work, true, "t", link).unwrap();
+        assert_eq!(again[0].bytes, b"ptx\0");
+        assert_eq!(
+            links.get(),
+            1,
+            "fresh device crates and the same linker: no relink"
+        );
+        // Another offload-build linked last: its shims and steps may differ.
+        let index = work.join("images");
+        let text = std::fs::read_to_string(&index).unwrap();
+        let (_, images) = text.split_once('\n').unwrap();
+        std::fs::write(&index, format!("linker elsewhere\n{images}")).unwrap();
+        link_cached(&work, true, "t", link).unwrap();
+        assert_eq!(links.get(), 2);
+        // Rebuilt device crates are always relinked.
+        link_cached(&work, false, "t", link).unwrap();
+        assert_eq!(links.get(), 3);
+        let _ = std::fs::remove_dir_all(&work);
+    }
 }

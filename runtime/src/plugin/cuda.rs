@@ -6,6 +6,10 @@
 //! messages naming the driver call that failed and its error, in the [`PluginError`] of the device method. Every device uses its primary
 //! context, made current on the calling thread at the start of each method (a region may be called from any host
 //! thread), and the legacy default stream, so allocation, zero-fill, copies and launches are ordered with each other.
+//!
+//! A panic in region code traps, which leaves the context unusable; what panicked is read from the device's panic
+//! record ([`offload_model::gpu_panic`]), which lives in mapped pinned host memory, so the host reads it without the
+//! context.
 
 use crate::plugin::discovery::{guarded, opened};
 use crate::plugin::error::PluginError;
@@ -19,7 +23,10 @@ use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys::{self, CUresult};
 use offload_model::device::{DeviceKind, NvidiaArch, NvidiaVariant, NVPTX_TRIPLE};
 use offload_model::fatbin::ImageFormat;
-use std::ffi::{c_void, CStr};
+use offload_model::gpu_panic::{self, PanicRecord};
+use std::ffi::{c_void, CStr, CString};
+use std::ptr::NonNull;
+use std::sync::Mutex;
 
 pub struct Cuda;
 
@@ -57,6 +64,11 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuMemFree_v2",
     "cuMemcpyHtoD_v2",
     "cuMemcpyDtoH_v2",
+    // The panic record (all in every driver since CUDA 3.2).
+    "cuMemHostAlloc",
+    "cuMemHostGetDevicePointer_v2",
+    "cuMemFreeHost",
+    "cuModuleGetGlobal_v2",
 ];
 
 impl Plugin for Cuda {
@@ -107,14 +119,22 @@ fn discover_devices() -> Result<Discovered, PluginError> {
             "the NVIDIA driver reports no CUDA devices".into(),
         ));
     }
-    opened((0..count).map(|ordinal| {
+    let mut notes = Vec::new();
+    let mut found = opened((0..count).map(|ordinal| {
         CudaDevice::open(ordinal)
-            .map(|d| Box::new(d) as Box<dyn Device>)
+            .map(|d| {
+                if let Some(why) = d.panics.unrecorded() {
+                    notes.push(format!("CUDA device {ordinal}: {why}"));
+                }
+                Box::new(d) as Box<dyn Device>
+            })
             .map_err(|reason| PluginError::Open {
                 device: format!("CUDA device {ordinal}"),
                 reason,
             })
-    }))
+    }))?;
+    found.notes.extend(notes);
+    Ok(found)
 }
 
 /// `<call> failed: <error>`.
@@ -229,6 +249,129 @@ fn launch_failure(code: CUresult, stage: Stage, config: &str) -> PluginError {
     }
 }
 
+/// A device's panic record: a [`PanicRecord`] in mapped pinned host memory (portable, so any context may map it),
+/// its address on the device, which each loaded image's [`gpu_panic::SYMBOL`] holds.
+struct PanicSlot {
+    host: NonNull<PanicRecord>,
+    device: sys::CUdeviceptr,
+    /// Taken by one failed launch at a time (launches from several host threads fail together when one traps).
+    taking: Mutex<()>,
+}
+
+impl PanicSlot {
+    /// Allocates and zero-initialises the record, mapped into the current context's address space.
+    fn new() -> Result<PanicSlot, String> {
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: a context is current (the caller's); the size is the record's.
+        let host = unsafe { result::malloc_host(size_of::<PanicRecord>(), flags) }
+            .map_err(|e| fail("cuMemHostAlloc", e))?;
+        let Some(host) = NonNull::new(host.cast::<PanicRecord>()) else {
+            return Err("cuMemHostAlloc returned no memory".into());
+        };
+        // SAFETY: page-aligned memory of the record's size, ours alone until its address is handed out.
+        unsafe { host.write(PanicRecord::new()) };
+        let mut device: sys::CUdeviceptr = 0;
+        // SAFETY: `host` came from cuMemHostAlloc with DEVICEMAP; the driver writes one device pointer.
+        let mapped =
+            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host.as_ptr().cast(), 0) }
+                .result();
+        if let Err(e) = mapped {
+            // SAFETY: allocated above, not handed out.
+            let _ = unsafe { result::free_host(host.as_ptr().cast()) };
+            return Err(fail("cuMemHostGetDevicePointer", e));
+        }
+        Ok(PanicSlot {
+            host,
+            device,
+            taking: Mutex::new(()),
+        })
+    }
+
+    /// The failure of a launch whose kernel died (`trap`, the driver's account): the panic the record holds, if a
+    /// thread wrote it, and the record reset for the next launch.
+    fn failure(&self, trap: PluginError) -> PluginError {
+        let _one = self.taking.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: the record lives as long as the device; the kernel that could write it has ended (its launch
+        // failed, and the context that ran it is unusable).
+        let taken = unsafe { gpu_panic::take(self.host.as_ptr()) };
+        gpu::panic_or_trap(taken, || trap)
+    }
+}
+
+/// Points `module`'s panic-record global at `record`: `Ok(false)` if the image has none (built before panic
+/// reports: its panics trap without a record).
+///
+/// # Safety
+/// `module` is loaded in the current context.
+unsafe fn point_at_record(module: sys::CUmodule, record: sys::CUdeviceptr) -> Result<bool, String> {
+    let name = CString::new(gpu_panic::SYMBOL).map_err(|e| e.to_string())?;
+    // SAFETY: per the contract.
+    let (global, bytes) = match unsafe { result::module::get_global(module, name) } {
+        Ok(found) => found,
+        Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_FOUND => return Ok(false),
+        Err(e) => return Err(fail("cuModuleGetGlobal", e)),
+    };
+    if bytes != size_of::<sys::CUdeviceptr>() {
+        return Err(format!(
+            "the image's {} is {bytes} bytes, not a device address",
+            gpu_panic::SYMBOL
+        ));
+    }
+    // SAFETY: `global` is the module's 8-byte variable; the copy is synchronous.
+    unsafe { result::memcpy_htod_sync(global, &[record]) }.map_err(|e| fail("cuMemcpyHtoD", e))?;
+    Ok(true)
+}
+
+/// What a device knows of its panics: its record, and why a panic may trap without one (the record, or an image's
+/// pointer to it, could not be set up: the first reason, said once at discovery and with every trap).
+struct PanicReports {
+    slot: Option<PanicSlot>,
+    unrecorded: Mutex<Option<String>>,
+}
+
+impl PanicReports {
+    fn new(slot: Option<PanicSlot>, unrecorded: Option<String>) -> PanicReports {
+        PanicReports {
+            slot,
+            unrecorded: Mutex::new(unrecorded),
+        }
+    }
+
+    /// Why a panic may trap without its record, if it may.
+    fn unrecorded(&self) -> Option<String> {
+        self.unrecorded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Notes the first reason a panic may trap without its record.
+    fn note_unrecorded(&self, why: String) {
+        self.unrecorded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(why);
+    }
+
+    /// A launch's failure: a kernel that died is the panic its record holds, else the driver's account of it (with
+    /// why there is no record, where that is known); a refused launch is itself.
+    fn failed(&self, e: PluginError) -> PluginError {
+        let PluginError::Trap { message } = e else {
+            return e;
+        };
+        let trap = PluginError::Trap {
+            message: match self.unrecorded() {
+                Some(why) => format!("{message} ({why})"),
+                None => message,
+            },
+        };
+        match &self.slot {
+            Some(slot) => slot.failure(trap),
+            None => trap,
+        }
+    }
+}
+
 struct CudaDevice {
     /// The driver's device number, for messages.
     ordinal: i32,
@@ -241,12 +384,26 @@ struct CudaDevice {
     /// Shared memory a team may have with the opt-in attribute set.
     max_shared: usize,
     total_mem: usize,
+    panics: PanicReports,
 }
 
 // SAFETY: the driver API is thread-safe, and a primary context may be current on any number of threads at once;
-// every method makes it current on its own thread before calling the driver.
+// every method makes it current on its own thread before calling the driver. The panic record is pinned host
+// memory that kernels write and the host reads only once they have ended, one failed launch at a time.
 unsafe impl Send for CudaDevice {}
 unsafe impl Sync for CudaDevice {}
+
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        if let Some(slot) = &self.panics.slot {
+            if self.make_current().is_ok() {
+                // SAFETY: allocated by cuMemHostAlloc; the images pointing at it are this device's, which no launch
+                // uses any more. A failure leaves nothing to do.
+                let _ = unsafe { result::free_host(slot.host.as_ptr().cast()) };
+            }
+        }
+    }
+}
 
 impl CudaDevice {
     /// Reads a device's properties and retains its primary context, which the device then holds for the life of the
@@ -282,6 +439,20 @@ impl CudaDevice {
         // SAFETY: as above. Retained last, so a failure above leaks nothing.
         let ctx = unsafe { result::primary_ctx::retain(dev) }
             .map_err(|e| fail("cuDevicePrimaryCtxRetain", e))?;
+        // Without a record the device still runs kernels; a panic then traps without saying where.
+        // SAFETY: `ctx` was just retained.
+        let panic = unsafe { result::ctx::set_current(ctx) }
+            .map_err(|e| fail("cuCtxSetCurrent", e))
+            .and_then(|()| PanicSlot::new());
+        let panics = match panic {
+            Ok(slot) => PanicReports::new(Some(slot), None),
+            Err(e) => PanicReports::new(
+                None,
+                Some(format!(
+                    "no panic record ({e}): a panic in region code traps without its location"
+                )),
+            ),
+        };
         Ok(CudaDevice {
             ordinal,
             ctx,
@@ -291,6 +462,7 @@ impl CudaDevice {
             max_threads,
             max_shared,
             total_mem,
+            panics,
         })
     }
 
@@ -454,9 +626,20 @@ impl Device for CudaDevice {
                 format!("{msg}; JIT log: {text}")
             })));
         }
+        // SAFETY: written by the successful call.
+        let module = unsafe { module.assume_init() };
+        if let Some(slot) = &self.panics.slot {
+            // An image that cannot point at the record still runs; its panics trap without a record.
+            // SAFETY: loaded just now in the current context.
+            if let Err(e) = unsafe { point_at_record(module, slot.device) } {
+                self.panics.note_unrecorded(format!(
+                    "an image's panic record could not be set ({e}): a panic in region code may trap without \
+                     its location"
+                ));
+            }
+        }
         Ok(Box::new(CudaImage {
-            // SAFETY: written by the successful call.
-            module: unsafe { module.assume_init() },
+            module,
             ctx: self.ctx,
         }))
     }
@@ -576,10 +759,15 @@ impl Device for CudaDevice {
                 &mut params_ptrs,
             )
         }
-        .map_err(|e| launch_failure(e.0, Stage::Launch, &config()))?;
+        .map_err(|e| {
+            self.panics
+                .failed(launch_failure(e.0, Stage::Launch, &config()))
+        })?;
         // SAFETY: the legacy default stream of the current context.
-        unsafe { result::stream::synchronize(stream) }
-            .map_err(|e| launch_failure(e.0, Stage::Wait, &config()))
+        unsafe { result::stream::synchronize(stream) }.map_err(|e| {
+            self.panics
+                .failed(launch_failure(e.0, Stage::Wait, &config()))
+        })
     }
 }
 
@@ -724,6 +912,104 @@ mod tests {
                 "{message}"
             );
             assert!(message.contains("4 teams of 2048 threads"), "{message}");
+        }
+    }
+
+    /// A record in plain host memory, as mapped pinned memory is to the host; freed by `free`.
+    fn slot() -> PanicSlot {
+        let host = NonNull::from(Box::leak(Box::new(PanicRecord::new())));
+        PanicSlot {
+            host,
+            device: host.as_ptr() as sys::CUdeviceptr,
+            taking: Mutex::new(()),
+        }
+    }
+
+    fn free(slot: PanicSlot) {
+        // SAFETY: leaked from a box by `slot`, and no longer used.
+        drop(unsafe { Box::from_raw(slot.host.as_ptr()) });
+    }
+
+    /// What a GPU's first panicking thread leaves in the record (offload-device's `report_location`).
+    fn panic_at(slot: &PanicSlot, line: u32, block: u32, thread: u32) {
+        let site = gpu_panic::Site {
+            file: "examples/saxpy.rs",
+            line,
+            column: 9,
+            block,
+            thread,
+        };
+        // SAFETY: the slot's live record, written as the kernel would.
+        assert!(unsafe { gpu_panic::record_str(slot.host.as_ptr(), "", &site) });
+    }
+
+    fn trapped() -> PluginError {
+        launch_failure(CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION, Stage::Wait, "cfg")
+    }
+
+    #[test]
+    fn a_kernel_that_panicked_reports_where_from_its_record_and_loses_the_device() {
+        let reports = PanicReports::new(Some(slot()), None);
+        panic_at(reports.slot.as_ref().unwrap(), 12, 3, 17);
+        let e = reports.failed(trapped());
+        assert!(e.device_lost());
+        assert!(matches!(&e, PluginError::Panic { lost: true, .. }), "{e:?}");
+        assert_eq!(e.to_string(), gpu::NO_MESSAGE);
+        assert_eq!(
+            e.location(),
+            Some(&("examples/saxpy.rs".to_string(), 12, 9))
+        );
+        assert_eq!(e.thread(), Some((3, 17)));
+        // Taken once: the next failure without a panic is the driver's trap.
+        let again = reports.failed(trapped());
+        assert!(matches!(again, PluginError::Trap { .. }), "{again:?}");
+        assert!(again.to_string().starts_with("the kernel trapped"));
+        free(reports.slot.unwrap());
+    }
+
+    #[test]
+    fn a_refused_launch_leaves_the_record_alone() {
+        let reports = PanicReports::new(Some(slot()), None);
+        panic_at(reports.slot.as_ref().unwrap(), 5, 0, 1);
+        let refused = launch_failure(CUresult::CUDA_ERROR_INVALID_VALUE, Stage::Launch, "cfg");
+        assert!(matches!(
+            reports.failed(refused),
+            PluginError::Launch { .. }
+        ));
+        // SAFETY: the live record; no kernel writes it.
+        assert!(unsafe { gpu_panic::take(reports.slot.as_ref().unwrap().host.as_ptr()) }.is_some());
+        free(reports.slot.unwrap());
+    }
+
+    #[test]
+    fn without_a_record_a_trap_says_why_there_is_none() {
+        let why = "no panic record (cuMemHostAlloc failed: CUDA_ERROR_OUT_OF_MEMORY)";
+        let reports = PanicReports::new(None, Some(why.into()));
+        let e = reports.failed(trapped());
+        assert!(e.device_lost());
+        assert!(
+            e.to_string().ends_with(&format!("marked lost ({why})")),
+            "{e}"
+        );
+        // An image that could not point at the record is noted once, after the first reason.
+        let reports = PanicReports::new(Some(slot()), None);
+        reports.note_unrecorded("first".into());
+        reports.note_unrecorded("second".into());
+        assert_eq!(reports.unrecorded().as_deref(), Some("first"));
+        let e = reports.failed(trapped());
+        assert!(e.to_string().ends_with("(first)"), "{e}");
+        free(reports.slot.unwrap());
+    }
+
+    #[test]
+    fn the_panic_records_entry_points_are_checked_at_discovery() {
+        for s in [
+            "cuMemHostAlloc",
+            "cuMemHostGetDevicePointer_v2",
+            "cuMemFreeHost",
+            "cuModuleGetGlobal_v2",
+        ] {
+            assert!(REQUIRED_SYMBOLS.contains(&s), "{s}");
         }
     }
 

@@ -1,8 +1,33 @@
 //! What a GPU launch is, shared by the CUDA plugin and gpu-sim, which stands in for it: how kernel arguments are
-//! packed (CUDA's `kernelParams`) and the geometry of a launch whose clauses leave it open.
+//! packed (CUDA's `kernelParams`) and the geometry of a launch whose clauses leave it open; and, shared by the CUDA
+//! and AMD plugins, what a failed kernel's panic record says.
 
+use super::error::PluginError;
 use super::interface::Arg;
+use offload_model::gpu_panic::Taken;
 use std::ffi::c_void;
+
+/// The message of a panic on a GPU: its code records where and which thread, not the message (offload-device's
+/// handlers read none: the message's formatting code would cost every kernel registers, panicking or not).
+pub const NO_MESSAGE: &str = "panicked (GPU code records where, not the message)";
+
+/// A failed kernel's error on a GPU whose trap loses the device: the panic its record holds, else `trap`.
+pub fn panic_or_trap(record: Option<Taken>, trap: impl FnOnce() -> PluginError) -> PluginError {
+    match PluginError::from_panic_record(record, true, trap) {
+        PluginError::Panic {
+            message,
+            location,
+            thread,
+            lost,
+        } if message.is_empty() => PluginError::Panic {
+            message: NO_MESSAGE.into(),
+            location,
+            thread,
+            lost,
+        },
+        e => e,
+    }
+}
 
 /// CUDA's `kernelParams` for the calling convention `(dyn_ptr, a0, .., ak)`: a pointer to each parameter's 8 bytes,
 /// `dyn_ptr` first. Whoever launches copies the bytes each points to (the driver, or gpu-sim's [`unpack`]); they
@@ -42,7 +67,53 @@ pub fn default_geometry(multiprocessors: u32, spmd: bool) -> (u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use offload_model::gpu_panic::{record_str, take, PanicRecord, Site};
     use std::mem::MaybeUninit;
+
+    fn trap() -> PluginError {
+        PluginError::Trap {
+            message: "the kernel trapped".into(),
+        }
+    }
+
+    #[test]
+    fn a_written_record_is_a_panic_that_loses_the_device_and_says_where() {
+        let mut r = PanicRecord::new();
+        let site = Site {
+            file: "src/lib.rs",
+            line: 12,
+            column: 9,
+            block: 3,
+            thread: 17,
+        };
+        // SAFETY: a live record, written as a GPU's panicking thread does, then taken as the plugin does.
+        let taken = unsafe {
+            record_str(&mut r, "", &site);
+            take(&mut r)
+        };
+        let e = panic_or_trap(taken, trap);
+        assert!(e.device_lost());
+        assert_eq!(e.to_string(), NO_MESSAGE);
+        assert_eq!(e.location(), Some(&("src/lib.rs".to_string(), 12, 9)));
+        assert_eq!(e.thread(), Some((3, 17)));
+        // A message, where a device records one, is kept.
+        // SAFETY: as above.
+        let taken = unsafe {
+            record_str(&mut r, "index out of bounds", &site);
+            take(&mut r)
+        };
+        assert_eq!(
+            panic_or_trap(taken, trap).to_string(),
+            "index out of bounds"
+        );
+    }
+
+    #[test]
+    fn without_a_record_the_trap_is_the_error() {
+        let e = panic_or_trap(None, trap);
+        assert!(matches!(e, PluginError::Trap { .. }), "{e:?}");
+        assert!(e.device_lost());
+    }
 
     #[test]
     fn arguments_come_out_as_they_went_in() {

@@ -1,6 +1,6 @@
 //! One GPU as a device, composed of its parts: [`Loader`] (images and the kernel table), [`Dispatcher`] (launches),
-//! [`Memory`] (allocations and copies), and the queue the dispatcher launches on. Discovery says what the GPU is;
-//! opening it makes the runtime objects its parts own.
+//! [`Memory`] (allocations and copies), [`PanicRecords`] (the panic record), and the queue the dispatcher launches
+//! on. Discovery says what the GPU is; opening it makes the runtime objects its parts own.
 
 use super::discovery::{self, Machine};
 use super::dispatch::{Dispatcher, Limits};
@@ -9,6 +9,7 @@ use super::failure::{self, Watcher};
 use super::image::Loader;
 use super::kernargs::Kernargs;
 use super::memory::Memory;
+use super::panic::PanicRecords;
 use super::safe::{OwnedQueue, OwnedSignal};
 use super::sys::{Agent, Hsa};
 
@@ -26,6 +27,8 @@ pub struct AmdGpuDevice {
     /// Released first: the launch state (its signal and kernel-argument buffer), then the staging buffer, then the
     /// queue the dispatches went to (none is left running anyway).
     pub dispatch: Dispatcher,
+    /// Before the memory whose copies pointed the images at it; no dispatch that could write it runs any more.
+    pub panics: PanicRecords,
     pub memory: Memory,
     /// Last, so it is destroyed after the launch state that dispatched to it.
     pub queue: OwnedQueue,
@@ -55,6 +58,7 @@ impl AmdGpuDevice {
             total_mem: found.total_mem,
             dispatch: Dispatcher::new(found.limits, images.kernels(), watcher, signal, kernargs),
             images,
+            panics: PanicRecords::new(hsa, gpu, found.host_pool),
             memory: Memory::new(
                 hsa,
                 gpu,

@@ -41,6 +41,11 @@ pub enum Error {
     Symbol { symbol: String, source: HsaError },
     #[error("{0} is not a kernel symbol")]
     NotAKernel(String),
+    #[error("{0} is not a variable symbol")]
+    NotAVariable(String),
+    /// The panic record's global of an image is not a device address.
+    #[error("the image's {symbol} is {size} bytes, not a device address")]
+    NotAPointer { symbol: String, size: u32 },
     #[error("no kernel with handle {0}")]
     NoKernel(usize),
     #[error(

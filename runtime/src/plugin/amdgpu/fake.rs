@@ -134,8 +134,10 @@ pub struct Config {
     pub gpu_features: u32,
     pub host_pools: Vec<FakePool>,
     pub gpu_pools: Vec<FakePool>,
-    /// Symbols of the loaded executable: name (`<kernel>.kd`) and `HSA_EXECUTABLE_SYMBOL_INFO_TYPE`.
+    /// Symbols of the loaded executable: name (`<kernel>.kd`, or a variable's) and `HSA_EXECUTABLE_SYMBOL_INFO_TYPE`.
     pub symbols: Vec<(&'static str, u32)>,
+    /// `HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE` of every variable.
+    pub variable_size: u32,
     pub validate: u32,
     pub on_dispatch: OnDispatch,
     /// What an asynchronous copy leaves in its completion signal (0: done; negative: failed).
@@ -150,6 +152,7 @@ impl Config {
             host_pools: HOST_POOLS.to_vec(),
             gpu_pools: GPU_POOLS.to_vec(),
             symbols: vec![("saxpy.kd", HSA_SYMBOL_KIND_KERNEL), ("table.kd", 0)],
+            variable_size: 8,
             validate: 0,
             on_dispatch: OnDispatch::Complete,
             copy_leaves: 0,
@@ -215,6 +218,8 @@ struct State {
     dispatched: Vec<Dispatched>,
     readers: usize,
     executables: usize,
+    /// The "device memory" of each variable symbol the plugin asked the address of: (symbol, block).
+    variables: Vec<(usize, usize)>,
     /// Waits left until a hanging signal drops to 0 (a slow kernel).
     done_after_waits: Option<usize>,
 }
@@ -241,6 +246,7 @@ pub fn install(config: Config) -> &'static Hsa {
             dispatched: Vec::new(),
             readers: 0,
             executables: 0,
+            variables: Vec::new(),
             done_after_waits: None,
         })
     });
@@ -259,6 +265,20 @@ pub fn take_trace() -> Vec<String> {
 
 pub fn dispatched() -> Vec<Dispatched> {
     with(|s| s.dispatched.clone())
+}
+
+/// How the trace names the address `p` (`#n` for block `n`).
+pub fn trace_name(p: usize) -> String {
+    with(|s| addr(s, p))
+}
+
+/// Where the variable symbol `name` lives, once the plugin has asked its address (executables share it).
+pub fn variable(name: &str) -> Option<*mut u64> {
+    with(|s| {
+        let i = s.config.symbols.iter().position(|(n, _)| *n == name)?;
+        let &(_, block) = s.variables.iter().find(|(v, _)| *v == i)?;
+        Some(s.blocks[block].storage.as_mut_ptr().cast::<u64>())
+    })
 }
 
 /// The signal waited for drops to 0 during the `n`th wait from now.
@@ -965,13 +985,35 @@ fake! {
             HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE => "GROUP_SEGMENT_SIZE",
             HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE => "PRIVATE_SEGMENT_SIZE",
             HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK => "DYNAMIC_CALLSTACK",
+            HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS => "VARIABLE_ADDRESS",
+            HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE => "VARIABLE_SIZE",
             _ => "?",
         };
         let status = enter("hsa_executable_symbol_get_info", format_args!("k{i}, {what}"));
         if status != HSA_STATUS_SUCCESS {
             return status;
         }
-        let kind = with(|s| s.config.symbols[i].1);
+        let (kind, size) = with(|s| (s.config.symbols[i].1, s.config.variable_size));
+        if attribute == HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS {
+            // The variable's "device memory": a zeroed block, made on the first query (the loader's allocation).
+            let (block, address) = with(|s| {
+                let block = match s.variables.iter().find(|(v, _)| *v == i) {
+                    Some(&(_, b)) => b,
+                    None => {
+                        let storage = vec![0; (size as usize).div_ceil(16).max(1)];
+                        s.blocks.push(Block { storage, len: size as usize });
+                        s.freed.push(false);
+                        s.variables.push((i, s.blocks.len() - 1));
+                        s.blocks.len() - 1
+                    }
+                };
+                (block, s.blocks[block].start() as u64)
+            });
+            result(format_args!("#{block}"));
+            // SAFETY: the attribute is a u64 (a `void *` in the large model).
+            unsafe { put::<u64>(value, address) };
+            return HSA_STATUS_SUCCESS;
+        }
         // SAFETY (each put): the type is the attribute's, as hsa.h declares it.
         unsafe {
             match attribute {
@@ -981,6 +1023,7 @@ fake! {
                 HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE => put::<u32>(value, 100),
                 HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE => put::<u32>(value, 32),
                 HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK => put::<bool>(value, true),
+                HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE => put::<u32>(value, size),
                 _ => return HSA_STATUS_ERROR_INVALID_ARGUMENT,
             }
         }

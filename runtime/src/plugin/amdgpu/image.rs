@@ -173,6 +173,43 @@ impl AmdGpuImage {
     }
 }
 
+/// A variable of a loaded image: its address on the GPU (the loader allocated it in the GPU's memory) and size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Variable {
+    pub address: u64,
+    pub size: u32,
+}
+
+impl AmdGpuImage {
+    /// The variable `name`: `None` if the image has no such symbol, `Err` if the runtime could not say or the
+    /// symbol is not a variable.
+    pub fn variable(&self, name: &CStr) -> Result<Option<Variable>, Error> {
+        let found = match self.executable.symbol(name, self.agent) {
+            Ok(s) => s,
+            Err(e) if e.status() == Some(HSA_STATUS_ERROR_INVALID_SYMBOL_NAME) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let symbol = name.to_string_lossy();
+        let get = |attribute| {
+            found.info(attribute).map_err(|source| Error::Symbol {
+                symbol: symbol.to_string(),
+                source,
+            })
+        };
+        if get(info::TYPE)? != HSA_SYMBOL_KIND_VARIABLE {
+            return Err(Error::NotAVariable(symbol.to_string()));
+        }
+        let size = get(info::VARIABLE_SIZE)?;
+        let address = found
+            .info(info::VARIABLE_ADDRESS)
+            .map_err(|source| Error::Symbol {
+                symbol: symbol.to_string(),
+                source,
+            })?;
+        Ok(Some(Variable { address, size }))
+    }
+}
+
 /// Reads a kernel symbol's properties.
 fn kernel_info(symbol: KeptSymbol, name: &str) -> Result<KernelInfo, Error> {
     fn get<T: Copy>(

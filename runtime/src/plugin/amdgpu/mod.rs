@@ -11,14 +11,16 @@
 //!   that release it on drop;
 //! - the plugin, on the safe layer only, by concern: [`library`] (loading the runtime), [`discovery`] (agents,
 //!   memory pools, what a GPU is), [`device`] (a GPU opened as a device, composed of the parts that follow),
-//!   [`memory`] (allocation and staged copies), [`image`] (code objects and kernel symbols), [`kernargs`] (the
-//!   kernel-argument buffer), [`dispatch`] (launch checks, the dispatch packet, the queue) and [`failure`] (traps,
-//!   faults, and waiting while watching for them), with its errors in [`error`];
+//!   [`memory`] (allocation and staged copies), [`image`] (code objects, kernel and variable symbols), [`kernargs`]
+//!   (the kernel-argument buffer), [`dispatch`] (launch checks, the dispatch packet, the queue), [`panic`] (the
+//!   panic record, which images point at and failed dispatches are read from) and [`failure`] (traps, faults, and
+//!   waiting while watching for them), with its errors in [`error`];
 //! - this file: the device trait's implementation, the only place the plugin's errors become the trait's.
 //!
-//! Imports point one way, down this list: this file; `library` and `device`; `discovery`; `dispatch`; `kernargs`;
-//! `memory`; `image` and `failure`; `error`; `safe`; `result`; `sys`. For the tests, `fake` (a fake HSA runtime)
-//! names `sys` only, and `tests` (the plugin against it), which only this file declares, names what it needs.
+//! Imports point one way, down this list: this file; `library` and `device`; `discovery`; `dispatch` and `panic`;
+//! `kernargs`; `memory`; `image` and `failure`; `error`; `safe`; `result`; `sys`. For the tests, `fake` (a fake HSA
+//! runtime) names `sys` only, and `tests` (the plugin against it), which only this file declares, names what it
+//! needs.
 //!
 //! One device per GPU agent: one AQL queue (launches are serialised on it and each waits for its completion
 //! signal), device memory from the GPU's coarse-grained pool, and host memory the GPU can reach for kernel
@@ -35,6 +37,7 @@ mod image;
 mod kernargs;
 mod library;
 mod memory;
+mod panic;
 mod result;
 mod safe;
 mod sys;
@@ -47,6 +50,7 @@ use self::error::Error;
 use self::image::AmdGpuImage;
 use super::discovery::{guarded, opened};
 use super::error::PluginError;
+use super::gpu;
 use super::interface::{
     Arg, Device, DeviceDescription, DevicePtr, Discovered, Kernel, LaunchParams, LoadedImage,
     LoadedImageOps, Plugin,
@@ -127,6 +131,14 @@ impl Device for AmdGpuDevice {
         let bytes =
             image::code_object(image.format, image.bytes).map_err(|e| load(e.to_string()))?;
         let loaded = self.images.load(bytes).map_err(|e| load(self.on(e)))?;
+        // An image whose global cannot point at the record still runs; its panics trap without one.
+        if let Err(e) = self.panics.point(&loaded, &self.memory) {
+            self.panics.note_unrecorded(format!(
+                "an image's panic record could not be set ({}): a panic in region code may trap without its \
+                 location",
+                self.on(e)
+            ));
+        }
         Ok(Box::new(loaded))
     }
 
@@ -193,10 +205,15 @@ impl Device for AmdGpuDevice {
         }
         .map_err(|e| match e {
             LaunchError::Refused(e) => PluginError::Launch { reason: self.on(e) },
-            // The GPU failed: the device is lost.
-            LaunchError::Lost(lost) => PluginError::Trap {
-                message: lost.to_string(),
-            },
+            // The GPU failed: the device is lost. A panicking thread left its record.
+            LaunchError::Lost(lost) => {
+                gpu::panic_or_trap(self.panics.take(), || PluginError::Trap {
+                    message: match self.panics.unrecorded() {
+                        Some(why) => format!("{lost} ({why})"),
+                        None => lost.to_string(),
+                    },
+                })
+            }
         })
     }
 }

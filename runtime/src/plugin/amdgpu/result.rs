@@ -211,6 +211,12 @@ pub mod info {
         Info::new(HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS, "ACCESS");
 
     pub const TYPE: Info<Symbol, u32> = Info::new(HSA_EXECUTABLE_SYMBOL_INFO_TYPE, "TYPE");
+    pub const VARIABLE_ADDRESS: Info<Symbol, u64> = Info::new(
+        HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS,
+        "VARIABLE_ADDRESS",
+    );
+    pub const VARIABLE_SIZE: Info<Symbol, u32> =
+        Info::new(HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE, "VARIABLE_SIZE");
     pub const KERNEL_OBJECT: Info<Symbol, u64> =
         Info::new(HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT, "KERNEL_OBJECT");
     pub const KERNARG_SEGMENT_SIZE: Info<Symbol, u32> = Info::new(

@@ -275,10 +275,13 @@ pub struct KernelDispatchPacket {
 }
 
 // hsa_symbol_kind_t
+pub const HSA_SYMBOL_KIND_VARIABLE: u32 = 0;
 pub const HSA_SYMBOL_KIND_KERNEL: u32 = 1;
 
 // hsa_executable_symbol_info_t (with the type each one writes)
 pub const HSA_EXECUTABLE_SYMBOL_INFO_TYPE: u32 = 0; // hsa_symbol_kind_t
+pub const HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE: u32 = 9; // u32
+pub const HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS: u32 = 21; // u64
 pub const HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE: u32 = 11; // u32
 pub const HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE: u32 = 13; // u32
 pub const HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE: u32 = 14; // u32

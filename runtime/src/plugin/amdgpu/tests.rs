@@ -13,6 +13,7 @@ use crate::plugin::PluginError;
 use crate::plugin::{Arg, Device, Kernel, LaunchParams};
 use crate::registry::Image;
 use offload_model::fatbin::ImageFormat;
+use offload_model::gpu_panic;
 
 /// The plugin's own words in an error (the runtime adds its context around them).
 fn reason(e: PluginError) -> String {
@@ -261,6 +262,8 @@ fn images_load_from_an_aligned_copy_and_kernels_are_their_descriptor_symbols() {
         "hsa_executable_freeze(e0)",
         "hsa_executable_validate(e0)",
         "hsa_code_object_reader_destroy(r0)",
+        // No panic record's global: an image built before panic reports.
+        "hsa_executable_get_symbol_by_name(e0, \"__offload_panic_record\", gpu) -> HSA_STATUS_ERROR_INVALID_SYMBOL_NAME",
     ]);
     assert_eq!(loaded.kernel(c"saxpy").ok().flatten().map(|k| k.0), Some(0));
     assert_trace(&[
@@ -537,6 +540,148 @@ fn a_trap_reported_by_the_queue_fails_the_launch_and_every_later_one() {
     let again = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
     assert_eq!(reason(again.clone()), reason(e.clone()));
     assert_trace(&[]);
+}
+
+/// A machine whose images have the panic record's global.
+fn with_panic_global(gpu: u64) -> Config {
+    let mut config = Config::new(gpu);
+    config
+        .symbols
+        .push((gpu_panic::SYMBOL, HSA_SYMBOL_KIND_VARIABLE));
+    config
+}
+
+/// The record a loaded image's global points at.
+fn pointed_at() -> *mut gpu_panic::PanicRecord {
+    let global = variable(gpu_panic::SYMBOL).expect("the plugin asked the global's address");
+    // SAFETY: the fake's 8 bytes of the global, which the plugin's copy wrote.
+    (unsafe { *global }) as *mut gpu_panic::PanicRecord
+}
+
+#[test]
+fn each_image_points_at_the_gpus_one_panic_record_in_host_memory_it_may_reach() {
+    let d = device(with_panic_global(0x201B));
+    d.load_image(&image(code_object(true))).unwrap();
+    assert_trace(&[
+        "hsa_code_object_reader_create_from_memory(64 bytes, 16-byte aligned) -> r0",
+        "hsa_executable_create_alt(profile 0, rounding 0, options null) -> e0",
+        "hsa_executable_load_agent_code_object(e0, gpu, r0)",
+        "hsa_executable_freeze(e0)",
+        "hsa_executable_validate(e0)",
+        "hsa_code_object_reader_destroy(r0)",
+        "hsa_executable_get_symbol_by_name(e0, \"__offload_panic_record\", gpu)",
+        "hsa_executable_symbol_get_info(k2, TYPE)",
+        "hsa_executable_symbol_get_info(k2, VARIABLE_SIZE)",
+        "hsa_executable_symbol_get_info(k2, VARIABLE_ADDRESS) -> #0",
+        // The record: the host's fine-grained pool, the GPU granted access.
+        "hsa_amd_memory_pool_allocate(0x110, 412 bytes, flags 0) -> #1",
+        "hsa_amd_agents_allow_access([gpu], flags null, #1)",
+        // Its address copied into the global, as any copy to the device.
+        "hsa_amd_memory_pool_allocate(0x110, 4194304 bytes, flags 0) -> #2",
+        "hsa_amd_agents_allow_access([gpu], flags null, #2)",
+        "hsa_signal_create(1, 0 consumers) -> s2",
+        "hsa_signal_store_relaxed(s2, 1)",
+        "hsa_amd_memory_async_copy(#0, gpu, #2, gpu, 8 bytes, 0 deps, s2)",
+        "hsa_signal_wait_scacquire(s2, LT 1, 1000 ticks, ACTIVE) -> 0",
+    ]);
+    let record = pointed_at();
+    assert_eq!(trace_name(record as usize), "#1");
+    // Zero-initialised: EMPTY, nothing written.
+    // SAFETY: the plugin's live record; no dispatch runs.
+    assert!(unsafe { gpu_panic::take(record) }.is_none());
+    // A second image points at the same record.
+    d.load_image(&image(code_object(true))).unwrap();
+    let trace = take_trace();
+    assert!(
+        !trace
+            .iter()
+            .any(|l| l.contains("hsa_amd_memory_pool_allocate")),
+        "{trace:#?}"
+    );
+    assert_eq!(trace.iter().filter(|l| l.contains("async_copy")).count(), 1);
+    assert_eq!(pointed_at(), record);
+}
+
+#[test]
+fn a_failed_dispatch_whose_record_is_written_is_the_panic_there() {
+    let d = device(with_panic_global(0x201C));
+    let k = saxpy(&*d);
+    // The kernel's first panicking thread, as offload-device's handler writes the record, then the trap.
+    let site = gpu_panic::Site {
+        file: "examples/saxpy.rs",
+        line: 12,
+        column: 9,
+        block: 3,
+        thread: 17,
+    };
+    // SAFETY: the record the image's global points at, written as a GPU thread does.
+    assert!(unsafe { gpu_panic::record_str(pointed_at(), "", &site) });
+    set_on_dispatch(OnDispatch::QueueError(HSA_STATUS_ERROR_EXCEPTION));
+    // SAFETY: the fake runs no code.
+    let e = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
+    match &e {
+        PluginError::Panic {
+            message,
+            location,
+            thread,
+            lost,
+        } => {
+            assert_eq!(message, crate::plugin::gpu::NO_MESSAGE);
+            assert_eq!(
+                location.as_ref(),
+                Some(&("examples/saxpy.rs".to_string(), 12, 9))
+            );
+            assert_eq!(*thread, Some((3, 17)));
+            assert!(*lost);
+        }
+        e => panic!("not a panic: {e:?}"),
+    }
+    assert!(e.device_lost());
+    // Taken: the record is EMPTY again, and the dead queue's next launch is the trap alone.
+    // SAFETY: as above; no dispatch runs.
+    assert!(unsafe { gpu_panic::take(pointed_at()) }.is_none());
+    // SAFETY: as above.
+    let again = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
+    assert!(matches!(again, PluginError::Trap { .. }), "{again:?}");
+    assert!(reason(again).starts_with("the kernel trapped (HSA_STATUS_ERROR_EXCEPTION)"));
+}
+
+#[test]
+fn a_record_that_cannot_be_set_up_fails_no_load_and_the_trap_says_so() {
+    let d = device(with_panic_global(0x201D));
+    fail_next(
+        "hsa_amd_memory_pool_allocate",
+        HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+    );
+    let k = saxpy(&*d);
+    set_on_dispatch(OnDispatch::QueueError(HSA_STATUS_ERROR_EXCEPTION));
+    // SAFETY: the fake runs no code.
+    let e = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
+    assert!(matches!(e, PluginError::Trap { .. }), "{e:?}");
+    let message = reason(e);
+    assert!(
+        message.ends_with(
+            "so the device is marked lost (an image's panic record could not be set \
+             (hsa_amd_memory_pool_allocate(412 bytes) failed: HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime \
+             failed to allocate the necessary resources. on AMD GPU 0 (gfx90a)): a panic in region code may trap \
+             without its location)"
+        ),
+        "{message}"
+    );
+    // A global of another size is no pointer to the record: refused the same way. (The first device goes before
+    // its machine does.)
+    drop(d);
+    let mut config = with_panic_global(0x201E);
+    config.variable_size = 4;
+    let d = device(config);
+    d.load_image(&image(code_object(true))).unwrap();
+    let trace = take_trace();
+    assert!(
+        !trace
+            .iter()
+            .any(|l| l.contains("hsa_amd_memory_pool_allocate")),
+        "{trace:#?}"
+    );
 }
 
 #[test]
