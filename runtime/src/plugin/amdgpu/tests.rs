@@ -562,6 +562,10 @@ fn pointed_at() -> *mut gpu_panic::PanicRecord {
 fn each_image_points_at_the_gpus_one_panic_record_in_host_memory_it_may_reach() {
     let d = device(with_panic_global(0x201B));
     d.load_image(&image(code_object(true))).unwrap();
+    let record = format!(
+        "hsa_amd_memory_pool_allocate(0x110, {} bytes, flags 0) -> #1",
+        std::mem::size_of::<gpu_panic::PanicRecord>()
+    );
     assert_trace(&[
         "hsa_code_object_reader_create_from_memory(64 bytes, 16-byte aligned) -> r0",
         "hsa_executable_create_alt(profile 0, rounding 0, options null) -> e0",
@@ -574,7 +578,7 @@ fn each_image_points_at_the_gpus_one_panic_record_in_host_memory_it_may_reach() 
         "hsa_executable_symbol_get_info(k2, VARIABLE_SIZE)",
         "hsa_executable_symbol_get_info(k2, VARIABLE_ADDRESS) -> #0",
         // The record: the host's fine-grained pool, the GPU granted access.
-        "hsa_amd_memory_pool_allocate(0x110, 412 bytes, flags 0) -> #1",
+        &record,
         "hsa_amd_agents_allow_access([gpu], flags null, #1)",
         // Its address copied into the global, as any copy to the device.
         "hsa_amd_memory_pool_allocate(0x110, 4194304 bytes, flags 0) -> #2",
@@ -660,12 +664,13 @@ fn a_record_that_cannot_be_set_up_fails_no_load_and_the_trap_says_so() {
     assert!(matches!(e, PluginError::Trap { .. }), "{e:?}");
     let message = reason(e);
     assert!(
-        message.ends_with(
+        message.ends_with(&format!(
             "so the device is marked lost (an image's panic record could not be set \
-             (hsa_amd_memory_pool_allocate(412 bytes) failed: HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime \
+             (hsa_amd_memory_pool_allocate({} bytes) failed: HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime \
              failed to allocate the necessary resources. on AMD GPU 0 (gfx90a)): a panic in region code may trap \
-             without its location)"
-        ),
+             without its location)",
+            std::mem::size_of::<gpu_panic::PanicRecord>()
+        )),
         "{message}"
     );
     // A global of another size is no pointer to the record: refused the same way. (The first device goes before
