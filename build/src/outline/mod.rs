@@ -1,15 +1,16 @@
 //! The outliner: from each target root of the package, walk the module tree (following `mod` and `#[path]`) and write
 //! that target's device crate, a `#![no_std]` mirror of the tree that keeps:
-//! - `#[declare_target]` functions, consts, structs, enums and impls, and `#[target]` regions, where they were written;
+//! - `#[target]` regions, `#[declare_target]` items, and what region code reaches of the package without an attribute
+//!   (functions, consts, statics, types, traits, impls, `macro_rules!`: [`reach`]), where they were written;
 //! - `use` items rooted at `crate`, `self`, `super`, `offload` or `core` whose names kept code mentions;
 //! - only the attributes a device can honour (repr, core derives, lint levels, inline, doc);
 //!
 //! and appends to each module a kernel entry per region and `use offload::__prelude::*`.
 
-mod check;
 mod kernel;
 mod mirror;
 mod print;
+mod reach;
 mod tree;
 
 pub use kernel::KernelAbi;
@@ -148,6 +149,8 @@ const KEPT_ATTRS: &[&str] = &[
     "must_use",
     "cold",
     "track_caller",
+    "macro_export",
+    "macro_use",
 ];
 const USE_ROOTS: &[&str] = &["crate", "self", "super", "offload", "core"];
 
@@ -159,29 +162,36 @@ struct Outliner<'a> {
     mentioned: BTreeSet<String>,
     /// Names of kept items and modules: a `use crate::..` leaf survives only if it names one.
     kept: BTreeSet<String>,
+    /// What region code reaches without an attribute, and what it reaches that cannot go to a device.
+    reach: reach::Reach,
+    reach_errors: Vec<Diagnostic>,
     regions: Vec<RegionSite>,
 }
 
 impl<'a> Outliner<'a> {
     fn new(pkg: &'a Package, tree: &'a ModuleTree, abi: KernelAbi) -> Self {
+        let (reach, reach_errors) = reach::reach(pkg, tree);
         let mut mentioned = BTreeSet::new();
         let mut kept = BTreeSet::new();
-        for f in &tree.files {
-            collect_mentions(&f.ast.items, &mut mentioned);
+        for (i, f) in tree.files.iter().enumerate() {
+            collect_mentions(&f.ast.items, i, &reach, &mut mentioned);
             collect_kept(&f.ast.items, &mut kept);
         }
+        kept.extend(reach.names.iter().cloned());
         Outliner {
             pkg,
             tree,
             abi,
             mentioned,
             kept,
+            reach,
+            reach_errors,
             regions: Vec::new(),
         }
     }
 
     fn run(mut self, key: String, kind: Kind, diags: &mut Vec<Diagnostic>) -> DeviceCrate {
-        diags.extend(check::calls(self.pkg, self.tree));
+        diags.append(&mut self.reach_errors);
         let mut files = Vec::new();
         for (i, f) in self.tree.files.iter().enumerate() {
             let text = self.mirror_file(i, f, diags);
@@ -228,13 +238,25 @@ impl<'a> Outliner<'a> {
                     }
                 }
                 Item::Impl(i) if !has_attr(&i.attrs, "declare_target") => {
-                    diags.extend(self.regions_in_impl(f, i))
+                    diags.extend(self.regions_in_impl(f, i));
+                    if self.reach.kept.contains(&reach::site(index, item)) {
+                        keep_item(m, item, &i.attrs);
+                        // Methods a device cannot have stay out of a reached impl.
+                        for it in &i.items {
+                            if self.reach.dropped.contains(&reach::site(index, it)) {
+                                let r = m.range(it.span());
+                                m.blank(r);
+                            }
+                        }
+                    }
                 }
                 Item::Use(u) => self.mirror_use(m, u),
                 Item::Mod(md) => self.mirror_mod(index, f, md, module_path, m, diags),
                 _ => {
                     if let Some(attrs) = declare_target_attrs(item) {
                         keep_item(m, item, attrs)
+                    } else if self.reach.kept.contains(&reach::site(index, item)) {
+                        keep_item(m, item, item_attrs(item))
                     }
                 }
             }
@@ -393,16 +415,25 @@ impl<'a> Outliner<'a> {
 
 /// The attributes of an item the device crate keeps because it is `#[declare_target]`.
 fn declare_target_attrs(item: &Item) -> Option<&[Attribute]> {
-    let attrs = match item {
+    let attrs = item_attrs(item);
+    has_attr(attrs, "declare_target").then_some(attrs)
+}
+
+/// An item's attributes (none for the kinds the device crate never keeps).
+fn item_attrs(item: &Item) -> &[Attribute] {
+    match item {
         Item::Fn(i) => &i.attrs,
         Item::Const(i) => &i.attrs,
+        Item::Static(i) => &i.attrs,
         Item::Struct(i) => &i.attrs,
         Item::Enum(i) => &i.attrs,
+        Item::Union(i) => &i.attrs,
         Item::Impl(i) => &i.attrs,
         Item::Type(i) => &i.attrs,
-        _ => return None,
-    };
-    has_attr(attrs, "declare_target").then_some(attrs)
+        Item::Trait(i) => &i.attrs,
+        Item::Macro(i) => &i.attrs,
+        _ => &[],
+    }
 }
 
 /// Copies an item and blanks the attributes a device crate must not see.
@@ -497,6 +528,9 @@ fn collect_kept(items: &[Item], out: &mut BTreeSet<String>) {
             Item::Struct(i) => (&i.attrs, &i.ident),
             Item::Enum(i) => (&i.attrs, &i.ident),
             Item::Type(i) => (&i.attrs, &i.ident),
+            Item::Static(i) => (&i.attrs, &i.ident),
+            Item::Trait(i) => (&i.attrs, &i.ident),
+            Item::Union(i) => (&i.attrs, &i.ident),
             Item::Mod(m) => {
                 out.insert(m.ident.to_string());
                 if let Some((_, inner)) = &m.content {
@@ -512,18 +546,21 @@ fn collect_kept(items: &[Item], out: &mut BTreeSet<String>) {
     }
 }
 
-/// Identifiers mentioned by kept items (regions and `#[declare_target]` items), in any module.
-fn collect_mentions(items: &[Item], out: &mut BTreeSet<String>) {
+/// Identifiers mentioned by kept items (regions, `#[declare_target]` items and what they reach), in any module.
+fn collect_mentions(items: &[Item], file: usize, reach: &reach::Reach, out: &mut BTreeSet<String>) {
     for item in items {
         let kept = match item {
             Item::Fn(i) if has_attr(&i.attrs, "target") => true,
             Item::Mod(md) => {
                 if let Some((_, inner)) = &md.content {
-                    collect_mentions(inner, out);
+                    collect_mentions(inner, file, reach, out);
                 }
                 false
             }
-            _ => declare_target_attrs(item).is_some(),
+            _ => {
+                declare_target_attrs(item).is_some()
+                    || reach.kept.contains(&reach::site(file, item))
+            }
         };
         if kept {
             idents(item.to_token_stream(), out);

@@ -1,0 +1,414 @@
+//! Implicit declare target (OpenMP 5.0): the package's functions, consts, statics, types, traits, impls and
+//! `macro_rules!` that region code reaches go to the device without an attribute. Starting from the regions and the
+//! `#[declare_target]` items, every name their code uses (paths, types, macros; not its own local bindings) that
+//! names an item of the package reaches that item; a reached type or trait reaches its impls. Names are matched
+//! without resolving modules, so a name shared by two items reaches both: harmless, unless one of them cannot go to
+//! a device, which is then reported as reached.
+//!
+//! What cannot go to a device (it uses `std`, `alloc` or their prelude: `Vec`, `String`, `println!`, ..) is an error
+//! naming the item and the chain of uses from the region, when a region reaches it as a whole item; a method that
+//! cannot go is left out of its reached impl (calling it from region code is then a device build error).
+
+use super::has_attr;
+use super::tree::ModuleTree;
+use crate::diag::Diagnostic;
+use crate::package::Package;
+use proc_macro2::{TokenStream, TokenTree};
+use quote::ToTokens;
+use std::collections::{HashMap, HashSet};
+use syn::spanned::Spanned;
+use syn::visit::Visit;
+use syn::Item;
+
+/// Where an item is: its file and the start of its span.
+pub type Site = (usize, usize, usize);
+
+pub fn site(file: usize, item: &impl Spanned) -> Site {
+    let s = item.span().start();
+    (file, s.line, s.column)
+}
+
+/// What region code reaches.
+#[derive(Default)]
+pub struct Reach {
+    /// Items to mirror (beside regions and `#[declare_target]` items).
+    pub kept: HashSet<Site>,
+    /// Methods of kept impls left out, by their own site.
+    pub dropped: HashSet<Site>,
+    /// Names of kept items.
+    pub names: HashSet<String>,
+}
+
+/// An item of the package, with what it is called and the module file it is in.
+struct Entry<'a> {
+    file: usize,
+    item: &'a Item,
+    /// `fn name`, `struct Name`, ...: for messages.
+    what: String,
+}
+
+pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
+    let mut entries: Vec<Entry> = Vec::new();
+    for (file, f) in tree.files.iter().enumerate() {
+        index(&f.ast.items, file, &mut entries);
+    }
+    let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+    let mut impls_of: HashMap<String, Vec<usize>> = HashMap::new();
+    for (k, e) in entries.iter().enumerate() {
+        if let Some(n) = name(e.item) {
+            by_name.entry(n).or_default().push(k);
+        }
+        if let Item::Impl(i) = e.item {
+            for n in impl_names(i) {
+                impls_of.entry(n).or_default().push(k);
+            }
+        }
+    }
+    // Breadth first from the roots, remembering who reached whom (for the chain in messages).
+    let mut from: HashMap<usize, Option<usize>> = HashMap::new();
+    let mut queue: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
+    for (k, e) in entries.iter().enumerate() {
+        if is_root(e.item) {
+            from.insert(k, None);
+            queue.push_back(k);
+        }
+    }
+    // Names a file imports from outside the package (`use core::cmp::max;`) name no item of it.
+    let external: Vec<HashSet<String>> = tree
+        .files
+        .iter()
+        .map(|f| imported_from_outside(&f.ast.items))
+        .collect();
+    let mut out = Reach::default();
+    let mut diags = Vec::new();
+    while let Some(k) = queue.pop_front() {
+        let e = &entries[k];
+        let root = is_root(e.item);
+        let mut uses = Uses::default();
+        match e.item {
+            Item::Impl(i) => {
+                // A reached impl keeps the methods a device can have; its header must be device code.
+                uses.visit_type(&i.self_ty);
+                if let Some((_, p, _)) = &i.trait_ {
+                    uses.visit_path(p);
+                }
+                uses.visit_generics(&i.generics);
+                let header_host_only = host_only(&i.self_ty.to_token_stream()).is_some()
+                    || i.trait_
+                        .as_ref()
+                        .is_some_and(|(_, p, _)| host_only(&p.to_token_stream()).is_some());
+                if !root && header_host_only {
+                    continue;
+                }
+                for it in &i.items {
+                    if !root && host_only(&it.to_token_stream()).is_some() {
+                        out.dropped.insert(site(e.file, it));
+                    } else {
+                        uses.visit_impl_item(it);
+                    }
+                }
+            }
+            item => {
+                if let Some(why) = not_device(item, root) {
+                    diags.push(cannot_go(pkg, tree, &entries, &from, k, &why));
+                    continue;
+                }
+                uses.visit_item(item);
+            }
+        }
+        if !root {
+            out.kept.insert(site(e.file, e.item));
+        }
+        if let Some(n) = name(e.item) {
+            out.names.insert(n);
+        }
+        let mut next: Vec<usize> = Vec::new();
+        let names = uses
+            .names
+            .iter()
+            .filter(|n| !uses.locals.contains(*n) && !external[e.file].contains(*n));
+        for n in names.chain(&uses.paths) {
+            next.extend(by_name.get(n).into_iter().flatten());
+            if matches!(
+                by_name
+                    .get(n)
+                    .map(|v| v.iter().any(|&j| is_type_or_trait(entries[j].item))),
+                Some(true)
+            ) {
+                next.extend(impls_of.get(n).into_iter().flatten());
+            }
+        }
+        if let Some(n) = name(e.item).filter(|_| is_type_or_trait(e.item)) {
+            next.extend(impls_of.get(&n).into_iter().flatten());
+        }
+        for j in next {
+            if j != k && !from.contains_key(&j) {
+                from.insert(j, Some(k));
+                queue.push_back(j);
+            }
+        }
+    }
+    (out, diags)
+}
+
+fn index<'a>(items: &'a [Item], file: usize, out: &mut Vec<Entry<'a>>) {
+    for item in items {
+        let what = match item {
+            Item::Fn(i) => format!("fn {}", i.sig.ident),
+            Item::Const(i) => format!("const {}", i.ident),
+            Item::Static(i) => format!("static {}", i.ident),
+            Item::Struct(i) => format!("struct {}", i.ident),
+            Item::Enum(i) => format!("enum {}", i.ident),
+            Item::Union(i) => format!("union {}", i.ident),
+            Item::Type(i) => format!("type {}", i.ident),
+            Item::Trait(i) => format!("trait {}", i.ident),
+            Item::Impl(i) => format!("impl {}", i.self_ty.to_token_stream()),
+            Item::Macro(m) if m.ident.is_some() => {
+                format!(
+                    "macro_rules! {}",
+                    m.ident.as_ref().map(|i| i.to_string()).unwrap_or_default()
+                )
+            }
+            Item::Mod(m) => {
+                if let Some((_, inner)) = &m.content {
+                    index(inner, file, out);
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        out.push(Entry { file, item, what });
+    }
+}
+
+/// What an item is called, where code can name it.
+fn name(item: &Item) -> Option<String> {
+    let i = match item {
+        Item::Fn(i) => &i.sig.ident,
+        Item::Const(i) => &i.ident,
+        Item::Static(i) => &i.ident,
+        Item::Struct(i) => &i.ident,
+        Item::Enum(i) => &i.ident,
+        Item::Union(i) => &i.ident,
+        Item::Type(i) => &i.ident,
+        Item::Trait(i) => &i.ident,
+        Item::Macro(m) => m.ident.as_ref()?,
+        _ => return None,
+    };
+    Some(i.to_string().trim_start_matches("r#").to_string())
+}
+
+fn is_type_or_trait(item: &Item) -> bool {
+    matches!(
+        item,
+        Item::Struct(_) | Item::Enum(_) | Item::Union(_) | Item::Type(_) | Item::Trait(_)
+    )
+}
+
+/// The names an impl is reached through: its type's and its trait's.
+fn impl_names(i: &syn::ItemImpl) -> Vec<String> {
+    let mut out = Vec::new();
+    if let syn::Type::Path(p) = &*i.self_ty {
+        out.extend(p.path.segments.last().map(|s| s.ident.to_string()));
+    }
+    if let Some((_, p, _)) = &i.trait_ {
+        out.extend(p.segments.last().map(|s| s.ident.to_string()));
+    }
+    out
+}
+
+/// Regions and `#[declare_target]` items: device code by the programmer's word.
+fn is_root(item: &Item) -> bool {
+    let attrs = match item {
+        Item::Fn(i) => &i.attrs,
+        Item::Const(i) => &i.attrs,
+        Item::Static(i) => &i.attrs,
+        Item::Struct(i) => &i.attrs,
+        Item::Enum(i) => &i.attrs,
+        Item::Union(i) => &i.attrs,
+        Item::Type(i) => &i.attrs,
+        Item::Trait(i) => &i.attrs,
+        Item::Impl(i) => &i.attrs,
+        _ => return false,
+    };
+    has_attr(attrs, "target") || has_attr(attrs, "declare_target")
+}
+
+/// Names of `std`'s prelude and macros that `core` does not have.
+const STD_ONLY: &[&str] = &[
+    "std", "alloc", "Vec", "String", "Box", "Rc", "Arc", "ToString", "ToOwned", "HashMap",
+    "HashSet", "BTreeMap", "BTreeSet", "VecDeque", "println", "print", "eprintln", "eprint",
+    "format", "vec", "dbg",
+];
+
+/// Why code cannot go to a device: the first `std`-only name it uses.
+fn host_only(ts: &TokenStream) -> Option<String> {
+    for tt in ts.clone() {
+        match tt {
+            TokenTree::Ident(i) => {
+                let s = i.to_string();
+                if STD_ONLY.contains(&s.as_str()) {
+                    return Some(s);
+                }
+            }
+            TokenTree::Group(g) => {
+                if let Some(s) = host_only(&g.stream()) {
+                    return Some(s);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Why a reached item cannot go to a device, as the error says it: a `static mut` (whoever marked it), or code that
+/// uses `std` (an item region code reached on its own; a marked one the device build reports).
+fn not_device(item: &Item, root: bool) -> Option<String> {
+    if let Item::Static(st) = item {
+        if matches!(st.mutability, syn::StaticMutability::Mut(_)) {
+            return Some(
+                "`static mut` (a device's threads would race on it): use an atomic, or pass the value as a parameter"
+                    .into(),
+            );
+        }
+    }
+    if root {
+        return None;
+    }
+    let why = host_only(&item.to_token_stream())?;
+    Some(match why.as_str() {
+        "std" | "alloc" => format!("`{why}`: a device has no `std`"),
+        w if w.chars().next().is_some_and(char::is_lowercase) => {
+            format!("`{w}!` (from `std`): a device has no `std`")
+        }
+        w => format!("`{w}` (from `std`): a device has no `std`"),
+    })
+}
+
+/// The error for a reached item that cannot go to a device: the chain from the region, and what to do.
+fn cannot_go(
+    pkg: &Package,
+    tree: &ModuleTree,
+    entries: &[Entry],
+    from: &HashMap<usize, Option<usize>>,
+    k: usize,
+    why: &str,
+) -> Diagnostic {
+    let mut chain = vec![entries[k].what.clone()];
+    let mut at = k;
+    while let Some(Some(p)) = from.get(&at) {
+        chain.push(entries[*p].what.clone());
+        at = *p;
+    }
+    chain.reverse();
+    let e = &entries[k];
+    let f = &tree.files[e.file];
+    let span = match e.item {
+        Item::Fn(i) => i.sig.ident.span(),
+        _ => e.item.span(),
+    };
+    let (s, end) = (span.start(), span.end());
+    Diagnostic {
+        message: format!("region code reaches `{}`, which uses {why}", e.what),
+        file: pkg.display_path(&f.path),
+        abs_file: f.path.clone(),
+        line: s.line,
+        column: s.column + 1,
+        len: if s.line == end.line { end.column.saturating_sub(s.column).max(1) } else { 1 },
+        help: Some(format!(
+            "reached through {}; keep `{}` out of region code, or write it for a device (`core` only)",
+            chain.join(" -> "),
+            e.what
+        )),
+    }
+}
+
+/// The names code uses: path segments (in expressions, types, patterns and bounds), macro names, and the names it
+/// binds itself (a single-segment path naming a local binding is not an item).
+#[derive(Default)]
+struct Uses {
+    /// Single-segment paths and macro names.
+    names: HashSet<String>,
+    /// Segments of longer paths (`crate::m::f`, `Type::method`).
+    paths: HashSet<String>,
+    locals: HashSet<String>,
+}
+
+impl<'ast> Visit<'ast> for Uses {
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        let idents = p.segments.iter().map(|s| s.ident.to_string());
+        if p.segments.len() == 1 && p.leading_colon.is_none() {
+            self.names.extend(idents);
+        } else {
+            self.paths.extend(idents);
+        }
+        syn::visit::visit_path(self, p);
+    }
+
+    fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
+        self.locals.insert(p.ident.to_string());
+        syn::visit::visit_pat_ident(self, p);
+    }
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        self.visit_path(&m.path);
+        // A macro's arguments are tokens: every identifier in them may be a name (or a local binding).
+        idents(&m.tokens, &mut self.names);
+    }
+
+    fn visit_item_macro(&mut self, m: &'ast syn::ItemMacro) {
+        // A `macro_rules!` body names what its expansions use.
+        idents(&m.mac.tokens, &mut self.names);
+    }
+}
+
+fn idents(ts: &TokenStream, out: &mut HashSet<String>) {
+    for tt in ts.clone() {
+        match tt {
+            TokenTree::Ident(i) => {
+                out.insert(i.to_string());
+            }
+            TokenTree::Group(g) => idents(&g.stream(), out),
+            _ => {}
+        }
+    }
+}
+
+/// Names brought in by a file's `use` items rooted outside the crate.
+fn imported_from_outside(items: &[Item]) -> HashSet<String> {
+    fn walk(t: &syn::UseTree, out: &mut HashSet<String>) {
+        match t {
+            syn::UseTree::Path(p) => walk(&p.tree, out),
+            syn::UseTree::Name(n) => {
+                out.insert(n.ident.to_string());
+            }
+            syn::UseTree::Rename(r) => {
+                out.insert(r.rename.to_string());
+            }
+            syn::UseTree::Group(g) => g.items.iter().for_each(|t| walk(t, out)),
+            syn::UseTree::Glob(_) => {}
+        }
+    }
+    let mut out = HashSet::new();
+    for item in items {
+        match item {
+            Item::Use(u) => {
+                let root = match &u.tree {
+                    syn::UseTree::Path(p) => p.ident.to_string(),
+                    _ => String::new(),
+                };
+                if !["crate", "self", "super"].contains(&root.as_str()) {
+                    walk(&u.tree, &mut out);
+                }
+            }
+            Item::Mod(m) => {
+                if let Some((_, inner)) = &m.content {
+                    out.extend(imported_from_outside(inner));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}

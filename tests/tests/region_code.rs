@@ -1,0 +1,130 @@
+//! Region code is Rust (issue 17): what region code reaches of the package goes to the device without an attribute
+//! (OpenMP 5.0's implicit declare target): functions, consts, statics, types with their impls, user traits with
+//! default methods, generic helpers with trait bounds, and `macro_rules!`. Each region also runs in the host
+//! fallback, and the results must agree.
+
+use offload::{omp_is_initial_device, target};
+
+const SCALE: f64 = 2.5;
+static OFFSET: f64 = 0.5;
+const PARTS: usize = 4;
+
+fn affine(x: f64) -> f64 {
+    x * SCALE + OFFSET
+}
+
+macro_rules! square {
+    ($e:expr) => {{
+        let v = $e;
+        v * v
+    }};
+}
+
+/// A C++ template's `T: Real`, as a trait with a default method.
+trait Real: Copy {
+    fn zero() -> Self;
+    fn from_f64(v: f64) -> Self;
+    fn add(self, o: Self) -> Self;
+    fn twice(self) -> Self {
+        self.add(self)
+    }
+}
+
+impl Real for f32 {
+    fn zero() -> Self {
+        0.0
+    }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn add(self, o: Self) -> Self {
+        self + o
+    }
+}
+
+impl Real for f64 {
+    fn zero() -> Self {
+        0.0
+    }
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    fn add(self, o: Self) -> Self {
+        self + o
+    }
+}
+
+fn sum_twice<T: Real>(xs: &[T]) -> T {
+    let mut s = T::zero();
+    for &x in xs {
+        s = s.add(x.twice());
+    }
+    s
+}
+
+#[derive(Clone, Copy)]
+struct Interval {
+    lo: f64,
+    hi: f64,
+}
+
+impl Interval {
+    fn width(&self) -> f64 {
+        self.hi - self.lo
+    }
+
+    fn clamp(&self, v: f64) -> f64 {
+        v.max(self.lo).min(self.hi)
+    }
+
+    /// A method a device cannot have: left out of the device's copy of the impl, which region code does not call.
+    #[allow(dead_code)]
+    fn describe(&self) -> String {
+        format!("[{}, {}]", self.lo, self.hi)
+    }
+}
+
+#[target(teams_distribute_parallel_for, if(on_device))]
+fn transform(on_device: bool, x: &[f64], y: &mut [f64]) -> bool {
+    let iv = Interval { lo: 0.0, hi: 10.0 };
+    for i in 0..y.len() {
+        y[i] = iv.clamp(affine(x[i])) + square!(x[i]) / iv.width();
+    }
+    omp_is_initial_device()
+}
+
+#[target(if(on_device))]
+fn sums(on_device: bool, xs32: &[f32], xs64: &[f64], out: &mut [f64]) -> bool {
+    out[0] = sum_twice(xs32) as f64;
+    out[1] = sum_twice(xs64);
+    out[2] = f64::from_f64(PARTS as f64);
+    out[3] = <f32 as Real>::from_f64(1.5).twice() as f64;
+    omp_is_initial_device()
+}
+
+#[test]
+fn unmarked_consts_statics_functions_types_and_macros_reach_the_device() {
+    let x: Vec<f64> = (0..100).map(|i| i as f64 * 0.1).collect();
+    let want: Vec<f64> = x
+        .iter()
+        .map(|&v| (v * SCALE + OFFSET).clamp(0.0, 10.0) + v * v / 10.0)
+        .collect();
+    for on_device in [true, false] {
+        let mut y = vec![0.0; 100];
+        let initial = transform(on_device, &x, &mut y);
+        assert_eq!(initial, !on_device, "ran where asked");
+        assert_eq!(y, want, "device {on_device}");
+    }
+}
+
+#[test]
+fn user_traits_default_methods_and_generic_helpers_reach_the_device() {
+    let xs32: Vec<f32> = (1..=4).map(|i| i as f32).collect();
+    let xs64: Vec<f64> = (1..=4).map(|i| i as f64 * 0.5).collect();
+    for on_device in [true, false] {
+        let mut out = vec![0.0; 4];
+        let initial = sums(on_device, &xs32, &xs64, &mut out);
+        assert_eq!(initial, !on_device);
+        assert_eq!(out, [20.0, 10.0, 4.0, 3.0], "device {on_device}");
+    }
+}
