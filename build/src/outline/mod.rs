@@ -250,6 +250,25 @@ impl<'a> Outliner<'a> {
                         }
                     }
                 }
+                Item::Macro(mac) if mac.ident.is_some() && writes_region(&mac.mac.tokens) => {
+                    let name = mac
+                        .ident
+                        .as_ref()
+                        .map(|i| i.to_string())
+                        .unwrap_or_default();
+                    diags.push(self.diag(
+                        f,
+                        mac.ident.as_ref().map_or_else(|| mac.span(), |i| i.span()),
+                        &format!(
+                            "`macro_rules! {name}` writes a `#[target]` region, which the outliner cannot see (it \
+                             does not expand macros): its regions would always run on the host"
+                        ),
+                        Some("write each region out as a function (a macro may still write the code inside one)"),
+                    ));
+                    if self.reach.kept.contains(&reach::site(index, item)) {
+                        keep_item(m, item, &mac.attrs);
+                    }
+                }
                 Item::Use(u) => self.mirror_use(m, u),
                 Item::Mod(md) => self.mirror_mod(index, f, md, module_path, m, diags),
                 _ => {
@@ -411,6 +430,38 @@ impl<'a> Outliner<'a> {
             help: help.map(String::from),
         }
     }
+}
+
+/// Whether macro tokens write a `#[target]` (or `#[offload::target]`) attribute.
+fn writes_region(ts: &proc_macro2::TokenStream) -> bool {
+    let mut after_pound = false;
+    for tt in ts.clone() {
+        match tt {
+            proc_macro2::TokenTree::Punct(p) => after_pound = p.as_char() == '#',
+            proc_macro2::TokenTree::Group(g) => {
+                if after_pound && g.delimiter() == proc_macro2::Delimiter::Bracket {
+                    let path: Vec<String> = g
+                        .stream()
+                        .into_iter()
+                        .take_while(|t| !matches!(t, proc_macro2::TokenTree::Group(_)))
+                        .filter_map(|t| match t {
+                            proc_macro2::TokenTree::Ident(i) => Some(i.to_string()),
+                            _ => None,
+                        })
+                        .collect();
+                    if path.last().is_some_and(|l| l == "target") {
+                        return true;
+                    }
+                }
+                if writes_region(&g.stream()) {
+                    return true;
+                }
+                after_pound = false;
+            }
+            _ => after_pound = false,
+        }
+    }
+    false
 }
 
 /// The attributes of an item the device crate keeps because it is `#[declare_target]`.
