@@ -161,14 +161,16 @@ pub fn link_nvptx(
     Ok(images)
 }
 
-/// What `internalize` keeps external: the kernels, and the panic record's global, which the plugin finds by name
-/// after loading the image (`cuModuleGetGlobal`, `hsa_executable_get_symbol_by_name`) to point it at its record.
-/// offload-device marks the global `#[used]` too; listing it here does not depend on how rustc lowers that.
+/// What `internalize` keeps external: the kernels, and the globals of the panic record and the print buffer, which
+/// the plugin finds by name after loading the image (`cuModuleGetGlobal`, `hsa_executable_get_symbol_by_name`) to
+/// point them at its memory. offload-device marks the globals `#[used]` too; listing them here does not depend on
+/// how rustc lowers that.
 fn public_api(kernels: &[String]) -> String {
     format!(
-        "--internalize-public-api-list={},{}",
+        "--internalize-public-api-list={},{},{}",
         kernels.join(","),
-        gpu_panic::SYMBOL
+        gpu_panic::SYMBOL,
+        offload_model::device_print::SYMBOL
     )
 }
 

@@ -101,10 +101,15 @@ pub use math::{
 /// `use offload::__prelude::*;` is put into every device module by the outliner: float methods that `core` lacks.
 pub mod __prelude {
     pub use crate::math::FloatExt;
+    pub use crate::{print, println};
 }
 
 mod memory;
 pub use memory::{DeviceBuffer, DevicePtr};
+
+mod print;
+#[doc(hidden)]
+pub use print::__print;
 
 /// The team this thread belongs to.
 pub fn omp_get_team_num() -> i32 {

@@ -19,6 +19,7 @@ pub mod clause;
 #[cfg(feature = "syntax")]
 pub mod data;
 pub mod device;
+pub mod device_print;
 pub mod fatbin;
 pub mod gpu_panic;
 pub mod hash;

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::process::Command;
 
 struct Run {
+    stdout: String,
     success: bool,
     kv: HashMap<String, String>,
     stderr: String,
@@ -57,6 +58,7 @@ fn run_any(scenario: &str, plugins: &str) -> Run {
         stderr,
         describe,
         success: out.status.success(),
+        stdout,
     }
 }
 
@@ -179,4 +181,53 @@ fn big_blocks_do_not_keep_their_stacks_mapped() {
         "{added} mappings added\n{}",
         r.describe
     );
+}
+
+/// Region code prints on every device: whole lines, every one once, before a failure is reported.
+fn check_prints(plugin: &str) {
+    let r = run("print", plugin);
+    // The geometry the launch got (host-elf gives at most the host's hardware threads).
+    let geometry = r
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("hello from block 0 thread 0 of "))
+        .unwrap_or_else(|| panic!("{plugin}: no greeting\n{}", r.describe))
+        .to_string();
+    let (teams, threads) = geometry.split_once('x').unwrap();
+    let (teams, threads): (u32, u32) = (teams.parse().unwrap(), threads.parse().unwrap());
+    if plugin == "gpu-sim" {
+        assert_eq!((teams, threads), (4, 32));
+    }
+    for b in 0..teams {
+        for t in 0..threads {
+            let line = format!("hello from block {b} thread {t} of {geometry}");
+            let n = r.stdout.lines().filter(|l| *l == line).count();
+            assert_eq!(n, 1, "{plugin}: {line:?}\n{}", r.describe);
+        }
+    }
+    for b in 0..2 {
+        assert!(
+            r.stdout
+                .lines()
+                .any(|l| l == format!("value {b} (shouted)")),
+            "{plugin}\n{}",
+            r.describe
+        );
+    }
+    assert!(r.get("error").contains("done shouting"), "{}", r.describe);
+    let printed = r.stdout.find("value 1 (shouted)").unwrap();
+    assert!(
+        printed < r.stdout.find("error=").unwrap(),
+        "printed before the failure"
+    );
+}
+
+#[test]
+fn region_code_prints_on_gpu_sim_through_the_print_buffer() {
+    check_prints("gpu-sim");
+}
+
+#[test]
+fn region_code_prints_on_host_elf() {
+    check_prints("host-elf");
 }

@@ -5,7 +5,8 @@
 //! without resolving modules, so a name shared by two items reaches both: harmless, unless one of them cannot go to
 //! a device, which is then reported as reached.
 //!
-//! What cannot go to a device (it uses `std`, `alloc` or their prelude: `Vec`, `String`, `println!`, ..) is an error
+//! What cannot go to a device (it uses `std`, `alloc` or their prelude: `Vec`, `String`, `format!`, ..; `print!` and
+//! `println!` are offload-device's there) is an error
 //! naming the item and the chain of uses from the region, when a region reaches it as a whole item; a method that
 //! cannot go is left out of its reached impl (calling it from region code is then a device build error).
 
@@ -237,8 +238,7 @@ fn is_root(item: &Item) -> bool {
 /// Names of `std`'s prelude and macros that `core` does not have.
 const STD_ONLY: &[&str] = &[
     "std", "alloc", "Vec", "String", "Box", "Rc", "Arc", "ToString", "ToOwned", "HashMap",
-    "HashSet", "BTreeMap", "BTreeSet", "VecDeque", "println", "print", "eprintln", "eprint",
-    "format", "vec", "dbg",
+    "HashSet", "BTreeMap", "BTreeSet", "VecDeque", "eprintln", "eprint", "format", "vec", "dbg",
 ];
 
 /// Why code cannot go to a device: the first `std`-only name it uses.

@@ -3,5 +3,6 @@
 
 pub mod buffer;
 pub mod math;
+pub mod print;
 pub mod routines;
 pub mod team;

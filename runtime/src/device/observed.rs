@@ -163,9 +163,24 @@ impl ObservedDevice {
             )
         };
         // SAFETY: forwarded.
-        observe::launch(w, name, note, || unsafe {
+        let launched = observe::launch(w, name, note, || unsafe {
             self.dev.launch(kernel, args, params)
-        })
+        });
+        // What region code printed, after the launch and before its failure is reported.
+        let (printed, lost) = self.dev.take_printed();
+        if !printed.is_empty() {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(&printed);
+            let _ = out.flush();
+        }
+        if lost > 0 {
+            observe::warning(format_args!(
+                "{lost} line(s) region {region} printed on device {} ({}) did not fit in its print buffer",
+                self.number, self.plugin
+            ));
+        }
+        launched
     }
 }
 

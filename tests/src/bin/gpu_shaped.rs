@@ -128,6 +128,34 @@ fn big_blocks(count: &AtomicU32) {
     count.fetch_add(1, Relaxed);
 }
 
+/// Every thread prints a line, through `offload::println!`.
+#[target(teams, parallel, num_teams(4), thread_limit(32))]
+fn greet() {
+    offload::println!(
+        "hello from block {} thread {} of {}x{}",
+        omp_get_team_num(),
+        omp_get_thread_num(),
+        omp_get_num_teams(),
+        omp_get_num_threads()
+    );
+}
+
+/// Prints with a plain `print!` from a helper region code reaches, then fails.
+fn shout(v: u32) {
+    print!("value {v}");
+    println!(" (shouted)");
+}
+
+#[target(teams, parallel, num_teams(2), thread_limit(4))]
+fn shout_then_fail() {
+    if omp_get_thread_num() == 0 {
+        shout(omp_get_team_num() as u32);
+    }
+    if omp_get_team_num() == 1 && omp_get_thread_num() == omp_get_num_threads() - 1 {
+        panic!("done shouting");
+    }
+}
+
 /// The process's memory mappings.
 fn mappings() -> usize {
     std::fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count())
@@ -206,6 +234,13 @@ fn main() {
             big_blocks(&count);
             println!("ran={}", count.load(Relaxed));
             println!("mappings_added={}", mappings().saturating_sub(before));
+        }
+        "print" => {
+            greet();
+            match try_shout_then_fail() {
+                Ok(()) => println!("error=none"),
+                Err(e) => println!("error={e}"),
+            }
         }
         other => panic!("unknown scenario {other:?}"),
     }

@@ -18,6 +18,7 @@ use crate::plugin::interface::{
 };
 use crate::registry::Image;
 use offload_model::device::{triple_arch, DeviceKind, GPU_SIM_ARCH};
+use offload_model::device_print;
 use offload_model::fatbin::ImageFormat;
 use offload_model::gpu_panic::{self, PanicRecord};
 use std::ptr::NonNull;
@@ -56,6 +57,7 @@ impl Plugin for GpuSim {
                 memory: HostMemory::new(crate::env::icv().host_memory),
                 // Never freed: images keep its address for the life of the process, as devices live.
                 record: NonNull::from(Box::leak(Box::new(PanicRecord::new()))),
+                prints: print_buffer(),
                 stream: Mutex::new(()),
             })],
             notes: Vec::new(),
@@ -68,13 +70,26 @@ struct GpuSimDevice {
     /// The panic record every image of this device points at: plain host memory, which the host reads after a
     /// launch as it reads a GPU's mapped pinned memory; written by kernels through this address alone.
     record: NonNull<PanicRecord>,
+    /// The print buffer every image of this device points at (`offload::println!`), drained after each launch;
+    /// never freed, as the record.
+    prints: NonNull<device_print::Header>,
     /// Held for a launch: launches on a device run one at a time, as on the CUDA plugin's legacy default stream
     /// (so the record holds the running launch's panic alone).
     stream: Mutex<()>,
 }
 
-// SAFETY: the record is only accessed through the panic record protocol (atomic claims, a writer at a time, the host
-// reading under the stream lock after the launch); everything else in the device is `Send + Sync`.
+/// A print buffer: its header and [`device_print::DATA_BYTES`] of room, in `u32`s (the header's alignment).
+fn print_buffer() -> NonNull<device_print::Header> {
+    let words = (std::mem::size_of::<device_print::Header>() + device_print::DATA_BYTES) / 4;
+    let buffer: &mut [u32] = Box::leak(vec![0u32; words].into_boxed_slice());
+    let header = NonNull::from(buffer).cast::<device_print::Header>();
+    // SAFETY: the buffer starts with a header's room, zeroed, aligned for it; nothing else refers to it yet.
+    unsafe { (*header.as_ptr()).cap = device_print::DATA_BYTES as u32 };
+    header
+}
+
+// SAFETY: the record and the print buffer are only accessed through their protocols (atomic claims, a writer at a time, the host
+// reading them under the stream lock after the launch); everything else in the device is `Send + Sync`.
 unsafe impl Send for GpuSimDevice {}
 unsafe impl Sync for GpuSimDevice {}
 
@@ -131,6 +146,12 @@ impl Device for GpuSimDevice {
         // SAFETY: the symbol is offload-device's `AtomicPtr<PanicRecord>` global, alive as long as the image (never
         // unloaded); the record is never freed.
         unsafe { (*global).store(self.record.as_ptr(), Ordering::Release) };
+        let symbol = std::ffi::CString::new(device_print::SYMBOL).unwrap_or_default();
+        let prints = so.symbol(&symbol).cast::<AtomicPtr<device_print::Header>>();
+        if !prints.is_null() {
+            // SAFETY: as the record's global: offload-device's `AtomicPtr<Header>`, the buffer never freed.
+            unsafe { (*prints).store(self.prints.as_ptr(), Ordering::Release) };
+        }
         Ok(Box::new(so))
     }
 
@@ -165,6 +186,15 @@ impl Device for GpuSimDevice {
     ) -> Result<(), PluginError> {
         // SAFETY: per the trait's contract.
         unsafe { self.memory.copy_from_device(dst, src, size) }
+    }
+
+    fn take_printed(&self) -> (Vec<u8>, u32) {
+        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        // SAFETY: no kernel of this device runs (the stream is held); the buffer is live.
+        let lost =
+            unsafe { device_print::drain(self.prints.as_ptr(), |l| out.extend_from_slice(l)) };
+        (out, lost)
     }
 
     unsafe fn launch(
