@@ -4,6 +4,8 @@
 //! fallback, and the results must agree.
 
 use offload::{omp_is_initial_device, target};
+// Region code may say `std` for what `core` has too.
+use std::sync::atomic::{AtomicU32, Ordering};
 
 const SCALE: f64 = 2.5;
 static OFFSET: f64 = 0.5;
@@ -126,5 +128,26 @@ fn user_traits_default_methods_and_generic_helpers_reach_the_device() {
         let initial = sums(on_device, &xs32, &xs64, &mut out);
         assert_eq!(initial, !on_device);
         assert_eq!(out, [20.0, 10.0, 4.0, 3.0], "device {on_device}");
+    }
+}
+
+#[target(teams_distribute_parallel_for, if(on_device))]
+fn count_with_std_paths(on_device: bool, hits: &[AtomicU32]) -> f64 {
+    for i in 0..hits.len() {
+        hits[i].fetch_add(1, Ordering::Relaxed);
+    }
+    std::f64::consts::PI + std::cmp::max(1, 2) as f64
+}
+
+#[test]
+fn std_paths_to_what_core_has_work_in_region_code() {
+    for on_device in [true, false] {
+        let hits: Vec<AtomicU32> = (0..300).map(|_| AtomicU32::new(0)).collect();
+        let v = count_with_std_paths(on_device, &hits);
+        assert_eq!(v, std::f64::consts::PI + 2.0);
+        assert!(
+            hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
+            "device {on_device}"
+        );
     }
 }

@@ -152,7 +152,8 @@ const KEPT_ATTRS: &[&str] = &[
     "macro_export",
     "macro_use",
 ];
-const USE_ROOTS: &[&str] = &["crate", "self", "super", "offload", "core"];
+/// Roots of the `use` paths a device crate keeps (`std` is `core` there: `extern crate core as std`).
+const USE_ROOTS: &[&str] = &["crate", "self", "super", "offload", "core", "std"];
 
 struct Outliner<'a> {
     pkg: &'a Package,
@@ -529,7 +530,8 @@ fn blank_attrs(m: &mut Mirror, attrs: &[Attribute]) {
 }
 
 /// The part of a `use` tree a device crate can resolve: paths rooted at `crate`/`self`/`super` keep the leaves that
-/// name kept items or modules; paths rooted at `offload`/`core` keep the leaves kept code mentions.
+/// name kept items or modules; paths rooted at `offload`/`core`/`std` keep the leaves kept code mentions (`std`
+/// paths only into what `core` has too).
 fn filter_use(tree: &UseTree, root: Option<&str>, o: &Outliner) -> Option<UseTree> {
     let local = matches!(root, Some("crate" | "self" | "super"));
     let keep = |name: &syn::Ident, alias: &syn::Ident| {
@@ -546,6 +548,9 @@ fn filter_use(tree: &UseTree, root: Option<&str>, o: &Outliner) -> Option<UseTre
                 Some(r) => r,
                 None => *USE_ROOTS.iter().find(|r| **r == here)?,
             };
+            if here == "std" && root == "std" && !reach::in_core(&first_segment(&p.tree)) {
+                return None;
+            }
             let inner = filter_use(&p.tree, Some(root), o)?;
             Some(UseTree::Path(syn::UsePath {
                 tree: Box::new(inner),
@@ -567,6 +572,16 @@ fn filter_use(tree: &UseTree, root: Option<&str>, o: &Outliner) -> Option<UseTre
                 items,
             }))
         }
+    }
+}
+
+/// The first name of a `use` tree under a path (`sync` of `std::sync::atomic::..`).
+fn first_segment(t: &UseTree) -> String {
+    match t {
+        UseTree::Path(p) => p.ident.to_string(),
+        UseTree::Name(n) => n.ident.to_string(),
+        UseTree::Rename(r) => r.ident.to_string(),
+        _ => String::new(),
     }
 }
 

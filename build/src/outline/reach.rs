@@ -237,14 +237,81 @@ fn is_root(item: &Item) -> bool {
 
 /// Names of `std`'s prelude and macros that `core` does not have.
 const STD_ONLY: &[&str] = &[
-    "std", "alloc", "Vec", "String", "Box", "Rc", "Arc", "ToString", "ToOwned", "HashMap",
-    "HashSet", "BTreeMap", "BTreeSet", "VecDeque", "eprintln", "eprint", "format", "vec", "dbg",
+    "alloc", "Vec", "String", "Box", "Rc", "Arc", "ToString", "ToOwned", "HashMap", "HashSet",
+    "BTreeMap", "BTreeSet", "VecDeque", "eprintln", "eprint", "format", "vec", "dbg",
 ];
 
-/// Why code cannot go to a device: the first `std`-only name it uses.
+/// `std`'s modules that `core` has too: region code may name them through `std` (the device crate's `std` is
+/// `core`).
+const CORE_MODULES: &[&str] = &[
+    "alloc",
+    "any",
+    "arch",
+    "array",
+    "ascii",
+    "cell",
+    "char",
+    "clone",
+    "cmp",
+    "convert",
+    "default",
+    "error",
+    "f32",
+    "f64",
+    "ffi",
+    "fmt",
+    "future",
+    "hash",
+    "hint",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "i128",
+    "isize",
+    "iter",
+    "marker",
+    "mem",
+    "num",
+    "ops",
+    "option",
+    "panic",
+    "pin",
+    "primitive",
+    "ptr",
+    "result",
+    "slice",
+    "str",
+    "sync",
+    "task",
+    "time",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+    "u128",
+    "usize",
+];
+
+/// Whether `std::NAME` is a module `core` has.
+pub fn in_core(name: &str) -> bool {
+    CORE_MODULES.contains(&name)
+}
+
+/// Why code cannot go to a device: the first `std`-only name it uses (`std::` followed by a module `core` lacks).
 fn host_only(ts: &TokenStream) -> Option<String> {
-    for tt in ts.clone() {
+    let tokens: Vec<TokenTree> = ts.clone().into_iter().collect();
+    for (k, tt) in tokens.iter().enumerate() {
         match tt {
+            TokenTree::Ident(i) if i == "std" => {
+                let next = match tokens.get(k + 3) {
+                    Some(TokenTree::Ident(n)) => n.to_string(),
+                    _ => String::new(),
+                };
+                if !in_core(&next) || next == "alloc" {
+                    return Some("std".into());
+                }
+            }
             TokenTree::Ident(i) => {
                 let s = i.to_string();
                 if STD_ONLY.contains(&s.as_str()) {
