@@ -139,6 +139,12 @@ pub enum PackageError {
         .0.display()
     )]
     NotListed(PathBuf),
+    #[error(
+        "{}: `[package.metadata.offload] device-dependencies` names `{name}`, which is not in `[dependencies]`; add it \
+         there (with the version or path the host uses), or remove it from the list",
+        .manifest.display()
+    )]
+    DeviceDependency { manifest: PathBuf, name: String },
 }
 
 #[cfg(test)]

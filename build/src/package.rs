@@ -52,6 +52,17 @@ impl Target {
     }
 }
 
+/// A dependency of the package that region code uses (`libm`, `num-complex`, an offload-aware library): built for
+/// each device target as the package declares it, but without default features (they often mean `std`) and without
+/// a `std` feature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceDep {
+    /// The name code uses (`num_complex`).
+    pub ident: String,
+    /// Its line in a device crate's `[dependencies]`.
+    pub toml: String,
+}
+
 #[derive(Debug, Clone)]
 pub struct Package {
     pub name: String,
@@ -61,6 +72,9 @@ pub struct Package {
     pub targets: Vec<Target>,
     /// `[package.metadata.offload] targets`.
     pub metadata_targets: Option<Vec<String>>,
+    /// `[package.metadata.offload] device-dependencies`: the package's dependencies region code may use, as each
+    /// device crate's manifest declares them.
+    pub device_deps: Vec<DeviceDep>,
     /// Ties the package's images to its offload entries (the macro computes the same from `CARGO_MANIFEST_DIR`).
     pub tag: u64,
 }
@@ -141,7 +155,9 @@ impl Package {
                 .filter_map(|v| v.as_str().map(String::from))
                 .collect()
         });
+        let device_deps = device_deps(pkg, manifest)?;
         Ok(Package {
+            device_deps,
             name: s(&pkg["name"]),
             edition: s(&pkg["edition"]),
             manifest_dir: manifest.parent().map(canon).unwrap_or_default(),
@@ -161,6 +177,11 @@ impl Package {
         })
     }
 
+    /// The crate names region code may use besides `core` and `offload`.
+    pub fn device_dep_idents(&self) -> impl Iterator<Item = &str> {
+        self.device_deps.iter().map(|d| d.ident.as_str())
+    }
+
     /// Eight hex digits of the package tag, which make the names of generated packages and archives unique to
     /// this package across a link (two packages may share a name: different versions, or paths).
     pub fn unique_suffix(&self) -> String {
@@ -177,4 +198,51 @@ impl Package {
             .map(Path::to_path_buf)
             .unwrap_or_else(|_| p.to_path_buf())
     }
+}
+
+/// `[package.metadata.offload] device-dependencies = ["libm"]`: each named dependency as a device crate's manifest
+/// declares it.
+fn device_deps(pkg: &Value, manifest: &Path) -> Result<Vec<DeviceDep>, Error> {
+    let names: Vec<&str> = pkg["metadata"]["offload"]["device-dependencies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .collect();
+    let mut out = Vec::new();
+    for name in names {
+        let dep = pkg["dependencies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| {
+                d["kind"].is_null()
+                    && (d["rename"].as_str() == Some(name) || d["name"].as_str() == Some(name))
+            })
+            .ok_or_else(|| PackageError::DeviceDependency {
+                manifest: manifest.to_path_buf(),
+                name: name.into(),
+            })?;
+        let package = dep["name"].as_str().unwrap_or(name);
+        let features: Vec<String> = dep["features"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.as_str())
+            .filter(|f| *f != "std")
+            .map(|f| format!("{f:?}"))
+            .collect();
+        let source = match dep["path"].as_str() {
+            Some(path) => format!("path = {path:?}"),
+            None => format!("version = {:?}", dep["req"].as_str().unwrap_or("*")),
+        };
+        out.push(DeviceDep {
+            ident: name.replace('-', "_"),
+            toml: format!(
+                "{name} = {{ package = {package:?}, {source}, default-features = false, features = [{}] }}",
+                features.join(", ")
+            ),
+        });
+    }
+    Ok(out)
 }

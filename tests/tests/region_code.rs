@@ -151,3 +151,26 @@ fn std_paths_to_what_core_has_work_in_region_code() {
         );
     }
 }
+
+/// A `no_std` dependency of the package (`libm`, listed in `[package.metadata.offload] device-dependencies`).
+#[target(teams_distribute_parallel_for, if(on_device))]
+fn cube_roots(on_device: bool, x: &[f64], y: &mut [f64]) {
+    for i in 0..y.len() {
+        y[i] = libm::cbrt(x[i]) + libm::fabs(-1.0);
+    }
+}
+
+#[test]
+fn no_std_dependencies_work_in_region_code() {
+    let x: Vec<f64> = (0..64).map(|i| (i * i * i) as f64).collect();
+    for on_device in [true, false] {
+        let mut y = vec![0.0; 64];
+        cube_roots(on_device, &x, &mut y);
+        assert!(
+            y.iter()
+                .enumerate()
+                .all(|(i, &v)| (v - (i as f64 + 1.0)).abs() < 1e-9),
+            "device {on_device}: {y:?}"
+        );
+    }
+}

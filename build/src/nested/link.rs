@@ -96,6 +96,8 @@ fn amdgcn_archives(
         .map(|c| device_crate_name(&c.key).replace('-', "_"))
         .chain(["offload_device", "offload_model"].map(String::from))
         .chain([group.package.replace('-', "_")])
+        // The package's device dependencies (`libm`): what the crates call of them.
+        .chain(b.pkg.device_dep_idents().map(String::from))
         .map(|n| format!("lib{n}"))
         .collect();
     let mut archives: Vec<PathBuf> = listed

@@ -91,7 +91,11 @@ impl Workspace {
             crate_dir.join("Cargo.toml"),
             format!(
                 "[package]\nname = {name:?}\nversion = \"0.0.0\"\nedition = {edition:?}\npublish = false\n\n\
-                 [lib]\npath = \"lib.rs\"\n\n[dependencies]\noffload = {{ package = \"offload-device\", path = {dstd:?} }}\n",
+                 [lib]\npath = \"lib.rs\"\n\n[dependencies]\noffload = {{ package = \"offload-device\", path = {dstd:?} }}\n{}",
+                pkg.device_deps
+                    .iter()
+                    .map(|d| format!("{}\n", d.toml))
+                    .collect::<String>(),
             ),
         ));
         self.files.push((

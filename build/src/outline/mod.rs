@@ -532,7 +532,7 @@ fn blank_attrs(m: &mut Mirror, attrs: &[Attribute]) {
 /// The part of a `use` tree a device crate can resolve: paths rooted at `crate`/`self`/`super` keep the leaves that
 /// name kept items or modules; paths rooted at `offload`/`core`/`std` keep the leaves kept code mentions (`std`
 /// paths only into what `core` has too).
-fn filter_use(tree: &UseTree, root: Option<&str>, o: &Outliner) -> Option<UseTree> {
+fn filter_use<'o>(tree: &UseTree, root: Option<&'o str>, o: &'o Outliner) -> Option<UseTree> {
     let local = matches!(root, Some("crate" | "self" | "super"));
     let keep = |name: &syn::Ident, alias: &syn::Ident| {
         if local {
@@ -546,7 +546,11 @@ fn filter_use(tree: &UseTree, root: Option<&str>, o: &Outliner) -> Option<UseTre
             let here = p.ident.to_string();
             let root = match root {
                 Some(r) => r,
-                None => *USE_ROOTS.iter().find(|r| **r == here)?,
+                None => USE_ROOTS
+                    .iter()
+                    .copied()
+                    .chain(o.pkg.device_dep_idents())
+                    .find(|r| *r == here)?,
             };
             if here == "std" && root == "std" && !reach::in_core(&first_segment(&p.tree)) {
                 return None;
