@@ -614,11 +614,11 @@ mod tests {
     }
 
     #[test]
-    fn the_panic_record_is_kept_through_internalize() {
+    fn the_panic_record_and_print_buffer_are_kept_through_internalize() {
         let api = public_api(&["a".into(), "b".into()]);
         assert_eq!(
             api,
-            "--internalize-public-api-list=a,b,__offload_panic_record"
+            "--internalize-public-api-list=a,b,__offload_panic_record,__offload_print_buffer"
         );
     }
 }

@@ -147,6 +147,7 @@ mod tests {
             workspace_root: "/work".into(),
             targets: Vec::new(),
             metadata_targets: None,
+            device_deps: Vec::new(),
             tag: 0xfeed_f00d,
         };
         let image = BuiltImage {

@@ -92,7 +92,7 @@ impl fmt::Write for Line {
 /// the buffer.
 ///
 /// # Safety
-/// `p` is a buffer as [`print`] takes it, and no kernel writes it any more (its launch has ended).
+/// `p` is a buffer as [`print()`] takes it, and no kernel writes it any more (its launch has ended).
 pub unsafe fn drain(p: *mut Header, mut out: impl FnMut(&[u8])) -> u32 {
     // SAFETY: per the contract.
     let (used, lost, cap) = unsafe { (&(*p).used, &(*p).lost, (*p).cap as usize) };

@@ -1,7 +1,7 @@
 //! The outliner: from each target root of the package, walk the module tree (following `mod` and `#[path]`) and write
 //! that target's device crate, a `#![no_std]` mirror of the tree that keeps:
 //! - `#[target]` regions, `#[declare_target]` items, and what region code reaches of the package without an attribute
-//!   (functions, consts, statics, types, traits, impls, `macro_rules!`: [`reach`]), where they were written;
+//!   (functions, consts, statics, types, traits, impls, `macro_rules!`: the `reach` module), where they were written;
 //! - `use` items rooted at `crate`, `self`, `super`, `offload` or `core` whose names kept code mentions;
 //! - only the attributes a device can honour (repr, core derives, lint levels, inline, doc);
 //!
