@@ -122,7 +122,7 @@ pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(parti
     if threads > 1 {
         let e = env().expect("a parallel launch");
         let bytes = offload_model::reduce::slot_bytes(core::mem::size_of::<T>());
-        let slot = |k: u32| (e.team_shared as *mut u8).wrapping_add(k as usize * bytes) as *mut T;
+        let slot = |k: u32| e.team_shared.wrapping_add(k as usize * bytes) as *mut T;
         // SAFETY: each thread writes its own slot; the barrier orders the writes before thread 0's reads.
         unsafe { core::ptr::write_unaligned(slot(thread), partial) };
         barrier();
