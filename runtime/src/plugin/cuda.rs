@@ -9,7 +9,8 @@
 //!
 //! A panic in region code traps, which leaves the context unusable; what panicked is read from the device's panic
 //! record ([`offload_model::gpu_panic`]), which lives in mapped pinned host memory, so the host reads it without the
-//! context.
+//! context. What region code prints goes to the device's print buffer ([`offload_model::device_print`]), mapped
+//! pinned host memory too, drained after each launch.
 
 use crate::plugin::discovery::{guarded, opened};
 use crate::plugin::error::PluginError;
@@ -22,6 +23,7 @@ use crate::registry::Image;
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys::{self, CUresult};
 use offload_model::device::{DeviceKind, NvidiaArch, NvidiaVariant, NVPTX_TRIPLE};
+use offload_model::device_print;
 use offload_model::fatbin::ImageFormat;
 use offload_model::gpu_panic::{self, PanicRecord};
 use std::ffi::{c_void, CStr, CString};
@@ -64,7 +66,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuMemFree_v2",
     "cuMemcpyHtoD_v2",
     "cuMemcpyDtoH_v2",
-    // The panic record (all in every driver since CUDA 3.2).
+    // The panic record and the print buffer (all in every driver since CUDA 3.2).
     "cuMemHostAlloc",
     "cuMemHostGetDevicePointer_v2",
     "cuMemFreeHost",
@@ -123,7 +125,10 @@ fn discover_devices() -> Result<Discovered, PluginError> {
     let mut found = opened((0..count).map(|ordinal| {
         CudaDevice::open(ordinal)
             .map(|d| {
-                if let Some(why) = d.panics.unrecorded() {
+                for why in [d.panics.unrecorded(), d.prints.unprinted()]
+                    .into_iter()
+                    .flatten()
+                {
                     notes.push(format!("CUDA device {ordinal}: {why}"));
                 }
                 Box::new(d) as Box<dyn Device>
@@ -249,27 +254,29 @@ fn launch_failure(code: CUresult, stage: Stage, config: &str) -> PluginError {
     }
 }
 
-/// A device's panic record: a [`PanicRecord`] in mapped pinned host memory (portable, so any context may map it),
-/// its address on the device, which each loaded image's [`gpu_panic::SYMBOL`] holds.
-struct PanicSlot {
-    host: NonNull<PanicRecord>,
+/// A `T` (and whatever follows it, `bytes` in all) in mapped pinned host memory (portable, so any context may map
+/// it), and its address on the device, which each loaded image's global for it holds ([`point_global`]). The host
+/// reads it without the context, so a kernel that killed the context leaves it readable.
+struct HostSlot<T> {
+    host: NonNull<T>,
     device: sys::CUdeviceptr,
-    /// Taken by one failed launch at a time (launches from several host threads fail together when one traps).
-    taking: Mutex<()>,
 }
 
-impl PanicSlot {
-    /// Allocates and zero-initialises the record, mapped into the current context's address space.
-    fn new() -> Result<PanicSlot, String> {
+impl<T> HostSlot<T> {
+    /// Allocates `bytes` (at least a `T`), mapped into the current context's address space, zero-fills them and
+    /// lets `init` set them up before anyone else knows of them.
+    fn new(bytes: usize, init: impl FnOnce(NonNull<T>)) -> Result<HostSlot<T>, String> {
+        let bytes = bytes.max(size_of::<T>());
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
-        // SAFETY: a context is current (the caller's); the size is the record's.
-        let host = unsafe { result::malloc_host(size_of::<PanicRecord>(), flags) }
-            .map_err(|e| fail("cuMemHostAlloc", e))?;
-        let Some(host) = NonNull::new(host.cast::<PanicRecord>()) else {
+        // SAFETY: a context is current (the caller's).
+        let host =
+            unsafe { result::malloc_host(bytes, flags) }.map_err(|e| fail("cuMemHostAlloc", e))?;
+        let Some(host) = NonNull::new(host.cast::<T>()) else {
             return Err("cuMemHostAlloc returned no memory".into());
         };
-        // SAFETY: page-aligned memory of the record's size, ours alone until its address is handed out.
-        unsafe { host.write(PanicRecord::new()) };
+        // SAFETY: page-aligned memory of `bytes` bytes, ours alone until its address is handed out.
+        unsafe { host.cast::<u8>().write_bytes(0, bytes) };
+        init(host);
         let mut device: sys::CUdeviceptr = 0;
         // SAFETY: `host` came from cuMemHostAlloc with DEVICEMAP; the driver writes one device pointer.
         let mapped =
@@ -280,9 +287,36 @@ impl PanicSlot {
             let _ = unsafe { result::free_host(host.as_ptr().cast()) };
             return Err(fail("cuMemHostGetDevicePointer", e));
         }
+        Ok(HostSlot { host, device })
+    }
+
+    /// Frees the memory.
+    ///
+    /// # Safety
+    /// The slot came from [`HostSlot::new`]; no launch that could use it runs any more, and it is not used again.
+    unsafe fn free(&self) {
+        // SAFETY: per the contract. A failure leaves nothing to do.
+        let _ = unsafe { result::free_host(self.host.as_ptr().cast()) };
+    }
+}
+
+/// A device's panic record: a [`PanicRecord`] in a [`HostSlot`], each loaded image's [`gpu_panic::SYMBOL`]
+/// pointing at it.
+struct PanicSlot {
+    slot: HostSlot<PanicRecord>,
+    /// Taken by one failed launch at a time (launches from several host threads fail together when one traps).
+    taking: Mutex<()>,
+}
+
+impl PanicSlot {
+    /// Allocates and initialises the record, mapped into the current context's address space.
+    fn new() -> Result<PanicSlot, String> {
+        let slot = HostSlot::new(size_of::<PanicRecord>(), |record: NonNull<PanicRecord>| {
+            // SAFETY: page-aligned memory of the record's size, ours alone (`HostSlot::new`'s promise).
+            unsafe { record.write(PanicRecord::new()) }
+        })?;
         Ok(PanicSlot {
-            host,
-            device,
+            slot,
             taking: Mutex::new(()),
         })
     }
@@ -293,33 +327,121 @@ impl PanicSlot {
         let _one = self.taking.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: the record lives as long as the device; the kernel that could write it has ended (its launch
         // failed, and the context that ran it is unusable).
-        let taken = unsafe { gpu_panic::take(self.host.as_ptr()) };
+        let taken = unsafe { gpu_panic::take(self.slot.host.as_ptr()) };
         gpu::panic_or_trap(taken, || trap)
     }
 }
 
-/// Points `module`'s panic-record global at `record`: `Ok(false)` if the image has none (built before panic
-/// reports: its panics trap without a record).
+/// The bytes of a print buffer: its header and [`device_print::DATA_BYTES`] of room.
+const PRINT_BUFFER_BYTES: usize = size_of::<device_print::Header>() + device_print::DATA_BYTES;
+
+/// Sets up a zeroed print buffer's header: room for [`device_print::DATA_BYTES`] of lines.
+///
+/// # Safety
+/// `header` is [`PRINT_BUFFER_BYTES`] of zeroed memory, aligned for a header, that no one else uses yet.
+unsafe fn init_print_buffer(header: NonNull<device_print::Header>) {
+    // SAFETY: per the contract.
+    unsafe { (*header.as_ptr()).cap = device_print::DATA_BYTES as u32 };
+}
+
+/// Points `module`'s global `symbol` (a device address) at `address`: `Ok(false)` if the image has none (built
+/// before that global existed).
 ///
 /// # Safety
 /// `module` is loaded in the current context.
-unsafe fn point_at_record(module: sys::CUmodule, record: sys::CUdeviceptr) -> Result<bool, String> {
-    let name = CString::new(gpu_panic::SYMBOL).map_err(|e| e.to_string())?;
+unsafe fn point_global(
+    module: sys::CUmodule,
+    symbol: &str,
+    address: sys::CUdeviceptr,
+) -> Result<bool, String> {
+    let name = CString::new(symbol).map_err(|e| e.to_string())?;
     // SAFETY: per the contract.
     let (global, bytes) = match unsafe { result::module::get_global(module, name) } {
         Ok(found) => found,
         Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_FOUND => return Ok(false),
         Err(e) => return Err(fail("cuModuleGetGlobal", e)),
     };
-    if bytes != size_of::<sys::CUdeviceptr>() {
-        return Err(format!(
-            "the image's {} is {bytes} bytes, not a device address",
-            gpu_panic::SYMBOL
-        ));
+    if let Some(why) = not_a_pointer(symbol, bytes) {
+        return Err(why);
     }
     // SAFETY: `global` is the module's 8-byte variable; the copy is synchronous.
-    unsafe { result::memcpy_htod_sync(global, &[record]) }.map_err(|e| fail("cuMemcpyHtoD", e))?;
+    unsafe { result::memcpy_htod_sync(global, &[address]) }.map_err(|e| fail("cuMemcpyHtoD", e))?;
     Ok(true)
+}
+
+/// Why a global of `bytes` bytes cannot hold a device address, if it cannot.
+fn not_a_pointer(symbol: &str, bytes: usize) -> Option<String> {
+    (bytes != size_of::<sys::CUdeviceptr>())
+        .then(|| format!("the image's {symbol} is {bytes} bytes, not a device address"))
+}
+
+/// A device's print buffer (`offload::println!`): a [`device_print`] buffer in a [`HostSlot`], each loaded image's
+/// [`device_print::SYMBOL`] pointing at it, drained after each launch; and why lines may be dropped (the buffer,
+/// or an image's pointer to it, could not be set up: the first reason).
+struct Prints {
+    slot: Option<HostSlot<device_print::Header>>,
+    unprinted: Mutex<Option<String>>,
+}
+
+impl Prints {
+    fn new(slot: Option<HostSlot<device_print::Header>>, unprinted: Option<String>) -> Prints {
+        Prints {
+            slot,
+            unprinted: Mutex::new(unprinted),
+        }
+    }
+
+    /// Allocates the buffer in the current context (`current`: whether the device's context was made current);
+    /// without one, lines are dropped, and the reason kept.
+    fn open(current: Result<(), String>) -> Prints {
+        let slot = current.and_then(|()| {
+            HostSlot::new(PRINT_BUFFER_BYTES, |header| {
+                // SAFETY: `HostSlot::new` hands over fresh zeroed memory of the buffer's size, page-aligned.
+                unsafe { init_print_buffer(header) }
+            })
+        });
+        match slot {
+            Ok(slot) => Prints::new(Some(slot), None),
+            Err(e) => Prints::new(
+                None,
+                Some(format!(
+                    "no print buffer ({e}): what region code prints is dropped"
+                )),
+            ),
+        }
+    }
+
+    /// Why lines region code prints may be dropped, if they may.
+    fn unprinted(&self) -> Option<String> {
+        self.unprinted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Notes the first reason lines may be dropped.
+    fn note_unprinted(&self, why: String) {
+        self.unprinted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(why);
+    }
+
+    /// What the buffer holds, and how many lines did not fit; emptied.
+    ///
+    /// # Safety
+    /// No kernel that could write the buffer runs (the launches that did have synchronised or failed), and no one
+    /// else drains it meanwhile.
+    unsafe fn take(&self) -> (Vec<u8>, u32) {
+        let Some(slot) = &self.slot else {
+            return (Vec::new(), 0);
+        };
+        let mut out = Vec::new();
+        // SAFETY: a buffer as `device_print` lays it out (set up by `open`), host memory the host reads whatever
+        // became of the context; per the contract no kernel writes it.
+        let lost = unsafe { device_print::drain(slot.host.as_ptr(), |l| out.extend_from_slice(l)) };
+        (out, lost)
+    }
 }
 
 /// What a device knows of its panics: its record, and why a panic may trap without one (the record, or an image's
@@ -385,22 +507,31 @@ struct CudaDevice {
     max_shared: usize,
     total_mem: usize,
     panics: PanicReports,
+    prints: Prints,
+    /// Held for a launch and for draining the print buffer: launches on a device run one at a time (the legacy
+    /// default stream runs its kernels one at a time anyway), so no kernel writes the buffer while it is drained.
+    stream: Mutex<()>,
 }
 
 // SAFETY: the driver API is thread-safe, and a primary context may be current on any number of threads at once;
-// every method makes it current on its own thread before calling the driver. The panic record is pinned host
-// memory that kernels write and the host reads only once they have ended, one failed launch at a time.
+// every method makes it current on its own thread before calling the driver. The panic record and the print buffer
+// are pinned host memory that kernels write and the host reads only once they have ended: the record one failed
+// launch at a time, the buffer under the stream lock, which launches hold.
 unsafe impl Send for CudaDevice {}
 unsafe impl Sync for CudaDevice {}
 
 impl Drop for CudaDevice {
     fn drop(&mut self) {
-        if let Some(slot) = &self.panics.slot {
-            if self.make_current().is_ok() {
-                // SAFETY: allocated by cuMemHostAlloc; the images pointing at it are this device's, which no launch
-                // uses any more. A failure leaves nothing to do.
-                let _ = unsafe { result::free_host(slot.host.as_ptr().cast()) };
-            }
+        if self.make_current().is_err() {
+            return;
+        }
+        if let Some(panics) = &self.panics.slot {
+            // SAFETY: the images pointing at it are this device's, which no launch uses any more.
+            unsafe { panics.slot.free() };
+        }
+        if let Some(prints) = &self.prints.slot {
+            // SAFETY: as above.
+            unsafe { prints.free() };
         }
     }
 }
@@ -441,9 +572,11 @@ impl CudaDevice {
             .map_err(|e| fail("cuDevicePrimaryCtxRetain", e))?;
         // Without a record the device still runs kernels; a panic then traps without saying where.
         // SAFETY: `ctx` was just retained.
-        let panic = unsafe { result::ctx::set_current(ctx) }
-            .map_err(|e| fail("cuCtxSetCurrent", e))
-            .and_then(|()| PanicSlot::new());
+        let current =
+            unsafe { result::ctx::set_current(ctx) }.map_err(|e| fail("cuCtxSetCurrent", e));
+        let panic = current.clone().and_then(|()| PanicSlot::new());
+        // Without a print buffer, what region code prints is dropped.
+        let prints = Prints::open(current);
         let panics = match panic {
             Ok(slot) => PanicReports::new(Some(slot), None),
             Err(e) => PanicReports::new(
@@ -463,6 +596,8 @@ impl CudaDevice {
             max_shared,
             total_mem,
             panics,
+            prints,
+            stream: Mutex::new(()),
         })
     }
 
@@ -631,10 +766,19 @@ impl Device for CudaDevice {
         if let Some(slot) = &self.panics.slot {
             // An image that cannot point at the record still runs; its panics trap without a record.
             // SAFETY: loaded just now in the current context.
-            if let Err(e) = unsafe { point_at_record(module, slot.device) } {
+            if let Err(e) = unsafe { point_global(module, gpu_panic::SYMBOL, slot.slot.device) } {
                 self.panics.note_unrecorded(format!(
                     "an image's panic record could not be set ({e}): a panic in region code may trap without \
                      its location"
+                ));
+            }
+        }
+        if let Some(slot) = &self.prints.slot {
+            // An image that cannot point at the buffer still runs; what it prints is dropped.
+            // SAFETY: loaded just now in the current context.
+            if let Err(e) = unsafe { point_global(module, device_print::SYMBOL, slot.device) } {
+                self.prints.note_unprinted(format!(
+                    "an image's print buffer could not be set ({e}): what its region code prints is dropped"
                 ));
             }
         }
@@ -719,6 +863,14 @@ impl Device for CudaDevice {
             .map_err(|e| failed(self.on(fail("cuMemcpyDtoH", e))))
     }
 
+    fn take_printed(&self) -> (Vec<u8>, u32) {
+        // No driver call: the buffer is host memory, readable whatever became of the context.
+        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: launches hold the stream lock until they have synchronised or failed, so no kernel of this device
+        // runs; drains hold it too.
+        unsafe { self.prints.take() }
+    }
+
     unsafe fn launch(
         &self,
         kernel: Kernel,
@@ -726,6 +878,7 @@ impl Device for CudaDevice {
         params: LaunchParams,
     ) -> Result<(), PluginError> {
         let refused = |reason: String| PluginError::Launch { reason };
+        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
         self.make_current().map_err(refused)?;
         let f = kernel.0 as sys::CUfunction;
         let (teams, threads) = (params.num_teams.max(1), params.num_threads.max(1));
@@ -919,15 +1072,17 @@ mod tests {
     fn slot() -> PanicSlot {
         let host = NonNull::from(Box::leak(Box::new(PanicRecord::new())));
         PanicSlot {
-            host,
-            device: host.as_ptr() as sys::CUdeviceptr,
+            slot: HostSlot {
+                host,
+                device: host.as_ptr() as sys::CUdeviceptr,
+            },
             taking: Mutex::new(()),
         }
     }
 
     fn free(slot: PanicSlot) {
         // SAFETY: leaked from a box by `slot`, and no longer used.
-        drop(unsafe { Box::from_raw(slot.host.as_ptr()) });
+        drop(unsafe { Box::from_raw(slot.slot.host.as_ptr()) });
     }
 
     /// What a GPU's first panicking thread leaves in the record (offload-device's `report_location`).
@@ -940,7 +1095,7 @@ mod tests {
             thread,
         };
         // SAFETY: the slot's live record, written as the kernel would.
-        assert!(unsafe { gpu_panic::record_str(slot.host.as_ptr(), "", &site) });
+        assert!(unsafe { gpu_panic::record_str(slot.slot.host.as_ptr(), "", &site) });
     }
 
     fn trapped() -> PluginError {
@@ -977,7 +1132,9 @@ mod tests {
             PluginError::Launch { .. }
         ));
         // SAFETY: the live record; no kernel writes it.
-        assert!(unsafe { gpu_panic::take(reports.slot.as_ref().unwrap().host.as_ptr()) }.is_some());
+        assert!(
+            unsafe { gpu_panic::take(reports.slot.as_ref().unwrap().slot.host.as_ptr()) }.is_some()
+        );
         free(reports.slot.unwrap());
     }
 
@@ -999,6 +1156,118 @@ mod tests {
         let e = reports.failed(trapped());
         assert!(e.to_string().ends_with("(first)"), "{e}");
         free(reports.slot.unwrap());
+    }
+
+    /// A print buffer in plain host memory, as mapped pinned memory is to the host, set up as the plugin sets up
+    /// its own; freed by `free_prints`.
+    fn print_slot() -> HostSlot<device_print::Header> {
+        let words = Box::leak(vec![0u32; PRINT_BUFFER_BYTES / 4].into_boxed_slice());
+        let host = NonNull::from(words).cast::<device_print::Header>();
+        // SAFETY: zeroed memory of the buffer's size, aligned for a header (`u32`s), used by no one else yet.
+        unsafe { init_print_buffer(host) };
+        HostSlot {
+            host,
+            device: host.as_ptr() as sys::CUdeviceptr,
+        }
+    }
+
+    fn free_prints(prints: Prints) {
+        let host = prints.slot.unwrap().host.as_ptr().cast::<u32>();
+        let words = std::ptr::slice_from_raw_parts_mut(host, PRINT_BUFFER_BYTES / 4);
+        // SAFETY: leaked from a box of this many words by `print_slot`, and no longer used.
+        drop(unsafe { Box::from_raw(words) });
+    }
+
+    /// Whether the buffer's records are all zero, as before any line.
+    fn data_is_zero(prints: &Prints) -> bool {
+        let host = prints.slot.as_ref().unwrap().host.as_ptr().cast::<u8>();
+        // SAFETY: the live buffer's data, which no one writes meanwhile.
+        let data = unsafe {
+            std::slice::from_raw_parts(
+                host.add(size_of::<device_print::Header>()),
+                device_print::DATA_BYTES,
+            )
+        };
+        data.iter().all(|&b| b == 0)
+    }
+
+    /// A line as region code prints it, into the buffer the images' global points at.
+    fn print_line(prints: &Prints, line: std::fmt::Arguments<'_>) {
+        let slot = prints.slot.as_ref().unwrap();
+        // SAFETY: the live buffer; no drain runs meanwhile.
+        unsafe { device_print::print(slot.device as *mut device_print::Header, line, true) };
+    }
+
+    #[test]
+    fn a_print_buffer_holds_a_header_and_a_mebibyte_with_the_room_in_its_header() {
+        assert_eq!(PRINT_BUFFER_BYTES, 16 + (1 << 20));
+        let prints = Prints::new(Some(print_slot()), None);
+        // SAFETY: the live header.
+        let header = unsafe { &*prints.slot.as_ref().unwrap().host.as_ptr() };
+        assert_eq!(header.cap as usize, device_print::DATA_BYTES);
+        assert_eq!(header.used.load(std::sync::atomic::Ordering::Relaxed), 0);
+        assert_eq!(header.lost.load(std::sync::atomic::Ordering::Relaxed), 0);
+        assert!(data_is_zero(&prints));
+        free_prints(prints);
+    }
+
+    #[test]
+    fn what_kernels_print_is_taken_once_after_the_launch() {
+        let prints = Prints::new(Some(print_slot()), None);
+        print_line(&prints, format_args!("team {} says {}", 3, "hello"));
+        print_line(&prints, format_args!("team {} says {}", 4, "bye"));
+        // SAFETY: no kernel runs, and no one else drains.
+        let (out, lost) = unsafe { prints.take() };
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "team 3 says hello\nteam 4 says bye\n"
+        );
+        assert_eq!(lost, 0);
+        // Emptied for the next launch.
+        // SAFETY: as above.
+        assert_eq!(unsafe { prints.take() }, (Vec::new(), 0));
+        assert!(data_is_zero(&prints));
+        // Lines past the buffer's room are counted, and the count is reset once taken.
+        let long = "x".repeat(device_print::LINE_CAP);
+        let fits = device_print::DATA_BYTES / (4 + device_print::LINE_CAP);
+        for _ in 0..fits + 2 {
+            print_line(&prints, format_args!("{}", &long[1..]));
+        }
+        // SAFETY: as above.
+        let (out, lost) = unsafe { prints.take() };
+        assert_eq!(out.len(), fits * device_print::LINE_CAP);
+        assert_eq!(lost, 2);
+        // SAFETY: as above.
+        assert_eq!(unsafe { prints.take() }, (Vec::new(), 0));
+        free_prints(prints);
+    }
+
+    #[test]
+    fn without_a_print_buffer_nothing_is_printed_and_the_first_reason_is_kept() {
+        let prints = Prints::new(None, Some("no print buffer (cuMemHostAlloc failed)".into()));
+        // SAFETY: there is no buffer.
+        assert_eq!(unsafe { prints.take() }, (Vec::new(), 0));
+        prints.note_unprinted("later".into());
+        assert_eq!(
+            prints.unprinted().as_deref(),
+            Some("no print buffer (cuMemHostAlloc failed)")
+        );
+        let prints = Prints::new(Some(print_slot()), None);
+        assert_eq!(prints.unprinted(), None);
+        prints.note_unprinted("first".into());
+        prints.note_unprinted("second".into());
+        assert_eq!(prints.unprinted().as_deref(), Some("first"));
+        free_prints(prints);
+    }
+
+    #[test]
+    fn a_global_that_is_not_eight_bytes_holds_no_device_address() {
+        assert_eq!(not_a_pointer(device_print::SYMBOL, 8), None);
+        assert_eq!(
+            not_a_pointer(device_print::SYMBOL, 4).as_deref(),
+            Some("the image's __offload_print_buffer is 4 bytes, not a device address")
+        );
+        assert!(not_a_pointer(gpu_panic::SYMBOL, 16).is_some());
     }
 
     #[test]

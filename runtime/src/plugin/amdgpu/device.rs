@@ -1,6 +1,6 @@
 //! One GPU as a device, composed of its parts: [`Loader`] (images and the kernel table), [`Dispatcher`] (launches),
-//! [`Memory`] (allocations and copies), [`PanicRecords`] (the panic record), and the queue the dispatcher launches
-//! on. Discovery says what the GPU is; opening it makes the runtime objects its parts own.
+//! [`Memory`] (allocations and copies), [`PanicRecords`] (the panic record), [`PrintBuffer`] (the print buffer),
+//! and the queue the dispatcher launches on. Discovery says what the GPU is; opening it makes the runtime objects its parts own.
 
 use super::discovery::{self, Machine};
 use super::dispatch::{Dispatcher, Limits};
@@ -10,6 +10,7 @@ use super::image::Loader;
 use super::kernargs::Kernargs;
 use super::memory::Memory;
 use super::panic::PanicRecords;
+use super::print::PrintBuffer;
 use super::safe::{OwnedQueue, OwnedSignal};
 use super::sys::{Agent, Hsa};
 
@@ -29,6 +30,8 @@ pub struct AmdGpuDevice {
     pub dispatch: Dispatcher,
     /// Before the memory whose copies pointed the images at it; no dispatch that could write it runs any more.
     pub panics: PanicRecords,
+    /// Likewise.
+    pub prints: PrintBuffer,
     pub memory: Memory,
     /// Last, so it is destroyed after the launch state that dispatched to it.
     pub queue: OwnedQueue,
@@ -59,6 +62,7 @@ impl AmdGpuDevice {
             dispatch: Dispatcher::new(found.limits, images.kernels(), watcher, signal, kernargs),
             images,
             panics: PanicRecords::new(hsa, gpu, found.host_pool),
+            prints: PrintBuffer::new(hsa, gpu, found.host_pool),
             memory: Memory::new(
                 hsa,
                 gpu,

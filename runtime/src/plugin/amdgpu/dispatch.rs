@@ -209,6 +209,12 @@ impl Dispatcher {
         }
     }
 
+    /// `f`, while no dispatch runs (holding the launch mutex, which each launch holds until its dispatch ends).
+    pub fn between_launches<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _launch = self.launch.lock().unwrap_or_else(|p| p.into_inner());
+        f()
+    }
+
     /// Runs kernel `kernel` of the kernel table on `queue` with the calling convention `(dyn_ptr, args..)`, and
     /// waits.
     ///

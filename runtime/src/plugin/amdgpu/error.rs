@@ -43,7 +43,7 @@ pub enum Error {
     NotAKernel(String),
     #[error("{0} is not a variable symbol")]
     NotAVariable(String),
-    /// The panic record's global of an image is not a device address.
+    /// An image's global for the panic record or the print buffer is not a device address.
     #[error("the image's {symbol} is {size} bytes, not a device address")]
     NotAPointer { symbol: String, size: u32 },
     #[error("no kernel with handle {0}")]

@@ -13,12 +13,14 @@
 //!   memory pools, what a GPU is), [`device`] (a GPU opened as a device, composed of the parts that follow),
 //!   [`memory`] (allocation and staged copies), [`image`] (code objects, kernel and variable symbols), [`kernargs`]
 //!   (the kernel-argument buffer), [`dispatch`] (launch checks, the dispatch packet, the queue), [`panic`] (the
-//!   panic record, which images point at and failed dispatches are read from) and [`failure`] (traps, faults, and
-//!   waiting while watching for them), with its errors in [`error`];
+//!   panic record, which images point at and failed dispatches are read from), [`print`] (the print buffer, which
+//!   images point at and is drained after each launch), both in a [`host_global`] (host memory an image's global
+//!   points at), and [`failure`] (traps, faults, and waiting while watching for them), with its errors in
+//!   [`error`];
 //! - this file: the device trait's implementation, the only place the plugin's errors become the trait's.
 //!
-//! Imports point one way, down this list: this file; `library` and `device`; `discovery`; `dispatch` and `panic`;
-//! `kernargs`; `memory`; `image` and `failure`; `error`; `safe`; `result`; `sys`. For the tests, `fake` (a fake HSA
+//! Imports point one way, down this list: this file; `library` and `device`; `discovery`; `dispatch`, `panic` and
+//! `print`; `host_global`; `kernargs`; `memory`; `image` and `failure`; `error`; `safe`; `result`; `sys`. For the tests, `fake` (a fake HSA
 //! runtime) names `sys` only, and `tests` (the plugin against it), which only this file declares, names what it
 //! needs.
 //!
@@ -33,11 +35,13 @@ mod error;
 mod failure;
 #[cfg(test)]
 mod fake;
+mod host_global;
 mod image;
 mod kernargs;
 mod library;
 mod memory;
 mod panic;
+mod print;
 mod result;
 mod safe;
 mod sys;
@@ -139,6 +143,13 @@ impl Device for AmdGpuDevice {
                 self.on(e)
             ));
         }
+        // Likewise for the print buffer: what its region code prints is dropped.
+        if let Err(e) = self.prints.point(&loaded, &self.memory) {
+            self.prints.note_unprinted(format!(
+                "an image's print buffer could not be set ({}): what its region code prints is dropped",
+                self.on(e)
+            ));
+        }
         Ok(Box::new(loaded))
     }
 
@@ -178,6 +189,14 @@ impl Device for AmdGpuDevice {
     ) -> Result<(), PluginError> {
         // SAFETY: the trait's contract is `copy_out`'s.
         unsafe { self.memory.copy_out(dst, src, size) }.map_err(|e| self.transfer(false, size, e))
+    }
+
+    fn take_printed(&self) -> (Vec<u8>, u32) {
+        // No runtime call: the buffer is host memory, readable whatever became of the queue.
+        self.dispatch.between_launches(|| {
+            // SAFETY: no dispatch runs: each launch holds the launch mutex until its dispatch has ended.
+            unsafe { self.prints.take() }
+        })
     }
 
     unsafe fn launch(

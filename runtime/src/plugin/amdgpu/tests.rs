@@ -13,7 +13,8 @@ use crate::plugin::PluginError;
 use crate::plugin::{Arg, Device, Kernel, LaunchParams};
 use crate::registry::Image;
 use offload_model::fatbin::ImageFormat;
-use offload_model::gpu_panic;
+use offload_model::{device_print, gpu_panic};
+use std::sync::atomic::Ordering;
 
 /// The plugin's own words in an error (the runtime adds its context around them).
 fn reason(e: PluginError) -> String {
@@ -264,6 +265,8 @@ fn images_load_from_an_aligned_copy_and_kernels_are_their_descriptor_symbols() {
         "hsa_code_object_reader_destroy(r0)",
         // No panic record's global: an image built before panic reports.
         "hsa_executable_get_symbol_by_name(e0, \"__offload_panic_record\", gpu) -> HSA_STATUS_ERROR_INVALID_SYMBOL_NAME",
+        // Nor the print buffer's.
+        "hsa_executable_get_symbol_by_name(e0, \"__offload_print_buffer\", gpu) -> HSA_STATUS_ERROR_INVALID_SYMBOL_NAME",
     ]);
     assert_eq!(loaded.kernel(c"saxpy").ok().flatten().map(|k| k.0), Some(0));
     assert_trace(&[
@@ -587,6 +590,7 @@ fn each_image_points_at_the_gpus_one_panic_record_in_host_memory_it_may_reach() 
         "hsa_signal_store_relaxed(s2, 1)",
         "hsa_amd_memory_async_copy(#0, gpu, #2, gpu, 8 bytes, 0 deps, s2)",
         "hsa_signal_wait_scacquire(s2, LT 1, 1000 ticks, ACTIVE) -> 0",
+        NO_PRINT_GLOBAL,
     ]);
     let record = pointed_at();
     assert_eq!(trace_name(record as usize), "#1");
@@ -687,6 +691,189 @@ fn a_record_that_cannot_be_set_up_fails_no_load_and_the_trap_says_so() {
             .any(|l| l.contains("hsa_amd_memory_pool_allocate")),
         "{trace:#?}"
     );
+}
+
+/// An image's lookup of the print buffer's global when it has none (an image built before `offload::println!`).
+const NO_PRINT_GLOBAL: &str =
+    "hsa_executable_get_symbol_by_name(e0, \"__offload_print_buffer\", gpu) -> HSA_STATUS_ERROR_INVALID_SYMBOL_NAME";
+
+/// A machine whose images have the print buffer's global.
+fn with_print_global(gpu: u64) -> Config {
+    let mut config = Config::new(gpu);
+    config
+        .symbols
+        .push((device_print::SYMBOL, HSA_SYMBOL_KIND_VARIABLE));
+    config
+}
+
+/// The GPU of a machine as the plugin opens it, for what only the plugin's own type says.
+fn amd_device(config: Config) -> AmdGpuDevice {
+    let hsa = install(config);
+    let machine = discovery::machine(hsa).unwrap();
+    let d = AmdGpuDevice::open(hsa, 0, machine.gpus[0], &machine).unwrap();
+    take_trace();
+    d
+}
+
+/// The print buffer a loaded image's global points at.
+fn print_buffer() -> *mut device_print::Header {
+    let global = variable(device_print::SYMBOL).expect("the plugin asked the global's address");
+    // SAFETY: the fake's 8 bytes of the global, which the plugin's copy wrote.
+    (unsafe { *global }) as *mut device_print::Header
+}
+
+/// A line as region code prints it, into the buffer the images' global points at.
+fn print_line(line: std::fmt::Arguments<'_>) {
+    // SAFETY: the plugin's live buffer; no drain runs meanwhile.
+    unsafe { device_print::print(print_buffer(), line, true) };
+}
+
+#[test]
+fn each_image_points_at_the_gpus_one_print_buffer_which_each_launch_drains() {
+    let d = device(with_print_global(0x201F));
+    // Before any image: nothing to drain, and no runtime call.
+    assert_eq!(d.take_printed(), (Vec::new(), 0));
+    let loaded = d.load_image(&image(code_object(true))).unwrap();
+    let buffer = format!(
+        "hsa_amd_memory_pool_allocate(0x110, {} bytes, flags 0) -> #1",
+        std::mem::size_of::<device_print::Header>() + device_print::DATA_BYTES
+    );
+    assert_trace(&[
+        "hsa_code_object_reader_create_from_memory(64 bytes, 16-byte aligned) -> r0",
+        "hsa_executable_create_alt(profile 0, rounding 0, options null) -> e0",
+        "hsa_executable_load_agent_code_object(e0, gpu, r0)",
+        "hsa_executable_freeze(e0)",
+        "hsa_executable_validate(e0)",
+        "hsa_code_object_reader_destroy(r0)",
+        "hsa_executable_get_symbol_by_name(e0, \"__offload_panic_record\", gpu) -> HSA_STATUS_ERROR_INVALID_SYMBOL_NAME",
+        "hsa_executable_get_symbol_by_name(e0, \"__offload_print_buffer\", gpu)",
+        "hsa_executable_symbol_get_info(k2, TYPE)",
+        "hsa_executable_symbol_get_info(k2, VARIABLE_SIZE)",
+        "hsa_executable_symbol_get_info(k2, VARIABLE_ADDRESS) -> #0",
+        // The buffer: the host's fine-grained pool, the GPU granted access.
+        &buffer,
+        "hsa_amd_agents_allow_access([gpu], flags null, #1)",
+        // Its address copied into the global, as any copy to the device.
+        "hsa_amd_memory_pool_allocate(0x110, 4194304 bytes, flags 0) -> #2",
+        "hsa_amd_agents_allow_access([gpu], flags null, #2)",
+        "hsa_signal_create(1, 0 consumers) -> s2",
+        "hsa_signal_store_relaxed(s2, 1)",
+        "hsa_amd_memory_async_copy(#0, gpu, #2, gpu, 8 bytes, 0 deps, s2)",
+        "hsa_signal_wait_scacquire(s2, LT 1, 1000 ticks, ACTIVE) -> 0",
+    ]);
+    let buffer = print_buffer();
+    assert_eq!(trace_name(buffer as usize), "#1");
+    // Zeroed, with the room for lines in its header.
+    // SAFETY: the plugin's live buffer; no dispatch runs.
+    unsafe {
+        assert_eq!((*buffer).cap as usize, device_print::DATA_BYTES);
+        assert_eq!((*buffer).used.load(Ordering::Relaxed), 0);
+        assert_eq!((*buffer).lost.load(Ordering::Relaxed), 0);
+        let data = std::slice::from_raw_parts(buffer.add(1).cast::<u8>(), device_print::DATA_BYTES);
+        assert!(data.iter().all(|&b| b == 0));
+    }
+    // A kernel's lines, as offload-device's `println!` appends them, come out after its launch.
+    let k = loaded.kernel(c"saxpy").ok().flatten().unwrap();
+    take_trace();
+    print_line(format_args!("team {} of {}", 0, 2));
+    print_line(format_args!("team {} of {}", 1, 2));
+    // SAFETY: the fake runs no code.
+    unsafe { d.launch(k, &[], params(2, 1, 0)) }.unwrap();
+    take_trace();
+    let (printed, lost) = d.take_printed();
+    assert_eq!(
+        String::from_utf8(printed).unwrap(),
+        "team 0 of 2\nteam 1 of 2\n"
+    );
+    assert_eq!(lost, 0);
+    // Host memory: read without a runtime call.
+    assert_trace(&[]);
+    // Emptied for the next launch.
+    // SAFETY: as above.
+    assert_eq!(unsafe { (*buffer).used.load(Ordering::Relaxed) }, 0);
+    assert_eq!(d.take_printed(), (Vec::new(), 0));
+    // Lines that do not fit are counted, and the count is emptied too.
+    let long = "x".repeat(device_print::LINE_CAP - 1);
+    let fits = device_print::DATA_BYTES / (4 + device_print::LINE_CAP);
+    for _ in 0..fits + 3 {
+        print_line(format_args!("{long}"));
+    }
+    let (printed, lost) = d.take_printed();
+    assert_eq!(printed.len(), fits * device_print::LINE_CAP);
+    assert_eq!(lost, 3);
+    assert_eq!(d.take_printed(), (Vec::new(), 0));
+    // A second image points at the same buffer.
+    d.load_image(&image(code_object(true))).unwrap();
+    let trace = take_trace();
+    assert!(
+        !trace
+            .iter()
+            .any(|l| l.contains("hsa_amd_memory_pool_allocate")),
+        "{trace:#?}"
+    );
+    assert_eq!(trace.iter().filter(|l| l.contains("async_copy")).count(), 1);
+    assert_eq!(print_buffer(), buffer);
+}
+
+#[test]
+fn a_failed_launch_leaves_its_lines_to_be_drained() {
+    let d = device(with_print_global(0x2020));
+    let k = saxpy(&*d);
+    print_line(format_args!("before the trap"));
+    set_on_dispatch(OnDispatch::QueueError(HSA_STATUS_ERROR_EXCEPTION));
+    // SAFETY: the fake runs no code.
+    let e = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
+    assert!(e.device_lost());
+    take_trace();
+    // The dead queue does not stop the drain: the buffer is host memory.
+    assert_eq!(d.take_printed(), (b"before the trap\n".to_vec(), 0));
+    assert_trace(&[]);
+}
+
+#[test]
+fn a_print_buffer_that_cannot_be_set_up_fails_no_load_and_the_reason_is_kept() {
+    let d = amd_device(with_print_global(0x2021));
+    assert_eq!(d.prints.unprinted(), None);
+    fail_next(
+        "hsa_amd_memory_pool_allocate",
+        HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+    );
+    let loaded = d.load_image(&image(code_object(true))).unwrap();
+    assert!(loaded.kernel(c"saxpy").ok().flatten().is_some());
+    assert_eq!(
+        d.prints.unprinted().unwrap(),
+        format!(
+            "an image's print buffer could not be set (hsa_amd_memory_pool_allocate({} bytes) failed: \
+             HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources. on AMD GPU \
+             0 (gfx90a)): what its region code prints is dropped",
+            std::mem::size_of::<device_print::Header>() + device_print::DATA_BYTES
+        )
+    );
+    // Nothing to drain; the global still holds null, so the device's `println!` drops its lines.
+    assert_eq!(d.take_printed(), (Vec::new(), 0));
+    assert!(print_buffer().is_null());
+    drop(d);
+    // A global of another size is no pointer to the buffer: refused the same way, nothing allocated.
+    let mut config = with_print_global(0x2022);
+    config.variable_size = 4;
+    let d = amd_device(config);
+    d.load_image(&image(code_object(true))).unwrap();
+    let trace = take_trace();
+    assert!(
+        !trace
+            .iter()
+            .any(|l| l.contains("hsa_amd_memory_pool_allocate")),
+        "{trace:#?}"
+    );
+    assert!(
+        d.prints
+            .unprinted()
+            .unwrap()
+            .contains("the image's __offload_print_buffer is 4 bytes, not a device address"),
+        "{:?}",
+        d.prints.unprinted()
+    );
+    assert_eq!(d.take_printed(), (Vec::new(), 0));
 }
 
 #[test]
