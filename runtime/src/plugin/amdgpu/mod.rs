@@ -12,17 +12,17 @@
 //! - the plugin, on the safe layer only, by concern: [`library`] (loading the runtime), [`discovery`] (agents,
 //!   memory pools, what a GPU is), [`device`] (a GPU opened as a device, composed of the parts that follow),
 //!   [`memory`] (allocation and staged copies), [`image`] (code objects, kernel and variable symbols), [`kernargs`]
-//!   (the kernel-argument buffer), [`dispatch`] (launch checks, the dispatch packet, the queue), [`panic`] (the
-//!   panic record, which images point at and failed dispatches are read from), [`print`] (the print buffer, which
-//!   images point at and is drained after each launch), both in a [`host_global`] (host memory an image's global
-//!   points at), and [`failure`] (traps, faults, and waiting while watching for them), with its errors in
-//!   [`error`];
+//!   (the kernel-argument buffer), [`dispatch`] (launch checks, the dispatch packet, the queue),
+//!   [`panic`](mod@panic) (the panic record, which images point at and failed dispatches are read from),
+//!   [`print`](mod@print) (the print buffer, which images point at and is drained after each launch), both in a
+//!   [`host_global`] (host memory an image's global points at), and [`failure`] (traps, faults, and waiting while
+//!   watching for them), with its errors in [`error`];
 //! - this file: the device trait's implementation, the only place the plugin's errors become the trait's.
 //!
 //! Imports point one way, down this list: this file; `library` and `device`; `discovery`; `dispatch`, `panic` and
-//! `print`; `host_global`; `kernargs`; `memory`; `image` and `failure`; `error`; `safe`; `result`; `sys`. For the tests, `fake` (a fake HSA
-//! runtime) names `sys` only, and `tests` (the plugin against it), which only this file declares, names what it
-//! needs.
+//! `print`; `host_global`; `kernargs`; `memory`; `image` and `failure`; `error`; `safe`; `result`; `sys`. For the
+//! tests, `fake` (a fake HSA runtime) names `sys` only, and `tests` (the plugin against it), which only this file
+//! declares, names what it needs.
 //!
 //! One device per GPU agent: one AQL queue (launches are serialised on it and each waits for its completion
 //! signal), device memory from the GPU's coarse-grained pool, and host memory the GPU can reach for kernel
