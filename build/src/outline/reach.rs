@@ -314,7 +314,11 @@ fn host_only(ts: &TokenStream) -> Option<String> {
             }
             TokenTree::Ident(i) => {
                 let s = i.to_string();
-                if STD_ONLY.contains(&s.as_str()) {
+                // A lowercase name is a macro only when invoked (`format!`); a local may share it.
+                let macro_name = s.starts_with(char::is_lowercase);
+                let invoked =
+                    matches!(tokens.get(k + 1), Some(TokenTree::Punct(p)) if p.as_char() == '!');
+                if STD_ONLY.contains(&s.as_str()) && (invoked || !macro_name) {
                     return Some(s);
                 }
             }
@@ -329,8 +333,8 @@ fn host_only(ts: &TokenStream) -> Option<String> {
     None
 }
 
-/// Why a reached item cannot go to a device, as the error says it: a `static mut` (whoever marked it), or code that
-/// uses `std` (an item region code reached on its own; a marked one the device build reports).
+/// Why a reached item (or a region, or a `#[declare_target]` item) cannot go to a device, as the error says it: a
+/// `static mut`, or code that uses what only `std` has.
 fn not_device(item: &Item, root: bool) -> Option<String> {
     if let Item::Static(st) = item {
         if matches!(st.mutability, syn::StaticMutability::Mut(_)) {
@@ -340,7 +344,8 @@ fn not_device(item: &Item, root: bool) -> Option<String> {
             );
         }
     }
-    if root {
+    // A `#[declare_target]` impl keeps its methods as written (the device build reports one that uses `std`).
+    if root && matches!(item, Item::Impl(_)) {
         return None;
     }
     let why = host_only(&item.to_token_stream())?;
@@ -376,6 +381,24 @@ fn cannot_go(
         _ => e.item.span(),
     };
     let (s, end) = (span.start(), span.end());
+    if chain.len() == 1 {
+        // The region or `#[declare_target]` item itself.
+        return Diagnostic {
+            message: format!("`{}` is device code, and uses {why}", e.what),
+            file: pkg.display_path(&f.path),
+            abs_file: f.path.clone(),
+            line: s.line,
+            column: s.column + 1,
+            len: if s.line == end.line {
+                end.column.saturating_sub(s.column).max(1)
+            } else {
+                1
+            },
+            help: Some(
+                "do this work outside the region, or write it for a device (`core` only)".into(),
+            ),
+        };
+    }
     Diagnostic {
         message: format!("region code reaches `{}`, which uses {why}", e.what),
         file: pkg.display_path(&f.path),
