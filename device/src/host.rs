@@ -1,14 +1,13 @@
 //! Kernel entries of the host image: geometry from `dyn_ptr`, panics caught and reported to the plugin.
 
+use crate::host_env::{self, env};
+pub use crate::host_env::{chunk_counter, geometry, launch_kind, team_shared};
 use core::ffi::c_void;
-use offload_model::abi::{barrier_status, launch_kind, HostLaunchEnv};
+use offload_model::abi::{barrier_status, HostLaunchEnv};
 use std::cell::{Cell, RefCell};
 use std::string::{String, ToString};
 
 std::thread_local! {
-    static ENV: Cell<*const HostLaunchEnv> = const { Cell::new(core::ptr::null()) };
-    /// The running kernel's `launch_kind`, from its entry.
-    static KIND: Cell<u32> = const { Cell::new(launch_kind::NONE) };
     static LAST_PANIC: RefCell<Option<(String, String, u32, u32)>> = const { RefCell::new(None) };
 }
 
@@ -42,11 +41,9 @@ pub unsafe fn entry(dyn_ptr: *mut c_void, kind: u32, body: impl FnOnce()) {
     install_hook();
     let env = dyn_ptr as *const HostLaunchEnv;
     // A nested launch runs inline on this thread: restore the enclosing kernel's view afterwards.
-    let prev = ENV.with(|e| e.replace(env));
-    let prev_kind = KIND.with(|k| k.replace(kind));
+    let (prev, prev_kind) = host_env::set(env, kind);
     let r = std::panic::catch_unwind(core::panic::AssertUnwindSafe(body));
-    ENV.with(|e| e.set(prev));
-    KIND.with(|k| k.set(prev_kind));
+    host_env::set(prev, prev_kind);
     if r.is_err() {
         let (msg, file, line, col) = LAST_PANIC
             .with(|p| p.borrow_mut().take())
@@ -54,23 +51,6 @@ pub unsafe fn entry(dyn_ptr: *mut c_void, kind: u32, body: impl FnOnce()) {
         // SAFETY: the plugin passes a valid failure record.
         unsafe { (*(*env).failure).record(&msg, &file, line, col) };
     }
-}
-
-fn env() -> Option<&'static HostLaunchEnv> {
-    // SAFETY: set by `entry` for the kernel call this thread is running.
-    ENV.with(|e| unsafe { e.get().as_ref() })
-}
-
-/// (team, teams, thread, threads) of the running kernel thread.
-pub fn geometry() -> (u32, u32, u32, u32) {
-    env().map_or((0, 1, 0, 1), |e| {
-        (e.team_num, e.num_teams, e.thread_num, e.num_threads)
-    })
-}
-
-/// The running kernel's `launch_kind` (`NONE` outside a kernel).
-pub fn launch_kind() -> u32 {
-    KIND.with(|k| k.get())
 }
 
 #[track_caller]
@@ -141,18 +121,6 @@ pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(parti
             core::ptr::write_unaligned(out.add(teams as usize), recorded_init::<T>());
         }
     }
-}
-
-/// The launch's `schedule(dynamic)` chunk counter (null outside a launch).
-pub fn chunk_counter() -> *const core::sync::atomic::AtomicUsize {
-    env().map_or(core::ptr::null(), |e| e.chunks)
-}
-
-/// The running team's shared block (address, bytes).
-pub fn team_shared() -> (*mut u8, usize) {
-    env().map_or((core::ptr::null_mut(), 0), |e| {
-        (e.team_shared, e.team_shared_len)
-    })
 }
 
 pub use crate::clock::{wtick, wtime};

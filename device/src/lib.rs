@@ -17,6 +17,8 @@ extern crate std;
 
 #[cfg(any(feature = "host", feature = "gpu-sim"))]
 mod clock;
+#[cfg(any(feature = "host", feature = "gpu-sim"))]
+mod host_env;
 
 // The target's kernel support (the same functions in each): team geometry, the barrier, team-shared memory and the
 // reduction's team step. `serial` is what a plain check of this crate compiles; no image uses it.
