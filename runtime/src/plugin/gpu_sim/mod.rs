@@ -78,6 +78,23 @@ struct GpuSimDevice {
     stream: Mutex<()>,
 }
 
+/// Points the image's global `symbol` (offload-device's `AtomicPtr<T>`) at `target`, as the CUDA plugin sets a
+/// module's global; whether the image has it.
+///
+/// # Safety
+/// `target` outlives the image (which is never unloaded).
+unsafe fn point_global<T>(so: &image::SharedObject, symbol: &str, target: NonNull<T>) -> bool {
+    let name = std::ffi::CString::new(symbol).unwrap_or_default();
+    let global = so.symbol(&name).cast::<AtomicPtr<T>>();
+    if global.is_null() {
+        return false;
+    }
+    // SAFETY: the symbol is offload-device's `AtomicPtr<T>` global, alive as long as the image; `target` per the
+    // contract.
+    unsafe { (*global).store(target.as_ptr(), Ordering::Release) };
+    true
+}
+
 /// A print buffer: its header and [`device_print::DATA_BYTES`] of room, in `u32`s (the header's alignment).
 fn print_buffer() -> NonNull<device_print::Header> {
     let words = (std::mem::size_of::<device_print::Header>() + device_print::DATA_BYTES) / 4;
@@ -132,9 +149,9 @@ impl Device for GpuSimDevice {
     /// a module's global.
     fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError> {
         let so = image::load(image)?;
-        let symbol = std::ffi::CString::new(gpu_panic::SYMBOL).unwrap_or_default();
-        let global = so.symbol(&symbol).cast::<AtomicPtr<PanicRecord>>();
-        if global.is_null() {
+        // SAFETY: the record is never freed.
+        let record = unsafe { point_global(&so, gpu_panic::SYMBOL, self.record) };
+        if !record {
             return Err(PluginError::Load {
                 reason: format!(
                     "the gpu-sim image of {} has no `{}`: it was built by an older offload; rebuild it",
@@ -143,15 +160,9 @@ impl Device for GpuSimDevice {
                 ),
             });
         }
-        // SAFETY: the symbol is offload-device's `AtomicPtr<PanicRecord>` global, alive as long as the image (never
-        // unloaded); the record is never freed.
-        unsafe { (*global).store(self.record.as_ptr(), Ordering::Release) };
-        let symbol = std::ffi::CString::new(device_print::SYMBOL).unwrap_or_default();
-        let prints = so.symbol(&symbol).cast::<AtomicPtr<device_print::Header>>();
-        if !prints.is_null() {
-            // SAFETY: as the record's global: offload-device's `AtomicPtr<Header>`, the buffer never freed.
-            unsafe { (*prints).store(self.prints.as_ptr(), Ordering::Release) };
-        }
+        // An image without the print buffer's global (an older build) drops what it prints.
+        // SAFETY: the buffer is never freed.
+        unsafe { point_global(&so, device_print::SYMBOL, self.prints) };
         Ok(Box::new(so))
     }
 
