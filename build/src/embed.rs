@@ -148,6 +148,8 @@ mod tests {
             targets: Vec::new(),
             metadata_targets: None,
             device_deps: Vec::new(),
+            uses_offload: false,
+            host_crates: Vec::new(),
             tag: 0xfeed_f00d,
         };
         let image = BuiltImage {

@@ -52,15 +52,23 @@ impl Target {
     }
 }
 
-/// A dependency of the package that region code uses (`libm`, `num-complex`, an offload-aware library): built for
-/// each device target as the package declares it, but without default features (they often mean `std`) and without
-/// a `std` feature.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A dependency of the package that region code uses: a `no_std` crate (`libm`, `num-complex`) or an offload-aware
+/// library.
+#[derive(Debug, Clone)]
 pub struct DeviceDep {
     /// The name code uses (`num_complex`).
     pub ident: String,
-    /// Its line in a device crate's `[dependencies]`.
-    pub toml: String,
+    pub source: DepSource,
+}
+
+#[derive(Debug, Clone)]
+pub enum DepSource {
+    /// A crate built for each device target as the package declares it, but without default features (they often
+    /// mean `std`) and without a `std` feature: its line in a device crate's `[dependencies]`.
+    Crate { toml: String },
+    /// A library that depends on `offload` itself: its device items (`#[declare_target]` and what they reach) are
+    /// outlined into a device crate of its own, which the package's device crates depend on.
+    Offload(Box<Package>),
 }
 
 #[derive(Debug, Clone)]
@@ -72,9 +80,13 @@ pub struct Package {
     pub targets: Vec<Target>,
     /// `[package.metadata.offload] targets`.
     pub metadata_targets: Option<Vec<String>>,
-    /// `[package.metadata.offload] device-dependencies`: the package's dependencies region code may use, as each
-    /// device crate's manifest declares them.
+    /// The package's dependencies region code may use: those `[package.metadata.offload] device-dependencies`
+    /// lists, and every offload-aware library among its path dependencies.
     pub device_deps: Vec<DeviceDep>,
+    /// Whether it depends on `offload`: then, as a dependency, it is an offload-aware library.
+    pub uses_offload: bool,
+    /// The names code gives its other dependencies, which are not built for devices.
+    pub host_crates: Vec<String>,
     /// Ties the package's images to its offload entries (the macro computes the same from `CARGO_MANIFEST_DIR`).
     pub tag: u64,
 }
@@ -156,8 +168,20 @@ impl Package {
                 .collect()
         });
         let device_deps = device_deps(pkg, manifest)?;
+        // Dev-dependencies too: tests and examples may name them.
+        let host_crates = pkg["dependencies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| d["kind"].as_str() != Some("build"))
+            .filter(|d| !OURS.contains(&d["name"].as_str().unwrap_or_default()))
+            .map(|d| code_name(d).replace('-', "_"))
+            .filter(|n| !device_deps.iter().any(|d| d.ident == *n))
+            .collect();
         Ok(Package {
+            host_crates,
             device_deps,
+            uses_offload: normal_deps(pkg).any(|d| d["name"].as_str() == Some("offload")),
             name: s(&pkg["name"]),
             edition: s(&pkg["edition"]),
             manifest_dir: manifest.parent().map(canon).unwrap_or_default(),
@@ -182,6 +206,32 @@ impl Package {
         self.device_deps.iter().map(|d| d.ident.as_str())
     }
 
+    /// The offload-aware libraries the package depends on, directly or through each other, each once, dependencies
+    /// first.
+    pub fn offload_libraries(&self) -> Vec<&Package> {
+        fn visit<'p>(pkg: &'p Package, out: &mut Vec<&'p Package>) {
+            for d in &pkg.device_deps {
+                if let DepSource::Offload(lib) = &d.source {
+                    visit(lib, out);
+                    if !out.iter().any(|o| o.manifest_dir == lib.manifest_dir) {
+                        out.push(lib);
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        visit(self, &mut out);
+        out
+    }
+
+    /// The name of the library target (`[lib] name`, else the package's, with `-` as `_`).
+    pub fn lib_crate_name(&self) -> Option<String> {
+        self.targets
+            .iter()
+            .find(|t| t.kind == Kind::Lib)
+            .map(Target::crate_name)
+    }
+
     /// Eight hex digits of the package tag, which make the names of generated packages and archives unique to
     /// this package across a link (two packages may share a name: different versions, or paths).
     pub fn unique_suffix(&self) -> String {
@@ -200,29 +250,76 @@ impl Package {
     }
 }
 
-/// `[package.metadata.offload] device-dependencies = ["libm"]`: each named dependency as a device crate's manifest
-/// declares it.
+/// The package's normal dependencies (not dev- or build-dependencies).
+fn normal_deps(pkg: &Value) -> impl Iterator<Item = &Value> {
+    pkg["dependencies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["kind"].is_null())
+}
+
+/// The name code gives a dependency: its rename, else its package name.
+fn code_name(d: &Value) -> String {
+    d["rename"]
+        .as_str()
+        .or(d["name"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Our own packages: dependencies of every offload package, never device dependencies.
+const OURS: &[&str] = &[
+    "offload",
+    "offload-build",
+    "offload-device",
+    "offload-macros",
+    "offload-model",
+];
+
+/// `[package.metadata.offload] device-dependencies = ["libm"]`, each as a device crate's manifest declares it, and
+/// the offload-aware libraries among the path dependencies (listed or not: a library's device items are part of
+/// its API, as its functions are).
 fn device_deps(pkg: &Value, manifest: &Path) -> Result<Vec<DeviceDep>, Error> {
-    let names: Vec<&str> = pkg["metadata"]["offload"]["device-dependencies"]
+    let listed: Vec<&str> = pkg["metadata"]["offload"]["device-dependencies"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|v| v.as_str())
         .collect();
     let mut out = Vec::new();
-    for name in names {
-        let dep = pkg["dependencies"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|d| {
-                d["kind"].is_null()
-                    && (d["rename"].as_str() == Some(name) || d["name"].as_str() == Some(name))
-            })
+    for dep in normal_deps(pkg) {
+        let package = dep["name"].as_str().unwrap_or_default();
+        let Some(path) = dep["path"].as_str().filter(|_| !OURS.contains(&package)) else {
+            continue;
+        };
+        let lib = Package::load(Path::new(path))?;
+        if !lib.uses_offload {
+            continue;
+        }
+        // Code names the library by its rename, else by its lib target's name.
+        let ident = match dep["rename"].as_str() {
+            Some(r) => r.replace('-', "_"),
+            None => lib
+                .lib_crate_name()
+                .unwrap_or_else(|| package.replace('-', "_")),
+        };
+        out.push(DeviceDep {
+            ident,
+            source: DepSource::Offload(Box::new(lib)),
+        });
+    }
+    for name in listed {
+        let dep = normal_deps(pkg)
+            .find(|d| code_name(d) == name || d["name"].as_str() == Some(name))
             .ok_or_else(|| PackageError::DeviceDependency {
                 manifest: manifest.to_path_buf(),
                 name: name.into(),
             })?;
+        let ident = code_name(dep).replace('-', "_");
+        if out.iter().any(|d| d.ident == ident) {
+            continue; // an offload-aware library, found above
+        }
         let package = dep["name"].as_str().unwrap_or(name);
         let features: Vec<String> = dep["features"]
             .as_array()
@@ -237,11 +334,13 @@ fn device_deps(pkg: &Value, manifest: &Path) -> Result<Vec<DeviceDep>, Error> {
             None => format!("version = {:?}", dep["req"].as_str().unwrap_or("*")),
         };
         out.push(DeviceDep {
-            ident: name.replace('-', "_"),
-            toml: format!(
-                "{name} = {{ package = {package:?}, {source}, default-features = false, features = [{}] }}",
-                features.join(", ")
-            ),
+            ident: ident.clone(),
+            source: DepSource::Crate {
+                toml: format!(
+                    "{ident} = {{ package = {package:?}, {source}, default-features = false, features = [{}] }}",
+                    features.join(", ")
+                ),
+            },
         });
     }
     Ok(out)

@@ -164,3 +164,61 @@ fn src_line(fixture_name: &str, file: &str, text: &str) -> usize {
         .expect("text in fixture")
         + 1
 }
+
+#[test]
+fn a_crate_not_built_for_devices_is_an_error_naming_it_and_the_fix() {
+    let dir = fixture("uses_crates");
+    let err = offload_build::outline_dir(&dir, &gen_dir("uses_crates"))
+        .expect_err("hostdep is not a device dependency");
+    let got = err.to_string();
+    let want = std::fs::read_to_string(fixture("uses_crates.stderr")).unwrap_or_default();
+    if std::env::var_os("OUTLINER_OVERWRITE").is_some() {
+        std::fs::write(fixture("uses_crates.stderr"), &got).unwrap();
+    }
+    assert_eq!(got.trim_end(), want.trim_end(), "\n--- got ---\n{got}");
+}
+
+/// An offload-aware library's device crate keeps its `#[declare_target]` items and what they reach (a module's
+/// function, a trait impl of a kept type and its trait), not its host-only items; a dependent's `use` of it keeps
+/// what that crate has (the trait, brought into scope for its method) and drops the rest.
+#[test]
+fn an_offload_aware_librarys_device_items_are_outlined_for_its_dependent() {
+    let dir = fixture("uses_library");
+    let out = offload_build::outline_dir(&dir, &gen_dir("uses_library")).expect("outlines");
+    let [(lib, krate)] = out.libraries.as_slice() else {
+        panic!("one library: {:?}", out.libraries.len());
+    };
+    assert_eq!(lib.name, "offload-lib");
+    assert!(krate.regions.is_empty());
+    let text = |name: &str| {
+        krate
+            .files
+            .iter()
+            .find(|(p, _)| p.ends_with(name))
+            .map(|(_, t)| t.clone())
+            .unwrap()
+    };
+    let (root, ops) = (text("lib.rs"), text("ops.rs"));
+    assert!(root.contains("pub fn cube"), "{root}");
+    assert!(!root.contains("fn listing"), "{root}");
+    for kept in [
+        "pub fn sq",
+        "pub trait Norm",
+        "pub struct P",
+        "impl Norm for P",
+    ] {
+        assert!(ops.contains(kept), "{kept}:\n{ops}");
+    }
+    let user = &out.crates[0].files[0].1;
+    assert!(user.contains("use offlib::ops::{Norm, P};"), "{user}");
+    assert!(
+        user.contains("use offlib::{cube};")
+            || user.contains("use offlib::{ cube };")
+            || user.contains("use offlib :: { cube } ;"),
+        "{user}"
+    );
+    assert!(
+        !user.contains("listing ;") && !user.contains("listing}"),
+        "{user}"
+    );
+}

@@ -89,3 +89,85 @@ pub fn step(dt: f32, x: &[f32], v: &mut [f32]) -> bool {
         "{stderr}"
     );
 }
+
+/// A package outside the workspace whose regions call an offload-aware library of the workspace (`tests/devlib`),
+/// under another name (`geo`): its device functions, its types with trait impls and default methods. A host-only
+/// function imported beside them stays out of the device crate.
+#[test]
+fn an_external_crate_calls_an_offload_aware_librarys_device_items() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let dir = root.join("library-user");
+    let _ = std::fs::remove_dir_all(dir.join("src"));
+    write(
+        &dir.join("Cargo.toml"),
+        &format!(
+            "[package]\nname = \"library-user\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n\
+             offload = {{ path = {:?} }}\ngeo = {{ package = \"offload-devlib\", path = {:?} }}\n\n\
+             [build-dependencies]\noffload-build = {{ path = {:?} }}\n\n[workspace]\n",
+            workspace.join("runtime"),
+            workspace.join("tests/devlib"),
+            workspace.join("build"),
+        ),
+    );
+    write(
+        &dir.join("build.rs"),
+        "fn main() { offload_build::build(); }\n",
+    );
+    write(
+        &dir.join("src/main.rs"),
+        r#"use geo::shapes::{Circle, Shape};
+use geo::{collect_squares, hypot};
+use offload::target;
+
+#[target(teams_distribute_parallel_for, map(to: r), map(from: out))]
+fn measure(r: &[f64], out: &mut [f64]) -> bool {
+    for i in 0..out.len() {
+        out[i] = Circle { r: r[i] }.scaled_area(1.0) + hypot(3.0 * r[i], 4.0 * r[i]) + geo::sq(r[i]);
+    }
+    offload::omp_is_initial_device()
+}
+
+fn main() {
+    let r: Vec<f64> = (0..100).map(|i| i as f64).collect();
+    let mut out = vec![0.0; 100];
+    assert!(!measure(&r, &mut out), "ran in the host fallback");
+    for i in 0..100 {
+        let x = i as f64;
+        let want = std::f64::consts::PI * x * x + 5.0 * x + x * x;
+        assert!((out[i] - want).abs() < 1e-6, "{i}: {} != {want}", out[i]);
+    }
+    assert_eq!(collect_squares(&[3.0]), vec![9.0]);
+    println!("library user ok");
+}
+"#,
+    );
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .arg("run")
+        .arg("--quiet")
+        .arg("--manifest-path")
+        .arg(dir.join("Cargo.toml"))
+        // The other test's target dir: the same dependencies, built once.
+        .env(
+            "CARGO_TARGET_DIR",
+            root.join("external-crate").join("target"),
+        )
+        .env("OFFLOAD_INFO", "1")
+        .env_remove("OMP_TARGET_OFFLOAD")
+        .env_remove("OFFLOAD_PLUGINS")
+        .output()
+        .expect("running cargo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("library user ok"), "{stdout}");
+    assert!(
+        stderr.contains("launch library_user::measure")
+            && stderr.contains("on device 0 (host-elf)"),
+        "{stderr}"
+    );
+}

@@ -174,3 +174,68 @@ fn no_std_dependencies_work_in_region_code() {
         );
     }
 }
+
+/// An offload-aware library (`tests/devlib`, a path dependency built with offload): its `#[declare_target]`
+/// functions, generic helpers, types, trait impls and default methods, called from this package's regions by path
+/// and through `use`.
+mod from_a_library {
+    use devlib::shapes::{Circle, Rect, Shape};
+    use offload::{omp_is_initial_device, target};
+
+    #[target(teams_distribute_parallel_for, if(on_device))]
+    fn lengths(on_device: bool, a: &[f64], b: &[f64], out: &mut [f64]) -> bool {
+        for i in 0..out.len() {
+            out[i] = devlib::hypot(a[i], b[i]) + devlib::sq(2.0);
+        }
+        omp_is_initial_device()
+    }
+
+    #[target(if(on_device))]
+    fn areas(on_device: bool, radii: &[f64], out: &mut [f64]) -> f64 {
+        for i in 0..out.len() {
+            let c = Circle::new(radii[i]);
+            let r = Rect {
+                w: radii[i],
+                h: 2.0,
+            };
+            out[i] = c.scaled_area(2.0) + r.area();
+        }
+        devlib::sum_of(radii, 0.0)
+    }
+
+    #[test]
+    fn a_librarys_device_items_work_in_region_code() {
+        let a: Vec<f64> = (0..256).map(|i| 3.0 * i as f64).collect();
+        let b: Vec<f64> = (0..256).map(|i| 4.0 * i as f64).collect();
+        let radii: Vec<f64> = (0..16).map(|i| i as f64 * 0.5).collect();
+        for on_device in [true, false] {
+            let mut out = vec![0.0; 256];
+            let initial = lengths(on_device, &a, &b, &mut out);
+            assert_eq!(initial, !on_device);
+            for (i, &v) in out.iter().enumerate() {
+                assert!(
+                    (v - (5.0 * i as f64 + 4.0)).abs() < 1e-9,
+                    "device {on_device}: {i}: {v}"
+                );
+            }
+            let mut out = vec![0.0; 16];
+            let sum = areas(on_device, &radii, &mut out);
+            assert_eq!(sum, radii.iter().sum::<f64>());
+            for (i, &v) in out.iter().enumerate() {
+                let r = radii[i];
+                let want = std::f64::consts::PI * r * r * 4.0 + 2.0 * r;
+                assert!(
+                    (v - want).abs() < 1e-9,
+                    "device {on_device}: {i}: {v} != {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_librarys_own_regions_run_from_its_image() {
+        let mut v = vec![3.0; 100];
+        assert!(!devlib::scale_all(0.5, &mut v), "ran in the host fallback");
+        assert!(v.iter().all(|&x| x == 4.5), "{v:?}");
+    }
+}

@@ -96,8 +96,15 @@ fn amdgcn_archives(
         .map(|c| device_crate_name(&c.key).replace('-', "_"))
         .chain(["offload_device", "offload_model"].map(String::from))
         .chain([group.package.replace('-', "_")])
-        // The package's device dependencies (`libm`): what the crates call of them.
+        // The package's device dependencies (`libm`, offload-aware libraries' device crates): what the crates call
+        // of them.
         .chain(b.pkg.device_dep_idents().map(String::from))
+        .chain(outlined.libraries.iter().flat_map(|(lib, _)| {
+            lib.device_dep_idents()
+                .map(String::from)
+                .chain(lib.lib_crate_name())
+                .collect::<Vec<_>>()
+        }))
         .map(|n| format!("lib{n}"))
         .collect();
     let mut archives: Vec<PathBuf> = listed

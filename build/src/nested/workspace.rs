@@ -2,8 +2,8 @@
 //! sources), and an image package per kind of target that links that kind's device crates into one image.
 
 use super::recipe::Recipe;
-use crate::outline::{DeviceCrate, Outlined};
-use crate::package::{Kind, Package};
+use crate::outline::{library_key, DeviceCrate, Outlined};
+use crate::package::{DepSource, DeviceDep, Kind, Package};
 use crate::targets::DeviceTarget;
 use std::path::{Path, PathBuf};
 
@@ -45,9 +45,13 @@ impl Workspace {
             groups: Vec::new(),
         };
         let dstd = device_std.display().to_string();
-        // Targets without regions need no device crate (regions across crates come later).
+        // Targets without regions need no device crate.
         for c in outlined.crates.iter().filter(|c| !c.regions.is_empty()) {
             ws.add_device_crate(pkg, c, recipe, &dstd);
+        }
+        // The offload-aware libraries' device crates: dependencies of the crates above, in no image group.
+        for (lib, c) in &outlined.libraries {
+            ws.write_device_crate(lib, c, recipe, &dstd, lib.lib_crate_name());
         }
         let packages: Vec<(PathBuf, String)> = ws
             .groups
@@ -76,9 +80,30 @@ impl Workspace {
         self.root.join("Cargo.toml")
     }
 
-    /// A device crate: its manifest, a root that includes the mirrored tree, the tree; and its entry in its kind's
-    /// image package.
+    /// A device crate and its entry in its kind's image package.
     fn add_device_crate(&mut self, pkg: &Package, c: &DeviceCrate, recipe: &Recipe, dstd: &str) {
+        let name = self.write_device_crate(pkg, c, recipe, dstd, None);
+        let crate_ident = name.replace('-', "_");
+        let group = self.group(pkg, c.kind);
+        group.deps.push_str(&format!(
+            "{crate_ident} = {{ package = {name:?}, path = \"../{}\" }}\n",
+            c.key
+        ));
+        group
+            .externs
+            .push_str(&format!("extern crate {crate_ident};\n"));
+    }
+
+    /// A device crate's files: its manifest, a root that includes the mirrored tree, the tree. `lib_name` is its
+    /// crate name where the user's is to be kept (a library's: rustc's messages name it). Returns its package name.
+    fn write_device_crate(
+        &mut self,
+        pkg: &Package,
+        c: &DeviceCrate,
+        recipe: &Recipe,
+        dstd: &str,
+        lib_name: Option<String>,
+    ) -> String {
         let edition = if pkg.edition.is_empty() {
             "2021"
         } else {
@@ -86,15 +111,17 @@ impl Workspace {
         };
         let crate_dir = self.root.join(&c.key);
         let name = device_crate_name(&c.key);
-        let crate_ident = name.replace('-', "_");
         self.files.push((
             crate_dir.join("Cargo.toml"),
             format!(
                 "[package]\nname = {name:?}\nversion = \"0.0.0\"\nedition = {edition:?}\npublish = false\n\n\
-                 [lib]\npath = \"lib.rs\"\n\n[dependencies]\noffload = {{ package = \"offload-device\", path = {dstd:?} }}\n{}",
+                 [lib]\npath = \"lib.rs\"\n{}\n[dependencies]\noffload = {{ package = \"offload-device\", path = {dstd:?} }}\n{}",
+                lib_name
+                    .map(|n| format!("name = {n:?}\n"))
+                    .unwrap_or_default(),
                 pkg.device_deps
                     .iter()
-                    .map(|d| format!("{}\n", d.toml))
+                    .map(|d| format!("{}\n", dependency_line(d)))
                     .collect::<String>(),
             ),
         ));
@@ -129,14 +156,7 @@ impl Workspace {
             "--remap-path-prefix={}/abs/=/",
             crate_dir.display()
         ));
-        let group = self.group(pkg, c.kind);
-        group.deps.push_str(&format!(
-            "{crate_ident} = {{ package = {name:?}, path = \"../{}\" }}\n",
-            c.key
-        ));
-        group
-            .externs
-            .push_str(&format!("extern crate {crate_ident};\n"));
+        name
     }
 
     /// The image package of `kind`, added on first use.
@@ -192,6 +212,22 @@ impl ImageGroup {
             (d.join("Cargo.toml"), manifest),
             (d.join("image.rs"), image_rs),
         ]
+    }
+}
+
+/// A device dependency's line in a device crate's `[dependencies]`: an offload-aware library as its device crate,
+/// a sibling in the generated workspace.
+fn dependency_line(d: &DeviceDep) -> String {
+    match &d.source {
+        DepSource::Crate { toml } => toml.clone(),
+        DepSource::Offload(lib) => {
+            let key = library_key(lib);
+            format!(
+                "{} = {{ package = {:?}, path = \"../{key}\" }}",
+                d.ident,
+                device_crate_name(&key)
+            )
+        }
     }
 }
 

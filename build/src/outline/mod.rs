@@ -16,7 +16,7 @@ mod tree;
 pub use kernel::KernelAbi;
 
 use crate::diag::Diagnostic;
-use crate::package::{Kind, Package};
+use crate::package::{DepSource, Kind, Package};
 use mirror::Mirror;
 use offload_model::identity::mangle_string;
 use offload_model::lower::lower;
@@ -48,11 +48,16 @@ pub struct DeviceCrate {
     pub root: PathBuf,
     pub files: Vec<(PathBuf, String)>,
     pub regions: Vec<RegionSite>,
+    /// Names of its kept items and of its modules: what another crate's `use` of it can name.
+    pub kept: BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct Outlined {
     pub crates: Vec<DeviceCrate>,
+    /// The device crates of the offload-aware libraries the package depends on, dependencies first: their device
+    /// items, without kernel entries (their regions are in their own images).
+    pub libraries: Vec<(Package, DeviceCrate)>,
     /// Every user source file read.
     pub files: Vec<PathBuf>,
 }
@@ -75,6 +80,26 @@ pub fn outline_package(
     // Each kind of target gets its own image (see `nested`), so a region name need only be unique within a kind:
     // an example and a bench may share a name, and a file shared by a library and a binary keeps its kernel in both.
     let mut seen: HashMap<(Kind, String), (PathBuf, usize)> = HashMap::new();
+    // Libraries first: a crate's `use` of a library keeps what the library's device crate has.
+    for lib in pkg.offload_libraries() {
+        let Some(target) = lib.targets.iter().find(|t| t.kind == Kind::Lib) else {
+            continue;
+        };
+        let key = library_key(lib);
+        let tree = match ModuleTree::load(lib, target, &gen_dir.join(&key)) {
+            Ok(t) => t,
+            Err(d) => {
+                diags.extend(d);
+                continue;
+            }
+        };
+        out.files.extend(tree.files.iter().map(|f| f.path.clone()));
+        let mut outliner = Outliner::new(lib, &tree, abi);
+        outliner.entries = false;
+        outliner.dep_kept = dep_kept(lib, &out.libraries);
+        let krate = outliner.run(key, Kind::Lib, &mut diags);
+        out.libraries.push((lib.clone(), krate));
+    }
     for target in &pkg.targets {
         let key = format!("{}-{}", target.kind.name(), target.name);
         let tree = match ModuleTree::load(pkg, target, &gen_dir.join(&key)) {
@@ -85,7 +110,9 @@ pub fn outline_package(
             }
         };
         out.files.extend(tree.files.iter().map(|f| f.path.clone()));
-        let mut krate = Outliner::new(pkg, &tree, abi).run(key, target.kind, &mut diags);
+        let mut outliner = Outliner::new(pkg, &tree, abi);
+        outliner.dep_kept = dep_kept(pkg, &out.libraries);
+        let mut krate = outliner.run(key, target.kind, &mut diags);
         for r in &krate.regions {
             match seen.get(&(target.kind, r.identity.clone())) {
                 Some((f, l)) => diags.push(Diagnostic {
@@ -115,6 +142,28 @@ pub fn outline_package(
     } else {
         Err(diags)
     }
+}
+
+/// What the device crates of `pkg`'s offload-aware libraries keep, by the name `pkg`'s code gives each library.
+fn dep_kept(
+    pkg: &Package,
+    libraries: &[(Package, DeviceCrate)],
+) -> HashMap<String, BTreeSet<String>> {
+    pkg.device_deps
+        .iter()
+        .filter_map(|d| match &d.source {
+            DepSource::Offload(lib) => libraries
+                .iter()
+                .find(|(l, _)| l.manifest_dir == lib.manifest_dir)
+                .map(|(_, c)| (d.ident.clone(), c.kept.clone())),
+            DepSource::Crate { .. } => None,
+        })
+        .collect()
+}
+
+/// The device crate key of an offload-aware library: unique across a link, as its package tag is.
+pub fn library_key(lib: &Package) -> String {
+    format!("dep-{}-{}", lib.name, lib.unique_suffix())
 }
 
 /// Whether an attribute is `#[NAME]` or `#[offload::NAME]` (any path ending in NAME).
@@ -167,6 +216,10 @@ struct Outliner<'a> {
     reach: reach::Reach,
     reach_errors: Vec<Diagnostic>,
     regions: Vec<RegionSite>,
+    /// Whether regions get kernel entries: not in a library's device crate outlined for a dependent package.
+    entries: bool,
+    /// What each offload-aware library's device crate keeps, by the name code gives the library.
+    dep_kept: HashMap<String, BTreeSet<String>>,
 }
 
 impl<'a> Outliner<'a> {
@@ -188,6 +241,8 @@ impl<'a> Outliner<'a> {
             reach,
             reach_errors,
             regions: Vec::new(),
+            entries: true,
+            dep_kept: HashMap::new(),
         }
     }
 
@@ -204,6 +259,7 @@ impl<'a> Outliner<'a> {
             root: self.tree.mirror_path(0),
             files,
             regions: self.regions,
+            kept: self.kept,
         }
     }
 
@@ -307,6 +363,9 @@ impl<'a> Outliner<'a> {
             return None;
         };
         self.mirror_region(m, func, &region);
+        if !self.entries {
+            return None;
+        }
         let identity = format!("{}::{}", module_path.join("::"), func.sig.ident);
         let symbol = mangle_string(&identity);
         let entry = kernel::entry(&region, &symbol, self.abi).to_string();
@@ -530,16 +589,18 @@ fn blank_attrs(m: &mut Mirror, attrs: &[Attribute]) {
 }
 
 /// The part of a `use` tree a device crate can resolve: paths rooted at `crate`/`self`/`super` keep the leaves that
-/// name kept items or modules; paths rooted at `offload`/`core`/`std` keep the leaves kept code mentions (`std`
-/// paths only into what `core` has too).
+/// name kept items or modules, and paths rooted at an offload-aware library those its device crate keeps (a trait
+/// brought into scope for its methods is named by no code); paths rooted at `offload`/`core`/`std` or a `no_std`
+/// dependency keep the leaves kept code mentions (`std` paths only into what `core` has too).
 fn filter_use<'o>(tree: &UseTree, root: Option<&'o str>, o: &'o Outliner) -> Option<UseTree> {
-    let local = matches!(root, Some("crate" | "self" | "super"));
-    let keep = |name: &syn::Ident, alias: &syn::Ident| {
-        if local {
-            o.kept.contains(&name.to_string())
-        } else {
-            o.mentioned.contains(&alias.to_string())
-        }
+    let kept = match root {
+        Some("crate" | "self" | "super") => Some(&o.kept),
+        Some(r) => o.dep_kept.get(r),
+        None => None,
+    };
+    let keep = |name: &syn::Ident, alias: &syn::Ident| match kept {
+        Some(kept) => kept.contains(&name.to_string()),
+        None => o.mentioned.contains(&alias.to_string()),
     };
     match tree {
         UseTree::Path(p) => {

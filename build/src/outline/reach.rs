@@ -75,11 +75,24 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
         }
     }
     // Names a file imports from outside the package (`use core::cmp::max;`) name no item of it.
-    let external: Vec<HashSet<String>> = tree
+    let external: Vec<HashMap<String, String>> = tree
         .files
         .iter()
         .map(|f| imported_from_outside(&f.ast.items))
         .collect();
+    let hc = HostCrates {
+        crates: &pkg.host_crates,
+        imported: external
+            .iter()
+            .map(|names| {
+                names
+                    .iter()
+                    .filter(|(_, c)| pkg.host_crates.contains(c))
+                    .map(|(n, c)| (n.clone(), c.clone()))
+                    .collect()
+            })
+            .collect(),
+    };
     let mut out = Reach::default();
     let mut diags = Vec::new();
     while let Some(k) = queue.pop_front() {
@@ -94,15 +107,16 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
                     uses.visit_path(p);
                 }
                 uses.visit_generics(&i.generics);
-                let header_host_only = host_only(&i.self_ty.to_token_stream()).is_some()
-                    || i.trait_
-                        .as_ref()
-                        .is_some_and(|(_, p, _)| host_only(&p.to_token_stream()).is_some());
+                let header_host_only = host_only(&i.self_ty.to_token_stream(), &hc, e.file)
+                    .is_some()
+                    || i.trait_.as_ref().is_some_and(|(_, p, _)| {
+                        host_only(&p.to_token_stream(), &hc, e.file).is_some()
+                    });
                 if !root && header_host_only {
                     continue;
                 }
                 for it in &i.items {
-                    if !root && host_only(&it.to_token_stream()).is_some() {
+                    if !root && host_only(&it.to_token_stream(), &hc, e.file).is_some() {
                         out.dropped.insert(site(e.file, it));
                     } else {
                         uses.visit_impl_item(it);
@@ -110,7 +124,7 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
                 }
             }
             item => {
-                if let Some(why) = not_device(item, root) {
+                if let Some(why) = not_device(item, root, &hc, e.file) {
                     diags.push(cannot_go(pkg, tree, &entries, &from, k, &why));
                     continue;
                 }
@@ -127,7 +141,7 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
         let names = uses
             .names
             .iter()
-            .filter(|n| !uses.locals.contains(*n) && !external[e.file].contains(*n));
+            .filter(|n| !uses.locals.contains(*n) && !external[e.file].contains_key(*n));
         for n in names.chain(&uses.paths) {
             next.extend(by_name.get(n).into_iter().flatten());
             if matches!(
@@ -298,9 +312,36 @@ pub fn in_core(name: &str) -> bool {
     CORE_MODULES.contains(&name)
 }
 
-/// Why code cannot go to a device: the first `std`-only name it uses (`std::` followed by a module `core` lacks).
-fn host_only(ts: &TokenStream) -> Option<String> {
+/// The crates of the package that are not built for devices, and the names each file imports from them.
+struct HostCrates<'p> {
+    crates: &'p [String],
+    /// Per file: a name `use`d from one of them, and its crate.
+    imported: Vec<HashMap<String, String>>,
+}
+
+/// Why code cannot go to a device, and what to do instead, as the error says them.
+struct Why {
+    what: String,
+    fix: String,
+}
+
+impl Why {
+    fn std(what: String) -> Why {
+        Why {
+            what,
+            fix: "write it for a device (`core` only)".into(),
+        }
+    }
+}
+
+/// Why code cannot go to a device: the first name it uses that only `std` has (`std::` followed by a module `core`
+/// lacks, `Vec`, `format!`), or that comes from a crate not built for devices.
+fn host_only(ts: &TokenStream, hc: &HostCrates, file: usize) -> Option<Why> {
     let tokens: Vec<TokenTree> = ts.clone().into_iter().collect();
+    let path_sep = |k: usize| {
+        matches!((tokens.get(k), tokens.get(k + 1)), (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
+            if a.as_char() == ':' && b.as_char() == ':')
+    };
     for (k, tt) in tokens.iter().enumerate() {
         match tt {
             TokenTree::Ident(i) if i == "std" => {
@@ -309,7 +350,7 @@ fn host_only(ts: &TokenStream) -> Option<String> {
                     _ => String::new(),
                 };
                 if !in_core(&next) || next == "alloc" {
-                    return Some("std".into());
+                    return Some(Why::std("`std`: a device has no `std`".into()));
                 }
             }
             TokenTree::Ident(i) => {
@@ -318,12 +359,43 @@ fn host_only(ts: &TokenStream) -> Option<String> {
                 let macro_name = s.starts_with(char::is_lowercase);
                 let invoked =
                     matches!(tokens.get(k + 1), Some(TokenTree::Punct(p)) if p.as_char() == '!');
+                let after_sep = k >= 2 && path_sep(k - 2);
+                if s == "alloc" && path_sep(k + 1) && !after_sep {
+                    return Some(Why::std("`alloc`: a device has no `std`".into()));
+                }
                 if STD_ONLY.contains(&s.as_str()) && (invoked || !macro_name) {
-                    return Some(s);
+                    return Some(Why::std(if macro_name {
+                        format!("`{s}!` (from `std`): a device has no `std`")
+                    } else {
+                        format!("`{s}` (from `std`): a device has no `std`")
+                    }));
+                }
+                // `rand::random()`, or a name imported from a host crate at the top of the file.
+                let krate = if hc.crates.contains(&s) && path_sep(k + 1) && !after_sep {
+                    Some(s.clone())
+                } else if !after_sep {
+                    hc.imported[file].get(&s).cloned()
+                } else {
+                    None
+                };
+                if let Some(krate) = krate {
+                    let what = if krate == s {
+                        format!("crate `{s}`")
+                    } else {
+                        format!("`{s}` (from crate `{krate}`)")
+                    };
+                    return Some(Why {
+                        what: format!("{what}, which is not built for devices"),
+                        fix: format!(
+                            "list `{krate}` in `[package.metadata.offload] device-dependencies` if it is `no_std`, \
+                             or make it an offload-aware library (it depends on `offload` and marks its device items \
+                             `#[declare_target]`)"
+                        ),
+                    });
                 }
             }
             TokenTree::Group(g) => {
-                if let Some(s) = host_only(&g.stream()) {
+                if let Some(s) = host_only(&g.stream(), hc, file) {
                     return Some(s);
                 }
             }
@@ -334,28 +406,21 @@ fn host_only(ts: &TokenStream) -> Option<String> {
 }
 
 /// Why a reached item (or a region, or a `#[declare_target]` item) cannot go to a device, as the error says it: a
-/// `static mut`, or code that uses what only `std` has.
-fn not_device(item: &Item, root: bool) -> Option<String> {
+/// `static mut`, or code that uses what only `std` or a host crate has.
+fn not_device(item: &Item, root: bool, hc: &HostCrates, file: usize) -> Option<Why> {
     if let Item::Static(st) = item {
         if matches!(st.mutability, syn::StaticMutability::Mut(_)) {
-            return Some(
-                "`static mut` (a device's threads would race on it): use an atomic, or pass the value as a parameter"
-                    .into(),
-            );
+            return Some(Why {
+                what: "`static mut` (a device's threads would race on it)".into(),
+                fix: "use an atomic, or pass the value as a parameter".into(),
+            });
         }
     }
     // A `#[declare_target]` impl keeps its methods as written (the device build reports one that uses `std`).
     if root && matches!(item, Item::Impl(_)) {
         return None;
     }
-    let why = host_only(&item.to_token_stream())?;
-    Some(match why.as_str() {
-        "std" | "alloc" => format!("`{why}`: a device has no `std`"),
-        w if w.chars().next().is_some_and(char::is_lowercase) => {
-            format!("`{w}!` (from `std`): a device has no `std`")
-        }
-        w => format!("`{w}` (from `std`): a device has no `std`"),
-    })
+    host_only(&item.to_token_stream(), hc, file)
 }
 
 /// The error for a reached item that cannot go to a device: the chain from the region, and what to do.
@@ -365,7 +430,7 @@ fn cannot_go(
     entries: &[Entry],
     from: &HashMap<usize, Option<usize>>,
     k: usize,
-    why: &str,
+    why: &Why,
 ) -> Diagnostic {
     let mut chain = vec![entries[k].what.clone()];
     let mut at = k;
@@ -384,7 +449,7 @@ fn cannot_go(
     if chain.len() == 1 {
         // The region or `#[declare_target]` item itself.
         return Diagnostic {
-            message: format!("`{}` is device code, and uses {why}", e.what),
+            message: format!("`{}` is device code, and uses {}", e.what, why.what),
             file: pkg.display_path(&f.path),
             abs_file: f.path.clone(),
             line: s.line,
@@ -394,22 +459,25 @@ fn cannot_go(
             } else {
                 1
             },
-            help: Some(
-                "do this work outside the region, or write it for a device (`core` only)".into(),
-            ),
+            help: Some(format!("do this work outside the region, or {}", why.fix)),
         };
     }
     Diagnostic {
-        message: format!("region code reaches `{}`, which uses {why}", e.what),
+        message: format!("region code reaches `{}`, which uses {}", e.what, why.what),
         file: pkg.display_path(&f.path),
         abs_file: f.path.clone(),
         line: s.line,
         column: s.column + 1,
-        len: if s.line == end.line { end.column.saturating_sub(s.column).max(1) } else { 1 },
+        len: if s.line == end.line {
+            end.column.saturating_sub(s.column).max(1)
+        } else {
+            1
+        },
         help: Some(format!(
-            "reached through {}; keep `{}` out of region code, or write it for a device (`core` only)",
+            "reached through {}; keep `{}` out of region code, or {}",
             chain.join(" -> "),
-            e.what
+            e.what,
+            why.fix
         )),
     }
 }
@@ -465,22 +533,22 @@ fn idents(ts: &TokenStream, out: &mut HashSet<String>) {
     }
 }
 
-/// Names brought in by a file's `use` items rooted outside the crate.
-fn imported_from_outside(items: &[Item]) -> HashSet<String> {
-    fn walk(t: &syn::UseTree, out: &mut HashSet<String>) {
+/// Names brought in by a file's `use` items rooted outside the crate, each with the crate it comes from.
+fn imported_from_outside(items: &[Item]) -> HashMap<String, String> {
+    fn walk(t: &syn::UseTree, root: &str, out: &mut HashMap<String, String>) {
         match t {
-            syn::UseTree::Path(p) => walk(&p.tree, out),
+            syn::UseTree::Path(p) => walk(&p.tree, root, out),
             syn::UseTree::Name(n) => {
-                out.insert(n.ident.to_string());
+                out.insert(n.ident.to_string(), root.into());
             }
             syn::UseTree::Rename(r) => {
-                out.insert(r.rename.to_string());
+                out.insert(r.rename.to_string(), root.into());
             }
-            syn::UseTree::Group(g) => g.items.iter().for_each(|t| walk(t, out)),
+            syn::UseTree::Group(g) => g.items.iter().for_each(|t| walk(t, root, out)),
             syn::UseTree::Glob(_) => {}
         }
     }
-    let mut out = HashSet::new();
+    let mut out = HashMap::new();
     for item in items {
         match item {
             Item::Use(u) => {
@@ -489,7 +557,7 @@ fn imported_from_outside(items: &[Item]) -> HashSet<String> {
                     _ => String::new(),
                 };
                 if !["crate", "self", "super"].contains(&root.as_str()) {
-                    walk(&u.tree, &mut out);
+                    walk(&u.tree, &root, &mut out);
                 }
             }
             Item::Mod(m) => {
