@@ -83,6 +83,7 @@ fn run(cmd: &mut Command, what: &str) -> Result<String, Error> {
 pub fn link_nvptx(
     archive: &Path,
     kernels: &[String],
+    globals: &[String],
     archs: &[String],
     llvm: &LlvmTools,
     cuda: &CudaTools,
@@ -109,7 +110,7 @@ pub fn link_nvptx(
                 .arg(format!("-mtriple={NVPTX_TRIPLE}"))
                 .arg(format!("-mcpu={sm}"))
                 .arg("-passes=internalize,globaldce,default<O3>")
-                .arg(public_api(kernels))
+                .arg(public_api(kernels, globals))
                 // libdevice's `sqrt` correctly rounded, as on the host.
                 .arg("--nvvm-reflect-add=__CUDA_PREC_SQRT=1")
                 .arg("-o")
@@ -161,14 +162,20 @@ pub fn link_nvptx(
     Ok(images)
 }
 
-/// What `internalize` keeps external: the kernels, and the globals of the panic record and the print buffer, which
-/// the plugin finds by name after loading the image (`cuModuleGetGlobal`, `hsa_executable_get_symbol_by_name`) to
-/// point them at its memory. offload-device marks the globals `#[used]` too; listing them here does not depend on
-/// how rustc lowers that.
-fn public_api(kernels: &[String]) -> String {
+/// What `internalize` keeps external: the kernels, the device globals (`#[declare_target] static`s, which the
+/// runtime pairs with their host statics), and the globals of the panic record and the print buffer, which the
+/// plugin finds by name after loading the image (`cuModuleGetGlobal`, `hsa_executable_get_symbol_by_name`) to point
+/// them at its memory. offload-device marks the latter `#[used]` too; listing them here does not depend on how
+/// rustc lowers that.
+fn public_api(kernels: &[String], globals: &[String]) -> String {
     format!(
         "--internalize-public-api-list={},{},{}",
-        kernels.join(","),
+        kernels
+            .iter()
+            .chain(globals)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(","),
         gpu_panic::SYMBOL,
         offload_model::device_print::SYMBOL
     )
@@ -440,6 +447,7 @@ attributes #2 = {{ noinline norecurse nounwind noreturn cold }}
 pub fn link_amdgcn(
     archives: &[PathBuf],
     kernels: &[String],
+    globals: &[String],
     gfx: &str,
     llvm: &LlvmTools,
     device_libs: &[PathBuf],
@@ -458,7 +466,7 @@ pub fn link_amdgcn(
             .arg(format!("-mtriple={AMDGCN_TRIPLE}"))
             .arg(format!("-mcpu={gfx}"))
             .arg("-passes=internalize,globaldce,default<O3>")
-            .arg(public_api(kernels))
+            .arg(public_api(kernels, globals))
             .arg("-o")
             .arg(&opt_bc),
         "opt",
@@ -615,7 +623,7 @@ mod tests {
 
     #[test]
     fn the_panic_record_and_print_buffer_are_kept_through_internalize() {
-        let api = public_api(&["a".into(), "b".into()]);
+        let api = public_api(&["a".into()], &["b".into()]);
         assert_eq!(
             api,
             "--internalize-public-api-list=a,b,__offload_panic_record,__offload_print_buffer"

@@ -442,7 +442,8 @@ fn examples_build_for_amd_and_every_code_object_is_complete() {
 }
 
 /// The test suite's own regions (SPMD bodies with barriers and team-shared memory, every reduction operator,
-/// `collapse`, atomics, device buffers, float math) build for both GPU targets, and their PTX assembles.
+/// `collapse`, atomics, device buffers, float math, an offload-aware library's items, device globals) build for both
+/// GPU targets, and their PTX assembles.
 #[test]
 fn the_test_suites_regions_build_for_both_gpus() {
     let Some(ptxas) = ptxas() else {
@@ -491,5 +492,14 @@ fn the_test_suites_regions_build_for_both_gpus() {
         let hsaco = std::fs::read(o.join("amdgcn/link/test/gfx90a/gfx90a.hsaco")).unwrap();
         assert!(has(&hsaco, "amdgcn-amd-amdhsa--gfx90a"));
         assert!(has(&hsaco, offload_model::gpu_panic::SYMBOL));
+        // `#[declare_target] static`s (tests/tests/region_code.rs) are exported, where the plugins look them up.
+        let global = offload_model::identity::mangle_string("region_code::device_globals::HITS");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(".visible .global") && l.contains(&global)),
+            "{}: no global {global}",
+            ptx.display()
+        );
+        assert!(has(&hsaco, &global));
     }
 }

@@ -166,7 +166,12 @@ pub fn target_update(input: TokenStream) -> TokenStream {
                 Motion::To => quote_spanned!(id.span()=> ::offload::__private::update_to(
                     __offload_dev, { use ::offload::__private::MapSource as _; #id.map_ref() }, #sec);),
                 Motion::From => quote_spanned!(id.span()=> ::offload::__private::update_from(
-                    __offload_dev, { use ::offload::__private::MapWrite as _; #id.map_write() }, #sec);),
+                    __offload_dev, {
+                        // One of the two is picked, by the receiver: atomics shared, anything else exclusive.
+                        #[allow(unused_imports)]
+                        use ::offload::__private::{MapWrite as _, MapWriteAtomic as _};
+                        #id.map_write()
+                    }, #sec);),
             }
         });
         quote!({

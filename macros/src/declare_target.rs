@@ -19,14 +19,7 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         Item::Fn(_) | Item::Const(_) | Item::Impl(_) | Item::Type(_) => quote!(),
         Item::Struct(s) => struct_impl(s, &mut errors),
         Item::Enum(e) => enum_impl(e, &mut errors),
-        Item::Static(s) => {
-            errors.push(syn::Error::new(
-                s.static_token.span(),
-                "`#[declare_target]` statics (OpenMP's `declare target to/link`) are not supported yet; \
-                 use a `#[declare_target]` const, or pass the data to the region as a parameter",
-            ));
-            quote!()
-        }
+        Item::Static(s) => static_entry(s, &mut errors),
         other => {
             errors.push(syn::Error::new(
                 other.span(),
@@ -38,6 +31,50 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     };
     let errors = errors.into_iter().map(|e| e.to_compile_error());
     quote!(#(#errors)* #parsed #extra)
+}
+
+/// A device global (OpenMP's `declare target` variable): the static's entry in the offload table, which the runtime
+/// pairs with its copy in each image it loads (exported under the same symbol by the outliner), making the static
+/// present on that device, its copy initialised from the host value.
+fn static_entry(s: &syn::ItemStatic, errors: &mut Vec<syn::Error>) -> TokenStream {
+    if let syn::StaticMutability::Mut(m) = &s.mutability {
+        errors.push(syn::Error::new(
+            m.span(),
+            "a `#[declare_target] static mut` would race between a device's threads: use an atomic \
+             (`static HITS: AtomicU32`), which regions update and `target_update!(from: HITS)` brings back",
+        ));
+        return quote!();
+    }
+    let (name, ty) = (&s.ident, &s.ty);
+    let name_str = name.to_string();
+    let tag = offload_model::identity::package_tag(
+        &std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default(),
+    );
+    quote_spanned! {ty.span()=>
+        const _: () = {
+            const __OFFLOAD_NAME: &str = ::core::concat!(::core::module_path!(), "::", #name_str);
+            static __OFFLOAD_SYMBOL: [u8; ::offload::__private::mangled_len(__OFFLOAD_NAME) + 1] =
+                ::offload::__private::mangle(__OFFLOAD_NAME);
+            #[::offload::__private::linkme::distributed_slice(::offload::__private::OFFLOAD_ENTRIES)]
+            #[linkme(crate = ::offload::__private::linkme)]
+            static __OFFLOAD_ENTRY: ::offload::__private::OffloadEntry = ::offload::__private::OffloadEntry::global(
+                ::core::ptr::addr_of!(#name) as *const ::core::ffi::c_void,
+                &__OFFLOAD_SYMBOL,
+                ::core::mem::size_of::<#ty>(),
+                <#ty as ::offload::DeviceCopy>::HOST_ATOMIC as u32,
+                #tag,
+            );
+            const _: () = ::core::assert!(
+                ::core::mem::size_of::<#ty>() != 0,
+                "a zero-sized #[declare_target] static has nothing to put on a device"
+            );
+            // Its bytes are what the device's copy holds.
+            #[allow(dead_code)]
+            fn __offload_device_copy() {
+                ::offload::__private::assert_device_copy::<#ty>();
+            }
+        };
+    }
 }
 
 fn has_repr_c(attrs: &[syn::Attribute]) -> bool {

@@ -59,6 +59,28 @@ impl OffloadEntry {
             aux_addr: core::ptr::null(),
         }
     }
+
+    /// The entry of a device global (a `#[declare_target] static`): the host static at `address`, `size` bytes, and
+    /// its copy in the images, exported as `symbol`. A nonzero `size` marks a variable, as in LLVM's entries;
+    /// `flags` holds the size of its atomics (`DeviceCopy::HOST_ATOMIC`), 0 for a static without interior mutability.
+    pub const fn global(
+        address: *const c_void,
+        symbol: &'static [u8],
+        size: usize,
+        host_atomic: u32,
+        package_tag: u64,
+    ) -> Self {
+        OffloadEntry {
+            size: size as u64,
+            flags: host_atomic,
+            ..Self::kernel(address, symbol, package_tag)
+        }
+    }
+
+    /// Whether the entry is a device global, not a kernel.
+    pub const fn is_global(&self) -> bool {
+        self.size != 0
+    }
 }
 
 // LLVM's layout, which `__tgt_register_lib` reads (TOOLCHAIN.md).

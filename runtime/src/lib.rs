@@ -167,7 +167,8 @@ pub mod __private {
     pub use crate::host::{run_fallback, run_fallback_reduce, Launch};
     pub use crate::region::data::{
         enter_data, exit_data, update_from, update_to, DataDevice, EnterTo, MapSource,
-        MapSourceMut, MapTarget, MapToExcl, MapToShared, MapWrite, MappedMut, MappedRef,
+        MapSourceMut, MapTarget, MapToExcl, MapToShared, MapWrite, MapWriteAtomic, MappedMut,
+        MappedRef,
     };
     pub use crate::region::launch::{
         fail, target, target_device_memory, target_on_device, RegionInfo,

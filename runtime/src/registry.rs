@@ -33,6 +33,9 @@ pub struct Image {
 pub struct BinDesc {
     pub images: Vec<Image>,
     pub entries: &'static [OffloadEntry],
+    /// Whether any entry is a device global (a `#[declare_target] static`): then a device loads its images before
+    /// its present table is first used, so that the globals are present.
+    pub has_globals: bool,
 }
 
 static DESC: OnceLock<BinDesc> = OnceLock::new();
@@ -86,7 +89,11 @@ pub fn descriptor() -> &'static BinDesc {
         }
         let entries: &'static [OffloadEntry] = &OFFLOAD_ENTRIES;
         crate::observe::registered(start, images.len(), entries.len());
-        BinDesc { images, entries }
+        BinDesc {
+            images,
+            entries,
+            has_globals: entries.iter().any(OffloadEntry::is_global),
+        }
     })
 }
 

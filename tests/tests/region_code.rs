@@ -239,3 +239,69 @@ mod from_a_library {
         assert!(v.iter().all(|&x| x == 4.5), "{v:?}");
     }
 }
+
+/// Device globals (OpenMP's `declare target` variables): a `#[declare_target] static` is present on a device from
+/// the start, its device copy starts from the host value, regions change it through atomics, and `target_update!`
+/// moves it either way. In the host fallback the region uses the host static itself, and the same program gives the
+/// same result.
+mod device_globals {
+    use offload::{
+        declare_target, omp_get_default_device, omp_get_initial_device, omp_target_is_present,
+        target, target_update,
+    };
+    use std::ffi::c_void;
+    use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+
+    #[declare_target]
+    static STEP: u64 = 3;
+    #[declare_target]
+    static HITS: AtomicU32 = AtomicU32::new(0);
+    #[declare_target]
+    pub static BINS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+    #[target(teams_distribute_parallel_for, if(on_device))]
+    fn count(on_device: bool, x: &[u64]) {
+        for i in 0..x.len() {
+            HITS.fetch_add(1, Relaxed);
+            BINS[(x[i] % 4) as usize].fetch_add(STEP, Relaxed);
+        }
+    }
+
+    fn present<T>(v: &T, device: i32) -> bool {
+        omp_target_is_present(v as *const T as *const c_void, device)
+    }
+
+    #[test]
+    fn declare_target_statics_are_present_updatable_and_written_by_regions() {
+        let dev = omp_get_default_device();
+        let on_host = dev == omp_get_initial_device();
+        // Present before any region ran, as OpenMP has them once the device is initialised.
+        assert!(present(&HITS, dev) && present(&BINS, dev) && present(&STEP, dev));
+        let x: Vec<u64> = (0..1000).collect();
+
+        // The device copy starts from the host value at load; a new host value reaches it by `target_update!`.
+        HITS.store(10, Relaxed);
+        target_update!(to: HITS, STEP);
+        count(true, &x);
+        if !on_host {
+            assert_eq!(
+                HITS.load(Relaxed),
+                10,
+                "the host static is not the device's copy"
+            );
+        }
+        target_update!(from: HITS, BINS);
+        assert_eq!(HITS.load(Relaxed), 1010);
+        for b in &BINS {
+            assert_eq!(b.load(Relaxed), 250 * 3);
+        }
+
+        // In the host fallback the region uses the host static itself.
+        count(false, &x);
+        assert_eq!(HITS.load(Relaxed), 2010);
+        // The device copy kept its own count: bringing it back overwrites the host's.
+        target_update!(from: HITS);
+        let want = if on_host { 2010 } else { 1010 };
+        assert_eq!(HITS.load(Relaxed), want);
+    }
+}

@@ -24,13 +24,13 @@ pub(super) fn group_images(
         &b.artifact(b.first_variant(), group).with_extension("d"),
         b.dir,
     );
-    // Only this group's kernels: names are unique within a kind, not across kinds.
-    let kernels: Vec<String> = outlined
-        .crates
-        .iter()
-        .filter(|c| c.kind == group.kind)
+    // Only this group's kernels and device globals (what the runtime looks up by name): names are unique within a
+    // kind, not across kinds.
+    let ours = || outlined.crates.iter().filter(|c| c.kind == group.kind);
+    let kernels: Vec<String> = ours()
         .flat_map(|c| c.regions.iter().map(|r| r.symbol.clone()))
         .collect();
+    let globals: Vec<String> = ours().flat_map(|c| c.globals.iter().cloned()).collect();
     let what = format!("{} {} image", b.pkg.name, group.kind.name());
     let mut linked = Vec::new();
     match (b.target, &b.recipe.gpu) {
@@ -41,7 +41,9 @@ pub(super) fn group_images(
                 let work = b.dir.join("link").join(group.kind.name()).join(&gfx);
                 linked.extend(link_cached(&work, fresh, &what, || {
                     let archives = amdgcn_archives(b, outlined, group, v);
-                    crate::devlink::link_amdgcn(&archives, &kernels, &gfx, &tc.llvm, math, &work)
+                    crate::devlink::link_amdgcn(
+                        &archives, &kernels, &globals, &gfx, &tc.llvm, math, &work,
+                    )
                 })?);
             }
         }
@@ -50,7 +52,9 @@ pub(super) fn group_images(
             let work = b.dir.join("link").join(group.kind.name());
             let library = b.artifact(b.first_variant(), group);
             linked.extend(link_cached(&work, fresh, &what, || {
-                crate::devlink::link_nvptx(&library, &kernels, archs, &tc.llvm, cuda, &work)
+                crate::devlink::link_nvptx(
+                    &library, &kernels, &globals, archs, &tc.llvm, cuda, &work,
+                )
             })?);
         }
         _ => {

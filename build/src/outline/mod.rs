@@ -48,6 +48,8 @@ pub struct DeviceCrate {
     pub root: PathBuf,
     pub files: Vec<(PathBuf, String)>,
     pub regions: Vec<RegionSite>,
+    /// The exported symbols of its `#[declare_target]` statics (device globals).
+    pub globals: Vec<String>,
     /// Names of its kept items and of its modules: what another crate's `use` of it can name.
     pub kept: BTreeSet<String>,
 }
@@ -216,8 +218,11 @@ struct Outliner<'a> {
     reach: reach::Reach,
     reach_errors: Vec<Diagnostic>,
     regions: Vec<RegionSite>,
-    /// Whether regions get kernel entries: not in a library's device crate outlined for a dependent package.
+    /// Whether regions get kernel entries and `#[declare_target]` statics are exported: not in a library's device
+    /// crate outlined for a dependent package.
     entries: bool,
+    /// The exported symbols of `#[declare_target]` statics.
+    globals: Vec<String>,
     /// What each offload-aware library's device crate keeps, by the name code gives the library.
     dep_kept: HashMap<String, BTreeSet<String>>,
 }
@@ -242,6 +247,7 @@ impl<'a> Outliner<'a> {
             reach_errors,
             regions: Vec::new(),
             entries: true,
+            globals: Vec::new(),
             dep_kept: HashMap::new(),
         }
     }
@@ -259,6 +265,7 @@ impl<'a> Outliner<'a> {
             root: self.tree.mirror_path(0),
             files,
             regions: self.regions,
+            globals: self.globals,
             kept: self.kept,
         }
     }
@@ -330,7 +337,10 @@ impl<'a> Outliner<'a> {
                 Item::Mod(md) => self.mirror_mod(index, f, md, module_path, m, diags),
                 _ => {
                     if let Some(attrs) = declare_target_attrs(item) {
-                        keep_item(m, item, attrs)
+                        keep_item(m, item, attrs);
+                        if let Item::Static(st) = item {
+                            self.export_global(m, st, module_path);
+                        }
                     } else if self.reach.kept.contains(&reach::site(index, item)) {
                         keep_item(m, item, item_attrs(item))
                     }
@@ -377,6 +387,19 @@ impl<'a> Outliner<'a> {
             line: func.sig.ident.span().start().line,
         });
         Some(entry)
+    }
+
+    /// A `#[declare_target] static`: exported under the symbol its offload entry names, where the runtime finds the
+    /// image's copy. A library's device crate outlined for a dependent exports nothing: the library's own image
+    /// holds the copy its entry pairs with.
+    fn export_global(&mut self, m: &mut Mirror, st: &syn::ItemStatic, module_path: &[String]) {
+        if !self.entries {
+            return;
+        }
+        let symbol = mangle_string(&format!("{}::{}", module_path.join("::"), st.ident));
+        let at = m.range(st.span()).start;
+        m.insert(at, format!("#[export_name = {symbol:?}] "));
+        self.globals.push(symbol);
     }
 
     /// `#[target]` on a method, which has no free function to outline.

@@ -4,8 +4,10 @@
 use super::observed::ObservedDevice;
 use super::present::MappingTable;
 use crate::observe::{self, ImageName, Watch};
-use crate::plugin::{Kernel, PluginError};
+use crate::plugin::{Kernel, LoadedImageOps, PluginError};
 use crate::registry::{descriptor, entry_symbol, Image};
+use offload_model::abi::map_type::HOST_ATOMIC_SHIFT;
+use offload_model::fatbin::OffloadEntry;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -67,7 +69,7 @@ impl DeviceEntry {
             let missing = kernels
                 .iter()
                 .zip(desc.entries)
-                .any(|(k, e)| k.is_none() && e.data == image.package_tag);
+                .any(|(k, e)| k.is_none() && !e.is_global() && e.data == image.package_tag);
             if outranked && !missing {
                 continue;
             }
@@ -85,6 +87,15 @@ impl DeviceEntry {
             observe::image_loaded(start, self.number, self.plugin, name, failed);
             let Ok(loaded) = result else { continue };
             for (slot, entry) in kernels.iter_mut().zip(desc.entries) {
+                if entry.is_global() {
+                    // The package's best image holds the copy every kernel of it uses.
+                    if entry.data == image.package_tag && !outranked {
+                        if let Err(e) = self.map_global(&*loaded, entry) {
+                            observe::kernel_lookup_failed(w, self.number, self.plugin, &e);
+                        }
+                    }
+                    continue;
+                }
                 // Another package's image may hold a kernel of the same name (two versions of a crate).
                 if slot.is_none() && entry.data == image.package_tag {
                     *slot = loaded
@@ -99,10 +110,52 @@ impl DeviceEntry {
         kernels
     }
 
+    /// Makes a device global (OpenMP's `declare target` variable) present: the host static at the entry's address
+    /// maps to `image`'s copy, which starts from the host value. A static without interior mutability never changes,
+    /// so the image's copy (its initializer, which may be in read-only memory) is what regions read, and the present
+    /// mapping is a copy of its own that updates may write harmlessly.
+    fn map_global(
+        &self,
+        image: &dyn LoadedImageOps,
+        entry: &OffloadEntry,
+    ) -> Result<(), PluginError> {
+        let symbol = entry_symbol(entry);
+        let (host, size) = (entry.address as usize, entry.size as usize);
+        let lookup = |reason: String| PluginError::Lookup {
+            symbol: symbol.to_string_lossy().into_owned(),
+            reason,
+        };
+        let global = image
+            .global(symbol)?
+            .ok_or_else(|| lookup("the image has no such global: rebuild it".into()))?;
+        if let Some(s) = global.size.filter(|&s| s != size) {
+            return Err(lookup(format!(
+                "the image's copy is {s} bytes, the host's static {size}"
+            )));
+        }
+        let atomic = u64::from(entry.flags);
+        let tgt = if atomic != 0 {
+            global.address
+        } else {
+            self.alloc(size, 16)?
+        };
+        // SAFETY: the host static is `size` readable bytes (its atomics read atomically, per the map type's bits),
+        // and `tgt` is the image's copy of it or an allocation of `size` bytes.
+        unsafe { self.submit(tgt, host, size, atomic << HOST_ATOMIC_SHIFT)? };
+        let mut table = self.mapping.lock().unwrap_or_else(|p| p.into_inner());
+        table
+            .associate(host, size, tgt)
+            .map_err(|e| lookup(e.to_string()))
+    }
+
     /// The device's present table. A panic while it was held cannot have left it half-updated (each operation is
-    /// one insert or remove), so a poisoned lock is taken over.
+    /// one insert or remove), so a poisoned lock is taken over. Where the program has device globals, the device's
+    /// images are loaded first, which makes them present.
     #[inline]
     pub fn table(&self) -> MutexGuard<'_, MappingTable> {
+        if descriptor().has_globals {
+            self.kernels.get_or_init(|| self.load_images());
+        }
         self.mapping.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -113,5 +166,95 @@ impl DeviceEntry {
 
     pub fn mark_lost(&self) {
         self.lost.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::fake::FakeDevice;
+    use crate::plugin::interface::Global;
+    use offload_model::fatbin::OffloadEntry;
+    use std::ffi::CStr;
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+    /// An image whose one global is a block of the fake device's memory.
+    struct OneGlobal(Option<Global>);
+
+    impl LoadedImageOps for OneGlobal {
+        fn kernel(&self, _: &CStr) -> Result<Option<Kernel>, PluginError> {
+            Ok(None)
+        }
+        fn global(&self, _: &CStr) -> Result<Option<Global>, PluginError> {
+            Ok(self.0)
+        }
+    }
+
+    static COUNTS: [AtomicU32; 2] = [AtomicU32::new(7), AtomicU32::new(9)];
+    static TABLE: [u16; 3] = [1, 2, 3];
+
+    fn entry<T>(host: &'static T, host_atomic: u32) -> OffloadEntry {
+        OffloadEntry::global(
+            host as *const T as *const _,
+            b"__omp_offloading_rs_1g\0",
+            size_of::<T>(),
+            host_atomic,
+            0,
+        )
+    }
+
+    #[test]
+    fn an_atomic_global_maps_to_the_images_copy_which_starts_from_the_host_value() {
+        let fake = FakeDevice::default();
+        let dev = DeviceEntry::new(fake.observed());
+        let copy = dev.alloc(8, 8).unwrap();
+        let image = OneGlobal(Some(Global {
+            address: copy,
+            size: Some(8),
+        }));
+        COUNTS[1].store(11, Relaxed);
+        dev.map_global(&image, &entry(&COUNTS, 4)).unwrap();
+        let host = COUNTS.as_ptr() as usize;
+        assert_eq!(dev.mapping.lock().unwrap().lookup(host, 8), Some(copy));
+        let want: Vec<u8> = [7u32, 11].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        assert_eq!(fake.read(copy, 8), want);
+    }
+
+    #[test]
+    fn a_global_without_interior_mutability_maps_to_a_copy_of_its_own() {
+        let fake = FakeDevice::default();
+        let dev = DeviceEntry::new(fake.observed());
+        // The image's copy may be read-only: it is neither written nor mapped.
+        let image = OneGlobal(Some(Global {
+            address: 0xdead_0000,
+            size: None,
+        }));
+        dev.map_global(&image, &entry(&TABLE, 0)).unwrap();
+        let tgt = dev
+            .mapping
+            .lock()
+            .unwrap()
+            .lookup(TABLE.as_ptr() as usize, 6)
+            .unwrap();
+        assert_ne!(tgt, 0xdead_0000);
+        assert_eq!(fake.read(tgt, 6), [1, 0, 2, 0, 3, 0]);
+    }
+
+    #[test]
+    fn a_missing_or_mis_sized_global_is_an_error_and_maps_nothing() {
+        let fake = FakeDevice::default();
+        let dev = DeviceEntry::new(fake.observed());
+        let missing = dev.map_global(&OneGlobal(None), &entry(&COUNTS, 4));
+        assert!(missing.unwrap_err().to_string().contains("no such global"));
+        let wrong = OneGlobal(Some(Global {
+            address: dev.alloc(4, 4).unwrap(),
+            size: Some(4),
+        }));
+        let e = dev.map_global(&wrong, &entry(&COUNTS, 4)).unwrap_err();
+        assert!(
+            e.to_string().contains("4 bytes, the host's static 8"),
+            "{e}"
+        );
+        assert_eq!(dev.mapping.lock().unwrap().len(), 0);
     }
 }

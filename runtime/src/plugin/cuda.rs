@@ -16,8 +16,8 @@ use crate::plugin::discovery::{guarded, opened};
 use crate::plugin::error::PluginError;
 use crate::plugin::gpu;
 use crate::plugin::interface::{
-    Arg, Device, DeviceDescription, DevicePtr, Discovered, Kernel, LaunchParams, LoadedImage,
-    LoadedImageOps, Plugin,
+    Arg, Device, DeviceDescription, DevicePtr, Discovered, Global, Kernel, LaunchParams,
+    LoadedImage, LoadedImageOps, Plugin,
 };
 use crate::registry::Image;
 use cudarc::driver::result::{self, DriverError};
@@ -678,6 +678,25 @@ impl LoadedImageOps for CudaImage {
                 Ok(f) => Ok(Some(Kernel(f as usize))),
                 Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
                 Err(e) => Err(failed(fail("cuModuleGetFunction", e))),
+            }
+        }
+    }
+
+    fn global(&self, symbol: &CStr) -> Result<Option<Global>, PluginError> {
+        let failed = |reason: String| PluginError::Lookup {
+            symbol: symbol.to_string_lossy().into_owned(),
+            reason,
+        };
+        // SAFETY: as for `kernel`.
+        unsafe {
+            result::ctx::set_current(self.ctx).map_err(|e| failed(fail("cuCtxSetCurrent", e)))?;
+            match result::module::get_global(self.module, symbol.to_owned()) {
+                Ok((address, bytes)) => Ok(Some(Global {
+                    address: address as DevicePtr,
+                    size: Some(bytes),
+                })),
+                Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
+                Err(e) => Err(failed(fail("cuModuleGetGlobal", e))),
             }
         }
     }

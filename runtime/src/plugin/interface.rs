@@ -140,10 +140,21 @@ pub trait Device: Send + Sync {
     ) -> Result<(), PluginError>;
 }
 
-/// A loaded image: finds kernels by symbol.
+/// A loaded image: finds kernels and device globals by symbol.
 pub trait LoadedImageOps: Send + Sync {
     /// The kernel named `symbol`; `Ok(None)` if the image has none by that name.
     fn kernel(&self, symbol: &CStr) -> Result<Option<Kernel>, PluginError>;
+    /// The device address of the global variable named `symbol` (a `#[declare_target] static`'s copy) and its size
+    /// where the image records it; `Ok(None)` if the image has none by that name.
+    fn global(&self, symbol: &CStr) -> Result<Option<Global>, PluginError>;
+}
+
+/// A global variable of a loaded image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Global {
+    pub address: DevicePtr,
+    /// Its size in bytes, where the image says (a shared object's `dlsym` does not).
+    pub size: Option<usize>,
 }
 
 pub type LoadedImage = Box<dyn LoadedImageOps>;

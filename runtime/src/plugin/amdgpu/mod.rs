@@ -56,8 +56,8 @@ use super::discovery::{guarded, opened};
 use super::error::PluginError;
 use super::gpu;
 use super::interface::{
-    Arg, Device, DeviceDescription, DevicePtr, Discovered, Kernel, LaunchParams, LoadedImage,
-    LoadedImageOps, Plugin,
+    Arg, Device, DeviceDescription, DevicePtr, Discovered, Global, Kernel, LaunchParams,
+    LoadedImage, LoadedImageOps, Plugin,
 };
 use crate::registry::Image;
 use std::ffi::CStr;
@@ -258,6 +258,20 @@ impl LoadedImageOps for AmdGpuImage {
     fn kernel(&self, symbol: &CStr) -> Result<Option<Kernel>, PluginError> {
         self.find(symbol)
             .map(|found| found.map(Kernel))
+            .map_err(|e| PluginError::Lookup {
+                symbol: symbol.to_string_lossy().into_owned(),
+                reason: e.to_string(),
+            })
+    }
+
+    fn global(&self, symbol: &CStr) -> Result<Option<Global>, PluginError> {
+        self.variable(symbol)
+            .map(|found| {
+                found.map(|v| Global {
+                    address: v.address,
+                    size: Some(v.size as usize),
+                })
+            })
             .map_err(|e| PluginError::Lookup {
                 symbol: symbol.to_string_lossy().into_owned(),
                 reason: e.to_string(),

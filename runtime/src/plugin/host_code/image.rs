@@ -1,7 +1,7 @@
 //! Loading a host-compiled image (an x86_64 shared object) from memory: a memfd, never a temporary file.
 
 use crate::plugin::error::PluginError;
-use crate::plugin::interface::{Kernel, LoadedImageOps};
+use crate::plugin::interface::{DevicePtr, Global, Kernel, LoadedImageOps};
 use crate::registry::Image;
 use std::ffi::{c_void, CStr, CString};
 use std::io::Write;
@@ -28,6 +28,14 @@ impl LoadedImageOps for SharedObject {
     fn kernel(&self, symbol: &CStr) -> Result<Option<Kernel>, PluginError> {
         let p = self.symbol(symbol);
         Ok((!p.is_null()).then_some(Kernel(p as usize)))
+    }
+
+    fn global(&self, symbol: &CStr) -> Result<Option<Global>, PluginError> {
+        let p = self.symbol(symbol);
+        Ok((!p.is_null()).then_some(Global {
+            address: p as DevicePtr,
+            size: None,
+        }))
     }
 }
 
