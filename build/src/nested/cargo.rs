@@ -18,6 +18,7 @@ pub(super) fn run_cargo(
     recipe: &Recipe,
     flags: &str,
     image: &str,
+    workspace_root: &Path,
 ) -> Result<(), Error> {
     let cargo = &recipe.cargo;
     let mut cmd = Command::new(cargo);
@@ -90,7 +91,7 @@ pub(super) fn run_cargo(
                     println!("cargo:warning=[device {}] {l}", target.key());
                 }
             }
-            Some("error") => errors.push_str(rendered),
+            Some("error") => errors.push_str(&render_error(&msg["message"], workspace_root)),
             _ => {}
         }
     }
@@ -105,6 +106,82 @@ pub(super) fn run_cargo(
         image: format!("package `{image}` ({})", target.triple()),
         output: errors,
     })
+}
+
+/// A device-build error as rustc renders it, but quoting the user's source: the device crate keeps every item on its
+/// line, so a span's line is the user's, but a region's body is there as lowered (views, loop drivers), which the
+/// user never wrote. A span whose text differs from the user's line is underlined whole, with its label; one in the
+/// code offload appends (kernel entries) or in a file the user does not have says so instead of quoting it.
+fn render_error(msg: &serde_json::Value, workspace_root: &Path) -> String {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let mut out = match msg["code"]["code"].as_str() {
+        Some(code) => format!("error[{code}]: {}\n", text(&msg["message"])),
+        None => format!("error: {}\n", text(&msg["message"])),
+    };
+    let spans = msg["spans"].as_array().cloned().unwrap_or_default();
+    for span in spans
+        .iter()
+        .filter(|s| s["is_primary"].as_bool() == Some(true))
+    {
+        let file = text(&span["file_name"]);
+        let line = span["line_start"].as_u64().unwrap_or(0) as usize;
+        let (start, end) = (
+            span["column_start"].as_u64().unwrap_or(1) as usize,
+            span["column_end"].as_u64().unwrap_or(1) as usize,
+        );
+        let label = text(&span["label"]);
+        let path = Path::new(&file);
+        let abs = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            workspace_root.join(path)
+        };
+        let user_line = std::fs::read_to_string(&abs)
+            .ok()
+            .and_then(|src| src.lines().nth(line.saturating_sub(1)).map(String::from));
+        let compiled = span["text"][0]["text"].as_str();
+        let num = line.to_string();
+        let pad = " ".repeat(num.len());
+        match user_line {
+            // Kept as written: rustc's columns are the user's.
+            Some(l) if compiled == Some(l.as_str()) => {
+                out.push_str(&format!("{pad}--> {file}:{line}:{start}\n"));
+                let width = end.saturating_sub(start).max(1);
+                out.push_str(&format!(
+                    "{pad} |\n{num} | {l}\n{pad} | {}{} {label}\n",
+                    " ".repeat(start.saturating_sub(1)),
+                    "^".repeat(width)
+                ));
+            }
+            // A region's body as offload lowered it: the user's line, whole. (Code appended after the user's line,
+            // the module's kernel entries, is offload's own.)
+            Some(l)
+                if !l.trim().is_empty()
+                    && compiled.is_some_and(|c| !(c.starts_with(l.as_str()) && start > l.len())) =>
+            {
+                let indent = l.len() - l.trim_start().len();
+                out.push_str(&format!("{pad}--> {file}:{line}:{}\n", indent + 1));
+                out.push_str(&format!(
+                    "{pad} |\n{num} | {l}\n{pad} | {}{} {label}\n{pad} = note: in this line as the device \
+                     compiles it (a region's body is lowered for the device: its columns are not yours)\n",
+                    " ".repeat(indent),
+                    "^".repeat(l.trim().len().max(1))
+                ));
+            }
+            _ => out.push_str(&format!(
+                "{pad}--> {file}:{line}\n{pad} = note: in code offload generated for the device ({label})\n"
+            )),
+        }
+    }
+    for child in msg["children"].as_array().into_iter().flatten() {
+        let level = child["level"].as_str().unwrap_or("note");
+        let m = text(&child["message"]);
+        if !m.is_empty() {
+            out.push_str(&format!("  = {level}: {m}\n"));
+        }
+    }
+    out.push('\n');
+    out
 }
 
 /// Source files a dep-info file lists, except the generated ones.
@@ -151,4 +228,82 @@ pub(super) fn profile_env(target: &DeviceTarget) -> Vec<(&'static str, String)> 
         ("CARGO_PROFILE_RELEASE_DEBUG", "false".into()),
         ("CARGO_PROFILE_RELEASE_STRIP", "none".into()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render_error;
+    use serde_json::json;
+
+    /// A rustc error at `line` of `src/main.rs`, whose compiled text is `compiled`.
+    fn error(line: usize, start: usize, end: usize, compiled: &str) -> serde_json::Value {
+        json!({
+            "message": "mismatched types",
+            "code": {"code": "E0308"},
+            "spans": [{
+                "file_name": "src/main.rs", "line_start": line, "column_start": start, "column_end": end,
+                "is_primary": true, "label": "expected `f64`, found `f32`", "text": [{"text": compiled}]
+            }],
+            "children": [{"level": "help", "message": "convert it", "spans": []}]
+        })
+    }
+
+    fn workspace() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("offload-render-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::write(
+            dir.join("src/main.rs"),
+            "fn f(x: &mut [f64], k: f32) {\n    x[0] = x[1] * k;\n    let y: f64 = k;\n}\n",
+        )
+        .unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_lowered_line_is_quoted_as_the_user_wrote_it() {
+        let ws = workspace();
+        let lowered = "    x[:: offload :: __view :: Own :: at (& __offload_t, 0)] = x[1] * k;";
+        let out = render_error(&error(2, 60, 61, lowered), &ws);
+        assert!(out.starts_with("error[E0308]: mismatched types\n"), "{out}");
+        assert!(out.contains(" --> src/main.rs:2:5\n"), "{out}");
+        assert!(out.contains("2 |     x[0] = x[1] * k;\n"), "{out}");
+        assert!(out.contains("^^^^^^^^^^^^^^^^ expected `f64`"), "{out}");
+        assert!(!out.contains("__offload"), "{out}");
+        assert!(out.contains("= help: convert it"), "{out}");
+    }
+
+    #[test]
+    fn a_line_kept_as_written_keeps_rustcs_columns() {
+        let ws = workspace();
+        let out = render_error(&error(3, 18, 19, "    let y: f64 = k;"), &ws);
+        assert!(out.contains(" --> src/main.rs:3:18\n"), "{out}");
+        assert!(
+            out.contains("3 |     let y: f64 = k;\n  |                  ^ expected"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn generated_code_is_named_not_quoted() {
+        let ws = workspace();
+        let out = render_error(
+            &error(9, 1, 4, "#[no_mangle] pub unsafe extern \"C\" fn k()"),
+            &ws,
+        );
+        assert!(
+            out.contains("in code offload generated for the device"),
+            "{out}"
+        );
+        assert!(!out.contains("no_mangle"), "{out}");
+        // A kernel entry appended to the module's last line.
+        let out = render_error(
+            &error(4, 30, 40, "} #[no_mangle] pub unsafe extern \"C\" fn k()"),
+            &ws,
+        );
+        assert!(
+            out.contains("in code offload generated for the device"),
+            "{out}"
+        );
+        assert!(!out.contains("no_mangle"), "{out}");
+    }
 }

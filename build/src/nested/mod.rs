@@ -80,7 +80,13 @@ pub fn build_images(
         dir,
         ws: &ws,
     };
-    let fresh = build.compile()?;
+    let fresh = build.compile().map_err(|e| match e {
+        Error::DeviceBuild { image, output } => Error::DeviceBuild {
+            output: format!("{output}{}", outlined.explain(&output)),
+            image,
+        },
+        e => e,
+    })?;
     let mut images = Vec::new();
     for group in &ws.groups {
         images.extend(link::group_images(&build, outlined, group, fresh)?);
@@ -126,6 +132,7 @@ impl Build<'_> {
                 self.recipe,
                 &self.flags(v),
                 &self.pkg.name,
+                &self.pkg.workspace_root,
             )?;
             crate::progress::status(
                 "Compiling",

@@ -50,6 +50,8 @@ pub struct DeviceCrate {
     pub regions: Vec<RegionSite>,
     /// The exported symbols of its `#[declare_target]` statics (device globals).
     pub globals: Vec<String>,
+    /// Methods left out of the impls it keeps, and why.
+    pub left_out: Vec<reach::LeftOut>,
     /// Names of its kept items and of its modules: what another crate's `use` of it can name.
     pub kept: BTreeSet<String>,
 }
@@ -67,6 +69,27 @@ pub struct Outlined {
 impl Outlined {
     pub fn regions(&self) -> impl Iterator<Item = &RegionSite> {
         self.crates.iter().flat_map(|c| &c.regions)
+    }
+
+    /// Notes for a failed device build's `output`: why each method it cannot find was left out of the device
+    /// crate.
+    pub fn explain(&self, output: &str) -> String {
+        let mut notes = String::new();
+        let left_out = self
+            .crates
+            .iter()
+            .chain(self.libraries.iter().map(|(_, c)| c))
+            .flat_map(|c| &c.left_out);
+        let mut seen = BTreeSet::new();
+        for l in left_out {
+            if output.contains(&format!("no method named `{}`", l.name)) && seen.insert(&l.what) {
+                notes.push_str(&format!(
+                    "note: offload left `{}` out of the device build: it uses {}; region code cannot call it\n",
+                    l.what, l.why
+                ));
+            }
+        }
+        notes
     }
 }
 
@@ -266,6 +289,7 @@ impl<'a> Outliner<'a> {
             files,
             regions: self.regions,
             globals: self.globals,
+            left_out: std::mem::take(&mut self.reach.left_out),
             kept: self.kept,
         }
     }

@@ -36,8 +36,22 @@ pub struct Reach {
     pub kept: HashSet<Site>,
     /// Methods of kept impls left out, by their own site.
     pub dropped: HashSet<Site>,
+    /// The same methods, for the device build's messages.
+    pub left_out: Vec<LeftOut>,
     /// Names of kept items.
     pub names: HashSet<String>,
+}
+
+/// A method left out of a kept impl because a device cannot have it: region code calling it fails in the device
+/// build, whose message then says why.
+#[derive(Debug, Clone)]
+pub struct LeftOut {
+    /// The method's name, as rustc's "no method named `NAME`" says it.
+    pub name: String,
+    /// `Grid::dump`.
+    pub what: String,
+    /// What it uses that a device has not.
+    pub why: String,
 }
 
 /// An item of the package, with what it is called and the module file it is in.
@@ -116,8 +130,19 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
                     continue;
                 }
                 for it in &i.items {
-                    if !root && host_only(&it.to_token_stream(), &hc, e.file).is_some() {
+                    let why = (!root)
+                        .then(|| host_only(&it.to_token_stream(), &hc, e.file))
+                        .flatten();
+                    if let Some(why) = why {
                         out.dropped.insert(site(e.file, it));
+                        if let syn::ImplItem::Fn(f) = it {
+                            out.left_out.push(LeftOut {
+                                name: f.sig.ident.to_string(),
+                                what: format!("{}::{}", i.self_ty.to_token_stream(), f.sig.ident)
+                                    .replace(' ', ""),
+                                why: why.what,
+                            });
+                        }
                     } else {
                         uses.visit_impl_item(it);
                     }
