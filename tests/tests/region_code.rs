@@ -119,6 +119,42 @@ fn unmarked_consts_statics_functions_types_and_macros_reach_the_device() {
     }
 }
 
+fn halve(v: f64) -> f64 {
+    v / 2.0
+}
+
+fn triple(v: f64) -> f64 {
+    v * 3.0
+}
+
+/// Functions as values: a `fn` pointer chosen at run time, and a closure passed to a generic helper.
+fn apply_each(f: fn(f64) -> f64, g: impl Fn(f64) -> f64, v: f64) -> f64 {
+    g(f(v))
+}
+
+#[target(teams_distribute_parallel_for, if(on_device))]
+fn through_fn_values(on_device: bool, pick: u32, x: &[f64], y: &mut [f64]) {
+    let f: fn(f64) -> f64 = if pick == 0 { halve } else { triple };
+    for i in 0..y.len() {
+        y[i] = apply_each(f, |v| v + 1.0, x[i]);
+    }
+}
+
+#[test]
+fn functions_passed_as_values_reach_the_device() {
+    let x: Vec<f64> = (0..64).map(|i| i as f64).collect();
+    for on_device in [true, false] {
+        for (pick, k) in [(0, 0.5), (1, 3.0)] {
+            let mut y = vec![0.0; 64];
+            through_fn_values(on_device, pick, &x, &mut y);
+            assert!(
+                y.iter().zip(&x).all(|(&y, &x)| y == x * k + 1.0),
+                "device {on_device}: {y:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn user_traits_default_methods_and_generic_helpers_reach_the_device() {
     let xs32: Vec<f32> = (1..=4).map(|i| i as f32).collect();
