@@ -119,6 +119,55 @@ fn unmarked_consts_statics_functions_types_and_macros_reach_the_device() {
     }
 }
 
+/// Device items a `macro_rules!` writes: a function and a type, reached by the names the invocations give them.
+macro_rules! scaler {
+    ($name:ident, $k:expr) => {
+        fn $name(v: f64) -> f64 {
+            v * $k
+        }
+    };
+}
+macro_rules! pair_type {
+    ($name:ident, $t:ty) => {
+        #[derive(Clone, Copy)]
+        struct $name {
+            a: $t,
+            b: $t,
+        }
+        impl $name {
+            fn sum(self) -> $t {
+                self.a + self.b
+            }
+        }
+    };
+}
+scaler!(quadruple, 4.0);
+pair_type!(PairF64, f64);
+
+#[target(teams_distribute_parallel_for, if(on_device))]
+fn macro_written(on_device: bool, x: &[f64], y: &mut [f64]) {
+    for i in 0..y.len() {
+        y[i] = PairF64 {
+            a: quadruple(x[i]),
+            b: 1.0,
+        }
+        .sum();
+    }
+}
+
+#[test]
+fn items_a_macro_writes_reach_the_device() {
+    let x: Vec<f64> = (0..64).map(|i| i as f64).collect();
+    for on_device in [true, false] {
+        let mut y = vec![0.0; 64];
+        macro_written(on_device, &x, &mut y);
+        assert!(
+            y.iter().zip(&x).all(|(&y, &x)| y == 4.0 * x + 1.0),
+            "device {on_device}: {y:?}"
+        );
+    }
+}
+
 fn halve(v: f64) -> f64 {
     v / 2.0
 }

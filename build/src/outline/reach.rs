@@ -69,9 +69,31 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
     }
     let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
     let mut impls_of: HashMap<String, Vec<usize>> = HashMap::new();
+    // Item-level invocations of the package's macros, by the identifiers in their arguments: `make_scale!(triple,
+    // 3.0)` likely writes `fn triple`, which no item of the source is named.
+    let mut by_argument: HashMap<String, Vec<usize>> = HashMap::new();
     for (k, e) in entries.iter().enumerate() {
         if let Some(n) = name(e.item) {
             by_name.entry(n).or_default().push(k);
+        }
+    }
+    let package_macro = |m: &syn::ItemMacro| {
+        m.mac.path.get_ident().is_some_and(|i| {
+            by_name.get(&i.to_string()).is_some_and(|v| {
+                v.iter()
+                    .any(|&j| matches!(entries[j].item, Item::Macro(d) if d.ident.is_some()))
+            })
+        })
+    };
+    for (k, e) in entries.iter().enumerate() {
+        if let Item::Macro(m) = e.item {
+            if m.ident.is_none() && package_macro(m) {
+                let mut args = HashSet::new();
+                idents(&m.mac.tokens, &mut args);
+                for a in args {
+                    by_argument.entry(a).or_default().push(k);
+                }
+            }
         }
         if let Item::Impl(i) = e.item {
             for n in impl_names(i) {
@@ -169,6 +191,9 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
             .filter(|n| !uses.locals.contains(*n) && !external[e.file].contains_key(*n));
         for n in names.chain(&uses.paths) {
             next.extend(by_name.get(n).into_iter().flatten());
+            if !by_name.contains_key(n) {
+                next.extend(by_argument.get(n).into_iter().flatten());
+            }
             if matches!(
                 by_name
                     .get(n)
@@ -203,12 +228,11 @@ fn index<'a>(items: &'a [Item], file: usize, out: &mut Vec<Entry<'a>>) {
             Item::Type(i) => format!("type {}", i.ident),
             Item::Trait(i) => format!("trait {}", i.ident),
             Item::Impl(i) => format!("impl {}", i.self_ty.to_token_stream()),
-            Item::Macro(m) if m.ident.is_some() => {
-                format!(
-                    "macro_rules! {}",
-                    m.ident.as_ref().map(|i| i.to_string()).unwrap_or_default()
-                )
-            }
+            Item::Macro(m) => match &m.ident {
+                Some(i) => format!("macro_rules! {i}"),
+                // An invocation writing items.
+                None => format!("{}!(..)", m.mac.path.to_token_stream()).replace(' ', ""),
+            },
             Item::Mod(m) => {
                 if let Some((_, inner)) = &m.content {
                     index(inner, file, out);
@@ -541,8 +565,11 @@ impl<'ast> Visit<'ast> for Uses {
     }
 
     fn visit_item_macro(&mut self, m: &'ast syn::ItemMacro) {
-        // A `macro_rules!` body names what its expansions use.
+        // A `macro_rules!` body names what its expansions use; an invocation names its macro too.
         idents(&m.mac.tokens, &mut self.names);
+        if m.ident.is_none() {
+            self.visit_path(&m.mac.path);
+        }
     }
 }
 
