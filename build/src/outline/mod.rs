@@ -71,7 +71,7 @@ impl Outlined {
         self.crates.iter().flat_map(|c| &c.regions)
     }
 
-    /// Notes for a failed device build's `output`: why each method it cannot find was left out of the device
+    /// Notes for a failed device build's `output`: why each method or item it cannot find was left out of the device
     /// crate.
     pub fn explain(&self, output: &str) -> String {
         let mut notes = String::new();
@@ -81,8 +81,16 @@ impl Outlined {
             .chain(self.libraries.iter().map(|(_, c)| c))
             .flat_map(|c| &c.left_out);
         let mut seen = BTreeSet::new();
+        // rustc's words for a missing method, function, value, type or macro.
+        let missing = |name: &str| {
+            output.lines().any(|line| {
+                line.starts_with("error")
+                    && (line.contains(&format!("no method named `{name}`"))
+                        || (line.contains("cannot find") && line.contains(&format!("`{name}`"))))
+            })
+        };
         for l in left_out {
-            if output.contains(&format!("no method named `{}`", l.name)) && seen.insert(&l.what) {
+            if missing(&l.name) && seen.insert(&l.what) {
                 notes.push_str(&format!(
                     "note: offload left `{}` out of the device build: it uses {}; region code cannot call it\n",
                     l.what, l.why

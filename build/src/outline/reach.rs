@@ -3,7 +3,7 @@
 //! `#[declare_target]` items, every name their code uses (paths, types, macros; not its own local bindings) that
 //! names an item of the package reaches that item; a reached type or trait reaches its impls. Names are matched
 //! without resolving modules, so a name shared by two items reaches both: harmless, unless one of them cannot go to
-//! a device, which is then reported as reached.
+//! a device, which is then left out (a device build that needed it says why).
 //!
 //! What cannot go to a device (it uses `std`, `alloc` or their prelude: `Vec`, `String`, `format!`, ..; `print!` and
 //! `println!` are offload-device's there) is an error
@@ -42,13 +42,13 @@ pub struct Reach {
     pub names: HashSet<String>,
 }
 
-/// A method left out of a kept impl because a device cannot have it: region code calling it fails in the device
-/// build, whose message then says why.
+/// A method left out of a kept impl, or an item reached only by a name a device-capable item shares, because a
+/// device cannot have it: region code using it fails in the device build, whose message then says why.
 #[derive(Debug, Clone)]
 pub struct LeftOut {
-    /// The method's name, as rustc's "no method named `NAME`" says it.
+    /// Its name, as rustc's "no method named `NAME`" or "cannot find function `NAME`" says it.
     pub name: String,
-    /// `Grid::dump`.
+    /// `Grid::dump`, `fn helper`.
     pub what: String,
     /// What it uses that a device has not.
     pub why: String,
@@ -172,7 +172,17 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
             }
             item => {
                 if let Some(why) = not_device(item, root, &hc, e.file) {
-                    diags.push(cannot_go(pkg, tree, &entries, &from, k, &why));
+                    // Reached by a name another item of the package shares: region code may mean the other one,
+                    // so this one stays out, and a device build that needed it says why.
+                    let shared = name(item).filter(|n| by_name.get(n).is_some_and(|v| v.len() > 1));
+                    match shared {
+                        Some(n) if !root => out.left_out.push(LeftOut {
+                            name: n,
+                            what: e.what.clone(),
+                            why: why.what,
+                        }),
+                        _ => diags.push(cannot_go(pkg, tree, &entries, &from, k, &why)),
+                    }
                     continue;
                 }
                 uses.visit_item(item);
