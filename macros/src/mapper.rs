@@ -67,7 +67,8 @@ fn expand(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
             }
             FieldKind::Value => {
                 raw_tys.push(ty.to_token_stream());
-                raw_parts.push(quote!((*this).#id));
+                // Read, not moved: a value that is not `Copy` gets only the `Firstprivate` error below.
+                raw_parts.push(quote!(::core::ptr::read(&raw const (*this).#id)));
                 rebuilt.push(quote!(#id: raw.#k));
                 checks.push(quote_spanned!(ty.span()=> #p::assert_firstprivate::<#ty>();));
                 maps.push(quote!(
@@ -87,7 +88,11 @@ fn expand(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
                  parallel body writes only at each iteration's own elements, and keep `&` slices and values in \
                  `{name}`",
                 id = f.ident,
-                ty = f.ty.to_token_stream().to_string().replace(" ", ""),
+                ty = match &f.kind {
+                    FieldKind::Slice { elem, .. } => format!("&mut [{}]", elem.to_token_stream()),
+                    FieldKind::Ref { ty, .. } => format!("&mut {}", ty.to_token_stream()),
+                    FieldKind::Value => f.ty.to_token_stream().to_string(),
+                },
                 lower = name.to_string().to_lowercase(),
             );
             quote!(::core::option::Option::Some(#msg))

@@ -83,6 +83,7 @@ pub struct Axpy<'a> {
     x: &'a [f64],
     y: &'a [f64],
     a: f64,
+    n: usize,
 }
 
 #[target(
@@ -92,7 +93,8 @@ pub struct Axpy<'a> {
     if(on_device)
 )]
 fn axpy(on_device: bool, p: Axpy<'_>, out: &mut [f64]) {
-    for i in 0..out.len() {
+    // The struct's fields are the same in every thread, so they may bound the loop.
+    for i in 0..p.n.min(p.x.len()) {
         out[i] = p.a * p.x[i] + p.y[i];
     }
 }
@@ -109,6 +111,7 @@ fn a_work_shared_loop_reads_a_struct_and_writes_its_own_output() {
                 x: &x,
                 y: &y,
                 a: 2.0,
+                n: 1001,
             },
             &mut out,
         );

@@ -10,6 +10,8 @@ use super::maplist::MapArg;
 /// Implemented by `#[derive(offload::Mapper)]`; not meant to be implemented by hand.
 ///
 /// # Safety
+/// - [`Mapper::Raw`] holds raw pointers and `Firstprivate` values only, so reading it twice (a parallel fallback
+///   rebuilds the struct in each thread) duplicates nothing that owns.
 /// - [`Mapper::raw`] returns, per slice or object field, a raw pointer derived from that field's own reference
 ///   (covering exactly its data), and per value field a copy; [`Mapper::from_raw`] rebuilds the struct with each
 ///   field from the same part, the reference fields as `&`/`&mut` of the pointer.
@@ -26,8 +28,9 @@ use super::maplist::MapArg;
             by value"
 )]
 pub unsafe trait Mapper: Sized {
-    /// The struct's raw parts: per slice or object field a raw pointer, per value field its value.
-    type Raw: Copy;
+    /// The struct's raw parts: per slice or object field a raw pointer, per value field its value (`Copy`, as every
+    /// `Firstprivate` type is).
+    type Raw;
     /// Why a parallel region cannot take the struct (it has a `&mut` field, naming it and the fix), or `None`.
     const PARALLEL_ERROR: Option<&'static str>;
 
@@ -57,13 +60,6 @@ pub unsafe trait Mapper: Sized {
 /// A mapper struct's raw parts, typed by the struct, so the expansion never names the struct's type.
 pub struct MapperRaw<M: Mapper>(M::Raw);
 
-impl<M: Mapper> Clone for MapperRaw<M> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<M: Mapper> Copy for MapperRaw<M> {}
-
 impl<M: Mapper> MapperRaw<M> {
     /// The raw parts of `m`, for a region call taking it (by value: the expansion moved it into a local; or its
     /// `&mut`).
@@ -77,9 +73,9 @@ impl<M: Mapper> MapperRaw<M> {
     /// # Safety
     /// As [`Mapper::from_raw`]: the struct `new` read is borrowed for the whole call, and the fallback is its only
     /// user while it runs (a parallel region's fallback shares only structs without `&mut` fields).
-    pub unsafe fn rebuild(self) -> M {
-        // SAFETY: forwarded.
-        unsafe { M::from_raw(self.0) }
+    pub unsafe fn rebuild(&self) -> M {
+        // SAFETY: forwarded; the parts are raw pointers and `Firstprivate` (so `Copy`) values, copied by the read.
+        unsafe { M::from_raw(std::ptr::read(&self.0)) }
     }
 
     /// Pushes the region's map-list entries for the struct (one per kernel argument).
