@@ -63,7 +63,9 @@ fn struct_impl(s: &syn::ItemStruct, errors: &mut Vec<syn::Error>) -> TokenStream
         errors.push(syn::Error::new(
             s.ident.span(),
             format!(
-                "`{}` holds references, so it is not plain data a device can copy: write `#[derive(offload::Mapper)]`                  instead of `#[declare_target]`, and a region taking it (`g: {}<'_>`) gets each slice field mapped                  and each other field by value",
+                "`{}` holds references, so it is not plain data a device can copy: write `#[derive(offload::Mapper)]` \
+                 instead of `#[declare_target]`, and a region taking it (`g: {}<'_>`) gets each slice field mapped \
+                 and each other field by value",
                 s.ident, s.ident
             ),
         ));
