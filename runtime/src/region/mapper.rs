@@ -118,3 +118,95 @@ pub unsafe fn mapper_data_maps<M: Mapper>(
     // SAFETY: data entries never point into `raw` (only values do, and a data construct has none).
     unsafe { M::maps(&raw, clause, false, out) }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The host side of a mapper struct's map path, with the impl `#[derive(Mapper)]` writes (written out: the derive
+    //! names `::offload`), under Miri too: the map list and the rebuilt struct derive from the same raw parts.
+    use super::*;
+    use offload_model::abi::map_type::{mapper_field, FROM, LITERAL, TARGET_PARAM, TO};
+
+    struct Grid<'a> {
+        u: &'a mut [f64],
+        coef: &'a [f64],
+        n: usize,
+    }
+
+    // SAFETY: as the derive writes it for these fields.
+    unsafe impl<'a> Mapper for Grid<'a> {
+        type Raw = (*mut [f64], *const [f64], usize);
+        const PARALLEL_ERROR: Option<&'static str> = Some("field `u` is `&mut [f64]`");
+
+        unsafe fn raw(this: *mut Self) -> Self::Raw {
+            // SAFETY: the caller's contract.
+            unsafe {
+                (
+                    &raw mut *(*this).u,
+                    &raw const *(*this).coef,
+                    std::ptr::read(&raw const (*this).n),
+                )
+            }
+        }
+
+        unsafe fn from_raw(raw: Self::Raw) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe {
+                Grid {
+                    u: &mut *raw.0,
+                    coef: &*raw.1,
+                    n: raw.2,
+                }
+            }
+        }
+
+        unsafe fn maps(raw: &Self::Raw, clause: u64, kernel: bool, out: &mut Vec<MapArg>) {
+            out.push(MapArg::slice::<f64>(raw.0, mapper_field(clause, TO | FROM)));
+            if kernel {
+                out.push(MapArg::literal(raw.0.len() as u64));
+            }
+            out.push(MapArg::slice::<f64>(raw.1, mapper_field(clause, TO)));
+            if kernel {
+                out.push(MapArg::literal(raw.1.len() as u64));
+                // SAFETY: `usize` is `Firstprivate`.
+                out.push(unsafe { MapArg::value(&raw.2) });
+            }
+        }
+    }
+
+    #[test]
+    fn a_mapper_structs_map_list_and_fallback_share_its_borrows() {
+        let coef = [2.0; 3];
+        let mut u = vec![1.0; 4];
+        let mut g = Grid {
+            u: &mut u,
+            coef: &coef,
+            n: 3,
+        };
+        let raw = MapperRaw::new(&mut g);
+        let mut maps = Vec::new();
+        // SAFETY: `raw` and `g` outlive `maps`.
+        unsafe { raw.kernel_maps(TO | FROM | TARGET_PARAM, &mut maps) };
+        assert_eq!(maps.len(), 5, "two slices and a length each, one value");
+        assert_eq!((maps[0].size, maps[0].map_type & (TO | FROM)), (32, TO | FROM));
+        assert_eq!(maps[2].map_type & (TO | FROM), TO, "a `&` field never copies back");
+        assert!(maps[1].map_type & LITERAL != 0 && maps[4].map_type & LITERAL != 0);
+        // The fallback's struct, as each thread of a fallback would rebuild it.
+        // SAFETY: `g`'s borrows outlive it; nothing else uses `u` meanwhile.
+        let h = unsafe { raw.rebuild() };
+        for i in 0..h.n {
+            h.u[i] += h.coef[i];
+        }
+        // The runtime's copy back writes through the map list's pointer after the fallback ran.
+        // SAFETY: `u` is borrowed by `g` and its entry covers it.
+        unsafe { *maps[0].begin.cast::<f64>().add(3) = 7.0 };
+        assert_eq!(g.u, [3.0, 3.0, 3.0, 7.0]);
+
+        // A data construct's `to` maps only the slices, a `from` field's copy-in dropped.
+        let mut data = Vec::new();
+        // SAFETY: `g` is live and borrowed while `data` is used.
+        unsafe { mapper_data_maps(&g, None, TO, &mut data) };
+        assert_eq!(data.len(), 2);
+        assert!(data.iter().all(|m| m.map_type & FROM == 0));
+        assert_eq!(mapper_field(FROM, TO), 0, "`from` of a `to` field is `alloc`");
+    }
+}
