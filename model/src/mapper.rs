@@ -228,3 +228,55 @@ pub fn param_form(ty: &Type) -> Option<Option<bool>> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::map_type::{mapper_field, ALWAYS, DELETE, FROM, TO};
+
+    #[test]
+    fn fields_in_declaration_order_with_their_map_types_and_arguments() {
+        let item: syn::DeriveInput = syn::parse_quote! {
+            struct Grid<'a> {
+                u: &'a mut [f64],
+                #[map(from)]
+                r: &'a mut [f64],
+                coef: &'a [f64],
+                count: &'a mut u64,
+                n: usize,
+            }
+        };
+        let f = fields(&item).unwrap();
+        let names: Vec<String> = f.iter().map(|f| f.ident.to_string()).collect();
+        assert_eq!(names, ["u", "r", "coef", "count", "n"]);
+        let maps: Vec<Option<MapType>> = f.iter().map(|f| f.map).collect();
+        assert_eq!(
+            maps,
+            [
+                Some(MapType::ToFrom),
+                Some(MapType::From),
+                Some(MapType::To),
+                Some(MapType::ToFrom),
+                None
+            ]
+        );
+        assert_eq!(f.iter().map(Field::kernel_args).sum::<usize>(), 2 + 2 + 2 + 1 + 1);
+        assert!(derives_mapper(&[syn::parse_quote!(#[derive(Clone, offload::Mapper)])]));
+    }
+
+    #[test]
+    fn a_parameter_with_a_lifetime_argument_is_a_mapper() {
+        assert_eq!(param_form(&syn::parse_quote!(Grid<'_>)), Some(None));
+        assert_eq!(param_form(&syn::parse_quote!(&mut m::Grid<'a>)), Some(Some(true)));
+        assert_eq!(param_form(&syn::parse_quote!(&'a [f64])), None);
+        assert_eq!(param_form(&syn::parse_quote!(Particle)), None);
+    }
+
+    #[test]
+    fn a_clause_combines_with_each_fields_map_type() {
+        assert_eq!(mapper_field(TO | FROM, FROM), FROM);
+        assert_eq!(mapper_field(TO, FROM), 0, "`to` of a `from` field is `alloc`");
+        assert_eq!(mapper_field(FROM | ALWAYS, TO | FROM), FROM | ALWAYS);
+        assert_eq!(mapper_field(DELETE, TO | FROM), DELETE);
+    }
+}
