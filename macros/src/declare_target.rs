@@ -58,7 +58,9 @@ fn has_repr_c(attrs: &[syn::Attribute]) -> bool {
 fn struct_impl(s: &syn::ItemStruct, errors: &mut Vec<syn::Error>) -> TokenStream {
     // A struct holding slices (C's `struct { double *p; int n; }`) is no plain data: it is a mapper.
     if s.generics.lifetimes().next().is_some()
-        || s.fields.iter().any(|f| matches!(f.ty, syn::Type::Reference(_) | syn::Type::Ptr(_)))
+        || s.fields
+            .iter()
+            .any(|f| matches!(f.ty, syn::Type::Reference(_) | syn::Type::Ptr(_)))
     {
         errors.push(syn::Error::new(
             s.ident.span(),

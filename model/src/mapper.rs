@@ -260,14 +260,22 @@ mod tests {
                 None
             ]
         );
-        assert_eq!(f.iter().map(Field::kernel_args).sum::<usize>(), 2 + 2 + 2 + 1 + 1);
-        assert!(derives_mapper(&[syn::parse_quote!(#[derive(Clone, offload::Mapper)])]));
+        assert_eq!(
+            f.iter().map(Field::kernel_args).sum::<usize>(),
+            2 + 2 + 2 + 1 + 1
+        );
+        assert!(derives_mapper(&[
+            syn::parse_quote!(#[derive(Clone, offload::Mapper)])
+        ]));
     }
 
     #[test]
     fn a_parameter_with_a_lifetime_argument_is_a_mapper() {
         assert_eq!(param_form(&syn::parse_quote!(Grid<'_>)), Some(None));
-        assert_eq!(param_form(&syn::parse_quote!(&mut m::Grid<'a>)), Some(Some(true)));
+        assert_eq!(
+            param_form(&syn::parse_quote!(&mut m::Grid<'a>)),
+            Some(Some(true))
+        );
         assert_eq!(param_form(&syn::parse_quote!(&'a [f64])), None);
         assert_eq!(param_form(&syn::parse_quote!(Particle)), None);
     }
@@ -275,7 +283,11 @@ mod tests {
     #[test]
     fn a_clause_combines_with_each_fields_map_type() {
         assert_eq!(mapper_field(TO | FROM, FROM), FROM);
-        assert_eq!(mapper_field(TO, FROM), 0, "`to` of a `from` field is `alloc`");
+        assert_eq!(
+            mapper_field(TO, FROM),
+            0,
+            "`to` of a `from` field is `alloc`"
+        );
         assert_eq!(mapper_field(FROM | ALWAYS, TO | FROM), FROM | ALWAYS);
         assert_eq!(mapper_field(DELETE, TO | FROM), DELETE);
     }

@@ -187,8 +187,15 @@ mod tests {
         // SAFETY: `raw` and `g` outlive `maps`.
         unsafe { raw.kernel_maps(TO | FROM | TARGET_PARAM, &mut maps) };
         assert_eq!(maps.len(), 5, "two slices and a length each, one value");
-        assert_eq!((maps[0].size, maps[0].map_type & (TO | FROM)), (32, TO | FROM));
-        assert_eq!(maps[2].map_type & (TO | FROM), TO, "a `&` field never copies back");
+        assert_eq!(
+            (maps[0].size, maps[0].map_type & (TO | FROM)),
+            (32, TO | FROM)
+        );
+        assert_eq!(
+            maps[2].map_type & (TO | FROM),
+            TO,
+            "a `&` field never copies back"
+        );
         assert!(maps[1].map_type & LITERAL != 0 && maps[4].map_type & LITERAL != 0);
         // The fallback's struct, as each thread of a fallback would rebuild it.
         // SAFETY: `g`'s borrows outlive it; nothing else uses `u` meanwhile.
@@ -207,6 +214,10 @@ mod tests {
         unsafe { mapper_data_maps(&g, None, TO, &mut data) };
         assert_eq!(data.len(), 2);
         assert!(data.iter().all(|m| m.map_type & FROM == 0));
-        assert_eq!(mapper_field(FROM, TO), 0, "`from` of a `to` field is `alloc`");
+        assert_eq!(
+            mapper_field(FROM, TO),
+            0,
+            "`from` of a `to` field is `alloc`"
+        );
     }
 }
