@@ -3,7 +3,7 @@
 //!
 //! `OFFLOAD_INFO=1 cargo run --release --example saxpy` shows where the region ran.
 
-use offload::{declare_target, target};
+use offload::{declare_target, target, Mapper};
 
 #[declare_target]
 fn fma(a: f32, x: f32, y: f32) -> f32 {
@@ -17,7 +17,58 @@ fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
     }
 }
 
+/// The inputs in a struct (OpenMP's `declare mapper`): `x` is mapped `to`, `a` passed by value. A parallel region's
+/// struct holds no `&mut`, so the output is its own parameter.
+#[derive(Mapper)]
+struct Inputs<'a> {
+    x: &'a [f32],
+    a: f32,
+}
+
+#[target(teams_distribute_parallel_for)]
+fn saxpy_mapped(p: Inputs<'_>, y: &mut [f32]) {
+    for i in 0..y.len() {
+        y[i] = fma(p.a, p.x[i], y[i]);
+    }
+}
+
+/// A port of C's `struct { float *y; const float *x; float a; }`, updated by a serial region.
+#[derive(Mapper)]
+struct Axpy<'a> {
+    y: &'a mut [f32],
+    #[map(to)]
+    x: &'a [f32],
+    a: f32,
+}
+
+#[target]
+fn axpy_struct(s: &mut Axpy<'_>) {
+    for i in 0..s.y.len() {
+        s.y[i] = fma(s.a, s.x[i], s.y[i]);
+    }
+}
+
+/// The struct forms agree with the plain region on a small input.
+fn mapped_forms_agree() -> bool {
+    let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.25).collect();
+    let mut want = vec![1.0f32; 1000];
+    saxpy(3.0, &x, &mut want);
+    let mut y = vec![1.0f32; 1000];
+    saxpy_mapped(Inputs { x: &x, a: 3.0 }, &mut y);
+    let mut z = vec![1.0f32; 1000];
+    axpy_struct(&mut Axpy {
+        y: &mut z,
+        x: &x,
+        a: 3.0,
+    });
+    y == want && z == want
+}
+
 fn main() {
+    if !mapped_forms_agree() {
+        eprintln!("saxpy: the struct (mapper) forms disagree with the plain region");
+        std::process::exit(1);
+    }
     const N: usize = 1 << 24;
     let a = 2.5f32;
     let x: Vec<f32> = (0..N).map(|i| (i % 1024) as f32 * 0.5).collect();

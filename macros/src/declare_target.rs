@@ -93,6 +93,23 @@ fn has_repr_c(attrs: &[syn::Attribute]) -> bool {
 /// `unsafe impl DeviceCopy`, justified field by field: a `#[repr(C)]` struct of `DeviceCopy` fields has a layout
 /// host and device agree on and accepts every bit pattern.
 fn struct_impl(s: &syn::ItemStruct, errors: &mut Vec<syn::Error>) -> TokenStream {
+    // A struct holding slices (C's `struct { double *p; int n; }`) is no plain data: it is a mapper.
+    if s.generics.lifetimes().next().is_some()
+        || s.fields
+            .iter()
+            .any(|f| matches!(f.ty, syn::Type::Reference(_) | syn::Type::Ptr(_)))
+    {
+        errors.push(syn::Error::new(
+            s.ident.span(),
+            format!(
+                "`{}` holds references, so it is not plain data a device can copy: write `#[derive(offload::Mapper)]` \
+                 instead of `#[declare_target]`, and a region taking it (`g: {}<'_>`) gets each slice field mapped \
+                 and each other field by value",
+                s.ident, s.ident
+            ),
+        ));
+        return quote!();
+    }
     if !has_repr_c(&s.attrs) {
         errors.push(syn::Error::new(
             s.ident.span(),

@@ -7,6 +7,7 @@
 
 mod data;
 mod declare_target;
+mod mapper;
 mod target;
 
 use proc_macro::TokenStream;
@@ -63,6 +64,44 @@ use proc_macro::TokenStream;
 ///     assert_eq!(y, [9.0; 10]);
 /// }
 /// ```
+/// Structured data (OpenMP's `declare mapper`): a struct holding slices becomes a region parameter, mapped field
+/// by field. On a struct with named fields and lifetime parameters only: each slice field (`&'a [T]`, `&'a mut [T]`)
+/// and single-object field (`&'a T`, `&'a mut T`) is mapped, `&` ones `to` and `&mut` ones `tofrom` unless
+/// `#[map(to|from|tofrom|alloc)]` on the field says otherwise (`from`, `tofrom`, `alloc` need `&mut`); every other
+/// field is a by-value (firstprivate) value. A region takes the struct by value (`g: Grid<'_>`) or as
+/// `&mut Grid<'_>` (the lifetime argument is how the region tells a mapper struct) and sees it with device slices;
+/// `target_data!(map(tofrom: g) => ..)` maps its fields for a block, `target_update!` updates them. A parallel
+/// region cannot take a struct with `&mut` fields (its threads would share them): pass those as parameters.
+///
+/// ```
+/// use offload::{target, Mapper};
+///
+/// #[derive(Mapper)]
+/// struct Grid<'a> {
+///     data: &'a mut [f64],
+///     #[map(to)]
+///     coef: &'a [f64],
+///     scale: f64,
+/// }
+///
+/// #[target]
+/// fn apply(g: Grid<'_>) {
+///     for i in 0..g.data.len() {
+///         g.data[i] = g.scale * g.coef[i] + g.data[i];
+///     }
+/// }
+///
+/// fn main() {
+///     let (mut data, coef) = (vec![1.0; 4], vec![2.0; 4]);
+///     apply(Grid { data: &mut data, coef: &coef, scale: 3.0 });
+///     assert_eq!(data, [7.0; 4]);
+/// }
+/// ```
+#[proc_macro_derive(Mapper, attributes(map))]
+pub fn derive_mapper(item: TokenStream) -> TokenStream {
+    mapper::derive(item.into()).into()
+}
+
 #[proc_macro_attribute]
 pub fn target(args: TokenStream, item: TokenStream) -> TokenStream {
     target::expand(args.into(), item.into()).into()

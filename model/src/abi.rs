@@ -27,6 +27,13 @@ pub mod map_type {
     pub const DEVICE_MEMORY: u64 = 1 << 41;
     /// Ours: a reduction's output, one slot per team plus the initial value; `size` is one slot.
     pub const REDUCTION: u64 = 1 << 42;
+
+    /// The map type of one field of a mapper struct (`#[derive(Mapper)]`) mapped by a clause of type `clause`, as
+    /// OpenMP combines a clause with its mapper's map types: the transfers both allow (`to` of a `from` field is
+    /// `alloc`, `tofrom` keeps the field's own), the clause's modifiers, and its `delete`.
+    pub const fn mapper_field(clause: u64, field: u64) -> u64 {
+        (clause & !(TO | FROM)) | (clause & field & (TO | FROM))
+    }
 }
 
 /// The most kernel arguments (after `dyn_ptr`) a region may have: each slice counts two, the return slot one.

@@ -10,6 +10,8 @@
 //!   `gfxNNN`, x86-64 levels);
 //! - [`hash`]: the one stable hash (package tags, image ids, cache keys);
 //! - `clause`, `region`, `data` (feature `syntax`): the clause model, parsed and validated once for the macros and the
+//!   outliner;
+//! - `mapper` (feature `syntax`): the one reading of a `#[derive(Mapper)]` struct's fields, for the derive and the
 //!   outliner.
 #![cfg_attr(not(feature = "syntax"), no_std)]
 
@@ -27,6 +29,8 @@ pub mod identity;
 pub mod lanes;
 #[cfg(feature = "syntax")]
 pub mod lower;
+#[cfg(feature = "syntax")]
+pub mod mapper;
 mod math;
 pub mod reduce;
 #[cfg(feature = "syntax")]

@@ -378,6 +378,8 @@ fn rebind(region: &Region, body: &Block, rebound: &BTreeSet<String>) -> Vec<Stmt
                 ParamKind::DeviceBuffer { mutable } => !mutable,
                 ParamKind::Value => worksharing::is_primitive_type(&p.ty),
                 ParamKind::DevicePtr => true,
+                // Holds slices; a parallel region's has no `&mut` field (the expansion checks), and stays captured.
+                ParamKind::Mapper { .. } => false,
             };
             if let Some(v) = view_kind(region, &p.kind) {
                 // By its path: no method a user's trait gives the view can stand in for it.

@@ -793,7 +793,8 @@ pub fn slice_params(region: &Region) -> Vec<String> {
 pub fn harden(e: &Expr, slices: &[String]) -> Expr {
     let h = |e: &Expr| Box::new(harden(e, slices));
     match e {
-        Expr::Lit(_) | Expr::Path(_) => {
+        // A mapper struct's field (the uniformity rule admits no other field).
+        Expr::Lit(_) | Expr::Path(_) | Expr::Field(_) => {
             syn::parse_quote_spanned!(e.span()=> ::offload::__lanes::int(#e))
         }
         Expr::Paren(p) => Expr::Paren(syn::ExprParen {
@@ -833,7 +834,8 @@ pub fn harden(e: &Expr, slices: &[String]) -> Expr {
         Expr::MethodCall(m)
             if m.method == "len"
                 && m.args.is_empty()
-                && name(&m.receiver).is_some_and(|n| slices.contains(&n)) =>
+                && (name(&m.receiver).is_some_and(|n| slices.contains(&n))
+                    || matches!(strip(&m.receiver), Expr::Field(_))) =>
         {
             let x = &m.receiver;
             syn::parse_quote_spanned!(e.span()=> ::offload::__lanes::len(&#x))
@@ -866,6 +868,11 @@ fn uniform_env<'a>(region: &Region, ws: &WorkShared<'a>) -> (Uniform, Vec<(Strin
             }
             ParamKind::Slice { .. } | ParamKind::DeviceBuffer { .. } => {
                 env.slices.insert(name);
+            }
+            // A mapper struct taken by value (and not `mut`): every thread gets the same fields, which its body
+            // cannot assign, so `g.n` and `g.x.len()` are uniform.
+            ParamKind::Mapper { by_ref: None } => {
+                env.mappers.insert(name);
             }
             // Other values, references and device pointers: only their own methods could read them, and those are
             // not known to be pure.
@@ -976,6 +983,8 @@ struct Uniform {
     slices: std::collections::BTreeSet<String>,
     /// Names that may differ between threads: other `let`s, `mut` and non-integer parameters.
     varying: std::collections::BTreeSet<String>,
+    /// By-value mapper struct parameters: their fields (`g.n`) and slice fields' `len()` are uniform.
+    mappers: std::collections::BTreeSet<String>,
 }
 
 impl Uniform {
@@ -1015,6 +1024,12 @@ impl Uniform {
                 // Not a local: a constant or a static, the same for every thread.
                 _ => Ok(()),
             },
+            Expr::Field(_) if self.mapper_field(e) => Ok(()),
+            Expr::MethodCall(m)
+                if m.method == "len" && m.args.is_empty() && self.mapper_field(&m.receiver) =>
+            {
+                Ok(())
+            }
             Expr::Cast(c) if is_int_type(&c.ty) => self.check(&c.expr),
             Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => self.check(&u.expr),
             Expr::Binary(b) if !is_compound_assign(&b.op) => {
@@ -1038,6 +1053,18 @@ impl Uniform {
         }
     }
 
+    /// `g.f`: a named field of a by-value mapper struct parameter.
+    fn mapper_field(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Field(f) => {
+                matches!(f.member, syn::Member::Named(_))
+                    && name(&f.base).is_some_and(|n| self.mappers.contains(&n))
+            }
+            Expr::Paren(p) => self.mapper_field(&p.expr),
+            _ => false,
+        }
+    }
+
     /// As [`Uniform::check`], for a method receiver: its type must be an integer's, so the method is the integer
     /// type's own.
     fn check_int(&self, e: &Expr) -> Result<(), Span> {
@@ -1045,6 +1072,7 @@ impl Uniform {
             Expr::Lit(l) if matches!(l.lit, syn::Lit::Int(_)) => Ok(()),
             Expr::Paren(p) => self.check_int(&p.expr),
             Expr::Path(_) if name(e).is_some_and(|n| self.ints.contains(&n)) => Ok(()),
+            Expr::Field(_) if self.mapper_field(e) => Ok(()),
             Expr::Cast(c) if is_int_type(&c.ty) => self.check(&c.expr),
             Expr::MethodCall(m) if m.method == "len" => self.check(e),
             _ => Err(e.span()),

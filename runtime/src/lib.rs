@@ -99,7 +99,7 @@ pub use host::{
     share_dynamic as __share_dynamic, share_nest as __share_nest,
 };
 pub use offload_macros::{
-    declare_target, target, target_data, target_enter_data, target_exit_data, target_update,
+    declare_target, target, target_data, target_enter_data, target_exit_data, target_update, Mapper,
 };
 pub use offload_model::abi::SharedAtomic;
 /// The loop drivers a work-shared loop is lowered to (expansion plumbing).
@@ -168,12 +168,14 @@ pub mod __private {
     pub use crate::region::data::{
         enter_data, exit_data, update_from, update_to, DataDevice, EnterTo, MapSource,
         MapSourceMut, MapTarget, MapToExcl, MapToShared, MapWrite, MapWriteAtomic, MappedMut,
-        MappedRef,
+        MappedRef, Section,
     };
     pub use crate::region::launch::{
         fail, target, target_device_memory, target_on_device, RegionInfo,
     };
     pub use crate::region::maplist::MapArg;
+    pub use crate::region::mapper::{mapper_data_maps, parallel_mapper, Mapper, MapperRaw};
+    pub use offload_model::abi::map_type::mapper_field;
     pub use offload_model::reduce::fold;
 
     /// Lets a parallel region's host fallback run its body on several threads. The expansion wraps only regions

@@ -3,9 +3,13 @@
 //! signature, so the entry never has to name them.
 
 use offload_model::lower::{view_kind, ViewKind};
+use offload_model::mapper::{Field, FieldKind};
 use offload_model::region::{KernelArg, ParamKind, Region};
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, ToTokens};
+
+/// The package's mapper structs (`#[derive(Mapper)]`) by name, with their fields in declaration order.
+pub type Mappers = std::collections::HashMap<String, Vec<Field>>;
 
 /// The ABI a kernel entry is declared with.
 #[derive(Clone, Copy, Debug)]
@@ -18,20 +22,44 @@ pub enum KernelAbi {
     Amdgpu,
 }
 
-pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
+pub fn entry(region: &Region, symbol: &str, abi: KernelAbi, mappers: &Mappers) -> TokenStream {
     let args = region.kernel_args();
-    let arg_names: Vec<_> = (0..args.len())
+    // A mapper struct's fields take as many arguments as its definition gives them.
+    let width = |a: &KernelArg| match a {
+        KernelArg::Mapper(p) => {
+            mapper_fields(p, mappers).map_or(0, |f| f.iter().map(Field::kernel_args).sum())
+        }
+        _ => 1,
+    };
+    let arg_names: Vec<_> = (0..args.iter().map(width).sum())
         .map(|i| format_ident!("__offload_a{}", i))
         .collect();
     let mut call_args = Vec::new();
     let mut ret = None;
     let mut lets = Vec::new();
+    // `i` walks the kernel arguments, `k` the arguments' names (a mapper struct takes several).
+    let mut k = 0;
     let mut i = 0;
     while i < args.len() {
-        let a = &arg_names[i];
+        let a = &arg_names[k.min(arg_names.len().saturating_sub(1))];
+        if let KernelArg::Mapper(p) = args[i] {
+            let (value, used) = rebuild_mapper(p, mappers, &arg_names[k..]);
+            let m = format_ident!("__offload_m{}", i);
+            lets.push(quote!(let mut #m = #value;));
+            call_args.push(match p.kind {
+                ParamKind::Mapper { by_ref: Some(_) } => quote!(&mut #m),
+                _ => quote!(#m),
+            });
+            k += used;
+            i += 1;
+            continue;
+        }
+        let a = a.clone();
+        let a = &a;
+        k += 1;
         match args[i] {
             KernelArg::SlicePtr(p) => {
-                let len = &arg_names[i + 1];
+                let len = &arg_names[k];
                 let f = match (view_kind(region, &p.kind), &p.kind) {
                     (Some(ViewKind::Checked), _) => quote!(view),
                     (Some(ViewKind::Unchecked), _) => quote!(unsafe_view),
@@ -40,6 +68,7 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
                 };
                 call_args.push(quote!(::offload::__rt::#f(#a, #len)));
                 i += 1; // the length
+                k += 1;
             }
             KernelArg::SliceLen(_) => unreachable!("follows its pointer"),
             KernelArg::RefPtr(p) => {
@@ -53,16 +82,17 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
             KernelArg::DevicePtr(_) => call_args.push(quote!(::offload::__rt::device_ptr(#a))),
             KernelArg::BufferPtr(p) if view_kind(region, &p.kind).is_some() => {
                 // A parallel region's `&mut DeviceBuffer<T>` is a view, as a `&mut [T]` is.
-                let len = &arg_names[i + 1];
+                let len = &arg_names[k];
                 call_args.push(match view_kind(region, &p.kind) {
                     Some(ViewKind::Checked) => quote!(::offload::__rt::view(#a, #len)),
                     _ => quote!(::offload::__rt::unsafe_view(#a, #len)),
                 });
                 i += 1; // the length
+                k += 1;
             }
             KernelArg::BufferPtr(p) => {
                 // The region takes `&DeviceBuffer<T>`: the view lives in the entry's frame.
-                let len = &arg_names[i + 1];
+                let len = &arg_names[k];
                 let b = format_ident!("__offload_buf{}", i);
                 lets.push(
                     quote!(let mut #b = unsafe { ::offload::__rt::device_buffer(#a, #len) };),
@@ -72,9 +102,11 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
                     _ => quote!(&#b),
                 });
                 i += 1; // the length
+                k += 1;
             }
             KernelArg::BufferLen(_) => unreachable!("follows its pointer"),
             KernelArg::Return => ret = Some(a.clone()),
+            KernelArg::Mapper(_) => unreachable!("handled above"),
         }
         i += 1;
     }
@@ -117,4 +149,74 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
             }
         },
     }
+}
+
+fn mapper_fields<'m>(
+    p: &offload_model::region::Param,
+    mappers: &'m Mappers,
+) -> Option<&'m [Field]> {
+    mappers
+        .get(&mapper_path(p)?.segments.last()?.ident.to_string())
+        .map(Vec::as_slice)
+}
+
+/// The mapper struct's path as written in the region's signature, without generic arguments (a struct expression
+/// names it so), and without a reference.
+fn mapper_path(p: &offload_model::region::Param) -> Option<syn::Path> {
+    let mut ty = &p.ty;
+    if let syn::Type::Reference(r) = ty {
+        ty = &r.elem;
+    }
+    let syn::Type::Path(tp) = ty else { return None };
+    let mut path = tp.path.clone();
+    for seg in &mut path.segments {
+        seg.arguments = syn::PathArguments::None;
+    }
+    Some(path)
+}
+
+/// The struct a mapper parameter is on the device, built from its fields' kernel arguments (as many as
+/// `offload_model::mapper::fields` gives them, the order the derive's map list has), and how many it used.
+fn rebuild_mapper(
+    p: &offload_model::region::Param,
+    mappers: &Mappers,
+    args: &[syn::Ident],
+) -> (TokenStream, usize) {
+    let (Some(path), Some(fields)) = (mapper_path(p), mapper_fields(p, mappers)) else {
+        let msg = format!(
+            "offload: the region parameter `{}: {}` has a lifetime argument, so it is a mapper struct, but no struct \
+             of that name in this package derives `offload::Mapper`",
+            p.ident,
+            p.ty.to_token_stream()
+        );
+        return (quote!(::core::compile_error!(#msg)), 0);
+    };
+    let mut k = 0;
+    let mut inits = Vec::new();
+    for f in fields {
+        let id = &f.ident;
+        let a = &args[k];
+        inits.push(match &f.kind {
+            FieldKind::Slice { mutable, .. } => {
+                let len = &args[k + 1];
+                let g = if *mutable {
+                    quote!(slice_mut)
+                } else {
+                    quote!(slice)
+                };
+                quote!(#id: unsafe { ::offload::__rt::#g(#a, #len) })
+            }
+            FieldKind::Ref { mutable, .. } => {
+                let g = if *mutable {
+                    quote!(object_mut)
+                } else {
+                    quote!(object)
+                };
+                quote!(#id: unsafe { ::offload::__rt::#g(#a) })
+            }
+            FieldKind::Value => quote!(#id: unsafe { ::offload::__rt::value(#a) }),
+        });
+        k += f.kernel_args();
+    }
+    (quote!(#path { #(#inits),* }), k)
 }

@@ -256,6 +256,8 @@ struct Outliner<'a> {
     globals: Vec<String>,
     /// What each offload-aware library's device crate keeps, by the name code gives the library.
     dep_kept: HashMap<String, BTreeSet<String>>,
+    /// The package's `#[derive(Mapper)]` structs by name, with their fields (the kernel entry rebuilds them).
+    mappers: kernel::Mappers,
 }
 
 impl<'a> Outliner<'a> {
@@ -268,6 +270,10 @@ impl<'a> Outliner<'a> {
             collect_kept(&f.ast.items, &mut kept);
         }
         kept.extend(reach.names.iter().cloned());
+        let mut mappers = kernel::Mappers::new();
+        for f in &tree.files {
+            collect_mappers(&f.ast.items, &mut mappers);
+        }
         Outliner {
             pkg,
             tree,
@@ -280,6 +286,7 @@ impl<'a> Outliner<'a> {
             entries: true,
             globals: Vec::new(),
             dep_kept: HashMap::new(),
+            mappers,
         }
     }
 
@@ -370,11 +377,13 @@ impl<'a> Outliner<'a> {
                 _ => {
                     if let Some(attrs) = declare_target_attrs(item) {
                         keep_item(m, item, attrs);
+                        blank_field_maps(m, item);
                         if let Item::Static(st) = item {
                             self.export_global(m, st, module_path);
                         }
                     } else if self.reach.kept.contains(&reach::site(index, item)) {
-                        keep_item(m, item, item_attrs(item))
+                        keep_item(m, item, item_attrs(item));
+                        blank_field_maps(m, item);
                     }
                 }
             }
@@ -410,7 +419,7 @@ impl<'a> Outliner<'a> {
         }
         let identity = format!("{}::{}", module_path.join("::"), func.sig.ident);
         let symbol = mangle_string(&identity);
-        let entry = kernel::entry(&region, &symbol, self.abi).to_string();
+        let entry = kernel::entry(&region, &symbol, self.abi, &self.mappers).to_string();
         self.regions.push(RegionSite {
             identity,
             symbol,
@@ -609,6 +618,41 @@ fn keep_item(m: &mut Mirror, item: &impl Spanned, attrs: &[Attribute]) {
     blank_attrs(m, attrs);
 }
 
+/// A mapper struct's `#[map(..)]` field attributes belong to its derive, which the device crate does not run.
+fn blank_field_maps(m: &mut Mirror, item: &Item) {
+    let Item::Struct(st) = item else { return };
+    if !offload_model::mapper::derives_mapper(&st.attrs) {
+        return;
+    }
+    for a in st.fields.iter().flat_map(|f| &f.attrs) {
+        if a.path().is_ident("map") {
+            let r = m.range(a.span());
+            m.blank(r);
+        }
+    }
+}
+
+/// The package's mapper structs (`#[derive(Mapper)]`), by name, in every module; one whose fields are in error is
+/// left out (the derive reports it in the host build).
+fn collect_mappers(items: &[Item], out: &mut kernel::Mappers) {
+    for item in items {
+        match item {
+            Item::Struct(s) if offload_model::mapper::derives_mapper(&s.attrs) => {
+                let input: syn::DeriveInput = s.clone().into();
+                if let Ok(fields) = offload_model::mapper::fields(&input) {
+                    out.insert(s.ident.to_string(), fields);
+                }
+            }
+            Item::Mod(m) => {
+                if let Some((_, inner)) = &m.content {
+                    collect_mappers(inner, out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 fn blank_attrs(m: &mut Mirror, attrs: &[Attribute]) {
     for a in attrs {
         let r = m.range(a.span());
@@ -749,9 +793,23 @@ fn collect_mentions(items: &[Item], file: usize, reach: &reach::Reach, out: &mut
             }
         };
         if kept {
-            idents(item.to_token_stream(), out);
+            idents(mention_tokens(item), out);
         }
     }
+}
+
+/// An item's tokens as the device crate keeps them: a type's derives of other than core traits (`Mapper`) and a
+/// mapper struct's `#[map(..)]` field attributes are blanked there, so their names import nothing.
+fn mention_tokens(item: &Item) -> proc_macro2::TokenStream {
+    let Item::Struct(st) = item else {
+        return item.to_token_stream();
+    };
+    let mut st = st.clone();
+    st.attrs.retain(|a| !a.path().is_ident("derive"));
+    for f in st.fields.iter_mut() {
+        f.attrs.retain(|a| !a.path().is_ident("map"));
+    }
+    st.to_token_stream()
 }
 
 fn idents(ts: proc_macro2::TokenStream, out: &mut BTreeSet<String>) {

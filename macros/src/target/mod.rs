@@ -80,7 +80,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         checks,
         fallback_args,
     } = params::params(region);
-    let maps = params::map_list(region, &slot_ty);
+    let maps = params::map_list_expr(region, &slot_ty);
     let (device, if_cond) = crate::data::device_and_if(&region.device, &region.if_cond);
     let section_bounds = params::section_bounds(region);
     let geometry = launch::geometry(region);
@@ -172,7 +172,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             // the return slot, in the kernel argument order the outliner's entry unpacks; by-value types were
             // checked `Firstprivate` above.
             unsafe {
-                let __offload_maps = [#(#maps),*];
+                let __offload_maps = #maps;
                 #launch #finish
             }
         }

@@ -60,6 +60,39 @@ pub fn params(region: &Region) -> Params {
             }
             // Device memory: the host fallback runs only when it is the initial device's, which is host memory.
             ParamKind::DevicePtr => fallback_args.push(quote!(#id)),
+            ParamKind::Mapper { by_ref } => {
+                // The struct's raw parts, taken once: the map list and the fallback's rebuilt struct both derive
+                // from them.
+                match by_ref {
+                    None => {
+                        let own = format_ident!("__offload_own_{}", id);
+                        raw.push(quote!(
+                            let mut #own = #id;
+                            let #ptr = ::offload::__private::MapperRaw::new(&mut #own);
+                        ));
+                        fallback_args.push(quote_spanned!(Span::mixed_site()=>
+                            // SAFETY: the struct's borrows last the whole call.
+                            unsafe { #ptr.rebuild() }
+                        ));
+                    }
+                    Some(_) => {
+                        raw.push(
+                            quote!(let #ptr = ::offload::__private::MapperRaw::new(&mut *#id);),
+                        );
+                        fallback_args.push(quote_spanned!(Span::mixed_site()=>
+                            // SAFETY: as above; the region gets its own struct, its values firstprivate.
+                            &mut unsafe { #ptr.rebuild() }
+                        ));
+                    }
+                }
+                if region.work_shared || region.spmd {
+                    // Every thread gets the struct: it may hold no `&mut` (the derive's message names the field).
+                    let ty = static_mapper(&p.ty);
+                    checks.push(quote_spanned!(p.ty.span()=>
+                        const _: () = ::offload::__private::parallel_mapper::<#ty>();
+                    ));
+                }
+            }
             kind @ ParamKind::DeviceBuffer { mutable } => {
                 let elem = offload_model::lower::view_elem(p);
                 if *mutable {
@@ -126,9 +159,57 @@ pub fn params(region: &Region) -> Params {
     }
 }
 
+/// The mapper struct's type without its reference, each lifetime `'static` (for a check in a `const` item).
+fn static_mapper(ty: &syn::Type) -> syn::Type {
+    struct Static;
+    impl syn::visit_mut::VisitMut for Static {
+        fn visit_lifetime_mut(&mut self, l: &mut syn::Lifetime) {
+            *l = syn::Lifetime::new("'static", l.span());
+        }
+    }
+    let mut t = match ty {
+        syn::Type::Reference(r) => (*r.elem).clone(),
+        t => t.clone(),
+    };
+    syn::visit_mut::VisitMut::visit_type_mut(&mut Static, &mut t);
+    t
+}
+
+/// One map-list entry, or a mapper struct's (`Many`: a statement pushing them into `__offload_v`).
+pub enum MapEntry {
+    One(TokenStream),
+    Many(TokenStream),
+}
+
+/// The map list: statements building it when a mapper struct makes its length known only at run time, else an
+/// array.
+pub fn map_list_expr(region: &Region, slot_ty: &TokenStream) -> TokenStream {
+    let entries = map_list(region, slot_ty);
+    if entries.iter().all(|e| matches!(e, MapEntry::One(_))) {
+        let one = entries.into_iter().map(|e| match e {
+            MapEntry::One(t) | MapEntry::Many(t) => t,
+        });
+        return quote!([#(#one),*]);
+    }
+    let stmts = entries.into_iter().map(|e| match e {
+        MapEntry::One(t) => quote!(__offload_v.push(#t);),
+        MapEntry::Many(t) => t,
+    });
+    quote!({
+        let mut __offload_v = ::std::vec::Vec::new();
+        #(#stmts)*
+        __offload_v
+    })
+}
+
 /// The map list, one entry per kernel argument in the order the outliner's entry unpacks them.
-pub fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<TokenStream> {
-    region.kernel_args().into_iter().map(|arg| match arg {
+fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<MapEntry> {
+    region.kernel_args().into_iter().map(|arg| MapEntry::One(match arg {
+        KernelArg::Mapper(p) => {
+            let ptr = format_ident!("__offload_ptr_{}", p.ident);
+            let bits = p.map.as_ref().map_or(0, |m| m.bits());
+            return MapEntry::Many(quote!(#ptr.kernel_maps(#bits, &mut __offload_v);));
+        }
         KernelArg::SlicePtr(p) => {
             let ptr = format_ident!("__offload_ptr_{}", p.ident);
             let bits = p.map.as_ref().map_or(0, |m| m.bits());
@@ -169,7 +250,7 @@ pub fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<TokenStream> {
             let ptr = format_ident!("__offload_ptr_{}", p.ident);
             quote!(::offload::__private::MapArg::literal((*#ptr).len() as u64))
         }
-    }).collect()
+    })).collect()
 }
 
 /// `let __offload_lo_x: usize = ..; let __offload_hi_x ..` for the mapped sections, evaluated before the raw pointers

@@ -24,6 +24,9 @@ pub enum ParamKind {
     DevicePtr,
     /// `&offload::DeviceBuffer<T>` / `&mut ..`: device memory passed as is; two arguments (address, length).
     DeviceBuffer { mutable: bool },
+    /// A `#[derive(Mapper)]` struct (`Grid<'_>`; `by_ref`: `Some(mutable)` for `&mut Grid<'_>`): its fields, as
+    /// many kernel arguments as [`crate::mapper::fields`] gives them, which only the struct's definition tells.
+    Mapper { by_ref: Option<bool> },
 }
 
 #[derive(Clone, Debug)]
@@ -56,6 +59,9 @@ pub enum KernelArg<'a> {
     BufferPtr(&'a Param),
     /// A `DeviceBuffer`'s length.
     BufferLen(&'a Param),
+    /// A mapper struct's fields, in declaration order (each slice field its address and length, each other field
+    /// one argument): the derive's map list on the host, [`crate::mapper::fields`] in the kernel entry.
+    Mapper(&'a Param),
     /// Device address of the return slot (mapped `from`).
     Return,
 }
@@ -143,6 +149,7 @@ impl Region {
                     args.push(KernelArg::BufferPtr(p));
                     args.push(KernelArg::BufferLen(p));
                 }
+                ParamKind::Mapper { .. } => args.push(KernelArg::Mapper(p)),
             }
         }
         if self.ret.is_some() {

@@ -195,6 +195,8 @@ impl Region {
                 (*mutable, if *mutable { "&mut [T]" } else { "&[T]" })
             }
             ParamKind::Ref { mutable, .. } => (*mutable, if *mutable { "&mut T" } else { "&T" }),
+            // A clause combines with each field's own map type (`to` leaves a `from` field uncopied both ways).
+            ParamKind::Mapper { .. } => (true, "a mapper struct"),
             ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. } => {
                 errors.push(syn::Error::new(
                     span,
@@ -233,7 +235,9 @@ impl Region {
             ));
             return;
         }
-        if let (Some(sec), ParamKind::Ref { .. }) = (&item.section, &param.kind) {
+        if let (Some(sec), ParamKind::Ref { .. } | ParamKind::Mapper { .. }) =
+            (&item.section, &param.kind)
+        {
             errors.push(syn::Error::new(
                 sec.span,
                 format!("`{}` is not a slice; sections apply to slices", param.ident),
@@ -292,6 +296,9 @@ fn classify_param(arg: &FnArg, errors: &mut Errors) -> Option<Param> {
         ));
         return None;
     }
+    if let Some(by_ref) = crate::mapper::param_form(&ty) {
+        return mapper_param(ident, ty, by_ref, mut_binding, errors);
+    }
     let named = |t: &Type, n: &str| last_segment(t).is_some_and(|s| s.ident == n);
     let kind = match &ty {
         Type::Reference(r) if named(&r.elem, "DeviceBuffer") => ParamKind::DeviceBuffer {
@@ -325,13 +332,45 @@ fn classify_param(arg: &FnArg, errors: &mut Errors) -> Option<Param> {
         } else {
             MapType::To
         })),
-        ParamKind::Value | ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. } => None,
+        ParamKind::Value
+        | ParamKind::DevicePtr
+        | ParamKind::DeviceBuffer { .. }
+        | ParamKind::Mapper { .. } => None,
     };
     Some(Param {
         ident,
         ty,
         kind,
         map,
+        section: None,
+        mut_binding,
+    })
+}
+
+/// A `#[derive(Mapper)]` struct parameter (by its form: a lifetime argument), by value or `&mut`.
+fn mapper_param(
+    ident: Ident,
+    ty: Type,
+    by_ref: Option<bool>,
+    mut_binding: bool,
+    errors: &mut Errors,
+) -> Option<Param> {
+    if by_ref == Some(false) {
+        errors.push(syn::Error::new(
+            ty.span(),
+            format!(
+                "`{ident}` is a shared reference to a mapper struct, through which the region could not write its \
+                 `&mut` fields; take it by value (`{ident}: Grid<'_>`) or as `&mut Grid<'_>`"
+            ),
+        ));
+        return None;
+    }
+    Some(Param {
+        ident,
+        ty,
+        kind: ParamKind::Mapper { by_ref },
+        // Each field by its own map type; a clause combines with them as OpenMP's mappers do.
+        map: Some(Map::implicit(MapType::ToFrom)),
         section: None,
         mut_binding,
     })

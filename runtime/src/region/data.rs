@@ -51,11 +51,12 @@ impl DataDevice {
     }
 }
 
-/// What one variable of a `target_data!` region holds: its map-list entry and what entering it holds.
+/// What one variable of a `target_data!` region holds: its map-list entries (one, or a mapper struct's fields) and
+/// what entering them holds.
 struct Entered {
     dev: Option<&'static DeviceEntry>,
-    map: MapArg,
-    held: Held,
+    maps: Vec<MapArg>,
+    held: Vec<Held>,
     /// The region began during an unwind (inside a destructor): its own exit still copies back.
     began_unwinding: bool,
 }
@@ -68,21 +69,23 @@ impl Entered {
         section: Section,
         map_type: u64,
     ) -> Self {
-        let map = T::map_arg(p, section, map_type);
+        let mut maps = Vec::new();
+        // SAFETY: `p` is the guard's borrow of live data (exclusive if the map type writes it).
+        unsafe { T::map_args(p, section, map_type, &mut maps) };
         let held = match dev.0 {
             Some(d) => {
                 let _scope = d.scope(Label::Construct("target_data!"));
                 // SAFETY: the guard holding this borrows the data until the exit.
-                unsafe { enter_list(d, std::slice::from_ref(&map), RefKind::Structured) }
+                unsafe { enter_list(d, &maps, RefKind::Structured) }
                     .unwrap_or_else(|e| mapping_failed("target_data!", d, e))
                     .keep()
-                    .1[0]
+                    .1
             }
-            None => Held::Nothing,
+            None => Vec::new(),
         };
         Entered {
             dev: dev.0,
-            map,
+            maps,
             held,
             began_unwinding: std::thread::panicking(),
         }
@@ -93,15 +96,7 @@ impl Entered {
         let unwinding = std::thread::panicking() && !self.began_unwinding;
         let scope = dev.scope(Label::Construct("target_data! exit"));
         // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
-        let r = unsafe {
-            exit_list(
-                dev,
-                &[self.map],
-                &[self.held],
-                RefKind::Structured,
-                !unwinding,
-            )
-        };
+        let r = unsafe { exit_list(dev, &self.maps, &self.held, RefKind::Structured, !unwinding) };
         drop(scope);
         if let (Err(e), false) = (r, unwinding) {
             mapping_failed("target_data! exit", dev, e)
@@ -253,15 +248,25 @@ impl<T: ?Sized> Drop for MappedMut<'_, T> {
 /// `target_update!(to: x)` for one variable; data that is not mapped is left alone.
 #[track_caller]
 pub fn update_to<T: ?Sized + MapTarget>(dev: DataDevice, data: &T, section: Section) {
+    let mut maps = Vec::new();
     // SAFETY: `data` is borrowed for the call.
-    unsafe { update_one(dev, T::map_arg(data, section, TO)) }
+    unsafe { T::map_args(data, section, TO, &mut maps) };
+    for m in maps {
+        // SAFETY: as above.
+        unsafe { update_one(dev, m) }
+    }
 }
 
 /// `target_update!(from: y)` for one variable: borrowed exclusively, or shared where it is integer atomics.
 #[track_caller]
 pub fn update_from<D: UpdateDest>(dev: DataDevice, data: D, section: Section) {
+    let mut maps = Vec::new();
     // SAFETY: `dest` is writable for the call (see `UpdateDest`).
-    unsafe { update_one(dev, D::Target::map_arg(data.dest(), section, FROM)) }
+    unsafe { D::Target::map_args(data.dest(), section, FROM, &mut maps) };
+    for m in maps {
+        // SAFETY: as above.
+        unsafe { update_one(dev, m) }
+    }
 }
 
 /// Where `target_update!(from: ..)` writes: an exclusive borrow, or a shared one of integer atomics, which the copy
@@ -386,7 +391,7 @@ pub struct Mapped<V: MapOwner> {
 )]
 pub unsafe trait MapOwner {
     /// What `Mapped` derefs to: a slice, or the boxed value.
-    type Target: ?Sized + MapTarget;
+    type Target: ?Sized + MapOne;
     /// The owned storage.
     fn target(&self) -> &Self::Target;
     /// The owned storage, mutably (never reallocated).
@@ -502,7 +507,7 @@ impl<V: MapOwner> Mapped<V> {
         let dev = data_device("target_enter_data!", device, cond);
         if let Some(d) = dev {
             let _scope = d.scope(Label::Construct("target_enter_data!"));
-            let m = V::Target::map_arg(value.target_mut(), None, map_type);
+            let m = V::Target::map_one(value.target_mut(), None, map_type);
             // SAFETY: `value` is owned by the returned `Mapped` for as long as the mapping can live.
             unsafe { enter_list(d, &[m], RefKind::Dynamic) }
                 .unwrap_or_else(|e| mapping_failed("target_enter_data!", d, e))
@@ -533,7 +538,7 @@ impl<V: MapOwner> Mapped<V> {
         let mut value = self.value.take().expect("present until exit");
         if let Some(d) = self.dev {
             let _scope = d.scope(Label::Construct("target_exit_data!"));
-            let m = V::Target::map_arg(value.target_mut(), None, map_type);
+            let m = V::Target::map_one(value.target_mut(), None, map_type);
             // SAFETY: we own the buffer; `from` writes into it through `&mut`.
             unsafe { exit_list(d, &[m], &[exit_held(&m)], RefKind::Dynamic, true) }
                 .unwrap_or_else(|e| mapping_failed("target_exit_data!", d, e));
@@ -578,7 +583,7 @@ impl<V: MapOwner> Drop for Mapped<V> {
     fn drop(&mut self) {
         if let (Some(mut value), Some(d)) = (self.value.take(), self.dev) {
             let _scope = d.scope(Label::Construct("Mapped drop (release)"));
-            let m = V::Target::map_arg(value.target_mut(), None, 0);
+            let m = V::Target::map_one(value.target_mut(), None, 0);
             // SAFETY: we own the buffer; `release` copies nothing.
             let _ = unsafe { exit_list(d, &[m], &[exit_held(&m)], RefKind::Dynamic, false) };
         }
@@ -633,15 +638,33 @@ pub trait MapSourceMut: MapSource {
 /// A section `[lo, hi)` (`hi` `None`: to the end), or `None` for all of the data.
 pub type Section = Option<(usize, Option<usize>)>;
 
-/// What a source re-binds to: a slice or a single `DeviceCopy` value.
+/// What a source re-binds to: a slice, a single `DeviceCopy` value, or a mapper struct (`#[derive(Mapper)]`, whose
+/// slice and reference fields are its entries).
 pub trait MapTarget {
-    /// The map-list entry for all of it, or for a section of a slice.
-    fn map_arg(this: *const Self, section: Section, map_type: u64) -> MapArg;
+    /// Pushes the map-list entries for all of it, or for a section of a slice.
+    ///
+    /// # Safety
+    /// `this` points to live data, borrowed (exclusively, or shared for `HostAtomic` data, if `map_type` writes the
+    /// host copy) while the entries are used.
+    unsafe fn map_args(this: *const Self, section: Section, map_type: u64, out: &mut Vec<MapArg>);
 }
 
-impl<T: DeviceCopy> MapTarget for [T] {
+/// What `target_enter_data!` maps: one entry, a slice or a single value.
+pub trait MapOne {
+    /// The map-list entry for all of it, or for a section of a slice.
+    fn map_one(this: *const Self, section: Section, map_type: u64) -> MapArg;
+}
+
+impl<T: ?Sized + MapOne> MapTarget for T {
     #[track_caller]
-    fn map_arg(this: *const Self, section: Section, map_type: u64) -> MapArg {
+    unsafe fn map_args(this: *const Self, section: Section, map_type: u64, out: &mut Vec<MapArg>) {
+        out.push(T::map_one(this, section, map_type))
+    }
+}
+
+impl<T: DeviceCopy> MapOne for [T] {
+    #[track_caller]
+    fn map_one(this: *const Self, section: Section, map_type: u64) -> MapArg {
         match section {
             Some((lo, hi)) => MapArg::section(this, lo, hi.unwrap_or(this.len()), map_type),
             None => MapArg::slice(this, map_type),
@@ -650,9 +673,9 @@ impl<T: DeviceCopy> MapTarget for [T] {
 }
 
 /// A single value: a number, an array, a `#[declare_target]` struct.
-impl<T: DeviceCopy> MapTarget for T {
+impl<T: DeviceCopy> MapOne for T {
     #[track_caller]
-    fn map_arg(this: *const Self, section: Section, map_type: u64) -> MapArg {
+    fn map_one(this: *const Self, section: Section, map_type: u64) -> MapArg {
         assert!(
             section.is_none(),
             "offload: a section needs a slice, not a `{}`",

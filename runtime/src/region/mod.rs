@@ -6,6 +6,7 @@ pub mod data;
 pub mod error;
 pub mod launch;
 pub mod maplist;
+pub mod mapper;
 pub mod types;
 
 pub use data::{MapOwner, Mapped};

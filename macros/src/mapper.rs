@@ -1,0 +1,166 @@
+//! `#[derive(Mapper)]` (OpenMP's `declare mapper`): a struct holding slices crosses into a region field by field.
+//! The fields come from the model (`offload_model::mapper::fields`), which the outliner's kernel entry reads too, so
+//! the map list built here and the struct rebuilt on the device agree on the kernel arguments.
+
+use offload_model::mapper::{fields, Field, FieldKind};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
+
+pub fn derive(input: TokenStream) -> TokenStream {
+    let item: syn::DeriveInput = match syn::parse2(input) {
+        Ok(i) => i,
+        Err(e) => return e.to_compile_error(),
+    };
+    match fields(&item) {
+        Ok(fields) => expand(&item, &fields),
+        Err(e) => e.to_compile_error(),
+    }
+}
+
+fn expand(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
+    let name = &item.ident;
+    let (impl_generics, ty_generics, where_clause) = item.generics.split_for_impl();
+    let p = quote!(::offload::__private);
+    let mut raw_tys = Vec::new();
+    let mut raw_parts = Vec::new();
+    let mut rebuilt = Vec::new();
+    let mut maps = Vec::new();
+    let mut checks = Vec::new();
+    for (k, f) in fields.iter().enumerate() {
+        let (id, ty) = (&f.ident, &f.ty);
+        let k = syn::Index::from(k);
+        let bits = f.map.map_or(0, |m| m.bits());
+        let bits = quote!(::offload::__private::mapper_field(clause, #bits));
+        match &f.kind {
+            FieldKind::Slice { elem, mutable } => {
+                if *mutable {
+                    raw_tys.push(quote!(*mut [#elem]));
+                    raw_parts.push(quote!(&raw mut *(*this).#id));
+                    rebuilt.push(quote!(#id: &mut *raw.#k));
+                } else {
+                    raw_tys.push(quote!(*const [#elem]));
+                    raw_parts.push(quote!(&raw const *(*this).#id));
+                    rebuilt.push(quote!(#id: &*raw.#k));
+                }
+                // `DeviceCopy` is checked by `MapArg::slice`, spanned at the element type.
+                maps.push(quote_spanned!(elem.span()=>
+                    out.push(#p::MapArg::slice::<#elem>(raw.#k, #bits));
+                    if kernel {
+                        out.push(#p::MapArg::literal(raw.#k.len() as u64));
+                    }
+                ));
+            }
+            FieldKind::Ref { ty: t, mutable } => {
+                if *mutable {
+                    raw_tys.push(quote!(*mut #t));
+                    raw_parts.push(quote!(&raw mut *(*this).#id));
+                    rebuilt.push(quote!(#id: &mut *raw.#k));
+                } else {
+                    raw_tys.push(quote!(*const #t));
+                    raw_parts.push(quote!(&raw const *(*this).#id));
+                    rebuilt.push(quote!(#id: &*raw.#k));
+                }
+                maps.push(quote_spanned!(t.span()=>
+                    out.push(#p::MapArg::object::<#t>(raw.#k, #bits));
+                ));
+            }
+            FieldKind::Value => {
+                raw_tys.push(ty.to_token_stream());
+                // Read, not moved: a value that is not `Copy` gets only the `Firstprivate` error below.
+                raw_parts.push(quote!(::core::ptr::read(&raw const (*this).#id)));
+                rebuilt.push(quote!(#id: raw.#k));
+                checks.push(quote_spanned!(ty.span()=> #p::assert_firstprivate::<#ty>();));
+                maps.push(quote!(
+                    if kernel {
+                        // SAFETY: `Firstprivate`, checked above; `raw` outlives the entry (the trait's contract).
+                        out.push(unsafe { #p::MapArg::value(&raw.#k) });
+                    }
+                ));
+            }
+        }
+    }
+    let parallel_error = match fields.iter().find(|f| f.mutable()) {
+        Some(f) => {
+            let msg = format!(
+                "field `{id}` of `{name}` is `{ty}`, which every thread of a parallel region would hold (a data \
+                 race): pass it as its own `&mut` parameter (`fn f({lower}: {name}<'_>, {id}: &mut ..)`), which a \
+                 parallel body writes only at each iteration's own elements, and keep `&` slices and values in \
+                 `{name}`",
+                id = f.ident,
+                ty = match &f.kind {
+                    FieldKind::Slice { elem, .. } => format!("&mut [{}]", elem.to_token_stream()),
+                    FieldKind::Ref { ty, .. } => format!("&mut {}", ty.to_token_stream()),
+                    FieldKind::Value => f.ty.to_token_stream().to_string(),
+                },
+                lower = name.to_string().to_lowercase(),
+            );
+            quote!(::core::option::Option::Some(#msg))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let lifetimes: Vec<_> = item.generics.lifetimes().map(|l| &l.lifetime).collect();
+    let check_fn = format_ident!("__offload_mapper_checks");
+    quote! {
+        const _: () = {
+            #[allow(dead_code, clippy::extra_unused_lifetimes)]
+            fn #check_fn <#(#lifetimes),*> () {
+                #(#checks)*
+            }
+
+            // SAFETY: generated from the fields (offload_model::mapper::fields): each reference field's raw pointer
+            // is derived from the field itself and rebuilt as the same kind of reference, its entries are those
+            // of a parameter of its type with `FROM` only on `&mut` fields, values are checked `Firstprivate`, and
+            // the parallel error names a `&mut` field if there is one.
+            unsafe impl #impl_generics #p::Mapper for #name #ty_generics #where_clause {
+                type Raw = (#(#raw_tys,)*);
+                const PARALLEL_ERROR: ::core::option::Option<&'static str> = #parallel_error;
+
+                unsafe fn raw(this: *mut Self) -> Self::Raw {
+                    // SAFETY: `this` points to a live struct (the caller's contract).
+                    unsafe { (#(#raw_parts,)*) }
+                }
+
+                unsafe fn from_raw(raw: Self::Raw) -> Self {
+                    // SAFETY: the pointers came from `raw` of a struct whose borrows outlive the result.
+                    unsafe { #name { #(#rebuilt),* } }
+                }
+
+                #[allow(unused_variables)]
+                unsafe fn maps(
+                    raw: &Self::Raw,
+                    clause: u64,
+                    kernel: bool,
+                    out: &mut ::std::vec::Vec<#p::MapArg>,
+                ) {
+                    #(#maps)*
+                }
+            }
+
+            impl #impl_generics #p::MapSource for #name #ty_generics #where_clause {
+                type Target = Self;
+                fn map_ref(&self) -> &Self {
+                    self
+                }
+            }
+
+            impl #impl_generics #p::MapSourceMut for #name #ty_generics #where_clause {
+                fn map_mut(&mut self) -> &mut Self {
+                    self
+                }
+            }
+
+            impl #impl_generics #p::MapTarget for #name #ty_generics #where_clause {
+                unsafe fn map_args(
+                    this: *const Self,
+                    section: #p::Section,
+                    map_type: u64,
+                    out: &mut ::std::vec::Vec<#p::MapArg>,
+                ) {
+                    // SAFETY: forwarded (the caller's contract).
+                    unsafe { #p::mapper_data_maps(this, section, map_type, out) }
+                }
+            }
+        };
+    }
+}

@@ -1,0 +1,223 @@
+//! Structured data (OpenMP's `declare mapper`): what `#[derive(Mapper)]` implements for a struct holding slices, and
+//! what a region call and the data constructs do with it. The derive writes the per-field code (it alone knows the
+//! fields); this module holds the trait and the generic glue the expansions call.
+
+use super::data::Section;
+use super::maplist::MapArg;
+
+/// A struct whose slice and reference fields are mapped and whose other fields are firstprivate values, field by
+/// field in declaration order (`offload_model::mapper::fields`, which the outliner's kernel entry reads too).
+/// Implemented by `#[derive(offload::Mapper)]`; not meant to be implemented by hand.
+///
+/// # Safety
+/// - [`Mapper::Raw`] holds raw pointers and `Firstprivate` values only, so reading it twice (a parallel fallback
+///   rebuilds the struct in each thread) duplicates nothing that owns.
+/// - [`Mapper::raw`] returns, per slice or object field, a raw pointer derived from that field's own reference
+///   (covering exactly its data), and per value field a copy; [`Mapper::from_raw`] rebuilds the struct with each
+///   field from the same part, the reference fields as `&`/`&mut` of the pointer.
+/// - [`Mapper::maps`] pushes, per field in declaration order, what a parameter of the field's type pushes: for a
+///   region (`kernel`), a slice's `MapArg::slice` of the pointer and `MapArg::literal` of its length, an object's
+///   `MapArg::object`, a value's `MapArg::value` (the value's type checked `Firstprivate`); for a data construct,
+///   the slices' and objects' entries only. A `FROM` bit goes only to `&mut` fields' entries.
+/// - [`Mapper::PARALLEL_ERROR`] is `Some` if any field is a `&mut` (which the threads of a parallel region would
+///   share).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a mapper struct",
+    label = "a parameter with a lifetime argument is a struct holding slices",
+    note = "add `#[derive(offload::Mapper)]` to the struct, whose slice fields are then mapped and other fields passed \
+            by value"
+)]
+pub unsafe trait Mapper: Sized {
+    /// The struct's raw parts: per slice or object field a raw pointer, per value field its value (`Copy`, as every
+    /// `Firstprivate` type is).
+    type Raw;
+    /// Why a parallel region cannot take the struct (it has a `&mut` field, naming it and the fix), or `None`.
+    const PARALLEL_ERROR: Option<&'static str>;
+
+    /// The raw parts of `*this`, its reference fields' pointers derived from the fields' own references.
+    ///
+    /// # Safety
+    /// `this` points to a live struct.
+    unsafe fn raw(this: *mut Self) -> Self::Raw;
+
+    /// The struct rebuilt from its raw parts.
+    ///
+    /// # Safety
+    /// `raw` came from [`Mapper::raw`] of a struct whose borrows outlive the result, and nothing else uses the
+    /// `&mut` fields' data while the result lives.
+    unsafe fn from_raw(raw: Self::Raw) -> Self;
+
+    /// Pushes the fields' map-list entries, each field's map type combined with `clause`
+    /// (`offload_model::abi::map_type::mapper_field`): one per kernel argument for a region (`kernel`), the slices
+    /// and objects only for a data construct.
+    ///
+    /// # Safety
+    /// `raw` came from [`Mapper::raw`] of a struct borrowed (exclusively, if any entry has `FROM`) for as long as
+    /// the entries are used; the value entries point into `raw`, which must outlive them too.
+    unsafe fn maps(raw: &Self::Raw, clause: u64, kernel: bool, out: &mut Vec<MapArg>);
+}
+
+/// A mapper struct's raw parts, typed by the struct, so the expansion never names the struct's type.
+pub struct MapperRaw<M: Mapper>(M::Raw);
+
+impl<M: Mapper> MapperRaw<M> {
+    /// The raw parts of `m`, for a region call taking it (by value: the expansion moved it into a local; or its
+    /// `&mut`).
+    pub fn new(m: &mut M) -> Self {
+        // SAFETY: `m` is live.
+        MapperRaw(unsafe { M::raw(m) })
+    }
+
+    /// The struct the region's host fallback gets.
+    ///
+    /// # Safety
+    /// As [`Mapper::from_raw`]: the struct `new` read is borrowed for the whole call, and the fallback is its only
+    /// user while it runs (a parallel region's fallback shares only structs without `&mut` fields).
+    pub unsafe fn rebuild(&self) -> M {
+        // SAFETY: forwarded; the parts are raw pointers and `Firstprivate` (so `Copy`) values, copied by the read.
+        unsafe { M::from_raw(std::ptr::read(&self.0)) }
+    }
+
+    /// Pushes the region's map-list entries for the struct (one per kernel argument).
+    ///
+    /// # Safety
+    /// As [`Mapper::maps`]: `self` outlives the map list's use, and the struct stays borrowed that long.
+    pub unsafe fn kernel_maps(&self, clause: u64, out: &mut Vec<MapArg>) {
+        // SAFETY: forwarded.
+        unsafe { M::maps(&self.0, clause, true, out) }
+    }
+}
+
+/// A region's compile-time check that a parallel region's mapper struct has no `&mut` field.
+pub const fn parallel_mapper<M: Mapper>() {
+    if let Some(msg) = M::PARALLEL_ERROR {
+        panic!("{}", msg)
+    }
+}
+
+/// The data-construct entries of the mapper struct `this` points to (its slices and objects, each by its map type
+/// combined with `clause`).
+///
+/// # Safety
+/// `this` points to a live struct, borrowed exclusively if `clause` has `FROM` and for as long as the entries are
+/// used.
+#[track_caller]
+pub unsafe fn mapper_data_maps<M: Mapper>(
+    this: *const M,
+    section: Section,
+    clause: u64,
+    out: &mut Vec<MapArg>,
+) {
+    assert!(
+        section.is_none(),
+        "offload: a section needs a slice, not the mapper struct `{}`",
+        std::any::type_name::<M>()
+    );
+    // SAFETY: per the contract; reference fields' pointers derive from the fields' own references.
+    let raw = unsafe { M::raw(this.cast_mut()) };
+    // SAFETY: data entries never point into `raw` (only values do, and a data construct has none).
+    unsafe { M::maps(&raw, clause, false, out) }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The host side of a mapper struct's map path, with the impl `#[derive(Mapper)]` writes (written out: the derive
+    //! names `::offload`), under Miri too: the map list and the rebuilt struct derive from the same raw parts.
+    use super::*;
+    use offload_model::abi::map_type::{mapper_field, FROM, LITERAL, TARGET_PARAM, TO};
+
+    struct Grid<'a> {
+        u: &'a mut [f64],
+        coef: &'a [f64],
+        n: usize,
+    }
+
+    // SAFETY: as the derive writes it for these fields.
+    unsafe impl<'a> Mapper for Grid<'a> {
+        type Raw = (*mut [f64], *const [f64], usize);
+        const PARALLEL_ERROR: Option<&'static str> = Some("field `u` is `&mut [f64]`");
+
+        unsafe fn raw(this: *mut Self) -> Self::Raw {
+            // SAFETY: the caller's contract.
+            unsafe {
+                (
+                    &raw mut *(*this).u,
+                    &raw const *(*this).coef,
+                    std::ptr::read(&raw const (*this).n),
+                )
+            }
+        }
+
+        unsafe fn from_raw(raw: Self::Raw) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe {
+                Grid {
+                    u: &mut *raw.0,
+                    coef: &*raw.1,
+                    n: raw.2,
+                }
+            }
+        }
+
+        unsafe fn maps(raw: &Self::Raw, clause: u64, kernel: bool, out: &mut Vec<MapArg>) {
+            out.push(MapArg::slice::<f64>(raw.0, mapper_field(clause, TO | FROM)));
+            if kernel {
+                out.push(MapArg::literal(raw.0.len() as u64));
+            }
+            out.push(MapArg::slice::<f64>(raw.1, mapper_field(clause, TO)));
+            if kernel {
+                out.push(MapArg::literal(raw.1.len() as u64));
+                // SAFETY: `usize` is `Firstprivate`.
+                out.push(unsafe { MapArg::value(&raw.2) });
+            }
+        }
+    }
+
+    #[test]
+    fn a_mapper_structs_map_list_and_fallback_share_its_borrows() {
+        let coef = [2.0; 3];
+        let mut u = vec![1.0; 4];
+        let mut g = Grid {
+            u: &mut u,
+            coef: &coef,
+            n: 3,
+        };
+        let raw = MapperRaw::new(&mut g);
+        let mut maps = Vec::new();
+        // SAFETY: `raw` and `g` outlive `maps`.
+        unsafe { raw.kernel_maps(TO | FROM | TARGET_PARAM, &mut maps) };
+        assert_eq!(maps.len(), 5, "two slices and a length each, one value");
+        assert_eq!(
+            (maps[0].size, maps[0].map_type & (TO | FROM)),
+            (32, TO | FROM)
+        );
+        assert_eq!(
+            maps[2].map_type & (TO | FROM),
+            TO,
+            "a `&` field never copies back"
+        );
+        assert!(maps[1].map_type & LITERAL != 0 && maps[4].map_type & LITERAL != 0);
+        // The fallback's struct, as each thread of a fallback would rebuild it.
+        // SAFETY: `g`'s borrows outlive it; nothing else uses `u` meanwhile.
+        let h = unsafe { raw.rebuild() };
+        for i in 0..h.n {
+            h.u[i] += h.coef[i];
+        }
+        // The runtime's copy back writes through the map list's pointer after the fallback ran.
+        // SAFETY: `u` is borrowed by `g` and its entry covers it.
+        unsafe { *maps[0].begin.cast::<f64>().add(3) = 7.0 };
+        assert_eq!(g.u, [3.0, 3.0, 3.0, 7.0]);
+
+        // A data construct's `to` maps only the slices, a `from` field's copy-in dropped.
+        let mut data = Vec::new();
+        // SAFETY: `g` is live and borrowed while `data` is used.
+        unsafe { mapper_data_maps(&g, None, TO, &mut data) };
+        assert_eq!(data.len(), 2);
+        assert!(data.iter().all(|m| m.map_type & FROM == 0));
+        assert_eq!(
+            mapper_field(FROM, TO),
+            0,
+            "`from` of a `to` field is `alloc`"
+        );
+    }
+}

@@ -1,0 +1,220 @@
+//! Structured data (OpenMP's `declare mapper`, issue 17 item 8): a struct holding slices, `#[derive(Mapper)]`, is a
+//! region parameter mapped field by field, and a data construct's variable. Each region runs on the device and in
+//! the host fallback (`if(on_device)`), and the tests change host or device copies where a wrong mapping would copy.
+
+use offload::{
+    omp_get_num_devices, omp_is_initial_device, omp_target_is_present, target, target_data,
+    target_update, Mapper,
+};
+
+/// The port of C's `struct grid { double *u; const double *coef; int n; double h; }`: the pointers become slices,
+/// which carry their lengths.
+#[derive(Mapper)]
+pub struct Grid<'a> {
+    u: &'a mut [f64],
+    coef: &'a [f64],
+    n: usize,
+    h: f64,
+}
+
+/// Whether a region asked to run on a device does (not under `OMP_TARGET_OFFLOAD=DISABLED`, where every region
+/// runs in the host fallback).
+fn ran_on_device(on_device: bool) -> bool {
+    on_device && omp_get_num_devices() > 0
+}
+
+/// A serial region updating the grid: `u` is `tofrom`, `coef` `to`, `n` and `h` firstprivate.
+#[target(if(on_device))]
+fn relax(on_device: bool, g: Grid<'_>) -> bool {
+    for i in 0..g.n {
+        g.u[i] += g.h * g.coef[i];
+    }
+    omp_is_initial_device()
+}
+
+/// The same through `&mut`: the struct's values are still the region's own copies.
+#[target(if(on_device))]
+fn relax_ref(on_device: bool, g: &mut Grid<'_>) -> bool {
+    for i in 0..g.n {
+        g.u[i] += g.h * g.coef[i];
+    }
+    g.h = -1.0;
+    g.n = 0;
+    omp_is_initial_device()
+}
+
+#[test]
+fn a_region_updates_a_struct_of_slices() {
+    let coef: Vec<f64> = (0..32).map(|i| i as f64).collect();
+    for on_device in [true, false] {
+        let mut u = vec![1.0; 32];
+        let initial = relax(
+            on_device,
+            Grid {
+                u: &mut u,
+                coef: &coef,
+                n: 30,
+                h: 0.5,
+            },
+        );
+        assert_eq!(initial, !ran_on_device(on_device), "ran where asked");
+        let want: Vec<f64> = (0..32)
+            .map(|i| if i < 30 { 1.0 + 0.5 * i as f64 } else { 1.0 })
+            .collect();
+        assert_eq!(u, want, "on_device {on_device}");
+
+        let mut g = Grid {
+            u: &mut u,
+            coef: &coef,
+            n: 32,
+            h: 2.0,
+        };
+        assert_eq!(relax_ref(on_device, &mut g), !ran_on_device(on_device));
+        assert_eq!((g.n, g.h), (32, 2.0), "values are firstprivate");
+        assert_eq!(g.u[31], 1.0 + 2.0 * 31.0);
+        assert_eq!(g.u[1], 1.0 + 0.5 + 2.0);
+    }
+}
+
+/// Inputs for a work-shared loop: shared slices and a value; the output is its own parameter (a parallel region
+/// takes no struct with `&mut` fields).
+#[derive(Mapper)]
+pub struct Axpy<'a> {
+    x: &'a [f64],
+    y: &'a [f64],
+    a: f64,
+    n: usize,
+}
+
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(3),
+    thread_limit(4),
+    if(on_device)
+)]
+fn axpy(on_device: bool, p: Axpy<'_>, out: &mut [f64]) {
+    // The struct's fields are the same in every thread, so they may bound the loop.
+    for i in 0..p.n.min(p.x.len()) {
+        out[i] = p.a * p.x[i] + p.y[i];
+    }
+}
+
+#[test]
+fn a_work_shared_loop_reads_a_struct_and_writes_its_own_output() {
+    let x: Vec<f64> = (0..1001).map(|i| i as f64).collect();
+    let y = vec![3.0; 1001];
+    for on_device in [true, false] {
+        let mut out = vec![0.0; 1001];
+        axpy(
+            on_device,
+            Axpy {
+                x: &x,
+                y: &y,
+                a: 2.0,
+                n: 1001,
+            },
+            &mut out,
+        );
+        assert!(
+            out.iter()
+                .enumerate()
+                .all(|(i, &v)| v == 2.0 * i as f64 + 3.0),
+            "on_device {on_device}: {:?}",
+            &out[..4]
+        );
+    }
+}
+
+const SENTINEL: i64 = 0x5EED_F00D;
+
+/// Field map types: `from` and `alloc` are not copied in, `to` on a `&mut` field is not copied back.
+#[derive(Mapper)]
+pub struct Fields<'a> {
+    #[map(from)]
+    result: &'a mut [i64],
+    #[map(alloc)]
+    scratch: &'a mut [i64],
+    #[map(to)]
+    input: &'a mut [i64],
+    /// One object, mapped `tofrom`.
+    count: &'a mut i64,
+}
+
+#[target(if(on_device))]
+fn fill(on_device: bool, f: Fields<'_>) -> [i64; 2] {
+    let seen = [f.result[0], f.scratch[0]];
+    for i in 0..f.result.len() {
+        f.scratch[i] = f.input[i] * 2;
+        f.result[i] = f.scratch[i] + 1;
+        f.input[i] = -1; // the device copy only
+    }
+    *f.count += 1;
+    seen
+}
+
+#[test]
+fn field_map_types_override_the_defaults() {
+    for on_device in [true, false] {
+        let mut result = vec![SENTINEL; 8];
+        let mut scratch = vec![SENTINEL; 8];
+        let mut input: Vec<i64> = (0..8).collect();
+        let mut count = 41;
+        let seen = fill(
+            on_device,
+            Fields {
+                result: &mut result,
+                scratch: &mut scratch,
+                input: &mut input,
+                count: &mut count,
+            },
+        );
+        if ran_on_device(on_device) {
+            // The device copies were never written from the host: fresh device memory, not the sentinel.
+            assert!(
+                seen.iter().all(|&s| s != SENTINEL),
+                "`from` and `alloc` fields were copied in: {seen:?}"
+            );
+            assert_eq!(input, (0..8).collect::<Vec<_>>(), "`to` copied back");
+            assert_eq!(scratch, [SENTINEL; 8], "`alloc` copied back");
+        } else {
+            assert_eq!(seen, [SENTINEL; 2], "the fallback sees the host data");
+        }
+        assert_eq!(
+            result,
+            (0..8).map(|i| 2 * i + 1).collect::<Vec<_>>(),
+            "`from` copied back"
+        );
+        assert_eq!(count, 42, "an object field is `tofrom`");
+    }
+}
+
+#[test]
+fn a_data_region_maps_every_field_and_regions_inside_find_them_present() {
+    if omp_get_num_devices() == 0 {
+        return; // nothing to be present on
+    }
+    let coef = vec![1.0; 16];
+    let mut u = vec![1.0; 16];
+    let mut g = Grid {
+        u: &mut u,
+        coef: &coef,
+        n: 16,
+        h: 1.0,
+    };
+    target_data!(map(tofrom: g) => {
+        assert!(omp_target_is_present(g.u.as_ptr().cast(), 0));
+        assert!(omp_target_is_present(g.coef.as_ptr().cast(), 0));
+        g.u[0] = 100.0; // the host copy only: the region finds `u` present and copies nothing in
+        assert!(!relax_ref(true, g));
+        assert_eq!(g.u[0], 100.0, "nothing copied back after the region");
+        assert_eq!(g.u[1], 1.0);
+        target_update!(from: g);
+        assert_eq!(g.u[0], 2.0, "the device copy never saw 100");
+        g.u[0] = 50.0;
+        target_update!(to: g);
+    });
+    assert!(!omp_target_is_present(u.as_ptr().cast(), 0));
+    assert!(!omp_target_is_present(coef.as_ptr().cast(), 0));
+    assert_eq!(u[0], 50.0, "copied back at the end");
+    assert_eq!(u[1], 2.0);
+}
