@@ -18,7 +18,15 @@ pub enum KernelAbi {
     Amdgpu,
 }
 
-pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
+/// The kernel entry `symbol` of `region` (an instance's, for a generic region: its types substituted), calling
+/// `callee` (`triad::<f32>`, `<Body>::advance`) and named `kernel_name` in the device crate.
+pub fn entry(
+    region: &Region,
+    symbol: &str,
+    abi: KernelAbi,
+    callee: TokenStream,
+    kernel_name: proc_macro2::Ident,
+) -> TokenStream {
     let args = region.kernel_args();
     let arg_names: Vec<_> = (0..args.len())
         .map(|i| format_ident!("__offload_a{}", i))
@@ -78,9 +86,7 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
         }
         i += 1;
     }
-    let name = &region.ident;
-    let kernel_name = format_ident!("__offload_kernel_{}", name);
-    let call = quote!(#(#lets)* #[allow(unused_unsafe)] let __offload_r = unsafe { #name(#(#call_args),*) };);
+    let call = quote!(#(#lets)* #[allow(unused_unsafe)] let __offload_r = unsafe { #callee(#(#call_args),*) };);
     // Every thread of a parallel region computes the value; team 0, thread 0's is returned.
     let store = ret.map(|r| match (region.reduce_op(), region.reduce_wire()) {
         // Each thread's partial joins its team's; the host combines the teams with the initial value. Several
@@ -96,6 +102,7 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
         KernelAbi::Host => quote! {
             #[doc(hidden)]
             #[unsafe(export_name = #symbol)]
+            #[allow(non_snake_case)]
             pub unsafe extern "C" fn #kernel_name(__offload_dyn: *mut ::core::ffi::c_void #(, #arg_names: u64)*) {
                 unsafe { ::offload::__rt::entry(__offload_dyn, #kind, move || { #call #store }) }
             }
@@ -103,6 +110,7 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
         KernelAbi::Amdgpu => quote! {
             #[doc(hidden)]
             #[unsafe(export_name = #symbol)]
+            #[allow(non_snake_case)]
             pub unsafe extern "gpu-kernel" fn #kernel_name(__offload_dyn: u64 #(, #arg_names: u64)*) {
                 ::offload::__rt::enter(#kind);
                 #call #store
@@ -111,6 +119,7 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi) -> TokenStream {
         KernelAbi::Nvptx => quote! {
             #[doc(hidden)]
             #[unsafe(export_name = #symbol)]
+            #[allow(non_snake_case)]
             pub unsafe extern "ptx-kernel" fn #kernel_name(__offload_dyn: u64 #(, #arg_names: u64)*) {
                 ::offload::__rt::enter(#kind);
                 #call #store

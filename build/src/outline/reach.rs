@@ -60,6 +60,16 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
             by_name.entry(n).or_default().push(k);
         }
         if let Item::Impl(i) = e.item {
+            // offload-device has every type `DeviceCopy` and `Firstprivate` (the host checks them): the host's impls
+            // of them stay out.
+            let marker = i.trait_.as_ref().is_some_and(|(_, p, _)| {
+                p.segments
+                    .last()
+                    .is_some_and(|s| s.ident == "DeviceCopy" || s.ident == "Firstprivate")
+            });
+            if marker {
+                continue;
+            }
             for n in impl_names(i) {
                 impls_of.entry(n).or_default().push(k);
             }
@@ -101,8 +111,12 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
                 if !root && header_host_only {
                     continue;
                 }
+                // A `#[declare_target]` impl goes as written; a `#[target]` impl (regions in it) keeps its regions
+                // and, as a reached impl does, the methods a device can have.
+                let whole = root && !has_attr(&i.attrs, "target");
                 for it in &i.items {
-                    if !root && host_only(&it.to_token_stream()).is_some() {
+                    let region = matches!(it, syn::ImplItem::Fn(f) if has_attr(&f.attrs, "target"));
+                    if !whole && !region && host_only(&it.to_token_stream()).is_some() {
                         out.dropped.insert(site(e.file, it));
                     } else {
                         uses.visit_impl_item(it);
