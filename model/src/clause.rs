@@ -698,6 +698,11 @@ pub struct Errors {
 }
 
 impl Errors {
+    /// Whether nothing was found so far.
+    pub fn is_empty(&self) -> bool {
+        self.found.is_none()
+    }
+
     pub fn push(&mut self, e: syn::Error) {
         match &mut self.found {
             Some(all) => all.combine(e),

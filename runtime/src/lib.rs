@@ -171,7 +171,7 @@ pub mod __private {
     };
     pub use crate::region::launch::{
         fail, instance_key, target, target_device_memory, target_on_device, target_without_kernel,
-        GenericRegion, RegionInfo,
+        GenericRegion, Instance, RegionInfo,
     };
     pub use crate::region::maplist::MapArg;
     pub use offload_model::reduce::fold;

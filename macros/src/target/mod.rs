@@ -84,10 +84,8 @@ fn expand_impl(args: TokenStream, mut imp: syn::ItemImpl) -> TokenStream {
             block: Box::new(method.block.clone()),
         };
         if !errors.is_empty() {
-            items.push(failed(
-                syn::Error::new(at_span(&func), "see the `impl` block's error"),
-                &func,
-            ));
+            // The method as written, without its attribute: the impl's error is the one to see.
+            items.push(quote!(#func));
             continue;
         }
         items.push(match Region::parse_in(args, &func, Some(&self_ty)) {
@@ -121,10 +119,6 @@ fn is_target_attr(a: &syn::Attribute) -> bool {
         .segments
         .last()
         .is_some_and(|s| s.ident == "target")
-}
-
-fn at_span(func: &ItemFn) -> proc_macro2::Span {
-    func.sig.ident.span()
 }
 
 /// The errors, the function as written and a `try_<name>` of the same signature, so that callers still type-check
@@ -369,7 +363,7 @@ fn entries(region: &Region, host_name: &syn::Ident, tag: u64) -> TokenStream {
         .join(", ");
     quote! {
         #(#each)*
-        static __OFFLOAD_INSTANCES: [(fn() -> ::core::any::TypeId, &::offload::__private::RegionInfo); #n] = [#(#keys),*];
+        static __OFFLOAD_INSTANCES: [::offload::__private::Instance; #n] = [#(#keys),*];
         static __OFFLOAD_GENERIC: ::offload::__private::GenericRegion = ::offload::__private::GenericRegion {
             name: ::core::concat!(::core::module_path!(), "::", #local),
             listed: #listed,

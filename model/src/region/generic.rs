@@ -215,7 +215,8 @@ pub(crate) fn check(region: &Region, sig: &syn::Signature, errors: &mut Errors) 
             }
         }
     }
-    if region.instances.is_empty() {
+    // A clause list that did not parse was reported; it may well have held the `instantiate`.
+    if region.instances.is_empty() && errors.is_empty() {
         let names: Vec<String> = params.iter().map(|p| p.ident.to_string()).collect();
         let example = if params.len() == 1 {
             "instantiate(f32, f64)".to_string()
@@ -237,7 +238,6 @@ pub(crate) fn check(region: &Region, sig: &syn::Signature, errors: &mut Errors) 
                 names.join(", ")
             ),
         ));
-        return;
     }
     let mut seen: Vec<String> = Vec::new();
     for (k, inst) in region.instances.iter().enumerate() {

@@ -100,6 +100,9 @@ fn run_host<R>(
     }
 }
 
+/// One kernel of a generic region: the key of its argument list ([`instance_key`]) and its region.
+pub type Instance = (fn() -> TypeId, &'static RegionInfo);
+
 /// A generic region's kernels, one per `instantiate(..)` list, written by the macro.
 pub struct GenericRegion {
     /// The region's identity without arguments, `crate::module::triad`.
@@ -107,7 +110,7 @@ pub struct GenericRegion {
     /// Its `instantiate(..)` lists as written, for the message of a call with other arguments (`f32, f64`).
     pub listed: &'static str,
     /// Each list's key (`typeid::of` of the tuple of its arguments) and region.
-    pub instances: &'static [(fn() -> TypeId, &'static RegionInfo)],
+    pub instances: &'static [Instance],
 }
 
 impl GenericRegion {
