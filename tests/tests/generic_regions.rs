@@ -234,8 +234,8 @@ impl Body {
     /// `self` by value (firstprivate), with the clause naming it.
     #[target(if(on_device), map(tofrom: out))]
     fn momentum(self, on_device: bool, out: &mut [f64; 3]) {
-        for k in 0..3 {
-            out[k] = self.mass * self.vel[k];
+        for (o, v) in out.iter_mut().zip(self.vel) {
+            *o = self.mass * v;
         }
     }
 
