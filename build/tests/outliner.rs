@@ -221,4 +221,99 @@ fn an_offload_aware_librarys_device_items_are_outlined_for_its_dependent() {
         !user.contains("listing ;") && !user.contains("listing}"),
         "{user}"
     );
+    // A method a device cannot have is left out of its kept impl, and a failed device build calling it says why.
+    assert!(
+        ops.contains("pub fn scaled") && !ops.contains("fn to_vec"),
+        "{ops}"
+    );
+    let notes = out.explain("error[E0599]: no method named `to_vec` found for struct `P`");
+    assert_eq!(
+        notes,
+        "note: offload left `P::to_vec` out of the device build: it uses `Vec` (from `std`): a device has no \
+         `std`; region code cannot call it\n"
+    );
+    assert_eq!(
+        out.explain("error[E0599]: no method named `norm` found"),
+        ""
+    );
+    // A name two functions share: the device one is kept, the host one left out, and explained if needed.
+    assert!(user.contains("pub fn total(a: f64, b: f64)"), "{user}");
+    assert!(!user.contains("pub fn total(v: &[f64])"), "{user}");
+    assert_eq!(
+        out.explain("error[E0425]: cannot find function `total` in module `report`"),
+        "note: offload left `fn total` out of the device build: it uses `Vec` (from `std`): a device has no `std`; \
+         region code cannot call it\n"
+    );
+}
+
+#[test]
+fn a_generic_region_has_a_kernel_per_instance_and_a_method_region_one_at_module_level() {
+    let dir = fixture("generics");
+    let gen = gen_dir("generics");
+    let out = offload_build::outline_dir(&dir, &gen).expect("outlines");
+    let ids: Vec<(&str, &str)> = out
+        .regions()
+        .map(|r| (r.identity.as_str(), r.symbol.as_str()))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            (
+                "generics::Body::step",
+                "__omp_offloading_rs_8generics4Body4step"
+            ),
+            (
+                "generics::first<f32,4>",
+                "__omp_offloading_rs_8generics18first$3Cf32$2C4$3E"
+            ),
+            (
+                "generics::triad<f32>",
+                "__omp_offloading_rs_8generics14triad$3Cf32$3E"
+            ),
+            (
+                "generics::triad<f64>",
+                "__omp_offloading_rs_8generics14triad$3Cf64$3E"
+            ),
+        ]
+    );
+    let lib = &out.crates[0]
+        .files
+        .iter()
+        .find(|(p, _)| p.ends_with("lib.rs"))
+        .unwrap()
+        .1;
+    let text = lib.split_whitespace().collect::<Vec<_>>().join(" ");
+    // The generic function once, lowered, on its line; each kernel calls it with its arguments.
+    let line = |n: usize| lib.lines().nth(n - 1).unwrap_or_default();
+    let at = src_line("generics", "src/lib.rs", "pub fn triad");
+    assert!(line(at).contains("pub fn triad<T: Real>("), "{}", line(at));
+    assert!(text.contains("triad :: < f32 > ("), "{text}");
+    assert!(text.contains("triad :: < f64 > ("), "{text}");
+    assert!(text.contains("first :: < f32 , 4 > ("), "{text}");
+    // The kernel returns the instance's type, not `T`.
+    assert!(text.contains("write_return"), "{text}");
+    // The method region's impl is kept, its helper too; the host-only method is left out.
+    assert!(text.contains("< Body > :: step ("), "{text}");
+    let at = src_line("generics", "src/lib.rs", "fn moved");
+    assert!(
+        line(at).contains("fn moved(&self, dt: f64) -> f64 {"),
+        "{}",
+        line(at)
+    );
+    assert!(!lib.contains("format!"), "{lib}");
+    assert!(!lib.contains("#[target]"), "{lib}");
+}
+
+#[test]
+fn a_method_region_in_an_impl_without_target_is_an_error() {
+    let dir = fixture("method_without_impl_attr");
+    let err = offload_build::outline_dir(&dir, &gen_dir("method_without_impl_attr"))
+        .expect_err("the impl has no #[target]");
+    let got = err.to_string();
+    let path = fixture("method_without_impl_attr.stderr");
+    if std::env::var_os("OUTLINER_OVERWRITE").is_some() {
+        std::fs::write(&path, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(got.trim_end(), want.trim_end(), "\n--- got ---\n{got}");
 }

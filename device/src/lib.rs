@@ -260,6 +260,24 @@ pub use offload_model::abi::SharedAtomic;
 /// reduction`).
 pub use offload_model::reduce::ReduceOp;
 
+/// The host's `offload::DeviceCopy`, so region code may name it in bounds (`trait Real: offload::DeviceCopy`, a
+/// generic region's `T: offload::DeviceCopy`). The host build checks it, for every type a region is instantiated
+/// with; here every type has it (the outliner leaves the host's impls of it out).
+///
+/// # Safety
+/// Implemented by this crate only.
+pub unsafe trait DeviceCopy {}
+// SAFETY: a marker with no meaning on a device: the host checked the bound.
+unsafe impl<T: ?Sized> DeviceCopy for T {}
+
+/// The host's `offload::Firstprivate`, as [`DeviceCopy`].
+///
+/// # Safety
+/// Implemented by this crate only.
+pub unsafe trait Firstprivate: Copy {}
+// SAFETY: as `DeviceCopy`'s.
+unsafe impl<T: Copy> Firstprivate for T {}
+
 /// Whether this is team 0, thread 0: the thread whose value a region returns.
 #[doc(hidden)]
 pub fn __first_thread() -> bool {

@@ -182,7 +182,14 @@ pub struct MapItem {
 }
 
 pub fn parse_item(input: ParseStream) -> syn::Result<MapItem> {
-    if input.peek(Token![self]) || (input.peek(Ident) && input.peek2(Token![.])) {
+    parse_item_of(input, Construct::Data)
+}
+
+/// A map item of `construct`: on `#[target]` a method region's receiver, `self`, is one.
+fn parse_item_of(input: ParseStream, construct: Construct) -> syn::Result<MapItem> {
+    let receiver =
+        construct == Construct::Target && input.peek(Token![self]) && !input.peek2(Token![.]);
+    if !receiver && (input.peek(Token![self]) || (input.peek(Ident) && input.peek2(Token![.]))) {
         return Err(input.error(
             "map clauses name variables; bind a field or expression first: `let buf = &mut self.buf;` then \
              `map(tofrom: buf)`",
@@ -194,7 +201,12 @@ pub fn parse_item(input: ParseStream) -> syn::Result<MapItem> {
              (`target_enter_data!` takes it by value)",
         ));
     }
-    let ident: Ident = input.parse()?;
+    // `self`: a method region's receiver.
+    let ident: Ident = if input.peek(Token![self]) {
+        input.call(syn::ext::IdentExt::parse_any)?
+    } else {
+        input.parse()?
+    };
     let section = if input.peek(syn::token::Bracket) {
         let content;
         let b = syn::bracketed!(content in input);
@@ -240,6 +252,38 @@ pub enum Clause {
     Schedule(Ident, Schedule),
     /// `private(x, y)`: per-thread locals declared before the loop.
     Private(Ident, Vec<Ident>),
+    /// `instantiate(f32, f64)` / `instantiate(<f32, 4>, ..)`: a generic region's kernels, one per argument list.
+    Instantiate(Ident, Vec<Instance>),
+}
+
+/// One argument list of `instantiate(..)`: the generic arguments of one kernel, in the region's parameter order
+/// (lifetimes left out).
+#[derive(Clone, Debug)]
+pub struct Instance {
+    pub args: Vec<syn::GenericArgument>,
+    pub span: proc_macro2::Span,
+}
+
+fn parse_instance(input: ParseStream) -> syn::Result<Instance> {
+    let span = input.span();
+    if input.peek(Token![<]) {
+        input.parse::<Token![<]>()?;
+        let mut args = Vec::new();
+        while !input.peek(Token![>]) {
+            args.push(input.parse::<syn::GenericArgument>()?);
+            if input.peek(Token![>]) {
+                break;
+            }
+            input.parse::<Token![,]>()?;
+        }
+        input.parse::<Token![>]>()?;
+        Ok(Instance { args, span })
+    } else {
+        Ok(Instance {
+            args: vec![input.parse::<syn::GenericArgument>()?],
+            span,
+        })
+    }
 }
 
 /// How a work-shared loop's iterations are dealt out.
@@ -296,7 +340,7 @@ impl Word {
 
 const CLAUSES: &str = "map, device, if; and on `#[target]`: the loop constructs teams_distribute_parallel_for[_simd], \
      parallel_for[_simd] and teams_distribute, `teams, parallel` (SPMD), simd, num_teams, thread_limit, num_threads, \
-     collapse, reduction, schedule, private";
+     collapse, reduction, schedule, private, instantiate";
 
 /// Parses one clause of `construct`.
 pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Clause> {
@@ -352,6 +396,31 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
             syn::parenthesized!(content in input);
             let vars = Punctuated::<Ident, Token![,]>::parse_separated_nonempty(&content)?;
             Ok(Clause::Private(kw, vars.into_iter().collect()))
+        }
+        "instantiate" if construct == Construct::Target => {
+            if !input.peek(syn::token::Paren) {
+                return Err(syn::Error::new(
+                    kw.span(),
+                    "`instantiate` lists the types a generic region is compiled for: `instantiate(f32, f64)`, or \
+                     `instantiate(<f32, u32>, <f64, u64>)` for several parameters",
+                ));
+            }
+            let content;
+            syn::parenthesized!(content in input);
+            let list = Punctuated::<Instance, Token![,]>::parse_terminated_with(&content, parse_instance)
+                .map_err(|e| {
+                    syn::Error::new(
+                        e.span(),
+                        format!(
+                            "{e}; `instantiate` takes types (`instantiate(f32, f64)`), or one `<..>` list per \
+                             kernel for several parameters (`instantiate(<f32, u32>, <f64, u64>)`)"
+                        ),
+                    )
+                })?;
+            if list.is_empty() {
+                return Err(syn::Error::new(kw.span(), "`instantiate()` lists no types; name at least one"));
+            }
+            Ok(Clause::Instantiate(kw, list.into_iter().collect()))
         }
         "num_teams" | "thread_limit" | "num_threads" if construct == Construct::Target => {
             if !input.peek(syn::token::Paren) {
@@ -590,7 +659,11 @@ fn parse_map(content: ParseStream, kw: &Ident, construct: Construct) -> syn::Res
             }
         }
     }
-    let items = Punctuated::<MapItem, Token![,]>::parse_terminated_with(content, parse_item)?;
+    let item: fn(ParseStream) -> syn::Result<MapItem> = match construct {
+        Construct::Target => |i| parse_item_of(i, Construct::Target),
+        _ => parse_item,
+    };
+    let items = Punctuated::<MapItem, Token![,]>::parse_terminated_with(content, item)?;
     if items.is_empty() {
         return Err(syn::Error::new(
             kw.span(),
@@ -625,6 +698,11 @@ pub struct Errors {
 }
 
 impl Errors {
+    /// Whether nothing was found so far.
+    pub fn is_empty(&self) -> bool {
+        self.found.is_none()
+    }
+
     pub fn push(&mut self, e: syn::Error) {
         match &mut self.found {
             Some(all) => all.combine(e),

@@ -83,7 +83,8 @@ impl DataConstruct {
                 | Clause::Reduction(..)
                 | Clause::Collapse(..)
                 | Clause::Schedule(..)
-                | Clause::Private(..) => {
+                | Clause::Private(..)
+                | Clause::Instantiate(..) => {
                     unreachable!("parse_clause yields these for #[target] only")
                 }
             }
@@ -196,7 +197,8 @@ impl Update {
                         | Clause::Reduction(..)
                         | Clause::Collapse(..)
                         | Clause::Schedule(..)
-                        | Clause::Private(..) => {
+                        | Clause::Private(..)
+                        | Clause::Instantiate(..) => {
                             unreachable!("parse_clause yields these for #[target] only")
                         }
                         Clause::Map { .. } => {

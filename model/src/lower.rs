@@ -369,7 +369,8 @@ fn rebind(region: &Region, body: &Block, rebound: &BTreeSet<String>) -> Vec<Stmt
         .iter()
         .filter(|p| {
             let name = p.ident.to_string();
-            !p.mut_binding && used.contains(&name) && !rebound.contains(&name)
+            // `self` cannot be rebound (`let self = self;` is no Rust): a method region's receiver stays captured.
+            !p.mut_binding && used.contains(&name) && !rebound.contains(&name) && name != "self"
         })
         .filter_map(|p| {
             let x = &p.ident;

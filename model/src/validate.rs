@@ -13,8 +13,17 @@ use syn::{ItemFn, Type};
 impl Region {
     /// Parses the attribute arguments against the function, then validates the region; every error, combined.
     pub fn parse(args: TokenStream, func: &ItemFn) -> syn::Result<Region> {
+        Region::parse_in(args, func, None)
+    }
+
+    /// As [`Region::parse`], for a function in `impl self_ty { .. }` (`None`: a free function).
+    pub fn parse_in(
+        args: TokenStream,
+        func: &ItemFn,
+        self_ty: Option<&Type>,
+    ) -> syn::Result<Region> {
         let mut errors = Errors::default();
-        let (region, words) = crate::region::parse::parse(args, func, &mut errors);
+        let (region, words) = crate::region::parse::parse(args, func, self_ty, &mut errors);
         validate(&region, &words, func, &mut errors);
         errors.finish(region)
     }
@@ -22,6 +31,7 @@ impl Region {
 
 fn validate(region: &Region, words: &Words, func: &ItemFn, errors: &mut Errors) {
     check_signature(func, errors);
+    crate::region::generic::check(region, &func.sig, errors);
     region.check_constructs(words, errors);
     region.check_reduction_return(errors);
     check_body(region, func, errors);
@@ -233,20 +243,5 @@ fn check_signature(func: &ItemFn, errors: &mut Errors) {
     }
     if let Some(v) = &sig.variadic {
         errors.push(syn::Error::new(v.span(), "a region cannot be variadic"));
-    }
-    for g in &sig.generics.params {
-        if !matches!(g, syn::GenericParam::Lifetime(_)) {
-            errors.push(syn::Error::new(
-                g.span(),
-                "a region cannot be generic: each region is compiled once into the device image; \
-                 write one region per concrete type (a `#[declare_target]` generic helper can share the code)",
-            ));
-        }
-    }
-    if let Some(w) = &sig.generics.where_clause {
-        errors.push(syn::Error::new(
-            w.span(),
-            "a region cannot have a `where` clause",
-        ));
     }
 }

@@ -171,12 +171,25 @@ pub mod __private {
         MappedRef, Section,
     };
     pub use crate::region::launch::{
-        fail, target, target_device_memory, target_on_device, RegionInfo,
+        fail, instance_key, target, target_device_memory, target_on_device, target_without_kernel,
+        GenericRegion, Instance, RegionInfo,
     };
     pub use crate::region::maplist::MapArg;
     pub use crate::region::mapper::{mapper_data_maps, parallel_mapper, Mapper, MapperRaw};
     pub use offload_model::abi::map_type::mapper_field;
     pub use offload_model::reduce::fold;
+
+    /// Marker types that stand for a generic region's const arguments in its instance keys (`ConstUsize<4>`).
+    pub mod konst {
+        macro_rules! markers {
+            ($($name:ident: $t:ty),*) => { $(pub struct $name<const N: $t>;)* };
+        }
+        markers!(
+            ConstU8: u8, ConstU16: u16, ConstU32: u32, ConstU64: u64, ConstU128: u128, ConstUsize: usize,
+            ConstI8: i8, ConstI16: i16, ConstI32: i32, ConstI64: i64, ConstI128: i128, ConstIsize: isize,
+            ConstBool: bool, ConstChar: char
+        );
+    }
 
     /// Lets a parallel region's host fallback run its body on several threads. The expansion wraps only regions
     /// whose shared data is `&T`/`&[T]` (atomics for writes) or that are `unsafe fn`. The field is private and

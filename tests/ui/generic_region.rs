@@ -1,6 +1,6 @@
 use offload::target;
 
 #[target]
-fn scale<T: Copy>(x: &mut [T], k: T) {}
+fn scale<T: offload::DeviceCopy + Copy>(x: &mut [T], k: T) {}
 
 fn main() {}

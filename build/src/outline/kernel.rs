@@ -22,7 +22,17 @@ pub enum KernelAbi {
     Amdgpu,
 }
 
-pub fn entry(region: &Region, symbol: &str, abi: KernelAbi, mappers: &Mappers) -> TokenStream {
+/// The kernel entry `symbol` of `region` (an instance's, for a generic region: its types substituted), calling
+/// `callee` (`triad::<f32>`, `<Body>::advance`) and named `kernel_name` in the device crate; `mappers` gives the
+/// fields of its mapper struct parameters.
+pub fn entry(
+    region: &Region,
+    symbol: &str,
+    abi: KernelAbi,
+    callee: TokenStream,
+    kernel_name: proc_macro2::Ident,
+    mappers: &Mappers,
+) -> TokenStream {
     let args = region.kernel_args();
     // A mapper struct's fields take as many arguments as its definition gives them.
     let width = |a: &KernelArg| match a {
@@ -110,9 +120,7 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi, mappers: &Mappers) -
         }
         i += 1;
     }
-    let name = &region.ident;
-    let kernel_name = format_ident!("__offload_kernel_{}", name);
-    let call = quote!(#(#lets)* #[allow(unused_unsafe)] let __offload_r = unsafe { #name(#(#call_args),*) };);
+    let call = quote!(#(#lets)* #[allow(unused_unsafe)] let __offload_r = unsafe { #callee(#(#call_args),*) };);
     // Every thread of a parallel region computes the value; team 0, thread 0's is returned.
     let store = ret.map(|r| match (region.reduce_op(), region.reduce_wire()) {
         // Each thread's partial joins its team's; the host combines the teams with the initial value. Several
@@ -128,6 +136,7 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi, mappers: &Mappers) -
         KernelAbi::Host => quote! {
             #[doc(hidden)]
             #[unsafe(export_name = #symbol)]
+            #[allow(non_snake_case)]
             pub unsafe extern "C" fn #kernel_name(__offload_dyn: *mut ::core::ffi::c_void #(, #arg_names: u64)*) {
                 unsafe { ::offload::__rt::entry(__offload_dyn, #kind, move || { #call #store }) }
             }
@@ -135,6 +144,7 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi, mappers: &Mappers) -
         KernelAbi::Amdgpu => quote! {
             #[doc(hidden)]
             #[unsafe(export_name = #symbol)]
+            #[allow(non_snake_case)]
             pub unsafe extern "gpu-kernel" fn #kernel_name(__offload_dyn: u64 #(, #arg_names: u64)*) {
                 ::offload::__rt::enter(#kind);
                 #call #store
@@ -143,6 +153,7 @@ pub fn entry(region: &Region, symbol: &str, abi: KernelAbi, mappers: &Mappers) -
         KernelAbi::Nvptx => quote! {
             #[doc(hidden)]
             #[unsafe(export_name = #symbol)]
+            #[allow(non_snake_case)]
             pub unsafe extern "ptx-kernel" fn #kernel_name(__offload_dyn: u64 #(, #arg_names: u64)*) {
                 ::offload::__rt::enter(#kind);
                 #call #store

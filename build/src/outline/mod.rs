@@ -199,6 +199,18 @@ pub fn library_key(lib: &Package) -> String {
     format!("dep-{}-{}", lib.name, lib.unique_suffix())
 }
 
+/// The arguments of an item's `#[target(..)]` (none for `#[target]`).
+fn target_args(attrs: &[Attribute]) -> proc_macro2::TokenStream {
+    attrs
+        .iter()
+        .find(|a| is_attr(a, "target"))
+        .and_then(|a| match &a.meta {
+            syn::Meta::List(l) => Some(l.tokens.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
 /// Whether an attribute is `#[NAME]` or `#[offload::NAME]` (any path ending in NAME).
 pub(crate) fn is_attr(a: &Attribute, name: &str) -> bool {
     a.path().segments.last().is_some_and(|s| s.ident == name)
@@ -340,6 +352,9 @@ impl<'a> Outliner<'a> {
                         tail.push_str(&entry);
                     }
                 }
+                Item::Impl(i) if has_attr(&i.attrs, "target") => {
+                    self.mirror_region_impl(index, f, i, module_path, m, &mut tail);
+                }
                 Item::Impl(i) if !has_attr(&i.attrs, "declare_target") => {
                     diags.extend(self.regions_in_impl(f, i));
                     if self.reach.kept.contains(&reach::site(index, item)) {
@@ -391,8 +406,8 @@ impl<'a> Outliner<'a> {
         tail
     }
 
-    /// A `#[target]` function: the region as lowered, on its lines. Returns its kernel entry; a region whose clauses
-    /// do not parse is copied as written (the macro reports them, spanned, in the host build) and has none.
+    /// A `#[target]` function: the region as lowered, on its lines. Returns its kernel entries; a region whose
+    /// clauses do not parse is copied as written (the macro reports them, spanned, in the host build) and has none.
     fn mirror_target_fn(
         &mut self,
         f: &ModuleFile,
@@ -400,16 +415,7 @@ impl<'a> Outliner<'a> {
         module_path: &[String],
         m: &mut Mirror,
     ) -> Option<String> {
-        let args = func
-            .attrs
-            .iter()
-            .find(|a| is_attr(a, "target"))
-            .and_then(|a| match &a.meta {
-                syn::Meta::List(l) => Some(l.tokens.clone()),
-                _ => None,
-            })
-            .unwrap_or_default();
-        let Ok(region) = Region::parse(args, func) else {
+        let Ok(region) = Region::parse(target_args(&func.attrs), func) else {
             keep_item(m, func, &func.attrs);
             return None;
         };
@@ -417,17 +423,7 @@ impl<'a> Outliner<'a> {
         if !self.entries {
             return None;
         }
-        let identity = format!("{}::{}", module_path.join("::"), func.sig.ident);
-        let symbol = mangle_string(&identity);
-        let entry = kernel::entry(&region, &symbol, self.abi, &self.mappers).to_string();
-        self.regions.push(RegionSite {
-            identity,
-            symbol,
-            region,
-            file: f.path.clone(),
-            line: func.sig.ident.span().start().line,
-        });
-        Some(entry)
+        Some(self.kernels(f, func, &region, module_path))
     }
 
     /// A `#[declare_target] static`: exported under the symbol its offload entry names, where the runtime finds the
@@ -443,7 +439,109 @@ impl<'a> Outliner<'a> {
         self.globals.push(symbol);
     }
 
-    /// `#[target]` on a method, which has no free function to outline.
+    /// `#[target] impl Type { .. }`: the impl as written, its region methods lowered on their lines, the methods a
+    /// device cannot have left out (as in a reached impl); a kernel entry per region, at module level, calling
+    /// `<Type>::method`. An impl the macro rejects (a trait impl, a generic one) is left out: the host build
+    /// reports it.
+    fn mirror_region_impl(
+        &mut self,
+        index: usize,
+        f: &ModuleFile,
+        i: &syn::ItemImpl,
+        module_path: &[String],
+        m: &mut Mirror,
+        tail: &mut String,
+    ) {
+        if i.trait_.is_some() || !i.generics.params.is_empty() {
+            return;
+        }
+        keep_item(m, i, &i.attrs);
+        for it in &i.items {
+            match it {
+                syn::ImplItem::Fn(method) if has_attr(&method.attrs, "target") => {
+                    let func = syn::ItemFn {
+                        attrs: method.attrs.clone(),
+                        vis: method.vis.clone(),
+                        sig: method.sig.clone(),
+                        block: Box::new(method.block.clone()),
+                    };
+                    let Ok(region) =
+                        Region::parse_in(target_args(&method.attrs), &func, Some(&i.self_ty))
+                    else {
+                        blank_attrs(m, &method.attrs);
+                        continue;
+                    };
+                    self.mirror_region(m, &func, &region);
+                    if self.entries {
+                        tail.push('\n');
+                        tail.push_str(&self.kernels(f, &func, &region, module_path));
+                    }
+                }
+                _ if self.reach.dropped.contains(&reach::site(index, it)) => {
+                    let r = m.range(it.span());
+                    m.blank(r);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The kernel entries of a region: one, or one per `instantiate(..)` list of a generic region, each named by
+    /// its identity (`module::triad<f32>`) and calling the region with those arguments.
+    fn kernels(
+        &mut self,
+        f: &ModuleFile,
+        func: &syn::ItemFn,
+        region: &Region,
+        module_path: &[String],
+    ) -> String {
+        let instances: Vec<Option<usize>> = if region.is_generic() {
+            (0..region.instances.len()).map(Some).collect()
+        } else {
+            vec![None]
+        };
+        let mut out = Vec::new();
+        for k in instances {
+            let local = k.map_or_else(|| region.local_name(), |k| region.instance_name(k));
+            let identity = format!("{}::{}", module_path.join("::"), local);
+            let symbol = mangle_string(&identity);
+            let name = &region.ident;
+            let turbofish = k.map(|k| region.turbofish(k));
+            let callee = match &region.self_ty {
+                Some(t) => quote::quote!(<#t>::#name #turbofish),
+                None => quote::quote!(#name #turbofish),
+            };
+            let kernel_name = quote::format_ident!(
+                "__offload_kernel_{}",
+                local
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                    .collect::<String>()
+            );
+            let instance = region.instance(k);
+            out.push(
+                kernel::entry(
+                    &instance,
+                    &symbol,
+                    self.abi,
+                    callee,
+                    kernel_name,
+                    &self.mappers,
+                )
+                .to_string(),
+            );
+            self.regions.push(RegionSite {
+                identity,
+                symbol,
+                region: instance,
+                file: f.path.clone(),
+                line: func.sig.ident.span().start().line,
+            });
+        }
+        out.join("\n")
+    }
+
+    /// `#[target]` on a method of an `impl` block without `#[target]`, whose region the macro cannot name.
     fn regions_in_impl(&self, f: &ModuleFile, i: &syn::ItemImpl) -> Vec<Diagnostic> {
         i.items
             .iter()
@@ -451,8 +549,8 @@ impl<'a> Outliner<'a> {
                 syn::ImplItem::Fn(method) if has_attr(&method.attrs, "target") => Some(self.diag(
                     f,
                     method.sig.ident.span(),
-                    "`#[target]` goes on free functions, not on functions in an `impl` block",
-                    Some("move the region out of the `impl` and pass the receiver as a parameter"),
+                    "a region in an `impl` block needs `#[target]` on the impl too",
+                    Some("write `#[target] impl Type { .. }`: the attribute on the impl names the region `Type::method`"),
                 )),
                 _ => None,
             })
@@ -781,6 +879,7 @@ fn collect_mentions(items: &[Item], file: usize, reach: &reach::Reach, out: &mut
     for item in items {
         let kept = match item {
             Item::Fn(i) if has_attr(&i.attrs, "target") => true,
+            Item::Impl(i) if has_attr(&i.attrs, "target") => true,
             Item::Mod(md) => {
                 if let Some((_, inner)) = &md.content {
                     collect_mentions(inner, file, reach, out);

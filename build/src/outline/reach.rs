@@ -96,6 +96,16 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
             }
         }
         if let Item::Impl(i) = e.item {
+            // offload-device has every type `DeviceCopy` and `Firstprivate` (the host checks them): the host's impls
+            // of them stay out.
+            let marker = i.trait_.as_ref().is_some_and(|(_, p, _)| {
+                p.segments
+                    .last()
+                    .is_some_and(|s| s.ident == "DeviceCopy" || s.ident == "Firstprivate")
+            });
+            if marker {
+                continue;
+            }
             for n in impl_names(i) {
                 impls_of.entry(n).or_default().push(k);
             }
@@ -151,8 +161,12 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
                 if !root && header_host_only {
                     continue;
                 }
+                // A `#[declare_target]` impl goes as written; a `#[target]` impl (regions in it) keeps its regions
+                // and, as a reached impl does, the methods a device can have.
+                let whole = root && !has_attr(&i.attrs, "target");
                 for it in &i.items {
-                    let why = (!root)
+                    let region = matches!(it, syn::ImplItem::Fn(f) if has_attr(&f.attrs, "target"));
+                    let why = (!whole && !region)
                         .then(|| host_only(&it.to_token_stream(), &hc, e.file))
                         .flatten();
                     if let Some(why) = why {

@@ -85,15 +85,38 @@ pub fn launch(region: &Region, call_host: &TokenStream, slot_ty: &TokenStream) -
     };
     // A region taking device memory runs on its device, or on the host when the memory is the initial device's
     // (host memory, as clang does); never in a fallback otherwise, since the host cannot reach a device's memory.
-    if region.needs_device() {
-        quote!(::offload::__private::target_device_memory(
-            &__OFFLOAD_REGION, __offload_launch, &__offload_maps, __offload_ret,
-            #reduce, #fallback,
-        ))
+    let run = if region.needs_device() {
+        quote!(::offload::__private::target_device_memory)
     } else {
-        quote!(::offload::__private::target(
+        quote!(::offload::__private::target)
+    };
+    if !region.is_generic() {
+        return quote!(#run(
             &__OFFLOAD_REGION, __offload_launch, &__offload_maps, __offload_ret,
             #reduce, #fallback,
-        ))
+        ));
     }
+    // A generic region: the kernel of the arguments' instance, or the host with the reason when none was listed.
+    let key = super::instance_key(region, None);
+    let args = region.generic_params.iter().map(|p| {
+        let id = &p.ident;
+        let what = format!("{id} = {{}}");
+        match p.const_ty {
+            Some(_) => quote!(::std::format!(#what, #id)),
+            None => quote!(::std::format!(#what, ::core::any::type_name::<#id>())),
+        }
+    });
+    quote!({
+        let __offload_fallback = #fallback;
+        match __OFFLOAD_GENERIC.find(::offload::__private::instance_key::<#key>()) {
+            ::core::option::Option::Some(__offload_region) => #run(
+                __offload_region, __offload_launch, &__offload_maps, __offload_ret,
+                #reduce, __offload_fallback,
+            ),
+            ::core::option::Option::None => ::offload::__private::target_without_kernel(
+                &__OFFLOAD_GENERIC, || [#(#args),*].join(", "), __offload_launch, &__offload_maps,
+                __offload_fallback,
+            ),
+        }
+    })
 }

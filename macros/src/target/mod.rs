@@ -7,11 +7,14 @@ mod params;
 use offload_model::lower::view_kind;
 use offload_model::region::{ParamKind, Region};
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Pat};
 
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    if let Ok(imp) = syn::parse2::<syn::ItemImpl>(item.clone()) {
+        return expand_impl(args, imp);
+    }
     let func: ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(e) => {
@@ -30,12 +33,102 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
+/// `#[target] impl Type { #[target(..)] fn step(&mut self, ..) { .. } .. }`: each marked method is a region named
+/// `module::Type::step`. The impl's attribute is what lets the regions know `Type` (a method's own attribute sees
+/// only the method).
+fn expand_impl(args: TokenStream, mut imp: syn::ItemImpl) -> TokenStream {
+    let mut errors: Vec<syn::Error> = Vec::new();
+    if !args.is_empty() {
+        errors.push(syn::Error::new(
+            args.span(),
+            "`#[target]` on an `impl` block takes no clauses: it marks the block whose methods are regions; put the \
+             clauses on each region method (`#[target(map(tofrom: self))] fn step(&mut self)`)",
+        ));
+    }
+    if let Some((_, path, _)) = &imp.trait_ {
+        errors.push(syn::Error::new(
+            path.span(),
+            "regions go in an inherent `impl Type { .. }`, not in a trait impl (a trait method cannot be a kernel \
+             entry); write the region in `impl Type` and call it from the trait method",
+        ));
+    }
+    if !imp.generics.params.is_empty() {
+        errors.push(syn::Error::new(
+            imp.generics.params.span(),
+            "a region's `impl` block cannot be generic: each region is compiled into device images as named here; \
+             write the regions in an impl for a concrete type (`impl Grid<f32>`), or make the region a generic \
+             function with `instantiate(..)`",
+        ));
+    }
+    let self_ty = (*imp.self_ty).clone();
+    let mut items = Vec::new();
+    for item in std::mem::take(&mut imp.items) {
+        let syn::ImplItem::Fn(method) = item else {
+            items.push(quote!(#item));
+            continue;
+        };
+        let Some(at) = method.attrs.iter().position(is_target_attr) else {
+            items.push(quote!(#method));
+            continue;
+        };
+        let mut attrs = method.attrs.clone();
+        let attr = attrs.remove(at);
+        let args = match &attr.meta {
+            syn::Meta::List(l) => l.tokens.clone(),
+            _ => TokenStream::new(),
+        };
+        let func = ItemFn {
+            attrs,
+            vis: method.vis.clone(),
+            sig: method.sig.clone(),
+            block: Box::new(method.block.clone()),
+        };
+        if !errors.is_empty() {
+            // The method as written, without its attribute: the impl's error is the one to see.
+            items.push(quote!(#func));
+            continue;
+        }
+        items.push(match Region::parse_in(args, &func, Some(&self_ty)) {
+            Ok(region) => expand_region(&region, func),
+            Err(e) => failed(e, &func),
+        });
+    }
+    let errs = errors.iter().map(syn::Error::to_compile_error);
+    let (attrs, defaultness, unsafety, generics, trait_, self_ty) = (
+        &imp.attrs,
+        &imp.defaultness,
+        &imp.unsafety,
+        &imp.generics,
+        imp.trait_
+            .as_ref()
+            .map(|(bang, path, for_)| quote!(#bang #path #for_)),
+        &imp.self_ty,
+    );
+    let where_clause = &generics.where_clause;
+    quote! {
+        #(#errs)*
+        #(#attrs)*
+        #defaultness #unsafety impl #generics #trait_ #self_ty #where_clause {
+            #(#items)*
+        }
+    }
+}
+
+fn is_target_attr(a: &syn::Attribute) -> bool {
+    a.path()
+        .segments
+        .last()
+        .is_some_and(|s| s.ident == "target")
+}
+
 /// The errors, the function as written and a `try_<name>` of the same signature, so that callers still type-check
 /// and one mistake does not cascade into an error at every call site.
 fn failed(e: syn::Error, func: &ItemFn) -> TokenStream {
     let err = e.to_compile_error();
     let sig = &func.sig;
     let (vis, unsafety, generics) = (&func.vis, &sig.unsafety, &sig.generics);
+    let where_clause = &generics.where_clause;
+
     let try_name = format_ident!("try_{}", sig.ident);
     let ret = match &sig.output {
         syn::ReturnType::Default => quote!(()),
@@ -46,7 +139,9 @@ fn failed(e: syn::Error, func: &ItemFn) -> TokenStream {
         #err
         #func
         #[allow(unused_variables, clippy::too_many_arguments)]
-        #vis #unsafety fn #try_name #generics (#(#inputs),*) -> ::core::result::Result<#ret, ::offload::Error> {
+        #vis #unsafety fn #try_name #generics (#(#inputs),*) -> ::core::result::Result<#ret, ::offload::Error>
+            #where_clause
+        {
             ::core::unreachable!("the region did not compile")
         }
     }
@@ -70,7 +165,21 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     let slot_ty = region.reduce_wire().unwrap_or_else(|| ret_ty.clone());
     let unsafety = &sig.unsafety;
     let generics = &sig.generics;
+    let where_clause = &generics.where_clause;
     let output = &sig.output;
+    // A method region's functions are associated: called through `Self`, its fallback beside it (a function nested
+    // in the method could not name `Self`).
+    let in_impl = region.self_ty.is_some();
+    let host_name = if in_impl {
+        format_ident!("__offload_host_{}", name)
+    } else {
+        format_ident!("__offload_host")
+    };
+    let (this, host_path) = if in_impl {
+        (quote!(Self::), quote!(Self::#host_name))
+    } else {
+        (quote!(), quote!(#host_name))
+    };
 
     let outer_inputs = outer_inputs(&sig);
     let idents: Vec<_> = region.params.iter().map(|p| &p.ident).collect();
@@ -84,9 +193,10 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     let (device, if_cond) = crate::data::device_and_if(&region.device, &region.if_cond);
     let section_bounds = params::section_bounds(region);
     let geometry = launch::geometry(region);
+    // The fallback is called with the region's own arguments, so its generic parameters are inferred.
     let call_host = match unsafety {
-        Some(_) => quote!(unsafe { __offload_host(#(#fallback_args),*) }),
-        None => quote!(__offload_host(#(#fallback_args),*)),
+        Some(_) => quote!(unsafe { #host_path(#(#fallback_args),*) }),
+        None => quote!(#host_path(#(#fallback_args),*)),
     };
     let touch = launch::clause_touches(region, &idents);
     // The one lowering the outliner applies too: views for parallel `&mut` parameters, the work-shared loop as a
@@ -112,50 +222,50 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     let tag = offload_model::identity::package_tag(
         &std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default(),
     );
-    let lint_attrs = attrs.iter().filter(|a| {
-        a.path().get_ident().is_some_and(|i| {
-            ["allow", "warn", "deny", "expect", "forbid"].contains(&&*i.to_string())
+    let lint_attrs: Vec<_> = attrs
+        .iter()
+        .filter(|a| {
+            a.path().get_ident().is_some_and(|i| {
+                ["allow", "warn", "deny", "expect", "forbid"].contains(&&*i.to_string())
+            })
         })
-    });
+        .collect();
     // Several reduction variables come back from their `#[repr(C)]` tuple.
     let finish = (region.reductions.len() > 1).then(|| quote!(.map(::core::convert::Into::into)));
     let host_fn = quote!(
         #(#lint_attrs)*
+        #[doc(hidden)]
         #[allow(clippy::too_many_arguments)]
-        #unsafety fn __offload_host #generics (#(#host_inputs),*) #output #host_body
+        #unsafety fn #host_name #generics (#(#host_inputs),*) #output #where_clause #host_body
     );
+    let (host_fn_inside, host_fn_beside) = if in_impl {
+        (quote!(), host_fn)
+    } else {
+        (host_fn, quote!())
+    };
+    let entries = entries(region, &host_name, tag);
     let launch = launch::launch(region, &call_host, &slot_ty);
     let try_doc = format!("Runs the region [`{name_str}`], returning a device failure as an `Err` instead of panicking.");
 
     quote! {
         #(#attrs)*
-        #vis #unsafety fn #name #generics (#(#outer_inputs),*) #output {
-            match #try_name(#(#idents),*) {
+        #vis #unsafety fn #name #generics (#(#outer_inputs),*) #output #where_clause {
+            match #this #try_name(#(#idents),*) {
                 ::core::result::Result::Ok(r) => r,
                 ::core::result::Result::Err(e) => ::offload::__private::fail(e),
             }
         }
 
+        #host_fn_beside
+
         #[doc = #try_doc]
         #[allow(clippy::too_many_arguments)]
         #vis #unsafety fn #try_name #generics (#(#outer_inputs),*)
             -> ::core::result::Result<#ret_ty, ::offload::Error>
+            #where_clause
         {
-            #host_fn
-
-            const __OFFLOAD_NAME: &str = ::core::concat!(::core::module_path!(), "::", #name_str);
-            static __OFFLOAD_SYMBOL: [u8; ::offload::__private::mangled_len(__OFFLOAD_NAME) + 1] =
-                ::offload::__private::mangle(__OFFLOAD_NAME);
-            #[::offload::__private::linkme::distributed_slice(::offload::__private::OFFLOAD_ENTRIES)]
-            #[linkme(crate = ::offload::__private::linkme)]
-            static __OFFLOAD_ENTRY: ::offload::__private::OffloadEntry =
-                ::offload::__private::OffloadEntry::kernel(__offload_host as *const ::core::ffi::c_void, &__OFFLOAD_SYMBOL, #tag);
-            static __OFFLOAD_REGION: ::offload::__private::RegionInfo = ::offload::__private::RegionInfo {
-                name: __OFFLOAD_NAME,
-                file: ::core::file!(),
-                line: ::core::line!(),
-                entry: &__OFFLOAD_ENTRY,
-            };
+            #host_fn_inside
+            #entries
 
             #(#checks)*
             // Clauses first: they may read the parameters, which the raw pointers below must not see change.
@@ -173,10 +283,123 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             // checked `Firstprivate` above.
             unsafe {
                 let __offload_maps = #maps;
-                #launch #finish
+                (#launch) #finish
             }
         }
     }
+}
+
+/// The region's offload entries, statics in its `try_` function: one, or one per `instantiate(..)` list of a generic
+/// region, with the table the call picks its entry from by the arguments' `TypeId`. An entry's address is the region's
+/// host id (clang's region id): its fallback where the statics can name it, else its symbol (a method's fallback is
+/// `Self::..`, which a static cannot name).
+fn entries(region: &Region, host_name: &syn::Ident, tag: u64) -> TokenStream {
+    let local = region.local_name();
+    let in_impl = region.self_ty.is_some();
+    let entry = |k: Option<usize>| {
+        let suffix = k.map_or(String::new(), |k| format!("_{k}"));
+        let (name_c, symbol, entry, info) = (
+            format_ident!("__OFFLOAD_NAME{}", suffix),
+            format_ident!("__OFFLOAD_SYMBOL{}", suffix),
+            format_ident!("__OFFLOAD_ENTRY{}", suffix),
+            format_ident!("__OFFLOAD_REGION{}", suffix),
+        );
+        let local = match k {
+            Some(k) => region.instance_name(k),
+            None => local.clone(),
+        };
+        let address = match (in_impl, k) {
+            (true, _) => quote!(&#symbol as *const _ as *const ::core::ffi::c_void),
+            (false, Some(k)) => {
+                let turbofish = region.turbofish(k);
+                quote_spanned!(region.instances[k].span=> #host_name #turbofish as *const ::core::ffi::c_void)
+            }
+            (false, None) => quote!(#host_name as *const ::core::ffi::c_void),
+        };
+        quote! {
+            const #name_c: &str = ::core::concat!(::core::module_path!(), "::", #local);
+            static #symbol: [u8; ::offload::__private::mangled_len(#name_c) + 1] =
+                ::offload::__private::mangle(#name_c);
+            #[::offload::__private::linkme::distributed_slice(::offload::__private::OFFLOAD_ENTRIES)]
+            #[linkme(crate = ::offload::__private::linkme)]
+            static #entry: ::offload::__private::OffloadEntry =
+                ::offload::__private::OffloadEntry::kernel(#address, &#symbol, #tag);
+            static #info: ::offload::__private::RegionInfo = ::offload::__private::RegionInfo {
+                name: #name_c,
+                file: ::core::file!(),
+                line: ::core::line!(),
+                entry: &#entry,
+            };
+        }
+    };
+    if !region.is_generic() {
+        return entry(None);
+    }
+    let each: Vec<TokenStream> = (0..region.instances.len())
+        .map(|k| entry(Some(k)))
+        .collect();
+    let keys = (0..region.instances.len()).map(|k| {
+        let key = instance_key(region, Some(k));
+        let info = format_ident!("__OFFLOAD_REGION_{}", k);
+        quote!((::offload::__private::instance_key::<#key> as fn() -> ::core::any::TypeId, &#info))
+    });
+    let n = region.instances.len();
+    let listed = region
+        .instances
+        .iter()
+        .map(|i| {
+            let args: Vec<String> = i
+                .args
+                .iter()
+                .map(|a| offload_model::region::canonical_tokens(quote!(#a)))
+                .collect();
+            if args.len() == 1 {
+                args[0].clone()
+            } else {
+                format!("<{}>", args.join(", "))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    quote! {
+        #(#each)*
+        static __OFFLOAD_INSTANCES: [::offload::__private::Instance; #n] = [#(#keys),*];
+        static __OFFLOAD_GENERIC: ::offload::__private::GenericRegion = ::offload::__private::GenericRegion {
+            name: ::core::concat!(::core::module_path!(), "::", #local),
+            listed: #listed,
+            instances: &__OFFLOAD_INSTANCES,
+        };
+    }
+}
+
+/// The tuple type whose `TypeId` keys a generic region's kernel: its parameters' names (`k: None`, in the region's
+/// functions) or instance `k`'s arguments, a const one as its marker type.
+pub(crate) fn instance_key(region: &Region, k: Option<usize>) -> TokenStream {
+    let parts = region.generic_params.iter().enumerate().map(|(i, p)| {
+        let arg = match k {
+            Some(k) => {
+                let a = &region.instances[k].args[i];
+                quote!(#a)
+            }
+            None => {
+                let id = &p.ident;
+                quote!(#id)
+            }
+        };
+        match &p.const_ty {
+            None => arg,
+            Some(t) => {
+                let marker = format_ident!("Const{}", {
+                    let t = quote!(#t).to_string();
+                    let mut c = t.chars();
+                    c.next()
+                        .map_or(String::new(), |f| f.to_uppercase().chain(c).collect())
+                });
+                quote!(::offload::__private::konst::#marker<{ #arg }>)
+            }
+        }
+    });
+    quote!((#(#parts,)*))
 }
 
 /// The parameters of the region's function and its `try_` twin: as written, without `mut` (only the body, kept in
@@ -192,7 +415,13 @@ fn outer_inputs(sig: &syn::Signature) -> Vec<TokenStream> {
                 }
                 quote!(#pt)
             }
-            other => quote!(#other),
+            FnArg::Receiver(r) => {
+                let mut r = r.clone();
+                if r.reference.is_none() {
+                    r.mutability = None;
+                }
+                quote!(#r)
+            }
         })
         .collect()
 }

@@ -4,7 +4,10 @@
 //! [`crate::validate`] checks the region against the rules (construct combinations, race freedom, uniform bounds, reductions); both push
 //! spanned errors into one collection, so a user sees every mistake at once.
 
+pub(crate) mod generic;
 pub(crate) mod parse;
+
+pub use generic::{canonical_tokens, GenericParam, CONST_PARAM_TYPES};
 
 use crate::clause::{Map, Section};
 use proc_macro2::TokenStream;
@@ -93,6 +96,12 @@ pub struct Region {
     pub schedule: Option<crate::clause::Schedule>,
     /// `private(x, ..)`: per-thread locals declared before the loop that the loop may assign.
     pub private: Vec<Ident>,
+    /// A generic region's type and const parameters, in order (lifetimes left out).
+    pub generic_params: Vec<GenericParam>,
+    /// `instantiate(..)`: the argument lists a generic region gets a kernel for.
+    pub instances: Vec<crate::clause::Instance>,
+    /// A region in an `impl` block: the type the impl is for (`Type` of the identity `module::Type::method`).
+    pub self_ty: Option<Type>,
 }
 
 impl Region {

@@ -22,8 +22,14 @@ pub(crate) struct Words {
     pub thread_limit: Option<syn::Expr>,
 }
 
-/// The region `args` and `func` describe, as far as it could be read.
-pub(crate) fn parse(args: TokenStream, func: &ItemFn, errors: &mut Errors) -> (Region, Words) {
+/// The region `args` and `func` describe, as far as it could be read; `self_ty` is the type of the `impl` block a
+/// method region is in.
+pub(crate) fn parse(
+    args: TokenStream,
+    func: &ItemFn,
+    self_ty: Option<&Type>,
+    errors: &mut Errors,
+) -> (Region, Words) {
     let clauses = match (|input: syn::parse::ParseStream| parse_clauses(input, Construct::Target))
         .parse2(args)
     {
@@ -35,7 +41,7 @@ pub(crate) fn parse(args: TokenStream, func: &ItemFn, errors: &mut Errors) -> (R
     };
     let mut params: Vec<Param> = Vec::new();
     for arg in &func.sig.inputs {
-        if let Some(p) = classify_param(arg, errors) {
+        if let Some(p) = classify_param(arg, self_ty, errors) {
             params.push(p);
         }
     }
@@ -72,6 +78,9 @@ pub(crate) fn parse(args: TokenStream, func: &ItemFn, errors: &mut Errors) -> (R
         one_team: false,
         schedule: None,
         private: Vec::new(),
+        generic_params: super::generic::params(&func.sig.generics),
+        instances: Vec::new(),
+        self_ty: self_ty.cloned(),
     };
     let words = region.apply_clauses(clauses, errors);
     (region, words)
@@ -100,6 +109,12 @@ impl Region {
                     }
                     self.schedule = Some(sched);
                     schedule_kw = Some(kw);
+                }
+                Clause::Instantiate(kw, list) => {
+                    if !self.instances.is_empty() {
+                        errors.push(syn::Error::new(kw.span(), "`instantiate` is given twice"));
+                    }
+                    self.instances.extend(list);
                 }
                 Clause::Private(kw, vars) => {
                     self.private.extend(vars);
@@ -264,16 +279,17 @@ impl Region {
     }
 }
 
-fn classify_param(arg: &FnArg, errors: &mut Errors) -> Option<Param> {
+fn classify_param(arg: &FnArg, self_ty: Option<&Type>, errors: &mut Errors) -> Option<Param> {
     let pt = match arg {
-        FnArg::Receiver(r) => {
+        FnArg::Receiver(r) if self_ty.is_none() => {
             errors.push(syn::Error::new(
                 r.span(),
-                "`#[target]` goes on free functions, not methods: move the region out of the `impl` and pass the \
-                 receiver as an ordinary parameter (e.g. `fn step(state: &mut State, ..)`)",
+                "a method region needs `#[target]` on its `impl` block too (`#[target] impl Type { .. }`): the \
+                 attribute on a method cannot see the type's name, which names the region's kernel",
             ));
             return None;
         }
+        FnArg::Receiver(r) => return Some(receiver(r)),
         FnArg::Typed(pt) => pt,
     };
     let (ident, mut_binding) = match &*pt.pat {
@@ -374,6 +390,41 @@ fn mapper_param(
         section: None,
         mut_binding,
     })
+}
+
+/// The receiver, mapped per its type as the same parameter written out would be: `self` firstprivate, `&self` a
+/// `&Self` mapped `to`, `&mut self` a `&mut Self` mapped `tofrom`.
+fn receiver(r: &syn::Receiver) -> Param {
+    let ident = Ident::new("self", r.self_token.span);
+    let self_ty: Type = syn::parse_quote_spanned!(r.self_token.span=> Self);
+    let (kind, map, mut_binding) = match &*r.ty {
+        Type::Reference(t) => {
+            let mutable = t.mutability.is_some();
+            let map = Map::implicit(if mutable {
+                MapType::ToFrom
+            } else {
+                MapType::To
+            });
+            let ty = match &*t.elem {
+                Type::Path(p) if p.path.is_ident("Self") => self_ty.clone(),
+                other => other.clone(),
+            };
+            (ParamKind::Ref { ty, mutable }, Some(map), false)
+        }
+        _ => (ParamKind::Value, None, r.mutability.is_some()),
+    };
+    let ty = match kind {
+        ParamKind::Value => self_ty,
+        _ => (*r.ty).clone(),
+    };
+    Param {
+        ident,
+        ty,
+        kind,
+        map,
+        section: None,
+        mut_binding,
+    }
 }
 
 fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {

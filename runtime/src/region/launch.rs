@@ -18,6 +18,7 @@ use crate::plugin::LaunchParams;
 use crate::registry::{entry_index, entry_symbol};
 use offload_model::abi::map_type::{DEVICE_MEMORY, LITERAL, PRIVATE, REDUCTION};
 use offload_model::fatbin::OffloadEntry;
+use std::any::TypeId;
 use std::mem::{size_of, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -59,32 +60,120 @@ pub unsafe fn target<R>(
         Err(NotRun::Failed(e)) => return Err(e),
         Err(NotRun::Host(why)) => why,
     };
+    run_host(w, region.name, why, launch, fallback)
+}
+
+/// The host fallback of a region that did not run on a device, for `why`: an error under `MANDATORY` when the
+/// region could not start on a device, else the fallback, observed.
+fn run_host<R>(
+    w: Watch,
+    name: &'static str,
+    why: Host,
+    launch: Launch,
+    fallback: impl FnOnce() -> R,
+) -> Result<R, Error> {
     if let Host::Unavailable(r) = &why {
         if icv().policy == Policy::Mandatory {
             return Err(Error::Mandatory {
-                region: region.name,
+                region: name,
                 reason: r.to_string(),
             });
         }
     }
     let note = || launch.reduced(launch.host_geometry(), HOST_LIMITS_WHY);
-    match observe::fallback(w, region.name, why.reason(), note, || {
+    match observe::fallback(w, name, why.reason(), note, || {
         catch_unwind(AssertUnwindSafe(fallback))
     }) {
         Ok(r) => Ok(r),
         Err(payload) => match no_threads(&*payload) {
             // Threads the region needed could not start: an error of the call, not a panic of the region.
             Some(e) => Err(Error::HostThreads {
-                region: region.name,
+                region: name,
                 source: e.clone(),
             }),
             None => panic!(
                 "offload: region {} panicked in the host fallback: {}",
-                region.name,
+                name,
                 panic_message(&*payload)
             ),
         },
     }
+}
+
+/// One kernel of a generic region: the key of its argument list ([`instance_key`]) and its region.
+pub type Instance = (fn() -> TypeId, &'static RegionInfo);
+
+/// A generic region's kernels, one per `instantiate(..)` list, written by the macro.
+pub struct GenericRegion {
+    /// The region's identity without arguments, `crate::module::triad`.
+    pub name: &'static str,
+    /// Its `instantiate(..)` lists as written, for the message of a call with other arguments (`f32, f64`).
+    pub listed: &'static str,
+    /// Each list's key (`typeid::of` of the tuple of its arguments) and region.
+    pub instances: &'static [Instance],
+}
+
+impl GenericRegion {
+    /// The instance whose arguments have the key `key`: a `TypeId`, so two types never share a kernel (a type's
+    /// name alone could).
+    pub fn find(&self, key: TypeId) -> Option<&'static RegionInfo> {
+        self.instances
+            .iter()
+            .find(|(k, _)| k() == key)
+            .map(|(_, r)| *r)
+    }
+}
+
+/// The key of a generic region's argument list: `typeid::of` the tuple of its types (a const argument as its marker
+/// type), which, unlike `TypeId::of`, needs no `'static` bound a generic caller would have to repeat. Types that
+/// differ only in lifetimes share a key, and a kernel: lifetimes do not change code.
+pub fn instance_key<T: ?Sized>() -> TypeId {
+    typeid::of::<T>()
+}
+
+/// Runs a generic region called with arguments `instantiate(..)` did not list: there is no kernel for them, so the
+/// host runs it (an error under `MANDATORY`), with `args` (`T = i32`) in the reason.
+///
+/// # Safety
+/// As [`target`] (the map list is only read, to find data present on the device).
+pub unsafe fn target_without_kernel<R>(
+    generic: &'static GenericRegion,
+    args: impl FnOnce() -> String,
+    launch: Launch,
+    maps: &[MapArg],
+    fallback: impl FnOnce() -> R,
+) -> Result<R, Error> {
+    let w = Watch::now();
+    let short = generic.name.rsplit("::").next().unwrap_or(generic.name);
+    let why = match select(launch.device, launch.cond) {
+        Selection::Host(h) => h,
+        Selection::Device(dev) => {
+            let reason = format!(
+                "region `{short}` has no kernel for `{}`: its `instantiate(..)` lists {}",
+                args(),
+                generic.listed
+            );
+            if maps.iter().any(|m| m.map_type & DEVICE_MEMORY != 0) {
+                return Err(Error::DeviceRequired {
+                    region: generic.name,
+                    reason,
+                });
+            }
+            if present_on(dev, maps) {
+                return Err(Error::Mapping {
+                    what: format!("region {}", generic.name),
+                    device: dev.number,
+                    plugin: dev.plugin,
+                    message: format!(
+                        "{reason}; some of its data is present on the device, so the host fallback, which would \
+                         compute on the host's stale copy, does not run"
+                    ),
+                });
+            }
+            Host::Unavailable(reason.into())
+        }
+    };
+    run_host(w, generic.name, why, launch, fallback)
 }
 
 /// Runs a region that takes device memory: on its device, or not at all (no host fallback: the host cannot

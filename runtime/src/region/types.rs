@@ -42,7 +42,8 @@ use std::marker::PhantomData;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not `offload::DeviceCopy`, so it cannot be copied to or from a device",
     label = "not plain data: device memory receives and returns raw bytes",
-    note = "use numbers, arrays of them, integer atomics, or a `#[declare_target]` `#[repr(C)]` struct of those"
+    note = "use numbers, arrays of them, integer atomics, or a `#[declare_target]` `#[repr(C)]` struct of those",
+    note = "in a generic region, bound the type parameter: `T: offload::DeviceCopy`, or make `offload::DeviceCopy` a supertrait of your trait (`trait Real: offload::DeviceCopy + Copy`)"
 )]
 pub unsafe trait DeviceCopy: 'static {
     /// For integer atomics and arrays of them (any depth), the atomic's size: the runtime then copies host data
@@ -60,7 +61,8 @@ pub unsafe trait DeviceCopy: 'static {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot cross into or out of a region by value",
     label = "not a plain `Copy` value",
-    note = "by-value parameters and return values must be numbers, bool, char, arrays, or `#[declare_target]` structs and enums"
+    note = "by-value parameters and return values must be numbers, bool, char, arrays, or `#[declare_target]` structs and enums",
+    note = "in a generic region, bound the type parameter: `T: offload::DeviceCopy + Copy`, or make them supertraits of your trait (`trait Real: offload::DeviceCopy + Copy`)"
 )]
 pub unsafe trait Firstprivate: Copy + 'static {}
 
