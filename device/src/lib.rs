@@ -259,6 +259,9 @@ pub use offload_model::abi::SharedAtomic;
 /// A reduction operator; implement it on a unit struct to name it in `reduction(Op: var)` (OpenMP's `declare
 /// reduction`).
 pub use offload_model::reduce::ReduceOp;
+/// The numbers a reduction combines (the host's `offload::Numeric`, `offload::Integer`), so region code may name
+/// them in bounds.
+pub use offload_model::reduce::{Integer, Numeric};
 
 /// The host's `offload::DeviceCopy`, so region code may name it in bounds (`trait Real: offload::DeviceCopy`, a
 /// generic region's `T: offload::DeviceCopy`). The host build checks it, for every type a region is instantiated

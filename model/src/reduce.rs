@@ -7,7 +7,9 @@
     message = "`reduction` with this operator does not apply to `{T}`",
     label = "the reduction variable's type",
     note = "`+ *` apply to numbers, `min max` to numbers and not `bool`, `& | ^` to integers and `bool`, `&& ||` to \
-            `bool`; arrays of these reduce element by element"
+            `bool`; arrays of these reduce element by element",
+    note = "in a generic region, bound the type parameter: `T: offload::Numeric` (`offload::Integer` for `& | ^`), \
+            or make it a supertrait of your trait"
 )]
 pub trait ReduceOp<T> {
     /// The value every private copy starts at: `combine(identity(), x)` is `x`.
@@ -26,28 +28,101 @@ pub struct BitXor;
 pub struct And;
 pub struct Or;
 
+/// The numbers `+ * min max` reduce: every integer and float type. A generic region's reduction over its own `T`
+/// needs `T: Numeric` (a supertrait of the user's `Real` does it), as its slices need `T: DeviceCopy`. `Send + Sync
+/// + 'static`: the host fallback's threads combine the partials.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not `offload::Numeric`, so `reduction(+|*|min|max: ..)` cannot combine it",
+    note = "in a generic region, bound the type parameter: `T: offload::Numeric`, or make it a supertrait of your \
+            trait (`trait Real: offload::Numeric + offload::DeviceCopy`)"
+)]
+pub trait Numeric: Copy + Send + Sync + 'static {
+    /// `+`'s identity.
+    const ZERO: Self;
+    /// `*`'s identity.
+    const ONE: Self;
+    /// `max`'s identity: the least value (negative infinity for floats).
+    const LEAST: Self;
+    /// `min`'s identity: the greatest value (infinity for floats).
+    const GREATEST: Self;
+    /// `+` (wrapping for integers, as C's unsigned arithmetic and OpenMP's reductions in practice).
+    fn reduce_add(a: Self, b: Self) -> Self;
+    fn reduce_mul(a: Self, b: Self) -> Self;
+    fn reduce_min(a: Self, b: Self) -> Self;
+    fn reduce_max(a: Self, b: Self) -> Self;
+}
+
+/// The numbers `& | ^` reduce: every integer type.
+pub trait Integer: Numeric {
+    /// `&`'s identity.
+    const ALL_ONES: Self;
+    fn reduce_and(a: Self, b: Self) -> Self;
+    fn reduce_or(a: Self, b: Self) -> Self;
+    fn reduce_xor(a: Self, b: Self) -> Self;
+}
+
 macro_rules! ints {
     ($($t:ty),*) => {$(
-        impl ReduceOp<$t> for Add { fn identity() -> $t { 0 } fn combine(a: $t, b: $t) -> $t { a.wrapping_add(b) } }
-        impl ReduceOp<$t> for Mul { fn identity() -> $t { 1 } fn combine(a: $t, b: $t) -> $t { a.wrapping_mul(b) } }
-        impl ReduceOp<$t> for Min { fn identity() -> $t { <$t>::MAX } fn combine(a: $t, b: $t) -> $t { if b < a { b } else { a } } }
-        impl ReduceOp<$t> for Max { fn identity() -> $t { <$t>::MIN } fn combine(a: $t, b: $t) -> $t { if b > a { b } else { a } } }
-        impl ReduceOp<$t> for BitAnd { fn identity() -> $t { !0 } fn combine(a: $t, b: $t) -> $t { a & b } }
-        impl ReduceOp<$t> for BitOr { fn identity() -> $t { 0 } fn combine(a: $t, b: $t) -> $t { a | b } }
-        impl ReduceOp<$t> for BitXor { fn identity() -> $t { 0 } fn combine(a: $t, b: $t) -> $t { a ^ b } }
+        impl Numeric for $t {
+            const ZERO: $t = 0;
+            const ONE: $t = 1;
+            const LEAST: $t = <$t>::MIN;
+            const GREATEST: $t = <$t>::MAX;
+            #[inline(always)] fn reduce_add(a: $t, b: $t) -> $t { a.wrapping_add(b) }
+            #[inline(always)] fn reduce_mul(a: $t, b: $t) -> $t { a.wrapping_mul(b) }
+            #[inline(always)] fn reduce_min(a: $t, b: $t) -> $t { if b < a { b } else { a } }
+            #[inline(always)] fn reduce_max(a: $t, b: $t) -> $t { if b > a { b } else { a } }
+        }
+        impl Integer for $t {
+            const ALL_ONES: $t = !0;
+            #[inline(always)] fn reduce_and(a: $t, b: $t) -> $t { a & b }
+            #[inline(always)] fn reduce_or(a: $t, b: $t) -> $t { a | b }
+            #[inline(always)] fn reduce_xor(a: $t, b: $t) -> $t { a ^ b }
+        }
     )*};
 }
 ints!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);
 
 macro_rules! floats {
     ($($t:ident),*) => {$(
-        impl ReduceOp<$t> for Add { fn identity() -> $t { 0.0 } fn combine(a: $t, b: $t) -> $t { a + b } }
-        impl ReduceOp<$t> for Mul { fn identity() -> $t { 1.0 } fn combine(a: $t, b: $t) -> $t { a * b } }
-        impl ReduceOp<$t> for Min { fn identity() -> $t { $t::INFINITY } fn combine(a: $t, b: $t) -> $t { a.min(b) } }
-        impl ReduceOp<$t> for Max { fn identity() -> $t { $t::NEG_INFINITY } fn combine(a: $t, b: $t) -> $t { a.max(b) } }
+        impl Numeric for $t {
+            const ZERO: $t = 0.0;
+            const ONE: $t = 1.0;
+            const LEAST: $t = $t::NEG_INFINITY;
+            const GREATEST: $t = $t::INFINITY;
+            #[inline(always)] fn reduce_add(a: $t, b: $t) -> $t { a + b }
+            #[inline(always)] fn reduce_mul(a: $t, b: $t) -> $t { a * b }
+            #[inline(always)] fn reduce_min(a: $t, b: $t) -> $t { a.min(b) }
+            #[inline(always)] fn reduce_max(a: $t, b: $t) -> $t { a.max(b) }
+        }
     )*};
 }
 floats!(f32, f64);
+
+// Each operator applies to the numbers that have it, generic ones included.
+macro_rules! numeric_ops {
+    ($($op:ident: $bound:ident, $identity:ident, $combine:ident;)*) => {$(
+        impl<T: $bound> ReduceOp<T> for $op {
+            #[inline(always)]
+            fn identity() -> T {
+                T::$identity
+            }
+            #[inline(always)]
+            fn combine(a: T, b: T) -> T {
+                T::$combine(a, b)
+            }
+        }
+    )*};
+}
+numeric_ops! {
+    Add: Numeric, ZERO, reduce_add;
+    Mul: Numeric, ONE, reduce_mul;
+    Min: Numeric, GREATEST, reduce_min;
+    Max: Numeric, LEAST, reduce_max;
+    BitAnd: Integer, ALL_ONES, reduce_and;
+    BitOr: Integer, ZERO, reduce_or;
+    BitXor: Integer, ZERO, reduce_xor;
+}
 
 impl ReduceOp<bool> for And {
     fn identity() -> bool {

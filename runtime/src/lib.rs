@@ -154,6 +154,28 @@ pub use offload_model::reduce as __reduce;
 /// }
 /// ```
 pub use offload_model::reduce::ReduceOp;
+/// The numbers `reduction(+|*|min|max: ..)` combines: every integer and float type. A generic region's reduction
+/// over its own `T` needs `T: Numeric`, as BabelStream's templated `dot` does:
+///
+/// ```
+/// use offload::{target, DeviceCopy, Numeric};
+///
+/// pub trait Real: DeviceCopy + Numeric + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {}
+/// impl Real for f32 {}
+/// impl Real for f64 {}
+///
+/// #[target(teams_distribute_parallel_for, reduction(+: s), instantiate(f32, f64))]
+/// fn dot<T: Real>(a: &[T], b: &[T]) -> T {
+///     let mut s = T::ZERO;
+///     for i in 0..a.len() {
+///         s = s + a[i] * b[i];
+///     }
+///     s
+/// }
+///
+/// assert_eq!(dot(&[1.0f32, 2.0], &[3.0, 4.0]), 11.0);
+/// ```
+pub use offload_model::reduce::{Integer, Numeric};
 /// The per-thread views a `&mut [T]` parameter becomes in a parallel body (expansion plumbing).
 #[doc(hidden)]
 pub use offload_model::view as __view;

@@ -4,7 +4,7 @@
 //! and an associated function. Each runs on the default device (host-elf, or gpu-sim under
 //! `OFFLOAD_PLUGINS=gpu-sim`) and in the host fallback (`if(on_device)` false), and the results must agree.
 
-use offload::{omp_is_initial_device, target, DeviceCopy};
+use offload::{omp_is_initial_device, target, DeviceCopy, Numeric};
 use std::process::Command;
 
 /// BabelStream's `T`: the float types the stream runs on. `DeviceCopy` is a supertrait, so slices of `T` map.
@@ -283,5 +283,36 @@ fn method_regions_map_their_receiver_per_its_type() {
             "device {on_device}"
         );
         assert_eq!(all[0].describe(), "[1.5, 3.0, 4.5]");
+    }
+}
+
+/// A reduction whose value is the region's own `T`, as BabelStream's templated `dot` returns it: `offload::Numeric`
+/// as a supertrait lets `reduction(+: s)` combine a `T`.
+trait Num:
+    DeviceCopy + Numeric + core::ops::Add<Output = Self> + core::ops::Mul<Output = Self>
+{
+}
+impl Num for f32 {}
+impl Num for f64 {}
+impl Num for u64 {}
+
+#[target(teams_distribute_parallel_for, reduction(+: s), if(on_device), instantiate(f32, f64, u64))]
+fn dot_t<T: Num>(on_device: bool, a: &[T], b: &[T]) -> T {
+    let mut s = T::ZERO;
+    for i in 0..a.len() {
+        s = s + a[i] * b[i];
+    }
+    s
+}
+
+#[test]
+fn a_reduction_of_the_regions_own_type() {
+    let a: Vec<u64> = (0..1000).collect();
+    let b = vec![2u64; 1000];
+    for on_device in [true, false] {
+        assert_eq!(dot_t(on_device, &a, &b), 999 * 1000);
+        let x: Vec<f32> = a.iter().map(|&v| v as f32).collect();
+        let y = vec![2.0f32; 1000];
+        assert_eq!(dot_t(on_device, &x, &y), 999_000.0);
     }
 }

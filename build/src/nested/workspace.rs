@@ -134,7 +134,12 @@ impl Workspace {
                  extern crate core as std;\n\
                  include!({:?});\n",
                 c.key,
-                recipe.crate_attrs,
+                // The kernel ABI's feature gate, where there are kernels (a library's crate has none).
+                if c.regions.is_empty() {
+                    ""
+                } else {
+                    recipe.crate_attrs
+                },
                 crate_dir.join(&c.root).display().to_string()
             ),
         ));
