@@ -178,27 +178,46 @@ impl Package {
             .map(|d| code_name(d).replace('-', "_"))
             .filter(|n| !device_deps.iter().any(|d| d.ident == *n))
             .collect();
-        Ok(Package {
+        let manifest_dir = manifest.parent().map(canon).unwrap_or_default();
+        // The same string the macro sees: cargo's own `CARGO_MANIFEST_DIR` when building this package, else the
+        // manifest's directory (a dependency loaded by a dependent's build script).
+        let tag_dir = std::env::var("CARGO_MANIFEST_DIR")
+            .ok()
+            .filter(|d| canon(Path::new(d)) == manifest_dir)
+            .unwrap_or_else(|| {
+                manifest
+                    .parent()
+                    .unwrap_or(Path::new(""))
+                    .display()
+                    .to_string()
+            });
+        let mut package = Package {
             host_crates,
             device_deps,
             uses_offload: normal_deps(pkg).any(|d| d["name"].as_str() == Some("offload")),
             name: s(&pkg["name"]),
             edition: s(&pkg["edition"]),
-            manifest_dir: manifest.parent().map(canon).unwrap_or_default(),
+            manifest_dir,
             workspace_root: canon(Path::new(&s(&meta["workspace_root"]))),
             targets,
             metadata_targets,
-            // The same string the macro sees: cargo's own `CARGO_MANIFEST_DIR` when building, else the manifest's.
-            tag: offload_model::identity::package_tag(
-                &std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| {
-                    manifest
-                        .parent()
-                        .unwrap_or(Path::new(""))
-                        .display()
-                        .to_string()
-                }),
-            ),
-        })
+            tag: offload_model::identity::package_tag(&tag_dir),
+        };
+        // The package's own library is an offload-aware library of its other targets (`mypkg::helper` in a
+        // binary's region).
+        if let Some(ident) = package.lib_crate_name().filter(|_| package.uses_offload) {
+            let lib = Box::new(package.clone());
+            package.device_deps.push(DeviceDep {
+                ident,
+                source: DepSource::Offload(lib),
+            });
+        }
+        Ok(package)
+    }
+
+    /// Whether `lib` is this package itself (its library, as its other targets use it).
+    pub fn is_self(&self, lib: &Package) -> bool {
+        lib.manifest_dir == self.manifest_dir
     }
 
     /// The crate names region code may use besides `core` and `offload`.

@@ -9,11 +9,24 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use syn::{Item, ItemFn};
 
-/// Every `fn` item of a file, modules included.
-fn fns(items: &[Item], out: &mut Vec<ItemFn>) {
+/// Every `fn` item of a file, modules included, and every method of an `impl`, with its `Self` type.
+fn fns(items: &[Item], out: &mut Vec<(ItemFn, Option<syn::Type>)>) {
     for item in items {
         match item {
-            Item::Fn(f) => out.push(f.clone()),
+            Item::Fn(f) => out.push((f.clone(), None)),
+            Item::Impl(i) => {
+                for it in &i.items {
+                    if let syn::ImplItem::Fn(m) = it {
+                        let f = ItemFn {
+                            attrs: m.attrs.clone(),
+                            vis: m.vis.clone(),
+                            sig: m.sig.clone(),
+                            block: Box::new(m.block.clone()),
+                        };
+                        out.push((f, Some((*i.self_ty).clone())));
+                    }
+                }
+            }
             Item::Mod(m) => {
                 if let Some((_, inner)) = &m.content {
                     fns(inner, out);
@@ -24,13 +37,13 @@ fn fns(items: &[Item], out: &mut Vec<ItemFn>) {
     }
 }
 
-/// The function named `name` whose name is on `line`.
-fn find(src: &str, name: &str, line: usize) -> ItemFn {
+/// The function named `name` whose name is on `line`, and its `Self` type if it is a method.
+fn find(src: &str, name: &str, line: usize) -> (ItemFn, Option<syn::Type>) {
     let file = syn::parse_file(src).expect("parses");
     let mut all = Vec::new();
     fns(&file.items, &mut all);
     all.into_iter()
-        .find(|f| f.sig.ident == name && f.sig.ident.span().start().line == line)
+        .find(|(f, _)| f.sig.ident == name && f.sig.ident.span().start().line == line)
         .unwrap_or_else(|| panic!("no fn {name} on line {line}"))
 }
 
@@ -58,9 +71,11 @@ fn the_host_fallback_and_the_device_crate_lower_every_region_alike() {
     let mut regions = 0;
     for krate in &out.crates {
         for site in &krate.regions {
+            // `triad<f32>`: an instance of a generic region, written once.
             let name = site.identity.rsplit("::").next().unwrap();
+            let name = name.split('<').next().unwrap();
             let src = std::fs::read_to_string(&site.file).unwrap();
-            let func = find(&src, name, site.line);
+            let (func, self_ty) = find(&src, name, site.line);
             let attr = func
                 .attrs
                 .iter()
@@ -75,7 +90,8 @@ fn the_host_fallback_and_the_device_crate_lower_every_region_alike() {
                 syn::Meta::List(l) => l.tokens.clone(),
                 _ => Default::default(),
             };
-            let region = Region::parse(args, &func).expect("the suite's regions are valid");
+            let region = Region::parse_in(args, &func, self_ty.as_ref())
+                .expect("the suite's regions are valid");
             let r = &site.region;
             forms.insert(
                 match (
@@ -104,7 +120,7 @@ fn the_host_fallback_and_the_device_crate_lower_every_region_alike() {
                 .iter()
                 .find(|(p, _)| *p == rel)
                 .unwrap_or_else(|| panic!("{rel:?} is mirrored"));
-            let device = find(text, name, site.line);
+            let (device, _) = find(text, name, site.line);
             let (inputs, block) = (device.sig.inputs.iter(), &device.block);
             let device_tokens = quote!((#(#inputs),*) #block).to_string();
             assert_eq!(

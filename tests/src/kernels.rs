@@ -29,3 +29,14 @@ pub fn sum_from(on_device: bool, init: i64, y: &[i64]) -> i64 {
     }
     s
 }
+
+/// A device function of the package's library, which regions of its other targets (the integration tests) call as
+/// `offload_tests::kernels::saturating_step` (tests/tests/region_code.rs).
+#[declare_target]
+pub fn saturating_step(v: i64, limit: i64) -> i64 {
+    if v + SCALE > limit {
+        limit
+    } else {
+        v + SCALE
+    }
+}

@@ -260,6 +260,31 @@ fn no_std_dependencies_work_in_region_code() {
     }
 }
 
+/// The package's own library: its `#[declare_target]` items are device code for its other targets too (here, an
+/// integration test), by path and through `use`.
+mod from_the_packages_library {
+    use offload::target;
+    use offload_tests::kernels::SCALE;
+
+    #[target(teams_distribute_parallel_for, if(on_device))]
+    fn steps(on_device: bool, y: &mut [i64]) {
+        for i in 0..y.len() {
+            y[i] = offload_tests::kernels::saturating_step(y[i], 100) * SCALE;
+        }
+    }
+
+    #[test]
+    fn the_packages_library_items_work_in_its_tests_regions() {
+        for on_device in [true, false] {
+            let mut y: Vec<i64> = (0..200).collect();
+            steps(on_device, &mut y);
+            for (i, &v) in y.iter().enumerate() {
+                assert_eq!(v, (i as i64 + 3).min(100) * 3, "device {on_device}");
+            }
+        }
+    }
+}
+
 /// An offload-aware library (`tests/devlib`, a path dependency built with offload): its `#[declare_target]`
 /// functions, generic helpers, types, trait impls and default methods, called from this package's regions by path
 /// and through `use`.

@@ -121,6 +121,9 @@ impl Workspace {
                     .unwrap_or_default(),
                 pkg.device_deps
                     .iter()
+                    // The package's library is its other targets' dependency, not its own.
+                    .filter(|d| !(c.kind == Kind::Lib
+                        && matches!(&d.source, DepSource::Offload(l) if pkg.is_self(l))))
                     .map(|d| format!("{}\n", dependency_line(d)))
                     .collect::<String>(),
             ),

@@ -209,10 +209,16 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
             out.names.insert(n);
         }
         let mut next: Vec<usize> = Vec::new();
-        let names = uses
-            .names
-            .iter()
-            .filter(|n| !uses.locals.contains(*n) && !external[e.file].contains_key(*n));
+        let names = uses.names.iter().filter(|n| {
+            // A name the file imports from outside names no item of it, unless the file also defines one so
+            // named (in another of its modules: imports are tracked per file).
+            let defined_here = || {
+                by_name
+                    .get(*n)
+                    .is_some_and(|v| v.iter().any(|&j| entries[j].file == e.file))
+            };
+            !uses.locals.contains(*n) && (!external[e.file].contains_key(*n) || defined_here())
+        });
         for n in names.chain(&uses.paths) {
             next.extend(by_name.get(n).into_iter().flatten());
             if !by_name.contains_key(n) {
