@@ -248,8 +248,9 @@ mod tests {
         })
     }
 
-    fn workspace() -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("offload-render-{}", std::process::id()));
+    /// A workspace of one `src/main.rs`, its own per test (tests run at once).
+    fn workspace(test: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("offload-render-{}-{test}", std::process::id()));
         std::fs::create_dir_all(dir.join("src")).unwrap();
         std::fs::write(
             dir.join("src/main.rs"),
@@ -261,7 +262,7 @@ mod tests {
 
     #[test]
     fn a_lowered_line_is_quoted_as_the_user_wrote_it() {
-        let ws = workspace();
+        let ws = workspace("lowered");
         let lowered = "    x[:: offload :: __view :: Own :: at (& __offload_t, 0)] = x[1] * k;";
         let out = render_error(&error(2, 60, 61, lowered), &ws);
         assert!(out.starts_with("error[E0308]: mismatched types\n"), "{out}");
@@ -274,7 +275,7 @@ mod tests {
 
     #[test]
     fn a_line_kept_as_written_keeps_rustcs_columns() {
-        let ws = workspace();
+        let ws = workspace("kept");
         let out = render_error(&error(3, 18, 19, "    let y: f64 = k;"), &ws);
         assert!(out.contains(" --> src/main.rs:3:18\n"), "{out}");
         assert!(
@@ -285,7 +286,7 @@ mod tests {
 
     #[test]
     fn generated_code_is_named_not_quoted() {
-        let ws = workspace();
+        let ws = workspace("generated");
         let out = render_error(
             &error(9, 1, 4, "#[no_mangle] pub unsafe extern \"C\" fn k()"),
             &ws,
