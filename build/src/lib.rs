@@ -68,6 +68,9 @@ pub fn try_build() -> Result<(), Error> {
         let dir = out_dir.join("offload").join(t.key());
         let outlined = outline::outline_package(&pkg, &dir.join("src"), t.kernel_abi())
             .map_err(Error::Source)?;
+        for w in outlined.warnings(&pkg) {
+            println!("cargo:warning={w}");
+        }
         for f in &outlined.files {
             println!("cargo:rerun-if-changed={}", f.display());
         }

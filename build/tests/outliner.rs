@@ -185,6 +185,7 @@ fn a_crate_not_built_for_devices_is_an_error_naming_it_and_the_fix() {
 fn an_offload_aware_librarys_device_items_are_outlined_for_its_dependent() {
     let dir = fixture("uses_library");
     let out = offload_build::outline_dir(&dir, &gen_dir("uses_library")).expect("outlines");
+    // The dependency; the package has no target but its library, which needs no library crate of its own.
     let [(lib, krate)] = out.libraries.as_slice() else {
         panic!("one library: {:?}", out.libraries.len());
     };
@@ -221,6 +222,14 @@ fn an_offload_aware_librarys_device_items_are_outlined_for_its_dependent() {
         !user.contains("listing ;") && !user.contains("listing}"),
         "{user}"
     );
+    // A device global of atomics is the library image's: a dependent reaching it gets a copy, and a warning.
+    assert!(
+        root.contains("pub static HITS") && !root.contains("export_name"),
+        "{root}"
+    );
+    assert_eq!(krate.unpaired.len(), 1, "{:?}", krate.unpaired);
+    assert!(krate.unpaired[0]
+        .starts_with("`offlib::HITS` of `offload-lib` is a device global that regions change"));
     // A method a device cannot have is left out of its kept impl, and a failed device build calling it says why.
     assert!(
         ops.contains("pub fn scaled") && !ops.contains("fn to_vec"),

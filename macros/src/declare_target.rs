@@ -61,6 +61,7 @@ fn static_entry(s: &syn::ItemStatic, errors: &mut Vec<syn::Error>) -> TokenStrea
                 ::core::ptr::addr_of!(#name) as *const ::core::ffi::c_void,
                 &__OFFLOAD_SYMBOL,
                 ::core::mem::size_of::<#ty>(),
+                ::core::mem::align_of::<#ty>(),
                 <#ty as ::offload::DeviceCopy>::HOST_ATOMIC as u32,
                 #tag,
             );

@@ -60,21 +60,33 @@ impl OffloadEntry {
         }
     }
 
-    /// The entry of a device global (a `#[declare_target] static`): the host static at `address`, `size` bytes, and
-    /// its copy in the images, exported as `symbol`. A nonzero `size` marks a variable, as in LLVM's entries;
-    /// `flags` holds the size of its atomics (`DeviceCopy::HOST_ATOMIC`), 0 for a static without interior mutability.
+    /// The entry of a device global (a `#[declare_target] static`): the host static at `address`, `size` bytes
+    /// aligned to `align`, and its copy in the images, exported as `symbol`. A nonzero `size` marks a variable, as in
+    /// LLVM's entries; `flags` holds the size of its atomics (`DeviceCopy::HOST_ATOMIC`, 0 for a static without
+    /// interior mutability) in its low byte and log2 of its alignment in the next.
     pub const fn global(
         address: *const c_void,
         symbol: &'static [u8],
         size: usize,
+        align: usize,
         host_atomic: u32,
         package_tag: u64,
     ) -> Self {
         OffloadEntry {
             size: size as u64,
-            flags: host_atomic,
+            flags: (host_atomic & 0xff) | (align.trailing_zeros() << 8),
             ..Self::kernel(address, symbol, package_tag)
         }
+    }
+
+    /// A global's atomics' size (0: none).
+    pub const fn host_atomic(&self) -> u32 {
+        self.flags & 0xff
+    }
+
+    /// A global's alignment.
+    pub const fn align(&self) -> usize {
+        1 << ((self.flags >> 8) & 0x3f)
     }
 
     /// Whether the entry is a device global, not a kernel.

@@ -377,6 +377,26 @@ mod device_globals {
         }
     }
 
+    /// A plain global of an over-aligned type: its present copy keeps the alignment.
+    #[declare_target]
+    #[repr(C, align(256))]
+    #[derive(Clone, Copy)]
+    pub struct Aligned {
+        pub v: [u64; 4],
+    }
+    #[declare_target]
+    static TABLE: Aligned = Aligned { v: [1, 2, 3, 4] };
+
+    #[target]
+    fn misalignment(t: &Aligned) -> u64 {
+        (t as *const Aligned as usize % 256) as u64 + t.v[0] + t.v[3] - 5
+    }
+
+    #[test]
+    fn a_plain_globals_present_copy_keeps_its_types_alignment() {
+        assert_eq!(misalignment(&TABLE), 0);
+    }
+
     fn present<T>(v: &T, device: i32) -> bool {
         omp_target_is_present(v as *const T as *const c_void, device)
     }

@@ -250,7 +250,8 @@ mod tests {
 
     /// A workspace of one `src/main.rs`, its own per test (tests run at once).
     fn workspace(test: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("offload-render-{}-{test}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("offload-render-{}-{test}", std::process::id()));
         std::fs::create_dir_all(dir.join("src")).unwrap();
         std::fs::write(
             dir.join("src/main.rs"),

@@ -50,6 +50,8 @@ pub struct DeviceCrate {
     pub regions: Vec<RegionSite>,
     /// The exported symbols of its `#[declare_target]` statics (device globals).
     pub globals: Vec<String>,
+    /// A library's device globals that regions change, which another image's regions would see a copy of.
+    pub unpaired: Vec<String>,
     /// Methods left out of the impls it keeps, and why.
     pub left_out: Vec<reach::LeftOut>,
     /// Names of its kept items and of its modules: what another crate's `use` of it can name.
@@ -69,6 +71,20 @@ pub struct Outlined {
 impl Outlined {
     pub fn regions(&self) -> impl Iterator<Item = &RegionSite> {
         self.crates.iter().flat_map(|c| &c.regions)
+    }
+
+    /// Warnings for the build: device globals of libraries that regions of other images may reach, where this
+    /// package has such regions (the package's library's own regions are in its own image).
+    pub fn warnings(&self, pkg: &Package) -> Vec<String> {
+        self.libraries
+            .iter()
+            .filter(|(lib, _)| {
+                self.crates
+                    .iter()
+                    .any(|c| !c.regions.is_empty() && (!pkg.is_self(lib) || c.kind != Kind::Lib))
+            })
+            .flat_map(|(_, c)| c.unpaired.iter().cloned())
+            .collect()
     }
 
     /// Notes for a failed device build's `output`: why each method or item it cannot find was left out of the device
@@ -118,6 +134,11 @@ pub fn outline_package(
         let Some(target) = lib.targets.iter().find(|t| t.kind == Kind::Lib) else {
             continue;
         };
+        // The package's own library serves its other targets, if it has any; its outline below reports its errors.
+        let own = pkg.is_self(lib);
+        if own && pkg.targets.iter().all(|t| t.kind == Kind::Lib) {
+            continue;
+        }
         let key = library_key(lib);
         let tree = match ModuleTree::load(lib, target, &gen_dir.join(&key)) {
             Ok(t) => t,
@@ -130,7 +151,11 @@ pub fn outline_package(
         let mut outliner = Outliner::new(lib, &tree, abi);
         outliner.entries = false;
         outliner.dep_kept = dep_kept(lib, &out.libraries);
-        let krate = outliner.run(key, Kind::Lib, &mut diags);
+        let mut lib_diags = Vec::new();
+        let krate = outliner.run(key, Kind::Lib, &mut lib_diags);
+        if !own {
+            diags.extend(lib_diags);
+        }
         out.libraries.push((lib.clone(), krate));
     }
     for target in &pkg.targets {
@@ -266,6 +291,8 @@ struct Outliner<'a> {
     entries: bool,
     /// The exported symbols of `#[declare_target]` statics.
     globals: Vec<String>,
+    /// Warnings for the library's `#[declare_target]` statics of atomics, outlined for another image.
+    unpaired: Vec<String>,
     /// What each offload-aware library's device crate keeps, by the name code gives the library.
     dep_kept: HashMap<String, BTreeSet<String>>,
     /// The package's `#[derive(Mapper)]` structs by name, with their fields (the kernel entry rebuilds them).
@@ -297,6 +324,7 @@ impl<'a> Outliner<'a> {
             regions: Vec::new(),
             entries: true,
             globals: Vec::new(),
+            unpaired: Vec::new(),
             dep_kept: HashMap::new(),
             mappers,
         }
@@ -308,6 +336,14 @@ impl<'a> Outliner<'a> {
         for (i, f) in self.tree.files.iter().enumerate() {
             let text = self.mirror_file(i, f, diags);
             files.push((self.tree.mirror_path(i), text));
+            for (span, what) in nested_device_items(&f.ast) {
+                diags.push(self.diag(
+                    f,
+                    span,
+                    &format!("{what} inside a function's body, where the outliner does not look"),
+                    Some("move it out of the function, to a module"),
+                ));
+            }
         }
         DeviceCrate {
             key,
@@ -316,6 +352,7 @@ impl<'a> Outliner<'a> {
             files,
             regions: self.regions,
             globals: self.globals,
+            unpaired: self.unpaired,
             left_out: std::mem::take(&mut self.reach.left_out),
             kept: self.kept,
         }
@@ -431,6 +468,21 @@ impl<'a> Outliner<'a> {
     /// holds the copy its entry pairs with.
     fn export_global(&mut self, m: &mut Mirror, st: &syn::ItemStatic, module_path: &[String]) {
         if !self.entries {
+            // A global regions change (atomics) is paired with the library image's copy only: another image's
+            // regions would change a copy of their own.
+            let mut idents = BTreeSet::new();
+            collect_idents(&st.ty.to_token_stream(), &mut idents);
+            if idents.iter().any(|i| i.starts_with("Atomic")) {
+                self.unpaired.push(format!(
+                    "`{}::{}` of `{}` is a device global that regions change: regions of another image (this \
+                     package's binaries, tests or examples, or a dependent package) that reach it change a copy of \
+                     their own, which `target_update!` does not see; change it from the library's own regions, or \
+                     pass the atomics to the region as a `&[AtomicT]` parameter",
+                    module_path.join("::"),
+                    st.ident,
+                    self.pkg.name
+                ));
+            }
             return;
         }
         let symbol = mangle_string(&format!("{}::{}", module_path.join("::"), st.ident));
@@ -844,6 +896,52 @@ fn first_segment(t: &UseTree) -> String {
         UseTree::Name(n) => n.ident.to_string(),
         UseTree::Rename(r) => r.ident.to_string(),
         _ => String::new(),
+    }
+}
+
+/// Items in function bodies marked `#[target]` or `#[declare_target]`: the outliner mirrors modules' items only, and a
+/// device global there would share its symbol with a module's static of the same name.
+fn nested_device_items(file: &syn::File) -> Vec<(proc_macro2::Span, String)> {
+    struct Nested {
+        depth: usize,
+        found: Vec<(proc_macro2::Span, String)>,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Nested {
+        fn visit_block(&mut self, b: &'ast syn::Block) {
+            self.depth += 1;
+            syn::visit::visit_block(self, b);
+            self.depth -= 1;
+        }
+        fn visit_item(&mut self, item: &'ast Item) {
+            if self.depth > 0 {
+                let attrs = item_attrs(item);
+                for name in ["target", "declare_target"] {
+                    if let Some(a) = attrs.iter().find(|a| is_attr(a, name)) {
+                        self.found.push((a.span(), format!("a `#[{name}]` item")));
+                    }
+                }
+            }
+            syn::visit::visit_item(self, item);
+        }
+    }
+    let mut v = Nested {
+        depth: 0,
+        found: Vec::new(),
+    };
+    syn::visit::Visit::visit_file(&mut v, file);
+    v.found
+}
+
+/// Every identifier in `ts`.
+fn collect_idents(ts: &proc_macro2::TokenStream, out: &mut BTreeSet<String>) {
+    for tt in ts.clone() {
+        match tt {
+            proc_macro2::TokenTree::Ident(i) => {
+                out.insert(i.to_string());
+            }
+            proc_macro2::TokenTree::Group(g) => collect_idents(&g.stream(), out),
+            _ => {}
+        }
     }
 }
 

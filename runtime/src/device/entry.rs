@@ -62,6 +62,8 @@ impl DeviceEntry {
             .collect();
         ranked.sort_by_key(|(rank, _)| std::cmp::Reverse(*rank));
         let mut loaded: Vec<(u64, u32)> = Vec::new();
+        // Globals paired (by entry index): each with the first loaded image of its package that has it.
+        let mut paired = vec![false; desc.entries.len()];
         for (rank, image) in ranked {
             let outranked = loaded
                 .iter()
@@ -86,12 +88,15 @@ impl DeviceEntry {
             let failed = result.as_ref().err().map(|e| e as &dyn std::fmt::Display);
             observe::image_loaded(start, self.number, self.plugin, name, failed);
             let Ok(loaded) = result else { continue };
-            for (slot, entry) in kernels.iter_mut().zip(desc.entries) {
+            for ((slot, entry), paired) in kernels.iter_mut().zip(desc.entries).zip(&mut paired) {
                 if entry.is_global() {
-                    // The package's best image holds the copy every kernel of it uses.
-                    if entry.data == image.package_tag && !outranked {
-                        if let Err(e) = self.map_global(&*loaded, entry) {
-                            observe::kernel_lookup_failed(w, self.number, self.plugin, &e);
+                    if !*paired && entry.data == image.package_tag {
+                        match self.map_global(&*loaded, entry) {
+                            Ok(found) => *paired = found,
+                            Err(e) => {
+                                *paired = true;
+                                observe::kernel_lookup_failed(w, self.number, self.plugin, &e);
+                            }
                         }
                     }
                     continue;
@@ -113,31 +118,50 @@ impl DeviceEntry {
     /// Makes a device global (OpenMP's `declare target` variable) present: the host static at the entry's address
     /// maps to `image`'s copy, which starts from the host value. A static without interior mutability never changes,
     /// so the image's copy (its initializer, which may be in read-only memory) is what regions read, and the present
-    /// mapping is a copy of its own that updates may write harmlessly.
+    /// mapping is a copy of its own that updates may write harmlessly. `Ok(false)` if the image has no copy (another
+    /// image of the package may: a package has an image per kind of target).
     fn map_global(
         &self,
         image: &dyn LoadedImageOps,
         entry: &OffloadEntry,
-    ) -> Result<(), PluginError> {
+    ) -> Result<bool, PluginError> {
         let symbol = entry_symbol(entry);
         let (host, size) = (entry.address as usize, entry.size as usize);
         let lookup = |reason: String| PluginError::Lookup {
             symbol: symbol.to_string_lossy().into_owned(),
             reason,
         };
-        let global = image
-            .global(symbol)?
-            .ok_or_else(|| lookup("the image has no such global: rebuild it".into()))?;
-        if let Some(s) = global.size.filter(|&s| s != size) {
-            return Err(lookup(format!(
-                "the image's copy is {s} bytes, the host's static {size}"
-            )));
+        // Two statics of one name in one module (one in a function's body) would share a symbol, and the device
+        // copy's size: neither is paired.
+        let twins = descriptor()
+            .entries
+            .iter()
+            .filter(|e| e.is_global() && e.data == entry.data && entry_symbol(e) == symbol)
+            .count();
+        if twins > 1 {
+            return Err(lookup(
+                "two `#[declare_target] static`s have this name in one module (one inside a function?): a device \
+                 global must be a module's item"
+                    .into(),
+            ));
         }
-        let atomic = u64::from(entry.flags);
+        let Some(global) = image.global(symbol)? else {
+            return Ok(false);
+        };
+        match global.size {
+            Some(s) if s == size => {}
+            Some(s) => {
+                return Err(lookup(format!(
+                    "the image's copy is {s} bytes, the host's static {size} (does a `cfg` make them differ?)"
+                )))
+            }
+            None => return Err(lookup("the image does not say the size of its copy".into())),
+        }
+        let atomic = u64::from(entry.host_atomic());
         let tgt = if atomic != 0 {
             global.address
         } else {
-            self.alloc(size, 16)?
+            self.alloc(size, entry.align())?
         };
         // SAFETY: the host static is `size` readable bytes (its atomics read atomically, per the map type's bits),
         // and `tgt` is the image's copy of it or an allocation of `size` bytes.
@@ -145,7 +169,8 @@ impl DeviceEntry {
         let mut table = self.mapping.lock().unwrap_or_else(|p| p.into_inner());
         table
             .associate(host, size, tgt)
-            .map_err(|e| lookup(e.to_string()))
+            .map_err(|e| lookup(e.to_string()))?;
+        Ok(true)
     }
 
     /// The device's present table. A panic while it was held cannot have left it half-updated (each operation is
@@ -198,6 +223,7 @@ mod tests {
             host as *const T as *const _,
             b"__omp_offloading_rs_1g\0",
             size_of::<T>(),
+            align_of::<T>(),
             host_atomic,
             0,
         )
@@ -227,7 +253,7 @@ mod tests {
         // The image's copy may be read-only: it is neither written nor mapped.
         let image = OneGlobal(Some(Global {
             address: 0xdead_0000,
-            size: None,
+            size: Some(6),
         }));
         dev.map_global(&image, &entry(&TABLE, 0)).unwrap();
         let tgt = dev
@@ -241,11 +267,14 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_or_mis_sized_global_is_an_error_and_maps_nothing() {
+    fn a_missing_mis_sized_or_unsized_global_is_an_error_and_maps_nothing() {
         let fake = FakeDevice::default();
         let dev = DeviceEntry::new(fake.observed());
         let missing = dev.map_global(&OneGlobal(None), &entry(&COUNTS, 4));
-        assert!(missing.unwrap_err().to_string().contains("no such global"));
+        assert!(
+            !missing.unwrap(),
+            "another image of the package may have it"
+        );
         let wrong = OneGlobal(Some(Global {
             address: dev.alloc(4, 4).unwrap(),
             size: Some(4),

@@ -189,6 +189,30 @@ fn atomic_elements(map_type: u64) -> usize {
     ((map_type & HOST_ATOMIC_MASK) >> HOST_ATOMIC_SHIFT) as usize
 }
 
+/// Copies `size` bytes of atomics of `elem` bytes from `src` to `dst`, each with an atomic load and store: other
+/// threads (host code, or kernels of a host-memory device) may use either side meanwhile.
+///
+/// # Safety
+/// Both ranges are `size` bytes of aligned atomics of `elem` bytes, and do not overlap.
+unsafe fn atomic_copy(dst: usize, src: usize, size: usize, elem: usize) {
+    for at in (0..size).step_by(elem) {
+        let (d, s) = (dst + at, src + at);
+        // SAFETY: per the contract.
+        unsafe {
+            match elem {
+                1 => AtomicU8::from_ptr(d as *mut u8)
+                    .store(AtomicU8::from_ptr(s as *mut u8).load(Relaxed), Relaxed),
+                2 => AtomicU16::from_ptr(d as *mut u16)
+                    .store(AtomicU16::from_ptr(s as *mut u16).load(Relaxed), Relaxed),
+                4 => AtomicU32::from_ptr(d as *mut u32)
+                    .store(AtomicU32::from_ptr(s as *mut u32).load(Relaxed), Relaxed),
+                _ => AtomicU64::from_ptr(d as *mut u64)
+                    .store(AtomicU64::from_ptr(s as *mut u64).load(Relaxed), Relaxed),
+            }
+        }
+    }
+}
+
 /// [`ObservedDevice::submit`]'s copy.
 ///
 /// # Safety
@@ -205,6 +229,11 @@ unsafe fn submit(
     if elem == 0 {
         // SAFETY: per the contract.
         return unsafe { dev.copy_to_device(tgt, host as *const u8, size) };
+    }
+    if dev.memory_is_host() {
+        // SAFETY: per the contract; device memory is host memory at `tgt`, holding the same atomics.
+        unsafe { atomic_copy(tgt as usize, host, size, elem) };
+        return Ok(());
     }
     let mut staging = vec![0u8; size];
     for (i, chunk) in staging.chunks_exact_mut(elem).enumerate() {
@@ -240,6 +269,11 @@ unsafe fn retrieve(
     if elem == 0 {
         // SAFETY: per the contract.
         return unsafe { dev.copy_from_device(host as *mut u8, tgt, size) };
+    }
+    if dev.memory_is_host() {
+        // SAFETY: as in `submit`.
+        unsafe { atomic_copy(host, tgt as usize, size, elem) };
+        return Ok(());
     }
     let mut staging = vec![0u8; size];
     // SAFETY: per the contract.

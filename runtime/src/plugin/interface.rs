@@ -122,6 +122,12 @@ pub trait Device: Send + Sync {
         src: DevicePtr,
         size: usize,
     ) -> Result<(), PluginError>;
+    /// Whether the device's memory is the host's, which running kernels use at the same addresses (host-elf,
+    /// gpu-sim): then a copy of atomics is made element by element with atomic loads and stores on both sides, since
+    /// a kernel may be using them meanwhile (a device global updated while a region runs).
+    fn memory_is_host(&self) -> bool {
+        false
+    }
     /// What the last launch's region code printed (`offload::println!`) where the device keeps it (GPUs, gpu-sim),
     /// and how many lines did not fit; emptied for the next launch. The runtime prints it, failed launch or not.
     fn take_printed(&self) -> (Vec<u8>, u32) {

@@ -111,6 +111,10 @@ unsafe impl Send for GpuSimDevice {}
 unsafe impl Sync for GpuSimDevice {}
 
 impl Device for GpuSimDevice {
+    fn memory_is_host(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> DeviceDescription {
         DeviceDescription {
             name: format!(

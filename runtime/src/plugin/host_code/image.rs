@@ -32,11 +32,31 @@ impl LoadedImageOps for SharedObject {
 
     fn global(&self, symbol: &CStr) -> Result<Option<Global>, PluginError> {
         let p = self.symbol(symbol);
-        Ok((!p.is_null()).then_some(Global {
+        if p.is_null() {
+            return Ok(None);
+        }
+        Ok(Some(Global {
             address: p as DevicePtr,
-            size: None,
+            size: symbol_size(p),
         }))
     }
+}
+
+/// The size of the symbol at `p` (its ELF `st_size`), as the dynamic linker knows it.
+fn symbol_size(p: *mut c_void) -> Option<usize> {
+    // glibc's `RTLD_DL_SYMENT`: `dladdr1` also returns the symbol's `ElfW(Sym)`.
+    const RTLD_DL_SYMENT: i32 = 1;
+    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    let mut sym: *mut c_void = std::ptr::null_mut();
+    // SAFETY: `p` is an address in a loaded object; `dladdr1` writes `info` and a pointer to the symbol entry.
+    let found = unsafe { libc::dladdr1(p, info.as_mut_ptr(), &mut sym, RTLD_DL_SYMENT) };
+    if found == 0 || sym.is_null() {
+        return None;
+    }
+    // SAFETY: with `RTLD_DL_SYMENT`, `sym` points at the symbol's entry in the object's symbol table, which lives as
+    // long as the object (never unloaded).
+    let size = unsafe { (*(sym as *const libc::Elf64_Sym)).st_size };
+    usize::try_from(size).ok()
 }
 
 /// Loads an image's shared object.

@@ -59,6 +59,10 @@ impl HostElfDevice {
 }
 
 impl Device for HostElfDevice {
+    fn memory_is_host(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> DeviceDescription {
         DeviceDescription {
             name: format!(
