@@ -97,6 +97,12 @@ pub fn descriptor() -> &'static BinDesc {
     })
 }
 
+/// Whether the program has device globals (`#[declare_target] static`s). Never under Miri, which cannot read the
+/// tables (its tests have none).
+pub fn has_globals() -> bool {
+    !cfg!(miri) && descriptor().has_globals
+}
+
 /// The index of an entry in the table, used to look kernels up in O(1).
 pub fn entry_index(entry: &'static OffloadEntry) -> usize {
     let base = OFFLOAD_ENTRIES.as_ptr() as usize;

@@ -91,7 +91,7 @@ impl DeviceEntry {
             for ((slot, entry), paired) in kernels.iter_mut().zip(desc.entries).zip(&mut paired) {
                 if entry.is_global() {
                     if !*paired && entry.data == image.package_tag {
-                        match self.map_global(&*loaded, entry) {
+                        match self.map_global(&*loaded, entry, desc.entries) {
                             Ok(found) => *paired = found,
                             Err(e) => {
                                 *paired = true;
@@ -124,6 +124,7 @@ impl DeviceEntry {
         &self,
         image: &dyn LoadedImageOps,
         entry: &OffloadEntry,
+        entries: &[OffloadEntry],
     ) -> Result<bool, PluginError> {
         let symbol = entry_symbol(entry);
         let (host, size) = (entry.address as usize, entry.size as usize);
@@ -133,8 +134,7 @@ impl DeviceEntry {
         };
         // Two statics of one name in one module (one in a function's body) would share a symbol, and the device
         // copy's size: neither is paired.
-        let twins = descriptor()
-            .entries
+        let twins = entries
             .iter()
             .filter(|e| e.is_global() && e.data == entry.data && entry_symbol(e) == symbol)
             .count();
@@ -178,7 +178,7 @@ impl DeviceEntry {
     /// images are loaded first, which makes them present.
     #[inline]
     pub fn table(&self) -> MutexGuard<'_, MappingTable> {
-        if descriptor().has_globals {
+        if crate::registry::has_globals() {
             self.kernels.get_or_init(|| self.load_images());
         }
         self.mapping.lock().unwrap_or_else(|p| p.into_inner())
@@ -239,7 +239,9 @@ mod tests {
             size: Some(8),
         }));
         COUNTS[1].store(11, Relaxed);
-        dev.map_global(&image, &entry(&COUNTS, 4)).unwrap();
+        let e = entry(&COUNTS, 4);
+        dev.map_global(&image, &e, std::slice::from_ref(&e))
+            .unwrap();
         let host = COUNTS.as_ptr() as usize;
         assert_eq!(dev.mapping.lock().unwrap().lookup(host, 8), Some(copy));
         let want: Vec<u8> = [7u32, 11].iter().flat_map(|v| v.to_ne_bytes()).collect();
@@ -255,7 +257,9 @@ mod tests {
             address: 0xdead_0000,
             size: Some(6),
         }));
-        dev.map_global(&image, &entry(&TABLE, 0)).unwrap();
+        let e = entry(&TABLE, 0);
+        dev.map_global(&image, &e, std::slice::from_ref(&e))
+            .unwrap();
         let tgt = dev
             .mapping
             .lock()
@@ -270,7 +274,9 @@ mod tests {
     fn a_missing_mis_sized_or_unsized_global_is_an_error_and_maps_nothing() {
         let fake = FakeDevice::default();
         let dev = DeviceEntry::new(fake.observed());
-        let missing = dev.map_global(&OneGlobal(None), &entry(&COUNTS, 4));
+        let e = entry(&COUNTS, 4);
+        let one = std::slice::from_ref(&e);
+        let missing = dev.map_global(&OneGlobal(None), &e, one);
         assert!(
             !missing.unwrap(),
             "another image of the package may have it"
@@ -279,10 +285,28 @@ mod tests {
             address: dev.alloc(4, 4).unwrap(),
             size: Some(4),
         }));
-        let e = dev.map_global(&wrong, &entry(&COUNTS, 4)).unwrap_err();
+        let err = dev.map_global(&wrong, &e, one).unwrap_err();
         assert!(
-            e.to_string().contains("4 bytes, the host's static 8"),
-            "{e}"
+            err.to_string().contains("4 bytes, the host's static 8"),
+            "{err}"
+        );
+        // A copy whose size the image does not say could be smaller than the host's: not paired.
+        let unsized_copy = OneGlobal(Some(Global {
+            address: dev.alloc(8, 8).unwrap(),
+            size: None,
+        }));
+        let err = dev.map_global(&unsized_copy, &e, one).unwrap_err();
+        assert!(err.to_string().contains("does not say the size"), "{err}");
+        // Two statics of one symbol (one in a function's body) would share the copy: neither is paired.
+        let twins = [e, entry(&TABLE, 0)];
+        let copy = OneGlobal(Some(Global {
+            address: dev.alloc(8, 8).unwrap(),
+            size: Some(8),
+        }));
+        let err = dev.map_global(&copy, &twins[0], &twins).unwrap_err();
+        assert!(
+            err.to_string().contains("two `#[declare_target] static`s"),
+            "{err}"
         );
         assert_eq!(dev.mapping.lock().unwrap().len(), 0);
     }
