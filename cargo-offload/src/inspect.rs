@@ -260,6 +260,8 @@ impl Report {
                 let missing = self
                     .entries
                     .iter()
+                    // A device global (size > 0) is a variable of the image, not a kernel.
+                    .filter(|e| e.size == 0)
                     .filter(|e| {
                         !imgs.iter().any(|i| {
                             i.package_tag == e.package_tag && i.kernels.contains(&e.symbol)

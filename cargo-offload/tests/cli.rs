@@ -253,12 +253,21 @@ fn inspect_reads_the_fat_binaries() {
     assert!(o.status.success(), "{t}");
     assert!(
         t.contains(
-            "offload entries (1):\n  __omp_offloading_rs_5saxpy5saxpy\n    host function saxpy::"
+            "offload entries (3):\n  __omp_offloading_rs_5saxpy11axpy_struct\n    host function saxpy::"
         ),
         "{t}"
     );
     assert!(
+        t.contains("  __omp_offloading_rs_5saxpy5saxpy\n    host function saxpy::try_saxpy::__offload_host"),
+        "{t}"
+    );
+    assert!(
         t.contains("x86_64-unknown-linux-gnu x86_64 (shared object), package `offload-examples`"),
+        "{t}"
+    );
+    // A generic region's instances are kernels of their own.
+    assert!(
+        t.contains("__omp_offloading_rs_11babelstream14triad$3Cf64$3E"),
         "{t}"
     );
     if targets().contains("nvptx64") {
