@@ -127,7 +127,7 @@ fn struct_impl(s: &syn::ItemStruct, errors: &mut Vec<syn::Error>) -> TokenStream
     let checks = field_types(&s.fields)
         .map(|ty| quote_spanned!(ty.span()=> ::offload::__private::assert_device_copy::<#ty>();));
     // Atomic fields would be copied byte by byte while other host threads use them: not allowed in structs. An
-    // item-level const is always evaluated (generic structs cannot name their parameters there; they go unchecked).
+    // item-level const is always evaluated (generic structs cannot name their parameters there: below).
     let no_atomics = field_types(&s.fields).filter(|_| s.generics.params.is_empty()).map(|ty| {
         quote_spanned!(ty.span()=>
             const _: () = assert!(
@@ -136,14 +136,29 @@ fn struct_impl(s: &syn::ItemStruct, errors: &mut Vec<syn::Error>) -> TokenStream
             );
         )
     });
+    // A generic struct's fields are checked where the type is used with its arguments (a mapped `W<AtomicU32>`, a
+    // device global of it): its `HOST_ATOMIC`, read by every copy, asserts that no field is atomic.
+    let generic_no_atomics = (!s.generics.params.is_empty()).then(|| {
+        let tys = field_types(&s.fields);
+        quote! {
+            const HOST_ATOMIC: u64 = {
+                #(::core::assert!(
+                    <#tys as ::offload::DeviceCopy>::HOST_ATOMIC == 0,
+                    "atomics cannot be fields of a #[declare_target] struct; pass them as a `&[AtomicT]` parameter"
+                );)*
+                0
+            };
+        }
+    });
     quote! {
         const _: () = {
             #[allow(dead_code)]
             fn __offload_fields_are_device_copy #impl_g () #where_c { #(#checks)* }
         };
         #(#no_atomics)*
-        // SAFETY: `#[repr(C)]` and every field is `DeviceCopy` (checked above).
-        unsafe impl #impl_g ::offload::DeviceCopy for #name #ty_g #where_c {}
+        // SAFETY: `#[repr(C)]` and every field is `DeviceCopy` (checked above); no field is atomic (checked above, or
+        // by `HOST_ATOMIC` for a generic struct).
+        unsafe impl #impl_g ::offload::DeviceCopy for #name #ty_g #where_c { #generic_no_atomics }
     }
 }
 

@@ -397,6 +397,30 @@ mod device_globals {
         assert_eq!(misalignment(&TABLE), 0);
     }
 
+    /// A generic `#[declare_target]` struct of plain fields maps as any struct (its fields are checked for atomics
+    /// where it is used with its arguments: tests/ui/atomic_generic_struct_field.rs).
+    #[declare_target]
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    pub struct Pair<T: offload::DeviceCopy + Copy> {
+        pub a: T,
+        pub b: T,
+    }
+
+    #[declare_target]
+    static HALVES: Pair<f64> = Pair { a: 0.5, b: 0.25 };
+
+    #[target]
+    fn sum_pair(p: &Pair<f64>) -> f64 {
+        p.a + p.b
+    }
+
+    #[test]
+    fn a_generic_struct_of_plain_fields_maps_and_is_a_device_global() {
+        assert_eq!(sum_pair(&Pair { a: 1.0, b: 2.0 }), 3.0);
+        assert_eq!(sum_pair(&HALVES), 0.75);
+    }
+
     fn present<T>(v: &T, device: i32) -> bool {
         omp_target_is_present(v as *const T as *const c_void, device)
     }
