@@ -470,9 +470,9 @@ impl<'a> Outliner<'a> {
         if !self.entries {
             // A global regions change (atomics) is paired with the library image's copy only: another image's
             // regions would change a copy of their own.
-            let mut idents = BTreeSet::new();
-            collect_idents(&st.ty.to_token_stream(), &mut idents);
-            if idents.iter().any(|i| i.starts_with("Atomic")) {
+            let mut names = BTreeSet::new();
+            idents(st.ty.to_token_stream(), &mut names);
+            if names.iter().any(|i| i.starts_with("Atomic")) {
                 self.unpaired.push(format!(
                     "`{}::{}` of `{}` is a device global that regions change: regions of another image (this \
                      package's binaries, tests or examples, or a dependent package) that reach it change a copy of \
@@ -930,19 +930,6 @@ fn nested_device_items(file: &syn::File) -> Vec<(proc_macro2::Span, String)> {
     };
     syn::visit::Visit::visit_file(&mut v, file);
     v.found
-}
-
-/// Every identifier in `ts`.
-fn collect_idents(ts: &proc_macro2::TokenStream, out: &mut BTreeSet<String>) {
-    for tt in ts.clone() {
-        match tt {
-            proc_macro2::TokenTree::Ident(i) => {
-                out.insert(i.to_string());
-            }
-            proc_macro2::TokenTree::Group(g) => collect_idents(&g.stream(), out),
-            _ => {}
-        }
-    }
 }
 
 /// Names of items the device crate keeps, and of every module (all modules are mirrored).

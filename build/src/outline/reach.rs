@@ -525,24 +525,25 @@ fn cannot_go(
         _ => e.item.span(),
     };
     let (s, end) = (span.start(), span.end());
-    if chain.len() == 1 {
-        // The region or `#[declare_target]` item itself.
-        return Diagnostic {
-            message: format!("`{}` is device code, and uses {}", e.what, why.what),
-            file: pkg.display_path(&f.path),
-            abs_file: f.path.clone(),
-            line: s.line,
-            column: s.column + 1,
-            len: if s.line == end.line {
-                end.column.saturating_sub(s.column).max(1)
-            } else {
-                1
-            },
-            help: Some(format!("do this work outside the region, or {}", why.fix)),
-        };
-    }
+    // The region or `#[declare_target]` item itself, or an item reached from one.
+    let (message, help) = if chain.len() == 1 {
+        (
+            format!("`{}` is device code, and uses {}", e.what, why.what),
+            format!("do this work outside the region, or {}", why.fix),
+        )
+    } else {
+        (
+            format!("region code reaches `{}`, which uses {}", e.what, why.what),
+            format!(
+                "reached through {}; keep `{}` out of region code, or {}",
+                chain.join(" -> "),
+                e.what,
+                why.fix
+            ),
+        )
+    };
     Diagnostic {
-        message: format!("region code reaches `{}`, which uses {}", e.what, why.what),
+        message,
         file: pkg.display_path(&f.path),
         abs_file: f.path.clone(),
         line: s.line,
@@ -552,12 +553,7 @@ fn cannot_go(
         } else {
             1
         },
-        help: Some(format!(
-            "reached through {}; keep `{}` out of region code, or {}",
-            chain.join(" -> "),
-            e.what,
-            why.fix
-        )),
+        help: Some(help),
     }
 }
 
