@@ -9,6 +9,27 @@ fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
+/// `cargo run` of the package in `dir` with `OFFLOAD_INFO=1` on the default devices; its stdout and stderr, once it
+/// succeeded.
+fn run(dir: &Path, target_dir: &Path) -> (String, String) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .arg("run")
+        .arg("--quiet")
+        .arg("--manifest-path")
+        .arg(dir.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", target_dir)
+        .env("OFFLOAD_INFO", "1")
+        .env_remove("OMP_TARGET_OFFLOAD")
+        .env_remove("OFFLOAD_PLUGINS")
+        .output()
+        .expect("running cargo");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    (stdout, stderr)
+}
+
 #[test]
 fn an_external_crate_runs_its_regions_on_host_elf() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -67,22 +88,8 @@ pub fn step(dt: f32, x: &[f32], v: &mut [f32]) -> bool {
 }
 "#,
     );
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .arg("run")
-        .arg("--quiet")
-        .arg("--manifest-path")
-        .arg(dir.join("Cargo.toml"))
-        // Its own target dir (the outer build holds ours), kept between runs.
-        .env("CARGO_TARGET_DIR", dir.join("target"))
-        .env("OFFLOAD_INFO", "1")
-        .env_remove("OMP_TARGET_OFFLOAD")
-        .env_remove("OFFLOAD_PLUGINS")
-        .output()
-        .expect("running cargo");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    // Its own target dir (the outer build holds ours), kept between runs.
+    let (stdout, stderr) = run(&dir, &dir.join("target"));
     assert!(stdout.contains("external crate ok"), "{stdout}");
     assert!(
         stderr.contains("launch outside_app::physics::integrate::step (entry __omp_offloading_rs_11outside_app7physics9integrate4step) on device 0 (host-elf)"),
@@ -145,25 +152,8 @@ fn main() {
 }
 "#,
     );
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .arg("run")
-        .arg("--quiet")
-        .arg("--manifest-path")
-        .arg(dir.join("Cargo.toml"))
-        // The other test's target dir: the same dependencies, built once.
-        .env(
-            "CARGO_TARGET_DIR",
-            root.join("external-crate").join("target"),
-        )
-        .env("OFFLOAD_INFO", "1")
-        .env_remove("OMP_TARGET_OFFLOAD")
-        .env_remove("OFFLOAD_PLUGINS")
-        .output()
-        .expect("running cargo");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    // The other test's target dir: the same dependencies, built once.
+    let (stdout, stderr) = run(&dir, &root.join("external-crate").join("target"));
     assert!(stdout.contains("library user ok"), "{stdout}");
     assert!(
         stderr.contains("launch library_user::measure")
