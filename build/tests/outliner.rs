@@ -16,17 +16,21 @@ fn gen_dir(name: &str) -> PathBuf {
     d
 }
 
+/// Outlining fixture `name` fails (`why`) with the errors its `name.stderr` holds (`OUTLINER_OVERWRITE=1` rewrites it).
+fn rejects(name: &str, why: &str) {
+    let err = offload_build::outline_dir(&fixture(name), &gen_dir(name)).expect_err(why);
+    let got = err.to_string();
+    let path = fixture(&format!("{name}.stderr"));
+    if std::env::var_os("OUTLINER_OVERWRITE").is_some() {
+        std::fs::write(&path, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(got.trim_end(), want.trim_end(), "\n--- got ---\n{got}");
+}
+
 #[test]
 fn calling_a_host_function_from_device_code_is_a_spanned_error() {
-    let dir = fixture("calls_host_fn");
-    let err = offload_build::outline_dir(&dir, &gen_dir("calls_host_fn"))
-        .expect_err("helper is not declare_target");
-    let got = err.to_string();
-    let want = std::fs::read_to_string(fixture("calls_host_fn.stderr")).unwrap();
-    if std::env::var_os("OUTLINER_OVERWRITE").is_some() {
-        std::fs::write(fixture("calls_host_fn.stderr"), &got).unwrap();
-    }
-    assert_eq!(got.trim_end(), want.trim_end(), "\n--- got ---\n{got}");
+    rejects("calls_host_fn", "helper is not declare_target");
 }
 
 #[test]
@@ -167,15 +171,7 @@ fn src_line(fixture_name: &str, file: &str, text: &str) -> usize {
 
 #[test]
 fn a_crate_not_built_for_devices_is_an_error_naming_it_and_the_fix() {
-    let dir = fixture("uses_crates");
-    let err = offload_build::outline_dir(&dir, &gen_dir("uses_crates"))
-        .expect_err("hostdep is not a device dependency");
-    let got = err.to_string();
-    let want = std::fs::read_to_string(fixture("uses_crates.stderr")).unwrap_or_default();
-    if std::env::var_os("OUTLINER_OVERWRITE").is_some() {
-        std::fs::write(fixture("uses_crates.stderr"), &got).unwrap();
-    }
-    assert_eq!(got.trim_end(), want.trim_end(), "\n--- got ---\n{got}");
+    rejects("uses_crates", "hostdep is not a device dependency");
 }
 
 /// An offload-aware library's device crate keeps its `#[declare_target]` items and what they reach (a module's
@@ -315,14 +311,5 @@ fn a_generic_region_has_a_kernel_per_instance_and_a_method_region_one_at_module_
 
 #[test]
 fn a_method_region_in_an_impl_without_target_is_an_error() {
-    let dir = fixture("method_without_impl_attr");
-    let err = offload_build::outline_dir(&dir, &gen_dir("method_without_impl_attr"))
-        .expect_err("the impl has no #[target]");
-    let got = err.to_string();
-    let path = fixture("method_without_impl_attr.stderr");
-    if std::env::var_os("OUTLINER_OVERWRITE").is_some() {
-        std::fs::write(&path, &got).unwrap();
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_default();
-    assert_eq!(got.trim_end(), want.trim_end(), "\n--- got ---\n{got}");
+    rejects("method_without_impl_attr", "the impl has no #[target]");
 }
