@@ -64,12 +64,16 @@ pub fn try_build() -> Result<(), Error> {
             println!("cargo:rerun-if-env-changed={v}");
         }
     }
+    let mut warned = std::collections::BTreeSet::new();
     for t in targets {
         let dir = out_dir.join("offload").join(t.key());
         let outlined = outline::outline_package(&pkg, &dir.join("src"), t.kernel_abi())
             .map_err(Error::Source)?;
+        // The same for every target: said once.
         for w in outlined.warnings(&pkg) {
-            println!("cargo:warning={w}");
+            if warned.insert(w.clone()) {
+                println!("cargo:warning={w}");
+            }
         }
         for f in &outlined.files {
             println!("cargo:rerun-if-changed={}", f.display());
