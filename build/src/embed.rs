@@ -151,6 +151,7 @@ mod tests {
             uses_offload: false,
             host_crates: Vec::new(),
             tag: 0xfeed_f00d,
+            features: Default::default(),
         };
         let image = BuiltImage {
             target: DeviceTarget::Nvptx {

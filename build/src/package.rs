@@ -3,6 +3,7 @@
 
 use crate::{Error, PackageError};
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -89,6 +90,90 @@ pub struct Package {
     pub host_crates: Vec<String>,
     /// Ties the package's images to its offload entries (the macro computes the same from `CARGO_MANIFEST_DIR`).
     pub tag: u64,
+    /// Its `[features]`, which its device crates declare and enable as the host build does, so `cfg(feature = ..)`
+    /// picks the same code on both sides.
+    pub features: Features,
+}
+
+/// A package's features: each declared one with what it enables, and those on in this build.
+#[derive(Clone, Debug, Default)]
+pub struct Features {
+    pub declared: BTreeMap<String, Vec<String>>,
+    pub enabled: BTreeSet<String>,
+}
+
+impl Features {
+    fn from_metadata(pkg: &Value) -> Features {
+        let declared = pkg["features"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| {
+                let on = v
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect();
+                (k.clone(), on)
+            })
+            .collect();
+        Features {
+            declared,
+            enabled: BTreeSet::new(),
+        }
+    }
+
+    /// Turns on `names` and the features they enable in turn (`dep:x` and `x/y` entries are dependencies', which
+    /// device crates do not have).
+    pub fn enable<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) {
+        let mut todo: Vec<String> = names.into_iter().map(String::from).collect();
+        while let Some(n) = todo.pop() {
+            if let Some(on) = self.declared.get(&n) {
+                if self.enabled.insert(n) {
+                    todo.extend(on.iter().filter(|e| !e.contains([':', '/'])).cloned());
+                }
+            }
+        }
+    }
+
+    /// The features of the build cargo is running now, from its `CARGO_FEATURE_<NAME>` variables.
+    fn enable_from_build_env(&mut self) {
+        let on: Vec<String> = self
+            .declared
+            .keys()
+            .filter(|f| {
+                let var = format!("CARGO_FEATURE_{}", f.to_uppercase().replace('-', "_"));
+                std::env::var_os(var).is_some()
+            })
+            .cloned()
+            .collect();
+        self.enable(on.iter().map(String::as_str));
+    }
+
+    /// The device crate's `[features]` table: every declared feature (none enabling anything: the device crate has
+    /// none of the package's optional dependencies) but `default`, which lists those this build has on. `reserved`
+    /// names the device crate's dependencies, which a feature may not share a name with.
+    pub fn manifest_table(&self, reserved: &[&str]) -> String {
+        let names: Vec<&String> = self
+            .declared
+            .keys()
+            .filter(|k| *k != "default" && !reserved.contains(&k.as_str()))
+            .collect();
+        let mut out = format!(
+            "[features]\ndefault = [{}]\n",
+            names
+                .iter()
+                .filter(|n| self.enabled.contains(**n))
+                .map(|n| format!("{n:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        for n in names {
+            out.push_str(&format!("{n:?} = []\n"));
+        }
+        out
+    }
 }
 
 impl Package {
@@ -181,16 +266,23 @@ impl Package {
         let manifest_dir = manifest.parent().map(canon).unwrap_or_default();
         // The same string the macro sees: cargo's own `CARGO_MANIFEST_DIR` when building this package, else the
         // manifest's directory (a dependency loaded by a dependent's build script).
-        let tag_dir = std::env::var("CARGO_MANIFEST_DIR")
+        let building = std::env::var("CARGO_MANIFEST_DIR")
             .ok()
-            .filter(|d| canon(Path::new(d)) == manifest_dir)
-            .unwrap_or_else(|| {
-                manifest
-                    .parent()
-                    .unwrap_or(Path::new(""))
-                    .display()
-                    .to_string()
-            });
+            .filter(|d| canon(Path::new(d)) == manifest_dir);
+        let mut features = Features::from_metadata(pkg);
+        // This package's build has its features in the environment; a dependency's are set by its dependent
+        // (`device_deps`), from the dependency's entry.
+        match building {
+            Some(_) => features.enable_from_build_env(),
+            None => features.enable(["default"]),
+        }
+        let tag_dir = building.unwrap_or_else(|| {
+            manifest
+                .parent()
+                .unwrap_or(Path::new(""))
+                .display()
+                .to_string()
+        });
         let mut package = Package {
             host_crates,
             device_deps,
@@ -202,6 +294,7 @@ impl Package {
             targets,
             metadata_targets,
             tag: offload_model::identity::package_tag(&tag_dir),
+            features,
         };
         // The package's own library is an offload-aware library of its other targets (`mypkg::helper` in a
         // binary's region).
@@ -312,10 +405,27 @@ fn device_deps(pkg: &Value, manifest: &Path) -> Result<Vec<DeviceDep>, Error> {
         let Some(path) = dep["path"].as_str().filter(|_| !OURS.contains(&package)) else {
             continue;
         };
-        let lib = Package::load(Path::new(path))?;
+        let mut lib = Package::load(Path::new(path))?;
         if !lib.uses_offload {
             continue;
         }
+        // The features the entry asks for (cargo may unify more in from elsewhere in the build; region code should
+        // not depend on those).
+        let mut features = Features {
+            declared: std::mem::take(&mut lib.features.declared),
+            enabled: BTreeSet::new(),
+        };
+        if dep["uses_default_features"].as_bool() != Some(false) {
+            features.enable(["default"]);
+        }
+        features.enable(
+            dep["features"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f.as_str()),
+        );
+        lib.features = features;
         // Code names the library by its rename, else by its lib target's name.
         let ident = match dep["rename"].as_str() {
             Some(r) => r.replace('-', "_"),
@@ -363,4 +473,39 @@ fn device_deps(pkg: &Value, manifest: &Path) -> Result<Vec<DeviceDep>, Error> {
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn features() -> Features {
+        Features::from_metadata(&serde_json::json!({"features": {
+            "default": ["wide"],
+            "wide": ["simd", "dep:libm", "num/std"],
+            "simd": [],
+            "narrow": [],
+            "libm": [],
+        }}))
+    }
+
+    #[test]
+    fn enabling_a_feature_enables_what_it_lists_but_not_dependencies() {
+        let mut f = features();
+        f.enable(["default"]);
+        let on: Vec<&str> = f.enabled.iter().map(String::as_str).collect();
+        assert_eq!(on, ["default", "simd", "wide"]);
+    }
+
+    #[test]
+    fn the_device_crate_declares_every_feature_and_enables_those_on() {
+        let mut f = features();
+        f.enable(["narrow"]);
+        let table = f.manifest_table(&["libm", "offload"]);
+        assert_eq!(
+            table,
+            "[features]\ndefault = [\"narrow\"]\n\"narrow\" = []\n\"simd\" = []\n\"wide\" = []\n",
+            "`libm` names a dependency of the device crate, and `default` is this build's"
+        );
+    }
 }

@@ -459,3 +459,78 @@ mod device_globals {
         assert_eq!(HITS.load(Relaxed), want);
     }
 }
+
+/// `cfg` attributes in region code mean what they mean in the host code: the package's features are its device
+/// crates' features, and `test` is set (regions in unit tests reach the device). A device that saw the other
+/// alternative would hand back a differently laid out struct.
+mod cfg_and_features {
+    use offload::{omp_is_initial_device, target};
+
+    #[cfg(feature = "wide")]
+    type Acc = f64;
+    #[cfg(not(feature = "wide"))]
+    type Acc = f32;
+
+    #[cfg(feature = "narrow")]
+    const LANES: usize = 2;
+    #[cfg(not(feature = "narrow"))]
+    const LANES: usize = 8;
+
+    #[offload::declare_target]
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[repr(C)]
+    pub struct Stats {
+        pub sum: Acc,
+        #[cfg(feature = "wide")]
+        pub count: u64,
+        pub lanes: u64,
+    }
+
+    #[cfg(feature = "narrow")]
+    fn weight(v: Acc) -> Acc {
+        v * 0.5
+    }
+    #[cfg(not(feature = "narrow"))]
+    fn weight(v: Acc) -> Acc {
+        v * 2.0
+    }
+
+    #[target(if(on_device))]
+    fn accumulate(on_device: bool, x: &[f64], s: &mut Stats) -> bool {
+        for &v in x {
+            s.sum += weight(v as Acc);
+            #[cfg(feature = "wide")]
+            {
+                s.count += 1;
+            }
+        }
+        s.lanes = (LANES * core::mem::size_of::<Acc>()) as u64;
+        omp_is_initial_device()
+    }
+
+    #[test]
+    fn region_code_sees_the_packages_features() {
+        let x: Vec<f64> = (1..=10).map(f64::from).collect();
+        for on_device in [true, false] {
+            let mut s = Stats {
+                sum: 0.0,
+                count: 0,
+                lanes: 0,
+            };
+            assert_eq!(
+                accumulate(on_device, &x, &mut s),
+                !on_device,
+                "ran where asked"
+            );
+            assert_eq!(
+                s,
+                Stats {
+                    sum: 110.0,
+                    count: 10,
+                    lanes: 64
+                },
+                "device {on_device}"
+            );
+        }
+    }
+}

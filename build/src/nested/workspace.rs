@@ -111,19 +111,27 @@ impl Workspace {
         };
         let crate_dir = self.root.join(&c.key);
         let name = device_crate_name(&c.key);
+        // The package's library is its other targets' dependency, not its own.
+        let deps: Vec<&DeviceDep> = pkg
+            .device_deps
+            .iter()
+            .filter(|d| {
+                !(c.kind == Kind::Lib
+                    && matches!(&d.source, DepSource::Offload(l) if pkg.is_self(l)))
+            })
+            .collect();
+        let mut reserved: Vec<&str> = deps.iter().map(|d| d.ident.as_str()).collect();
+        reserved.push("offload");
         self.files.push((
             crate_dir.join("Cargo.toml"),
             format!(
                 "[package]\nname = {name:?}\nversion = \"0.0.0\"\nedition = {edition:?}\npublish = false\n\n\
-                 [lib]\npath = \"lib.rs\"\n{}\n[dependencies]\noffload = {{ package = \"offload-device\", path = {dstd:?} }}\n{}",
+                 [lib]\npath = \"lib.rs\"\n{}\n{}\n[dependencies]\noffload = {{ package = \"offload-device\", path = {dstd:?} }}\n{}",
                 lib_name
                     .map(|n| format!("name = {n:?}\n"))
                     .unwrap_or_default(),
-                pkg.device_deps
-                    .iter()
-                    // The package's library is its other targets' dependency, not its own.
-                    .filter(|d| !(c.kind == Kind::Lib
-                        && matches!(&d.source, DepSource::Offload(l) if pkg.is_self(l))))
+                pkg.features.manifest_table(&reserved),
+                deps.iter()
                     .map(|d| format!("{}\n", dependency_line(d)))
                     .collect::<String>(),
             ),

@@ -653,10 +653,14 @@ impl<'a> Outliner<'a> {
     /// token on its original line.
     fn mirror_region(&self, m: &mut Mirror, func: &syn::ItemFn, region: &Region) {
         let lowered = lower(region, func);
-        let attrs = func.attrs.iter().filter(|a| {
+        let attrs = func.attrs.iter().filter_map(|a| {
+            if a.path().is_ident("cfg") {
+                return Some(device_cfg(a));
+            }
             a.path()
                 .get_ident()
                 .is_some_and(|i| KEPT_ATTRS.contains(&i.to_string().as_str()))
+                .then(|| a.to_token_stream())
         });
         // A reduction's entry on the host image is optimised on its own, not inlined into the entry's unwinding
         // closure, where LLVM kept the accumulator in memory (dot products 4x slower). GPU entries have no such
@@ -827,6 +831,8 @@ fn blank_attrs(m: &mut Mirror, attrs: &[Attribute]) {
                     },
                 );
             }
+        } else if a.path().is_ident("cfg") {
+            m.replace(r, device_cfg(a).to_string());
         } else if !a
             .path()
             .get_ident()
@@ -834,6 +840,36 @@ fn blank_attrs(m: &mut Mirror, attrs: &[Attribute]) {
         {
             m.blank(r);
         }
+    }
+}
+
+/// A `#[cfg(..)]` as a device crate keeps it: the device's rustc decides it with the package's features (the device
+/// crates declare and enable them) and the device's own target (`target_arch = "nvptx64"` selects per-device code),
+/// and `test` is set, so regions and items of unit tests reach the device whichever target the one build serves.
+fn device_cfg(a: &Attribute) -> proc_macro2::TokenStream {
+    fn set_test(ts: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+        ts.into_iter()
+            .flat_map(|tt| match tt {
+                proc_macro2::TokenTree::Ident(i) if i == "test" => {
+                    quote::quote_spanned!(i.span()=> all())
+                        .into_iter()
+                        .collect::<Vec<_>>()
+                }
+                proc_macro2::TokenTree::Group(g) => {
+                    let mut n = proc_macro2::Group::new(g.delimiter(), set_test(g.stream()));
+                    n.set_span(g.span());
+                    vec![proc_macro2::TokenTree::Group(n)]
+                }
+                other => vec![other],
+            })
+            .collect()
+    }
+    match &a.meta {
+        syn::Meta::List(l) => {
+            let inner = set_test(l.tokens.clone());
+            quote::quote!(#[cfg(#inner)])
+        }
+        _ => a.to_token_stream(),
     }
 }
 
