@@ -118,9 +118,17 @@ pub fn target_enter_data(input: TokenStream) -> TokenStream {
             }
             let id = &item.ident;
             let bits = map.bits();
-            out.push(quote_spanned!(id.span()=> ::offload::__private::enter_data(#id, #bits, __offload_device, __offload_if)));
+            out.push(match &c.scope {
+                // Borrowed data, entered until its exit or the scope's end.
+                Some(_) => quote_spanned!(id.span()=>
+                    ::offload::DataScope::enter(__offload_scope, #id, #bits, __offload_device, __offload_if)),
+                None => quote_spanned!(id.span()=>
+                    ::offload::__private::enter_data(#id, #bits, __offload_device, __offload_if)),
+            });
         }
+        let scope = c.scope.as_ref().map(|s| quote!(let __offload_scope = #s;));
         Ok(quote!({
+            #scope
             let __offload_device = #device;
             let __offload_if = #cond;
             (#(#out),*)

@@ -150,6 +150,10 @@ fn expand(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
                 }
             }
 
+            // SAFETY: a data construct's entries are the slice and object fields' data, which the fields borrow:
+            // outside the struct, and put while it lives.
+            unsafe impl #impl_generics ::offload::ScopedSource for #name #ty_generics #where_clause {}
+
             impl #impl_generics #p::MapTarget for #name #ty_generics #where_clause {
                 unsafe fn map_args(
                     this: *const Self,

@@ -254,6 +254,8 @@ pub enum Clause {
     Private(Ident, Vec<Ident>),
     /// `instantiate(f32, f64)` / `instantiate(<f32, 4>, ..)`: a generic region's kernels, one per argument list.
     Instantiate(Ident, Vec<Instance>),
+    /// `scope(s)` on `target_enter_data!`: the `offload::data_scope` that borrowed data is entered in.
+    Scope(Ident, Expr),
 }
 
 /// One argument list of `instantiate(..)`: the generic arguments of one kernel, in the region's parameter order
@@ -338,7 +340,7 @@ impl Word {
     }
 }
 
-const CLAUSES: &str = "map, device, if; and on `#[target]`: the loop constructs teams_distribute_parallel_for[_simd], \
+const CLAUSES: &str = "map, device, if; scope on `target_enter_data!`; and on `#[target]`: the loop constructs teams_distribute_parallel_for[_simd], \
      parallel_for[_simd] and teams_distribute, `teams, parallel` (SPMD), simd, num_teams, thread_limit, num_threads, \
      collapse, reduction, schedule, private, instantiate";
 
@@ -421,6 +423,18 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
                 return Err(syn::Error::new(kw.span(), "`instantiate()` lists no types; name at least one"));
             }
             Ok(Clause::Instantiate(kw, list.into_iter().collect()))
+        }
+        "scope" if construct == Construct::EnterData => {
+            if !input.peek(syn::token::Paren) {
+                return Err(syn::Error::new(kw.span(), "`scope` takes the data scope: `scope(s)`"));
+            }
+            let content;
+            syn::parenthesized!(content in input);
+            let e: Expr = content.parse()?;
+            if !content.is_empty() {
+                return Err(content.error("`scope` takes one expression"));
+            }
+            Ok(Clause::Scope(kw, e))
         }
         "num_teams" | "thread_limit" | "num_threads" if construct == Construct::Target => {
             if !input.peek(syn::token::Paren) {

@@ -12,6 +12,8 @@ pub struct DataConstruct {
     pub maps: Vec<(Map, MapItem)>,
     pub device: Option<Expr>,
     pub if_cond: Option<Expr>,
+    /// `target_enter_data!`'s `scope(s)`: the data scope borrowed data is entered in.
+    pub scope: Option<Expr>,
     /// `target_data!`'s block.
     pub body: Option<syn::Block>,
 }
@@ -56,6 +58,7 @@ impl DataConstruct {
             maps: Vec::new(),
             device: None,
             if_cond: None,
+            scope: None,
             body,
         };
         for clause in clauses {
@@ -77,6 +80,7 @@ impl DataConstruct {
                 }
                 Clause::Device(kw, e) => set_once(&mut c.device, kw, e, &mut errors),
                 Clause::If(kw, e) => set_once(&mut c.if_cond, kw, e, &mut errors),
+                Clause::Scope(kw, e) => set_once(&mut c.scope, kw, e, &mut errors),
                 Clause::Construct(..)
                 | Clause::NumTeams(..)
                 | Clause::ThreadLimit(..)
@@ -198,8 +202,9 @@ impl Update {
                         | Clause::Collapse(..)
                         | Clause::Schedule(..)
                         | Clause::Private(..)
-                        | Clause::Instantiate(..) => {
-                            unreachable!("parse_clause yields these for #[target] only")
+                        | Clause::Instantiate(..)
+                        | Clause::Scope(..) => {
+                            unreachable!("parse_clause yields these for #[target] and target_enter_data! only")
                         }
                         Clause::Map { .. } => {
                             return Err(input.error(

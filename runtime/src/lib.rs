@@ -180,7 +180,10 @@ pub use offload_model::reduce::{Integer, Numeric};
 #[doc(hidden)]
 pub use offload_model::view as __view;
 pub use plugin::DeviceDescription;
-pub use region::{DeviceCopy, DevicePtr, Error, Firstprivate, MapOwner, Mapped};
+pub use region::{
+    data_scope, DataScope, DeviceCopy, DevicePtr, Error, Firstprivate, MapOwner, Mapped,
+    ScopedMapped, ScopedSource,
+};
 
 /// Used by the code `#[target]` and `#[declare_target]` expand to; not a public API.
 #[doc(hidden)]

@@ -3,8 +3,8 @@
 //! the host fallback (`if(on_device)`), and the tests change host or device copies where a wrong mapping would copy.
 
 use offload::{
-    omp_get_num_devices, omp_is_initial_device, omp_target_is_present, target, target_data,
-    target_update, Mapper,
+    data_scope, omp_get_num_devices, omp_is_initial_device, omp_target_is_present, target,
+    target_data, target_enter_data, target_exit_data, target_update, Mapper,
 };
 
 /// The port of C's `struct grid { double *u; const double *coef; int n; double h; }`: the pointers become slices,
@@ -217,4 +217,133 @@ fn a_data_region_maps_every_field_and_regions_inside_find_them_present() {
     assert!(!omp_target_is_present(coef.as_ptr().cast(), 0));
     assert_eq!(u[0], 50.0, "copied back at the end");
     assert_eq!(u[1], 2.0);
+}
+
+/// OpenMP's `target enter data map(to: g)` .. `target exit data map(from: g)` of a struct of slices: inside a data
+/// scope the struct (which borrows its slices) is entered in one statement and exited in another, regions between
+/// find every field present, and the exit copies back and returns the struct.
+#[test]
+fn a_struct_of_slices_is_entered_and_exited_in_a_data_scope() {
+    let coef = vec![2.0; 16];
+    let mut u = vec![1.0; 16];
+    data_scope(|s| {
+        let g = Grid {
+            u: &mut u,
+            coef: &coef,
+            n: 16,
+            h: 0.5,
+        };
+        let mut m = target_enter_data!(map(to: g), scope(s));
+        let on_device = omp_get_num_devices() > 0;
+        // (Without devices, device 0 is the host, where all data is present.)
+        assert!(omp_target_is_present(m.u.as_ptr().cast(), 0));
+        assert!(omp_target_is_present(m.coef.as_ptr().cast(), 0));
+        if on_device {
+            m.u[0] = 100.0; // the host copy only: the region finds `u` present and copies nothing in
+        }
+        for _ in 0..2 {
+            assert_eq!(relax_ref(true, &mut m), !on_device, "ran where asked");
+        }
+        let g = target_exit_data!(map(from: m));
+        assert!(
+            !on_device || !omp_target_is_present(g.u.as_ptr().cast(), 0),
+            "exited"
+        );
+        assert_eq!(g.h, 0.5, "the region's values were its own");
+        assert_eq!(g.u[1], 3.0, "two relaxations copied back");
+        assert_eq!(g.u[0], 3.0, "the device copy never saw 100");
+    });
+    assert_eq!(u, vec![3.0; 16]);
+}
+
+/// A scope's entries never outlive it: one dropped without an exit is released (nothing copied back), and so is a
+/// forgotten one, at the scope's end, while its data is still borrowed.
+#[test]
+fn a_scope_releases_what_was_dropped_or_forgotten_without_copying_back() {
+    if omp_get_num_devices() == 0 {
+        return; // nothing to map
+    }
+    let mut a = vec![1.0f64; 8];
+    let mut b = vec![1.0f64; 8];
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    data_scope(|s| {
+        let ra = &mut a;
+        let rb = &mut b[..];
+        let (ma, mut mb) = target_enter_data!(map(to: ra, rb), scope(s));
+        scale(&mut mb);
+        drop(ma);
+        assert!(!omp_target_is_present(pa.cast(), 0), "dropped: released");
+        std::mem::forget(mb);
+        assert!(
+            omp_target_is_present(pb.cast(), 0),
+            "forgotten: still mapped in the scope"
+        );
+    });
+    assert!(
+        !omp_target_is_present(pb.cast(), 0),
+        "released at the scope's end"
+    );
+    assert_eq!(b, vec![1.0; 8], "a release copies nothing back");
+    assert_eq!(a, vec![1.0; 8]);
+}
+
+#[target]
+fn scale(y: &mut [f64]) {
+    for v in y.iter_mut() {
+        *v *= 2.0;
+    }
+}
+
+/// A panic in the scope releases its entries too; the data can be mapped afresh afterwards.
+#[test]
+fn a_panic_in_a_scope_releases_its_entries() {
+    let mut y = vec![1.0f64; 8];
+    let p = y.as_ptr();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        data_scope(|s| {
+            let ry = &mut y;
+            let m = target_enter_data!(map(to: ry), scope(s));
+            std::mem::forget(m);
+            panic!("in the scope");
+        })
+    }));
+    assert!(r.is_err());
+    assert!(omp_get_num_devices() == 0 || !omp_target_is_present(p.cast(), 0));
+    scale(&mut y);
+    assert_eq!(y, vec![2.0; 8], "mapped afresh: copied in and back");
+}
+
+/// A struct whose field is pointed elsewhere while entered cannot be copied back where it came from: the exit says
+/// so, and releases what was entered.
+#[test]
+fn exiting_a_struct_whose_field_moved_panics_and_releases() {
+    if omp_get_num_devices() == 0 {
+        return; // nothing to map
+    }
+    let coef = vec![2.0; 4];
+    let mut u = vec![1.0; 4];
+    let mut other = vec![7.0; 4];
+    let pu = u.as_ptr();
+    data_scope(|s| {
+        let g = Grid {
+            u: &mut u,
+            coef: &coef,
+            n: 4,
+            h: 1.0,
+        };
+        let mut m = target_enter_data!(map(to: g), scope(s));
+        m.u = &mut other;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+            || target_exit_data!(map(from: m)),
+        ));
+        let Err(e) = r else {
+            panic!("the exit must refuse")
+        };
+        let msg = e.downcast::<String>().unwrap();
+        assert!(
+            msg.contains("not where it was when it was entered"),
+            "{msg}"
+        );
+        assert!(!omp_target_is_present(pu.cast(), 0), "released");
+    });
 }

@@ -110,6 +110,9 @@ impl Region {
                     self.schedule = Some(sched);
                     schedule_kw = Some(kw);
                 }
+                Clause::Scope(..) => {
+                    unreachable!("parse_clause yields it for target_enter_data! only")
+                }
                 Clause::Instantiate(kw, list) => {
                     if !self.instances.is_empty() {
                         errors.push(syn::Error::new(kw.span(), "`instantiate` is given twice"));

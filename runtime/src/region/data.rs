@@ -19,7 +19,11 @@ use std::sync::atomic::{
 /// The device a data construct acts on, or `None` for the host (where every map is already satisfied).
 /// Under `MANDATORY` a construct that could not reach a device stops the program.
 #[track_caller]
-fn data_device(construct: &str, device: Option<i32>, cond: bool) -> Option<&'static DeviceEntry> {
+pub(super) fn data_device(
+    construct: &str,
+    device: Option<i32>,
+    cond: bool,
+) -> Option<&'static DeviceEntry> {
     match select(device, cond) {
         Selection::Device(dev) => Some(dev),
         Selection::Host(Host::Unavailable(r)) if icv().policy == Policy::Mandatory => panic!(
@@ -31,7 +35,7 @@ fn data_device(construct: &str, device: Option<i32>, cond: bool) -> Option<&'sta
 }
 
 #[track_caller]
-fn mapping_failed(construct: &str, dev: &DeviceEntry, e: MapError) -> ! {
+pub(super) fn mapping_failed(construct: &str, dev: &DeviceEntry, e: MapError) -> ! {
     panic!(
         "offload: {construct} on device {} ({}): {e}",
         dev.number, dev.plugin
@@ -387,7 +391,8 @@ pub struct Mapped<V: MapOwner> {
     message = "`target_enter_data!` takes an owned buffer by value, not `{Self}`",
     label = "not a `Vec<T>`, `Box<[T]>` or `Box<T>` of `T: offload::DeviceCopy`",
     note = "the `Mapped` it returns owns the buffer so its memory stays put while mapped; to map borrowed data, use \
-            `target_data!`"
+            `target_data!`, or enter it in a data scope: `offload::data_scope(|s| {{ let m = \
+            target_enter_data!(map(to: r), scope(s)); .. }})`"
 )]
 pub unsafe trait MapOwner {
     /// What `Mapped` derefs to: a slice, or the boxed value.
@@ -437,7 +442,8 @@ unsafe impl<T: DeviceCopy> MapOwner for Box<T> {
     message = "`target_enter_data!` takes an owned buffer by value, not `{Self}`",
     label = "not a `Vec<T>`, `Box<[T]>` or `Box<T>` of `T: offload::DeviceCopy`",
     note = "the `Mapped` it returns owns the buffer so its memory stays put while mapped; to map borrowed data, use \
-            `target_data!`"
+            `target_data!`, or enter it in a data scope: `offload::data_scope(|s| {{ let m = \
+            target_enter_data!(map(to: r), scope(s)); .. }})`"
 )]
 pub trait EnterData {
     /// The buffer the [`Mapped`] will own.
@@ -492,7 +498,7 @@ pub fn exit_data<M: ExitData>(mapped: M, map_type: u64, device: Option<i32>) -> 
 }
 
 /// A device number as OpenMP compares them: `omp_initial_device` (-1) is `omp_get_initial_device()`.
-fn normalize_device(d: i32) -> i32 {
+pub(super) fn normalize_device(d: i32) -> i32 {
     if d == OMP_INITIAL_DEVICE {
         initial_device()
     } else {

@@ -7,8 +7,10 @@ pub mod error;
 pub mod launch;
 pub mod maplist;
 pub mod mapper;
+pub mod scope;
 pub mod types;
 
 pub use data::{MapOwner, Mapped};
 pub use error::Error;
+pub use scope::{data_scope, DataScope, ScopedMapped, ScopedSource};
 pub use types::{DeviceCopy, DevicePtr, Firstprivate};

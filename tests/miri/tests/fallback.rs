@@ -4,8 +4,8 @@
 
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use offload::{
-    barrier, omp_get_num_threads, omp_get_team_num, omp_get_thread_num, target, target_data,
-    target_enter_data, target_update, team_shared,
+    barrier, data_scope, omp_get_num_threads, omp_get_team_num, omp_get_thread_num, target,
+    target_data, target_enter_data, target_exit_data, target_update, team_shared,
 };
 
 #[target(map(tofrom: y))]
@@ -261,4 +261,25 @@ fn data_environments() {
     target_update!(to: m, device(host));
     let v = m.exit_from();
     assert_eq!(v, [2, 3, 4]);
+}
+
+/// Borrowed data entered in a data scope: the region and the host work on it through the `ScopedMapped` between the
+/// entry and the exit, and a forgotten entry is the scope's to end.
+#[test]
+fn data_scopes() {
+    let host = offload::omp_get_initial_device();
+    let mut v = vec![1i64, 2, 3];
+    let mut w = vec![5i64; 2];
+    data_scope(|s| {
+        let (rv, rw) = (&mut v, &mut w[..]);
+        let (mut m, n) = target_enter_data!(map(to: rv, rw), device(host), scope(s));
+        assert_eq!(serial(1, &mut m), 9);
+        m[0] = 10;
+        target_update!(to: m, device(host));
+        std::mem::forget(n);
+        let rv = target_exit_data!(map(from: m));
+        rv.push(4);
+    });
+    assert_eq!(v, [10, 3, 4, 4]);
+    assert_eq!(w, [5, 5]);
 }
