@@ -10,7 +10,7 @@ use std::path::Path;
 use syn::{Item, ItemFn};
 
 /// Every `fn` item of a file, modules included, and every method of an `impl`, with its `Self` type.
-fn fns(items: &[Item], out: &mut Vec<(ItemFn, Option<syn::Type>)>) {
+fn fns(items: &[Item], out: &mut Vec<(ItemFn, Option<syn::ItemImpl>)>) {
     for item in items {
         match item {
             Item::Fn(f) => out.push((f.clone(), None)),
@@ -23,7 +23,7 @@ fn fns(items: &[Item], out: &mut Vec<(ItemFn, Option<syn::Type>)>) {
                             sig: m.sig.clone(),
                             block: Box::new(m.block.clone()),
                         };
-                        out.push((f, Some((*i.self_ty).clone())));
+                        out.push((f, Some(i.clone())));
                     }
                 }
             }
@@ -38,7 +38,7 @@ fn fns(items: &[Item], out: &mut Vec<(ItemFn, Option<syn::Type>)>) {
 }
 
 /// The function named `name` whose name is on `line`, and its `Self` type if it is a method.
-fn find(src: &str, name: &str, line: usize) -> (ItemFn, Option<syn::Type>) {
+fn find(src: &str, name: &str, line: usize) -> (ItemFn, Option<syn::ItemImpl>) {
     let file = syn::parse_file(src).expect("parses");
     let mut all = Vec::new();
     fns(&file.items, &mut all);
@@ -75,7 +75,7 @@ fn the_host_fallback_and_the_device_crate_lower_every_region_alike() {
             let name = site.identity.rsplit("::").next().unwrap();
             let name = name.split('<').next().unwrap();
             let src = std::fs::read_to_string(&site.file).unwrap();
-            let (func, self_ty) = find(&src, name, site.line);
+            let (func, imp) = find(&src, name, site.line);
             let attr = func
                 .attrs
                 .iter()
@@ -90,7 +90,7 @@ fn the_host_fallback_and_the_device_crate_lower_every_region_alike() {
                 syn::Meta::List(l) => l.tokens.clone(),
                 _ => Default::default(),
             };
-            let region = Region::parse_in(args, &func, self_ty.as_ref())
+            let region = Region::parse_in(args, &func, imp.as_ref().map(Into::into))
                 .expect("the suite's regions are valid");
             let r = &site.region;
             forms.insert(

@@ -5,7 +5,7 @@
 
 use crate::clause::{Errors, Word};
 use crate::region::parse::{unsupported_type, Words};
-use crate::region::{ParamKind, Region};
+use crate::region::{InImpl, ParamKind, Region};
 use proc_macro2::TokenStream;
 use syn::spanned::Spanned;
 use syn::{ItemFn, Type};
@@ -16,14 +16,14 @@ impl Region {
         Region::parse_in(args, func, None)
     }
 
-    /// As [`Region::parse`], for a function in `impl self_ty { .. }` (`None`: a free function).
+    /// As [`Region::parse`], for a method of the impl `imp` (`None`: a free function).
     pub fn parse_in(
         args: TokenStream,
         func: &ItemFn,
-        self_ty: Option<&Type>,
+        imp: Option<InImpl<'_>>,
     ) -> syn::Result<Region> {
         let mut errors = Errors::default();
-        let (region, words) = crate::region::parse::parse(args, func, self_ty, &mut errors);
+        let (region, words) = crate::region::parse::parse(args, func, imp, &mut errors);
         validate(&region, &words, func, &mut errors);
         errors.finish(region)
     }

@@ -316,3 +316,78 @@ fn a_reduction_of_the_regions_own_type() {
         assert_eq!(dot_t(on_device, &x, &y), 999_000.0);
     }
 }
+
+/// A C++ class template's member kernels (`template <class T> void Stream<T>::triad()`): regions in a generic impl,
+/// `instantiate(..)` listing the impl's parameters and then the method's own. A method's receiver is the struct of
+/// the instance's type.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+#[offload::declare_target]
+struct Scaled<T: Real> {
+    k: T,
+    bias: T,
+}
+
+#[target]
+impl<T: Real> Scaled<T> {
+    /// `&self` of `Scaled<T>`, and a parallel loop over `T`s.
+    #[target(teams_distribute_parallel_for, map(to: self), if(on_device), instantiate(f32, f64))]
+    fn apply(&self, on_device: bool, x: &[T], y: &mut [T]) {
+        for i in 0..y.len() {
+            y[i] = self.k.mul_add(x[i], self.bias);
+        }
+    }
+
+    /// An associated function with a const parameter of its own: `<T, N>`, the impl's first.
+    #[target(if(on_device), instantiate(<f32, 2>, <f64, 3>))]
+    fn splat<const N: usize>(on_device: bool, v: T, out: &mut [[T; N]]) -> bool {
+        for row in out.iter_mut() {
+            *row = [v; N];
+        }
+        omp_is_initial_device()
+    }
+}
+
+fn run_scaled<T: Real>(on_device: bool) -> Vec<T> {
+    let s = Scaled {
+        k: T::from_f64(2.0),
+        bias: T::from_f64(0.5),
+    };
+    let x: Vec<T> = (0..100).map(|i| T::from_f64(i as f64)).collect();
+    let mut y = vec![T::from_f64(0.0); 100];
+    s.apply(on_device, &x, &mut y);
+    y
+}
+
+#[test]
+fn regions_in_a_generic_impl_have_a_kernel_per_instance() {
+    for on_device in [true, false] {
+        let y32 = run_scaled::<f32>(on_device);
+        assert!(
+            y32.iter()
+                .enumerate()
+                .all(|(i, &v)| v == 2.0 * i as f32 + 0.5),
+            "device {on_device}"
+        );
+        let y64 = run_scaled::<f64>(on_device);
+        assert!(
+            y64.iter()
+                .enumerate()
+                .all(|(i, &v)| v == 2.0 * i as f64 + 0.5),
+            "device {on_device}"
+        );
+        let mut rows = vec![[0.0f32; 2]; 4];
+        assert_eq!(
+            Scaled::<f32>::splat::<2>(on_device, 7.0, &mut rows),
+            !on_device,
+            "ran where asked"
+        );
+        assert_eq!(rows, vec![[7.0; 2]; 4]);
+        let mut rows = vec![[0.0f64; 3]; 2];
+        assert_eq!(
+            Scaled::<f64>::splat::<3>(on_device, 1.5, &mut rows),
+            !on_device
+        );
+        assert_eq!(rows, vec![[1.5; 3]; 2]);
+    }
+}

@@ -504,7 +504,7 @@ impl<'a> Outliner<'a> {
         m: &mut Mirror,
         tail: &mut String,
     ) {
-        if i.trait_.is_some() || !i.generics.params.is_empty() {
+        if i.trait_.is_some() {
             return;
         }
         keep_item(m, i, &i.attrs);
@@ -518,7 +518,7 @@ impl<'a> Outliner<'a> {
                         block: Box::new(method.block.clone()),
                     };
                     let Ok(region) =
-                        Region::parse_in(target_args(&method.attrs), &func, Some(&i.self_ty))
+                        Region::parse_in(target_args(&method.attrs), &func, Some(i.into()))
                     else {
                         blank_attrs(m, &method.attrs);
                         continue;
@@ -558,8 +558,8 @@ impl<'a> Outliner<'a> {
             let identity = format!("{}::{}", module_path.join("::"), local);
             let symbol = mangle_string(&identity);
             let name = &region.ident;
-            let turbofish = k.map(|k| region.turbofish(k));
-            let callee = match &region.self_ty {
+            let turbofish = k.and_then(|k| region.turbofish(k));
+            let callee = match region.instance_self_ty(k) {
                 Some(t) => quote::quote!(<#t>::#name #turbofish),
                 None => quote::quote!(#name #turbofish),
             };

@@ -52,14 +52,6 @@ fn expand_impl(args: TokenStream, mut imp: syn::ItemImpl) -> TokenStream {
              entry); write the region in `impl Type` and call it from the trait method",
         ));
     }
-    if !imp.generics.params.is_empty() {
-        errors.push(syn::Error::new(
-            imp.generics.params.span(),
-            "a region's `impl` block cannot be generic: each region is compiled into device images as named here; \
-             write the regions in an impl for a concrete type (`impl Grid<f32>`), or make the region a generic \
-             function with `instantiate(..)`",
-        ));
-    }
     let self_ty = (*imp.self_ty).clone();
     let mut items = Vec::new();
     for item in std::mem::take(&mut imp.items) {
@@ -88,7 +80,11 @@ fn expand_impl(args: TokenStream, mut imp: syn::ItemImpl) -> TokenStream {
             items.push(quote!(#func));
             continue;
         }
-        items.push(match Region::parse_in(args, &func, Some(&self_ty)) {
+        let in_impl = offload_model::region::InImpl {
+            self_ty: &self_ty,
+            generics: &imp.generics,
+        };
+        items.push(match Region::parse_in(args, &func, Some(in_impl)) {
             Ok(region) => expand_region(&region, func),
             Err(e) => failed(e, &func),
         });

@@ -116,13 +116,7 @@ impl Region {
             self_ty: self.self_ty.clone(),
         };
         if let Some(k) = k {
-            for (p, a) in self.generic_params.iter().zip(&self.instances[k].args) {
-                let tokens = match a {
-                    GenericArgument::Const(e) => e.to_token_stream(),
-                    other => other.to_token_stream(),
-                };
-                subst.types.push((p.ident.clone(), tokens));
-            }
+            subst.types = self.substitutions(k);
         }
         let mut r = self.clone();
         for p in &mut r.params {
@@ -139,10 +133,40 @@ impl Region {
         r
     }
 
-    /// Instance `k`'s arguments as a turbofish (`::<f32, 4>`), for the kernel entry's call.
-    pub fn turbofish(&self, k: usize) -> TokenStream {
-        let args = &self.instances[k].args;
-        quote::quote!(::<#(#args),*>)
+    /// Instance `k`'s arguments as a turbofish (`::<f32, 4>`), for the kernel entry's call: the function's own (a
+    /// generic impl's go in its type, [`Region::instance_self_ty`]); none if it has none.
+    pub fn turbofish(&self, k: usize) -> Option<TokenStream> {
+        let args = &self.instances[k].args[self.impl_params.min(self.instances[k].args.len())..];
+        (!args.is_empty()).then(|| quote::quote!(::<#(#args),*>))
+    }
+
+    /// The impl's type with instance `k`'s arguments put for the impl's parameters (`Grid<f32>` of `impl<T>
+    /// Grid<T>`), for the kernel entry's call `<Grid<f32>>::step`.
+    pub fn instance_self_ty(&self, k: Option<usize>) -> Option<Type> {
+        let mut t = self.self_ty.clone()?;
+        if let Some(k) = k {
+            let mut subst = Subst {
+                types: self.substitutions(k),
+                self_ty: None,
+            };
+            subst.visit_type_mut(&mut t);
+        }
+        Some(t)
+    }
+
+    /// Each generic parameter's name with instance `k`'s argument for it.
+    fn substitutions(&self, k: usize) -> Vec<(Ident, TokenStream)> {
+        self.generic_params
+            .iter()
+            .zip(&self.instances[k].args)
+            .map(|(p, a)| {
+                let tokens = match a {
+                    GenericArgument::Const(e) => e.to_token_stream(),
+                    other => other.to_token_stream(),
+                };
+                (p.ident.clone(), tokens)
+            })
+            .collect()
     }
 }
 
@@ -163,7 +187,13 @@ impl VisitMut for Subst {
                     }
                     if id == "Self" {
                         if let Some(s) = &self.self_ty {
+                            // A generic impl's type names its parameters (`Grid<T>`).
                             *ty = s.clone();
+                            let mut inner = Subst {
+                                types: self.types.clone(),
+                                self_ty: None,
+                            };
+                            inner.visit_type_mut(ty);
                             return;
                         }
                     }
@@ -229,12 +259,17 @@ pub(crate) fn check(region: &Region, sig: &syn::Signature, errors: &mut Errors) 
             .iter()
             .find(|g| !matches!(g, syn::GenericParam::Lifetime(_)))
             .map_or_else(|| sig.ident.span(), |g| g.span());
+        let whose = if region.impl_params > 0 {
+            " (a generic impl's parameters first, then the method's own)"
+        } else {
+            ""
+        };
         errors.push(syn::Error::new(
             first,
             format!(
                 "a generic region lists the arguments it is compiled for: add `{example}` to `#[target(..)]` (one \
-                 kernel per list, for <{}>, as C++'s explicit template instantiation); a call with other arguments \
-                 runs on the host",
+                 kernel per list, for <{}>{whose}, as C++'s explicit template instantiation); a call with other \
+                 arguments runs on the host",
                 names.join(", ")
             ),
         ));

@@ -96,12 +96,32 @@ pub struct Region {
     pub schedule: Option<crate::clause::Schedule>,
     /// `private(x, ..)`: per-thread locals declared before the loop that the loop may assign.
     pub private: Vec<Ident>,
-    /// A generic region's type and const parameters, in order (lifetimes left out).
+    /// A generic region's type and const parameters, in order (lifetimes left out): a generic impl's first, then the
+    /// method's own.
     pub generic_params: Vec<GenericParam>,
+    /// How many of `generic_params` are the impl's.
+    pub impl_params: usize,
     /// `instantiate(..)`: the argument lists a generic region gets a kernel for.
     pub instances: Vec<crate::clause::Instance>,
     /// A region in an `impl` block: the type the impl is for (`Type` of the identity `module::Type::method`).
     pub self_ty: Option<Type>,
+}
+
+/// The `impl` block a method region is in: the type it is for, and its generics (a generic impl's regions list
+/// instances for the impl's parameters first, then the method's).
+#[derive(Clone, Copy)]
+pub struct InImpl<'a> {
+    pub self_ty: &'a Type,
+    pub generics: &'a syn::Generics,
+}
+
+impl<'a> From<&'a syn::ItemImpl> for InImpl<'a> {
+    fn from(i: &'a syn::ItemImpl) -> Self {
+        InImpl {
+            self_ty: &i.self_ty,
+            generics: &i.generics,
+        }
+    }
 }
 
 impl Region {

@@ -22,14 +22,16 @@ pub(crate) struct Words {
     pub thread_limit: Option<syn::Expr>,
 }
 
-/// The region `args` and `func` describe, as far as it could be read; `self_ty` is the type of the `impl` block a
-/// method region is in.
+/// The region `args` and `func` describe, as far as it could be read; `imp` is the `impl` block a method region is
+/// in.
 pub(crate) fn parse(
     args: TokenStream,
     func: &ItemFn,
-    self_ty: Option<&Type>,
+    imp: Option<super::InImpl<'_>>,
     errors: &mut Errors,
 ) -> (Region, Words) {
+    let self_ty = imp.map(|i| i.self_ty);
+    let impl_params = imp.map_or_else(Vec::new, |i| super::generic::params(i.generics));
     let clauses = match (|input: syn::parse::ParseStream| parse_clauses(input, Construct::Target))
         .parse2(args)
     {
@@ -78,7 +80,11 @@ pub(crate) fn parse(
         one_team: false,
         schedule: None,
         private: Vec::new(),
-        generic_params: super::generic::params(&func.sig.generics),
+        impl_params: impl_params.len(),
+        generic_params: impl_params
+            .into_iter()
+            .chain(super::generic::params(&func.sig.generics))
+            .collect(),
         instances: Vec::new(),
         self_ty: self_ty.cloned(),
     };
