@@ -95,7 +95,15 @@ impl DeviceEntry {
                             Ok(found) => *paired = found,
                             Err(e) => {
                                 *paired = true;
-                                observe::kernel_lookup_failed(w, self.number, self.plugin, &e);
+                                // Regions would silently use a copy that updates never reach: always said.
+                                observe::warning(format_args!(
+                                    "device {} ({}): the device global {} is not paired with its host static, so \
+                                     regions there use the image's own copy, which `target_update!` does not reach: \
+                                     {e}",
+                                    self.number,
+                                    self.plugin,
+                                    entry_symbol(entry).to_string_lossy()
+                                ));
                             }
                         }
                     }
@@ -128,10 +136,7 @@ impl DeviceEntry {
     ) -> Result<bool, PluginError> {
         let symbol = entry_symbol(entry);
         let (host, size) = (entry.address as usize, entry.size as usize);
-        let lookup = |reason: String| PluginError::Lookup {
-            symbol: symbol.to_string_lossy().into_owned(),
-            reason,
-        };
+        let lookup = |reason: String| PluginError::Global { reason };
         // Two statics of one name in one module (one in a function's body) would share a symbol, and the device
         // copy's size: neither is paired.
         let twins = entries

@@ -40,6 +40,9 @@ pub enum PluginError {
     /// Looking a kernel up in a loaded image failed (its absence is no error).
     #[error("looking up the kernel {symbol} failed: {reason}")]
     Lookup { symbol: String, reason: String },
+    /// A device global's copy in a loaded image cannot stand for the host static.
+    #[error("{reason}")]
+    Global { reason: String },
     /// The device refused a launch before the kernel started (its configuration, or no host thread for a team); the
     /// device stays usable.
     #[error("{reason}")]
