@@ -347,3 +347,31 @@ fn exiting_a_struct_whose_field_moved_panics_and_releases() {
         assert!(!omp_target_is_present(pu.cast(), 0), "released");
     });
 }
+
+/// Entered data is borrowed, so other regions and data regions may hold it too: `delete` (which ends every reference
+/// and frees the device copy) would pull it from under them. Exiting scoped data with `delete` panics, after
+/// releasing only the scope's own reference: here the enclosing data region's mapping survives, and both regions'
+/// results reach the host.
+#[test]
+fn deleting_scoped_data_panics_and_leaves_other_holders_their_mapping() {
+    let mut v = vec![1.0f64; 8];
+    target_data!(map(tofrom: v) => {
+        scale(v);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            data_scope(|s| {
+                let part = &mut v[0..4];
+                let m = target_enter_data!(map(to: part), scope(s));
+                target_exit_data!(map(delete: m));
+            })
+        }));
+        let Err(e) = r else { panic!("delete must refuse") };
+        let msg = e
+            .downcast_ref::<&str>()
+            .map(|m| m.to_string())
+            .or_else(|| e.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        assert!(msg.contains("`delete` would free the device copy under them"), "{msg}");
+        scale(v);
+    });
+    assert_eq!(v, vec![4.0; 8]);
+}

@@ -14,6 +14,7 @@ use super::maplist::{enter_list, exit_list, Held, MapArg};
 use crate::device::{DeviceEntry, RefKind};
 use crate::env;
 use crate::observe::Label;
+use offload_model::abi::map_type::DELETE;
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
@@ -51,7 +52,9 @@ pub struct DataScope<'scope, 'env: 'scope> {
 }
 
 /// One entered variable: its device, its map-list entries as entered (their host addresses key the table; nothing
-/// reads or writes the host through them after the entry) and what entering them holds.
+/// reads or writes the host through them after the entry) and what entering them holds. Dropped, it releases what it
+/// still holds without copying back (an exit takes that over first), so the scope's end releases every entry left even
+/// if one release panics.
 struct Entry {
     dev: &'static DeviceEntry,
     maps: Vec<MapArg>,
@@ -59,16 +62,25 @@ struct Entry {
 }
 
 impl Entry {
-    /// Ends the entry without copying anything back.
-    fn release(self) {
+    /// What the entry holds, for an exit to end instead of the drop.
+    fn take(&mut self) -> (Vec<MapArg>, Vec<Held>) {
+        (
+            std::mem::take(&mut self.maps),
+            std::mem::take(&mut self.held),
+        )
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        let (maps, held) = self.take();
+        if maps.is_empty() {
+            return;
+        }
         let _scope = self.dev.scope(Label::Construct("data_scope release"));
-        let maps: Vec<MapArg> = self
-            .maps
-            .iter()
-            .map(|m| MapArg { map_type: 0, ..*m })
-            .collect();
+        let maps: Vec<MapArg> = maps.iter().map(|m| MapArg { map_type: 0, ..*m }).collect();
         // SAFETY: no copy back, so the host memory is not touched; the table is keyed by the addresses entered.
-        let _ = unsafe { exit_list(self.dev, &maps, &self.held, RefKind::Dynamic, false) };
+        let _ = unsafe { exit_list(self.dev, &maps, &held, RefKind::Dynamic, false) };
     }
 }
 
@@ -110,10 +122,9 @@ where
     struct End<'a, 'scope, 'env>(&'a DataScope<'scope, 'env>);
     impl Drop for End<'_, '_, '_> {
         fn drop(&mut self) {
+            // Each entry releases itself as it drops (the rest too, if one panics).
             let left: Vec<Entry> = self.0.live.borrow_mut().drain(..).flatten().collect();
-            for e in left {
-                e.release();
-            }
+            drop(left);
         }
     }
     let _end = End(&scope);
@@ -167,8 +178,10 @@ impl<'scope, 'env> DataScope<'scope, 'env> {
 }
 
 impl<V: ScopedSource> ScopedMapped<'_, V> {
-    /// `target_exit_data!` with `map_type` (from, release or delete, and modifiers); returns the data. A `device(..)`
-    /// clause must name the device the entry named. The entries are taken again from the data as it is now: one that
+    /// `target_exit_data!` with `map_type` (from or release, and modifiers); returns the data. A `device(..)` clause
+    /// must name the device the entry named. `delete` panics (after releasing): entered data is borrowed, so other
+    /// regions and data regions may hold it (a shared slice, a part of a mapped buffer), and `delete` would end their
+    /// references and free the device copy under them. The entries are taken again from the data as it is now: one that
     /// changed (a mapper struct's field pointed elsewhere) is released without copying back, and the exit panics,
     /// since its device data has no host memory to return to.
     #[track_caller]
@@ -182,8 +195,16 @@ impl<V: ScopedSource> ScopedMapped<'_, V> {
                 );
             }
         }
+        if map_type & DELETE != 0 {
+            // (Dropping `self` releases the entry.)
+            panic!(
+                "offload: target_exit_data!(map(delete: ..)) of data entered in a data scope: the data is borrowed, \
+                 so other regions and data regions may hold it, and `delete` would free the device copy under them; \
+                 it was released instead (exit it with `release`, or `from` to copy back)"
+            );
+        }
         let mut value = self.value.take().expect("present until exit");
-        let Some(entry) = self
+        let Some(mut entry) = self
             .slot
             .take()
             .and_then(|s| self.scope.borrow_mut()[s].take())
@@ -200,17 +221,18 @@ impl<V: ScopedSource> ScopedMapped<'_, V> {
                 .zip(&entry.maps)
                 .all(|(a, b)| (a.begin, a.size) == (b.begin, b.size));
         if !same {
-            entry.release();
+            drop(entry); // released
             panic!(
                 "offload: target_exit_data! of `{}`: its data is not where it was when it was entered (a field was \
                  pointed at other data meanwhile), so the device data was released without copying back",
                 std::any::type_name::<V>()
             );
         }
-        let _scope = entry.dev.scope(Label::Construct("target_exit_data!"));
+        let (dev, (_, held)) = (entry.dev, entry.take());
+        let _scope = dev.scope(Label::Construct("target_exit_data!"));
         // SAFETY: the entries are the entered ones, from the data itself, held exclusively.
-        unsafe { exit_list(entry.dev, &now, &entry.held, RefKind::Dynamic, true) }
-            .unwrap_or_else(|e| mapping_failed("target_exit_data!", entry.dev, e));
+        unsafe { exit_list(dev, &now, &held, RefKind::Dynamic, true) }
+            .unwrap_or_else(|e| mapping_failed("target_exit_data!", dev, e));
         value
     }
 
@@ -228,7 +250,7 @@ impl<V: ScopedSource> Drop for ScopedMapped<'_, V> {
             .take()
             .and_then(|s| self.scope.borrow_mut()[s].take())
         {
-            entry.release();
+            drop(entry); // released
         }
     }
 }
