@@ -153,7 +153,25 @@ impl<'scope, 'env> DataScope<'scope, 'env> {
         device: Option<i32>,
         cond: bool,
     ) -> ScopedMapped<'scope, V> {
-        let slot = data_device("target_enter_data!", device, cond).map(|d| {
+        let named = normalize_device(device.unwrap_or_else(env::default_device));
+        self.enter_on(
+            data_device("target_enter_data!", device, cond),
+            value,
+            map_type,
+            named,
+        )
+    }
+
+    /// [`DataScope::enter`] on `dev` (`None`: the host), the device number `named`.
+    #[track_caller]
+    fn enter_on<V: ScopedSource + 'env>(
+        &'scope self,
+        dev: Option<&'static DeviceEntry>,
+        mut value: V,
+        map_type: u64,
+        named: i32,
+    ) -> ScopedMapped<'scope, V> {
+        let slot = dev.map(|d| {
             let _scope = d.scope(Label::Construct("target_enter_data!"));
             let mut maps = Vec::new();
             let target: *const V::Target = value.map_mut();
@@ -172,7 +190,7 @@ impl<'scope, 'env> DataScope<'scope, 'env> {
             value: Some(value),
             scope: &self.live,
             slot,
-            named: normalize_device(device.unwrap_or_else(env::default_device)),
+            named,
         }
     }
 }
@@ -274,5 +292,59 @@ impl<V: ScopedSource> ExitData for ScopedMapped<'_, V> {
     #[track_caller]
     fn exit_data(self, map_type: u64, device: Option<i32>) -> V {
         self.exit_on(map_type, device)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The scope against the fake device (runs under Miri): what an entry maps, an exit copies back through the
+    //! data's own borrow after the host wrote it, and the scope's end releases what was forgotten.
+    use super::*;
+    use crate::device::fake::FakeDevice;
+    use offload_model::abi::map_type::{FROM, TO};
+    use std::sync::OnceLock;
+
+    /// One device for the module's test, in a static (a `DeviceEntry` in a scope must be `'static`).
+    fn device() -> (&'static DeviceEntry, &'static FakeDevice) {
+        static DEV: OnceLock<(DeviceEntry, FakeDevice)> = OnceLock::new();
+        let (d, f) = DEV.get_or_init(|| {
+            let fake = FakeDevice::default();
+            (DeviceEntry::new(fake.observed()), fake)
+        });
+        (d, f)
+    }
+
+    #[test]
+    fn entries_map_until_their_exit_or_the_scopes_end() {
+        let (dev, fake) = device();
+        let mut v = vec![1u32; 16];
+        let mut w = vec![3u32; 4];
+        let r = data_scope(|s| {
+            let m_w = s.enter_on(Some(dev), &mut w, TO, 0);
+            let mut m = s.enter_on(Some(dev), &mut v, TO, 0);
+            assert_eq!((dev.table().len(), fake.live(), fake.ins()), (2, 2, 2));
+            // The host writes its copy through the `ScopedMapped`; the device's copy is written as a region would.
+            m[0] = 5;
+            let tgt = dev.table().lookup(m.as_ptr() as usize, 64).unwrap();
+            fake.write(tgt, &7u32.to_ne_bytes().repeat(16));
+            let back = m.exit_on(FROM, None);
+            assert_eq!(
+                back[..],
+                [7; 16],
+                "copied back through the exit's own borrow"
+            );
+            back[1] = 9;
+            std::mem::forget(m_w);
+            assert_eq!(dev.table().len(), 1, "the forgotten entry is the scope's");
+            back.len()
+        });
+        assert_eq!(r, 16);
+        assert_eq!(
+            (dev.table().len(), fake.live()),
+            (0, 0),
+            "released at the scope's end"
+        );
+        assert_eq!(w, [3; 4], "a release copies nothing back");
+        assert_eq!(v[..2], [7, 9]);
     }
 }
