@@ -148,7 +148,7 @@ impl<'scope, 'env> DataScope<'scope, 'env> {
     #[track_caller]
     pub fn enter<V: ScopedSource + 'env>(
         &'scope self,
-        mut value: V,
+        value: V,
         map_type: u64,
         device: Option<i32>,
         cond: bool,
