@@ -16,8 +16,11 @@ pub enum Policy {
 
 pub struct Icv {
     pub policy: Policy,
-    /// `OMP_DEFAULT_DEVICE`, the initial value of every thread's default-device-var.
+    /// `OMP_DEFAULT_DEVICE`, the initial value of every thread's default-device-var (unless bound by rank).
     pub default_device: i32,
+    /// `OFFLOAD_BIND=local-rank`: the launcher's local rank, from which the device table picks the default device
+    /// (`rank % devices`); `None` when not asked, or when `OMP_DEFAULT_DEVICE` names the device itself.
+    pub bind: Option<LocalRank>,
     /// `OFFLOAD_PLUGINS`: `None` means every plugin.
     pub plugins: Option<Vec<String>>,
     /// `OMP_WAIT_POLICY`: how long an idle host team thread spins for the next launch before it sleeps. `ACTIVE`
@@ -67,6 +70,12 @@ pub fn icv() -> &'static Icv {
                 .parse()
                 .unwrap_or_else(|_| ignoring("OMP_DEFAULT_DEVICE", &v, "a device number", 0)),
         },
+        bind: match std::env::var("OMP_DEFAULT_DEVICE") {
+            Ok(_) => None,
+            Err(_) => bind(std::env::var("OFFLOAD_BIND").ok().as_deref(), |k| {
+                std::env::var(k).ok()
+            }),
+        },
         plugins: std::env::var("OFFLOAD_PLUGINS").ok().map(|v| {
             v.split(',')
                 .map(|s| s.trim().to_string())
@@ -102,6 +111,60 @@ pub fn icv() -> &'static Icv {
             }),
         },
     })
+}
+
+/// A process's rank among those its launcher started on this node, and the variable that said it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalRank {
+    pub rank: u32,
+    pub var: &'static str,
+}
+
+/// The variables launchers set to a process's local rank, in the order they are read: Open MPI's `mpirun`, MPICH's
+/// (Hydra) `mpiexec`, Slurm's `srun`.
+pub const LOCAL_RANK_VARS: [&str; 3] = [
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "SLURM_LOCALID",
+];
+
+/// `OFFLOAD_BIND` (`local-rank` or `none`), with `get` reading the launcher's variables.
+fn bind(v: Option<&str>, get: impl Fn(&str) -> Option<String>) -> Option<LocalRank> {
+    match v.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("" | "none") => None,
+        Some("local-rank") => {
+            let found = LOCAL_RANK_VARS.iter().find_map(|&var| {
+                let v = get(var)?;
+                match v.trim().parse() {
+                    Ok(rank) => Some(LocalRank { rank, var }),
+                    Err(_) => ignoring(var, &v, "a local rank", None),
+                }
+            });
+            if found.is_none() {
+                eprintln!(
+                    "offload: OFFLOAD_BIND=local-rank, but no launcher set a local rank ({}); the default device is \
+                     not bound",
+                    LOCAL_RANK_VARS.join(", ")
+                );
+            }
+            found
+        }
+        Some(_) => ignoring(
+            "OFFLOAD_BIND",
+            v.unwrap_or_default(),
+            "local-rank or none",
+            None,
+        ),
+    }
+}
+
+/// The default device the device table bound this process to by its local rank (set once, when it is built).
+static BOUND: OnceLock<i32> = OnceLock::new();
+
+/// Makes `device` every thread's initial default-device-var ([`Icv::bind`]). Called by the device table, which knows
+/// how many devices there are, before any thread reads its default device through it.
+pub fn bind_default_device(device: i32) {
+    let _ = BOUND.set(device);
 }
 
 /// Names a value that cannot be parsed, and what it takes instead.
@@ -152,7 +215,7 @@ thread_local! {
     /// numbered after them, is device 0.
     static DEFAULT_DEVICE: Cell<i32> = Cell::new(match icv().policy {
         Policy::Disabled => 0,
-        _ => icv().default_device,
+        _ => BOUND.get().copied().unwrap_or(icv().default_device),
     });
 }
 
@@ -179,6 +242,40 @@ mod tests {
         assert_eq!(info_level(Some("-1")), u32::MAX);
         assert_eq!(info_level(Some("99999999999")), u32::MAX);
         assert_eq!(info_level(Some("lots")), 0);
+    }
+
+    #[test]
+    fn binding_reads_the_first_launcher_variable_that_has_a_rank() {
+        let vars = |set: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                set.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let ompi = vars(&[("OMPI_COMM_WORLD_LOCAL_RANK", "3"), ("SLURM_LOCALID", "1")]);
+        assert_eq!(
+            bind(Some("local-rank"), ompi),
+            Some(LocalRank {
+                rank: 3,
+                var: "OMPI_COMM_WORLD_LOCAL_RANK"
+            })
+        );
+        let mpich = vars(&[("MPI_LOCALRANKID", " 2 ")]);
+        assert_eq!(bind(Some("LOCAL-RANK"), mpich).map(|b| b.rank), Some(2));
+        let slurm = vars(&[("OMPI_COMM_WORLD_LOCAL_RANK", "x"), ("SLURM_LOCALID", "5")]);
+        assert_eq!(
+            bind(Some("local-rank"), slurm).map(|b| b.var),
+            Some("SLURM_LOCALID")
+        );
+        assert_eq!(bind(Some("local-rank"), vars(&[])), None, "no launcher");
+        assert_eq!(
+            bind(None, vars(&[("SLURM_LOCALID", "1")])),
+            None,
+            "not asked"
+        );
+        assert_eq!(bind(Some("none"), vars(&[("SLURM_LOCALID", "1")])), None);
+        assert_eq!(bind(Some("socket"), vars(&[("SLURM_LOCALID", "1")])), None);
     }
 
     #[test]

@@ -267,3 +267,72 @@ fn an_unknown_wait_policy_is_named_and_ignored() {
         r.describe()
     );
 }
+
+/// `OFFLOAD_BIND=local-rank` (issue 18): the default device is the launcher's local rank modulo the devices, read from
+/// Open MPI's, MPICH's or Slurm's variable; `OFFLOAD_INFO=1` says which rank took which device, and an explicit
+/// `OMP_DEFAULT_DEVICE` wins.
+#[test]
+fn binding_by_local_rank_picks_the_default_device_for_each_launcher() {
+    for (var, rank, device) in [
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "4", "1"),
+        ("MPI_LOCALRANKID", "2", "2"),
+        ("SLURM_LOCALID", "5", "2"),
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "0", "0"),
+    ] {
+        let env = [
+            ("OFFLOAD_BIND", "local-rank"),
+            ("OFFLOAD_HOST_DEVICES", "3"),
+            ("OFFLOAD_INFO", "1"),
+            (var, rank),
+        ];
+        let r = probe(&["double"], &env);
+        assert_eq!(r.get("default_device"), device, "{var}={rank}: {}", r.describe());
+        assert_eq!(r.get("ran_on"), "device");
+        assert_eq!(r.get("results_correct"), "true");
+        assert!(
+            r.stderr().contains(&format!(
+                "offload: local rank {rank} ({var}) takes device {device} (host-elf) of this node's 3"
+            )),
+            "{}",
+            r.describe()
+        );
+        assert!(
+            r.stderr().contains(&format!("on device {device} (host-elf)")),
+            "{}",
+            r.describe()
+        );
+    }
+
+    // An explicit default device wins; without a launcher's variable nothing is bound, and the run says why.
+    let r = probe(
+        &["double"],
+        &[
+            ("OFFLOAD_BIND", "local-rank"),
+            ("OFFLOAD_HOST_DEVICES", "3"),
+            ("SLURM_LOCALID", "1"),
+            ("OMP_DEFAULT_DEVICE", "2"),
+        ],
+    );
+    assert_eq!(r.get("default_device"), "2", "{}", r.describe());
+    let r = probe(
+        &["double"],
+        &[("OFFLOAD_BIND", "local-rank"), ("OFFLOAD_HOST_DEVICES", "3")],
+    );
+    assert_eq!(r.get("default_device"), "0", "{}", r.describe());
+    assert!(
+        r.stderr().contains("OFFLOAD_BIND=local-rank, but no launcher set a local rank"),
+        "{}",
+        r.describe()
+    );
+    // Without devices the host is the default device, bound or not.
+    let r = probe(
+        &["double"],
+        &[
+            ("OFFLOAD_BIND", "local-rank"),
+            ("SLURM_LOCALID", "1"),
+            ("OMP_TARGET_OFFLOAD", "DISABLED"),
+        ],
+    );
+    assert_eq!(r.get("ran_on"), "host", "{}", r.describe());
+    assert_eq!(r.get("results_correct"), "true");
+}

@@ -1,6 +1,6 @@
 //! OpenMP's device runtime routines, with OpenMP's names and meanings.
 
-use crate::device::{device_or_host, devices, initial_device, is_initial};
+use crate::device::{default_device, device_or_host, devices, initial_device, is_initial};
 use crate::env;
 use crate::observe::Label;
 use std::ffi::c_void;
@@ -42,7 +42,7 @@ pub fn omp_get_initial_device() -> i32 {
 /// omp_set_default_device(before);
 /// ```
 pub fn omp_get_default_device() -> i32 {
-    env::default_device()
+    default_device()
 }
 
 /// Sets this thread's default device.

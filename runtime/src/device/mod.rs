@@ -12,6 +12,6 @@ pub mod table;
 pub use entry::DeviceEntry;
 pub use present::{MapError, Range, RefKind};
 pub use table::{
-    device_or_host, devices, initial_device, inventory, is_initial, select, Host, PluginReport,
-    Selection, OMP_INITIAL_DEVICE,
+    default_device, device_or_host, devices, initial_device, inventory, is_initial, select, Host,
+    PluginReport, Selection, OMP_INITIAL_DEVICE,
 };

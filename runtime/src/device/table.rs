@@ -21,7 +21,32 @@ static NO_DEVICES: OnceLock<String> = OnceLock::new();
 /// Every usable device; none under `OMP_TARGET_OFFLOAD=DISABLED`.
 #[inline]
 pub fn devices() -> &'static [DeviceEntry] {
-    DEVICES.get_or_init(discover)
+    DEVICES.get_or_init(|| {
+        let devs = discover();
+        bind_by_rank(&devs);
+        devs
+    })
+}
+
+/// This thread's default device: its default-device-var, whose initial value may be bound by rank, which needs the
+/// device table.
+pub fn default_device() -> i32 {
+    if icv().bind.is_some() {
+        devices();
+    }
+    env::default_device()
+}
+
+/// `OFFLOAD_BIND=local-rank`: the default device is `local rank % devices`, so the ranks a launcher starts on one node
+/// spread over its devices.
+fn bind_by_rank(devs: &[DeviceEntry]) {
+    let Some(b) = icv().bind else { return };
+    if devs.is_empty() {
+        return; // the host is the default device already
+    }
+    let d = b.rank as usize % devs.len();
+    env::bind_default_device(d as i32);
+    observe::bound(b.rank, b.var, d as i32, devs[d].plugin, devs.len());
 }
 
 /// The host's device number, which OpenMP defines as the number of devices.

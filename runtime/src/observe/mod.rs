@@ -269,6 +269,16 @@ pub fn plugin_note(w: Watch, plugin: &str, note: &dyn Display) {
     }
 }
 
+/// `OFFLOAD_BIND=local-rank` bound this process's default device: `OFFLOAD_INFO=1` says which rank took which.
+pub fn bound(rank: u32, var: &str, device: i32, plugin: &str, devices: usize) {
+    if Watch::now().info(LAUNCH) {
+        eprintln!(
+            "offload: local rank {rank} ({var}) takes device {device} ({plugin}) of this node's {devices} as its \
+             default device"
+        );
+    }
+}
+
 /// A device a plugin opened (its `index`-th): `OFFLOAD_INFO=2` describes it. `describe` runs only then.
 #[inline]
 pub fn device_opened(

@@ -4,9 +4,10 @@
 use super::maplist::{enter_list, exit_list, Held, MapArg};
 use super::types::DeviceCopy;
 use crate::device::{
-    initial_device, select, DeviceEntry, Host, MapError, RefKind, Selection, OMP_INITIAL_DEVICE,
+    default_device, initial_device, select, DeviceEntry, Host, MapError, RefKind, Selection,
+    OMP_INITIAL_DEVICE,
 };
-use crate::env::{self, icv, Policy};
+use crate::env::{icv, Policy};
 use crate::observe::Label;
 use offload_model::abi::map_type::{DELETE, FROM, TO};
 use std::marker::PhantomData;
@@ -519,7 +520,7 @@ impl<V: MapOwner> Mapped<V> {
                 .unwrap_or_else(|e| mapping_failed("target_enter_data!", d, e))
                 .keep();
         }
-        let named = normalize_device(device.unwrap_or_else(env::default_device));
+        let named = normalize_device(device.unwrap_or_else(default_device));
         Mapped {
             value: Some(value),
             dev,

@@ -11,8 +11,7 @@ use super::data::{
     data_device, mapping_failed, normalize_device, ExitData, MapSourceMut, MapTarget,
 };
 use super::maplist::{enter_list, exit_list, Held, MapArg};
-use crate::device::{DeviceEntry, RefKind};
-use crate::env;
+use crate::device::{default_device, DeviceEntry, RefKind};
 use crate::observe::Label;
 use offload_model::abi::map_type::DELETE;
 use std::cell::RefCell;
@@ -153,7 +152,7 @@ impl<'scope, 'env> DataScope<'scope, 'env> {
         device: Option<i32>,
         cond: bool,
     ) -> ScopedMapped<'scope, V> {
-        let named = normalize_device(device.unwrap_or_else(env::default_device));
+        let named = normalize_device(device.unwrap_or_else(default_device));
         self.enter_on(
             data_device("target_enter_data!", device, cond),
             value,
