@@ -3,11 +3,15 @@
 
 use offload::PluginReport;
 
-/// `PLUGIN:N` (N within the plugin), or `host` for the initial device.
+/// `PLUGIN[:N]` (N within the plugin; without it, the plugin's first device, or under `--ranks` each rank's by its
+/// local rank), or `host` for the initial device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceChoice {
     Host,
-    Plugin { plugin: String, index: usize },
+    Plugin {
+        plugin: String,
+        index: Option<usize>,
+    },
 }
 
 impl std::str::FromStr for DeviceChoice {
@@ -19,11 +23,11 @@ impl std::str::FromStr for DeviceChoice {
         let (plugin, index) = match s.split_once(':') {
             Some((p, n)) => (
                 p,
-                n.parse().map_err(|_| {
+                Some(n.parse().map_err(|_| {
                     format!("`{s}`: the device index after `:` is a number, as in `cuda:0`")
-                })?,
+                })?),
             ),
-            None => (s, 0),
+            None => (s, None),
         };
         if plugin.is_empty() {
             return Err(format!(
@@ -39,6 +43,15 @@ impl std::str::FromStr for DeviceChoice {
 
 fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// The devices regions use by default (those of plugins on by default), named `PLUGIN:K`, in the runtime's order.
+pub fn default_devices(report: &[PluginReport]) -> Vec<String> {
+    report
+        .iter()
+        .filter(|p| p.on_by_default && p.none_because.is_none())
+        .flat_map(|p| (0..p.devices.len()).map(move |k| format!("{}:{k}", p.plugin)))
+        .collect()
 }
 
 /// Every plugin, its devices (`PLUGIN:N`, the runtime's number, name, architecture, memory) or why it has none.
@@ -79,6 +92,7 @@ pub fn check(choice: &DeviceChoice, report: &[PluginReport]) -> Result<(), Strin
     let DeviceChoice::Plugin { plugin, index } = choice else {
         return Ok(());
     };
+    let index = &index.unwrap_or(0);
     let available: Vec<String> = report
         .iter()
         .flat_map(|p| (0..p.devices.len()).map(move |k| format!("{}:{k}", p.plugin)))

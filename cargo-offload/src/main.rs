@@ -5,6 +5,7 @@ mod build;
 mod devices;
 mod doctor;
 mod inspect;
+mod ranks;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -33,6 +34,10 @@ enum Command {
         /// `PLUGIN[:N]` (`cuda:0`, `amdgpu:1`, `host-elf:0`), or `host` for the initial device.
         #[arg(long)]
         device: Option<DeviceChoice>,
+        /// Starts N processes under the MPI launcher (`srun` in a Slurm allocation, else `mpirun`), each taking its
+        /// default device by its local rank (`OFFLOAD_BIND=local-rank`); the other options go to every rank.
+        #[arg(long, value_name = "N")]
+        ranks: Option<u32>,
         /// A region that cannot run on a device stops the program (`OMP_TARGET_OFFLOAD=MANDATORY`).
         #[arg(long)]
         mandatory: bool,
@@ -53,7 +58,11 @@ enum Command {
     },
     /// Every plugin and device the runtime finds, with its number, name, architecture and memory, and why a plugin
     /// found none.
-    Devices,
+    Devices {
+        /// Also show which device each local rank of `run --ranks N` takes on this node.
+        #[arg(long, value_name = "N")]
+        ranks: Option<u32>,
+    },
     /// What a fat binary carries: its offload entries, its device images and the kernels inside them, and every
     /// entry some kind of image has no kernel for.
     Inspect {
@@ -83,6 +92,7 @@ fn main() -> ExitCode {
     match args.command {
         Command::Run {
             device,
+            ranks,
             mandatory,
             info,
             profile,
@@ -95,6 +105,7 @@ fn main() -> ExitCode {
             }
             let options = run::RunOptions {
                 device,
+                ranks,
                 mandatory,
                 info,
                 profile,
@@ -108,8 +119,15 @@ fn main() -> ExitCode {
             Ok(status) => exit(status),
             Err(e) => fail("build", e),
         },
-        Command::Devices => {
-            print!("{}", devices::render(&offload::inventory()));
+        Command::Devices { ranks } => {
+            let report = offload::inventory();
+            print!("{}", devices::render(&report));
+            if let Some(n) = ranks {
+                print!(
+                    "{}",
+                    ranks::render_binding(n, &devices::default_devices(&report))
+                );
+            }
             ExitCode::SUCCESS
         }
         Command::Inspect { path } => match inspect::inspect(&path) {

@@ -2,11 +2,14 @@
 //! environment.
 
 use crate::devices::DeviceChoice;
+use crate::ranks;
 use std::path::PathBuf;
 use std::process::Command;
 
 pub struct RunOptions {
     pub device: Option<DeviceChoice>,
+    /// `--ranks N`: N processes under the MPI launcher, each binding its device by its local rank.
+    pub ranks: Option<u32>,
     pub mandatory: bool,
     pub info: Option<i32>,
     pub profile: Option<PathBuf>,
@@ -26,7 +29,9 @@ pub fn environment(o: &RunOptions) -> Result<Vec<(&'static str, String)>, String
         Some(DeviceChoice::Host) => env.push(("OMP_TARGET_OFFLOAD", "DISABLED".into())),
         Some(DeviceChoice::Plugin { plugin, index }) => {
             env.push(("OFFLOAD_PLUGINS", plugin.clone()));
-            env.push(("OMP_DEFAULT_DEVICE", index.to_string()));
+            if let Some(i) = index {
+                env.push(("OMP_DEFAULT_DEVICE", i.to_string()));
+            }
         }
         None => {}
     }
@@ -40,17 +45,57 @@ pub fn environment(o: &RunOptions) -> Result<Vec<(&'static str, String)>, String
         let p = std::path::absolute(p).map_err(|e| format!("--profile {}: {e}", p.display()))?;
         env.push(("OFFLOAD_PROFILE", p.display().to_string()));
     }
+    if o.ranks.is_some() {
+        env.push((crate::ranks::BIND.0, crate::ranks::BIND.1.into()));
+    }
     Ok(env)
 }
 
-/// Runs `cargo run ARGS` with the environment; the exit status is the program's (or cargo's).
+/// Runs `cargo run ARGS` with the environment, or under `--ranks` builds and starts the program under the MPI
+/// launcher; the exit status is the program's (or cargo's, or the launcher's).
 pub fn run(o: &RunOptions, cargo_args: &[String]) -> Result<std::process::ExitStatus, String> {
     let env = environment(o)?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    if let Some(ranks) = o.ranks {
+        if ranks == 0 {
+            return Err("--ranks takes a number of processes, at least 1".into());
+        }
+        let launcher = ranks::find(
+            |k| std::env::var(k).ok(),
+            which,
+            |p| {
+                Command::new(p)
+                    .arg("--version")
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default()
+            },
+        )?;
+        let (build_args, program_args) = match cargo_args.iter().position(|a| a == "--") {
+            Some(k) => (&cargo_args[..k], &cargo_args[k + 1..]),
+            None => (cargo_args, &[][..]),
+        };
+        let program = ranks::build(&cargo, build_args)?;
+        let root = std::fs::metadata("/proc/self").is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid() == 0
+        });
+        let mut cmd = ranks::command(&launcher, ranks, &program, program_args, &env, root);
+        return cmd
+            .status()
+            .map_err(|e| format!("running {:?}: {e}", cmd.get_program()));
+    }
     Command::new(&cargo)
         .arg("run")
         .args(cargo_args)
         .envs(env)
         .status()
         .map_err(|e| format!("running {cargo}: {e}"))
+}
+
+/// `name` on `PATH`, if it is there.
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
 }

@@ -21,6 +21,9 @@ pub struct Icv {
     /// `OFFLOAD_BIND=local-rank`: the launcher's local rank, from which the device table picks the default device
     /// (`rank % devices`); `None` when not asked, or when `OMP_DEFAULT_DEVICE` names the device itself.
     pub bind: Option<LocalRank>,
+    /// The process's rank in its MPI job, if a launcher started it (`OMPI_COMM_WORLD_RANK`, `PMI_RANK`,
+    /// `SLURM_PROCID`): a region's failure names it, so a job's log says which rank failed.
+    pub rank: Option<LocalRank>,
     /// `OFFLOAD_PLUGINS`: `None` means every plugin.
     pub plugins: Option<Vec<String>>,
     /// `OMP_WAIT_POLICY`: how long an idle host team thread spins for the next launch before it sleeps. `ACTIVE`
@@ -76,6 +79,7 @@ pub fn icv() -> &'static Icv {
                 std::env::var(k).ok()
             }),
         },
+        rank: launcher_rank(&RANK_VARS, |k| std::env::var(k).ok()),
         plugins: std::env::var("OFFLOAD_PLUGINS").ok().map(|v| {
             v.split(',')
                 .map(|s| s.trim().to_string())
@@ -128,18 +132,26 @@ pub const LOCAL_RANK_VARS: [&str; 3] = [
     "SLURM_LOCALID",
 ];
 
+/// The variables launchers set to a process's rank in the whole job, in the order they are read.
+pub const RANK_VARS: [&str; 3] = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"];
+
+/// The first of `vars` that holds a rank (`get` reads the environment).
+fn launcher_rank(vars: &[&'static str], get: impl Fn(&str) -> Option<String>) -> Option<LocalRank> {
+    vars.iter().find_map(|&var| {
+        let v = get(var)?;
+        match v.trim().parse() {
+            Ok(rank) => Some(LocalRank { rank, var }),
+            Err(_) => ignoring(var, &v, "a rank", None),
+        }
+    })
+}
+
 /// `OFFLOAD_BIND` (`local-rank` or `none`), with `get` reading the launcher's variables.
 fn bind(v: Option<&str>, get: impl Fn(&str) -> Option<String>) -> Option<LocalRank> {
     match v.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
         None | Some("" | "none") => None,
         Some("local-rank") => {
-            let found = LOCAL_RANK_VARS.iter().find_map(|&var| {
-                let v = get(var)?;
-                match v.trim().parse() {
-                    Ok(rank) => Some(LocalRank { rank, var }),
-                    Err(_) => ignoring(var, &v, "a local rank", None),
-                }
-            });
+            let found = launcher_rank(&LOCAL_RANK_VARS, get);
             if found.is_none() {
                 eprintln!(
                     "offload: OFFLOAD_BIND=local-rank, but no launcher set a local rank ({}); the default device is \

@@ -286,7 +286,12 @@ fn binding_by_local_rank_picks_the_default_device_for_each_launcher() {
             (var, rank),
         ];
         let r = probe(&["double"], &env);
-        assert_eq!(r.get("default_device"), device, "{var}={rank}: {}", r.describe());
+        assert_eq!(
+            r.get("default_device"),
+            device,
+            "{var}={rank}: {}",
+            r.describe()
+        );
         assert_eq!(r.get("ran_on"), "device");
         assert_eq!(r.get("results_correct"), "true");
         assert!(
@@ -297,7 +302,8 @@ fn binding_by_local_rank_picks_the_default_device_for_each_launcher() {
             r.describe()
         );
         assert!(
-            r.stderr().contains(&format!("on device {device} (host-elf)")),
+            r.stderr()
+                .contains(&format!("on device {device} (host-elf)")),
             "{}",
             r.describe()
         );
@@ -316,11 +322,15 @@ fn binding_by_local_rank_picks_the_default_device_for_each_launcher() {
     assert_eq!(r.get("default_device"), "2", "{}", r.describe());
     let r = probe(
         &["double"],
-        &[("OFFLOAD_BIND", "local-rank"), ("OFFLOAD_HOST_DEVICES", "3")],
+        &[
+            ("OFFLOAD_BIND", "local-rank"),
+            ("OFFLOAD_HOST_DEVICES", "3"),
+        ],
     );
     assert_eq!(r.get("default_device"), "0", "{}", r.describe());
     assert!(
-        r.stderr().contains("OFFLOAD_BIND=local-rank, but no launcher set a local rank"),
+        r.stderr()
+            .contains("OFFLOAD_BIND=local-rank, but no launcher set a local rank"),
         "{}",
         r.describe()
     );
@@ -335,4 +345,27 @@ fn binding_by_local_rank_picks_the_default_device_for_each_launcher() {
     );
     assert_eq!(r.get("ran_on"), "host", "{}", r.describe());
     assert_eq!(r.get("results_correct"), "true");
+}
+
+/// In an MPI job a region's failure names the rank (from the launcher's variable), since the ranks' logs interleave.
+#[test]
+fn a_failing_rank_names_itself() {
+    for (var, rank) in [("OMPI_COMM_WORLD_RANK", "2"), ("PMI_RANK", "5"), ("SLURM_PROCID", "7")] {
+        let r = probe(
+            &["double"],
+            &[
+                ("OMP_TARGET_OFFLOAD", "MANDATORY"),
+                ("OFFLOAD_PLUGINS", ""),
+                (var, rank),
+            ],
+        );
+        assert!(!r.out.status.success(), "{}", r.describe());
+        assert!(
+            r.stderr().contains(&format!(
+                "rank {rank} ({var}): offload: region offload_tests::kernels::double could not run on a device"
+            )),
+            "{}",
+            r.describe()
+        );
+    }
 }

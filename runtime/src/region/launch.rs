@@ -264,7 +264,11 @@ unsafe fn finish<R>(
 #[cold]
 #[track_caller]
 pub fn fail(e: Error) -> ! {
-    panic!("{e}")
+    // In an MPI job, which rank failed: its log lines are interleaved with the others'.
+    match crate::env::icv().rank {
+        Some(r) => panic!("rank {} ({}): {e}", r.rank, r.var),
+        None => panic!("{e}"),
+    }
 }
 
 /// Whether any mapped argument of `maps` has data present on `dev`: its current copy may live there, so the host

@@ -11,9 +11,12 @@ use std::collections::HashMap;
 use std::process::{Command, Output};
 
 /// The variables the runtime reads; `probe` clears them so a run sees only the ones the test gives it.
-pub const RUNTIME_ENV: [&str; 13] = [
+pub const RUNTIME_ENV: [&str; 16] = [
     "OMP_TARGET_OFFLOAD",
     "OFFLOAD_BIND",
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "SLURM_PROCID",
     "OMPI_COMM_WORLD_LOCAL_RANK",
     "MPI_LOCALRANKID",
     "SLURM_LOCALID",
