@@ -350,7 +350,11 @@ fn binding_by_local_rank_picks_the_default_device_for_each_launcher() {
 /// In an MPI job a region's failure names the rank (from the launcher's variable), since the ranks' logs interleave.
 #[test]
 fn a_failing_rank_names_itself() {
-    for (var, rank) in [("OMPI_COMM_WORLD_RANK", "2"), ("PMI_RANK", "5"), ("SLURM_PROCID", "7")] {
+    for (var, rank) in [
+        ("OMPI_COMM_WORLD_RANK", "2"),
+        ("PMI_RANK", "5"),
+        ("SLURM_PROCID", "7"),
+    ] {
         let r = probe(
             &["double"],
             &[
