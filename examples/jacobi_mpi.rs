@@ -84,6 +84,14 @@ fn main() {
     let universe = mpi::initialize().expect("MPI initialises once");
     let world = universe.world();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
+    // A panicking rank must end at once: unwinding drops `universe`, whose MPI_Finalize waits for the other ranks,
+    // which wait for this one, and the job would hang instead of failing.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        eprintln!("jacobi_mpi: rank {rank} failed:");
+        report(info);
+        std::process::abort();
+    }));
     if size > ny - 2 {
         if rank == 0 {
             eprintln!("{size} ranks for {} interior rows: use fewer ranks", ny - 2);
