@@ -308,3 +308,30 @@ fn doctor_checks_this_machine_and_names_what_is_missing() {
     assert!(t.contains("target nvptx64: 1 missing"), "{t}");
     assert!(t.contains("target amdgcn: 2 missing"), "{t}");
 }
+
+#[test]
+fn run_with_ranks_and_no_launcher_says_what_to_install() {
+    // No `mpirun` on PATH and no Slurm allocation: nothing is built, and the message names the package.
+    let o = cargo_offload(
+        &["run", "--ranks", "2", "--example", "saxpy"],
+        &[("PATH", "/nonexistent"), ("SLURM_JOB_ID", "")],
+    );
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(
+        t.contains("--ranks needs an MPI launcher, and none was found"),
+        "{t}"
+    );
+    assert!(t.contains("apt-get install openmpi-bin"), "{t}");
+}
+
+#[test]
+fn devices_with_ranks_shows_each_local_ranks_device() {
+    let o = cargo_offload(
+        &["devices", "--ranks", "3"],
+        &[("OFFLOAD_HOST_DEVICES", "2")],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("rank 2: device 0 (host-elf:0)"), "{t}");
+}
