@@ -308,6 +308,19 @@ impl Package {
         Ok(package)
     }
 
+    /// Sets the features this build has on, here and in the twin of its library its other targets use.
+    fn set_features(&mut self, features: Features) {
+        let dir = self.manifest_dir.clone();
+        for d in &mut self.device_deps {
+            if let DepSource::Offload(lib) = &mut d.source {
+                if lib.manifest_dir == dir {
+                    lib.features = features.clone();
+                }
+            }
+        }
+        self.features = features;
+    }
+
     /// Whether `lib` is this package itself (its library, as its other targets use it).
     pub fn is_self(&self, lib: &Package) -> bool {
         lib.manifest_dir == self.manifest_dir
@@ -380,6 +393,92 @@ fn code_name(d: &Value) -> String {
         .to_string()
 }
 
+/// The offload-aware libraries among the package's registry and git dependencies, by the name code gives them: found
+/// in cargo's resolve of the package (`cargo metadata` with dependencies for the build's target, offline: the build
+/// has the sources), each with the features the resolve turned on for it. None where cargo cannot resolve offline
+/// (a dev-dependency this build did not download): region code naming such a library is then the outliner's error.
+fn resolved_offload_libraries(pkg: &Value, manifest: &Path) -> Vec<(String, Package)> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(&cargo);
+    cmd.args([
+        "metadata",
+        "--offline",
+        "--format-version",
+        "1",
+        "--manifest-path",
+    ])
+    .arg(manifest);
+    if let Ok(t) = std::env::var("TARGET") {
+        cmd.args(["--filter-platform", &t]);
+    }
+    let meta: Value = match cmd.output() {
+        Ok(out) if out.status.success() => match serde_json::from_slice(&out.stdout) {
+            Ok(v) => v,
+            Err(_) => return Vec::new(),
+        },
+        _ => return Vec::new(),
+    };
+    let packages: Vec<&Value> = meta["packages"].as_array().into_iter().flatten().collect();
+    let by_id = |id: &Value| packages.iter().copied().find(|p| p["id"] == *id);
+    let nodes: Vec<&Value> = meta["resolve"]["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .collect();
+    let Some(node) = nodes.iter().find(|n| n["id"] == pkg["id"]) else {
+        return Vec::new();
+    };
+    let mut libs = Vec::new();
+    for dep in node["deps"].as_array().into_iter().flatten() {
+        // Normal dependencies only; path ones were loaded from the manifest's entries.
+        let normal = dep["dep_kinds"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|k| k["kind"].is_null());
+        let Some(dep_pkg) = by_id(&dep["pkg"]) else {
+            continue;
+        };
+        let name = dep_pkg["name"].as_str().unwrap_or_default();
+        if !normal || dep_pkg["source"].is_null() || OURS.contains(&name) {
+            continue;
+        }
+        let uses_offload = dep_pkg["dependencies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|d| d["name"] == "offload" && d["kind"].is_null());
+        let Some(dir) = dep_pkg["manifest_path"]
+            .as_str()
+            .and_then(|m| Path::new(m).parent())
+        else {
+            continue;
+        };
+        if !uses_offload {
+            continue;
+        }
+        let Ok(mut lib) = Package::load(dir) else {
+            continue;
+        };
+        let mut features = Features {
+            declared: lib.features.declared.clone(),
+            enabled: BTreeSet::new(),
+        };
+        let on: Vec<String> = nodes
+            .iter()
+            .find(|n| n["id"] == dep["pkg"])
+            .and_then(|n| n["features"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.as_str().map(String::from))
+            .collect();
+        features.enable(on.iter().map(String::as_str));
+        lib.set_features(features);
+        libs.push((dep["name"].as_str().unwrap_or(name).replace('-', "_"), lib));
+    }
+    libs
+}
+
 /// Our own packages: dependencies of every offload package, never device dependencies.
 const OURS: &[&str] = &[
     "offload",
@@ -425,7 +524,7 @@ fn device_deps(pkg: &Value, manifest: &Path) -> Result<Vec<DeviceDep>, Error> {
                 .flatten()
                 .filter_map(|f| f.as_str()),
         );
-        lib.features = features;
+        lib.set_features(features);
         // Code names the library by its rename, else by its lib target's name.
         let ident = match dep["rename"].as_str() {
             Some(r) => r.replace('-', "_"),
@@ -437,6 +536,19 @@ fn device_deps(pkg: &Value, manifest: &Path) -> Result<Vec<DeviceDep>, Error> {
             ident,
             source: DepSource::Offload(Box::new(lib)),
         });
+    }
+    // Registry and git dependencies have no path in the manifest: their sources are where cargo resolved them.
+    if normal_deps(pkg)
+        .any(|d| d["path"].is_null() && !OURS.contains(&d["name"].as_str().unwrap_or_default()))
+    {
+        for (ident, lib) in resolved_offload_libraries(pkg, manifest) {
+            if !out.iter().any(|d| d.ident == ident) {
+                out.push(DeviceDep {
+                    ident,
+                    source: DepSource::Offload(Box::new(lib)),
+                });
+            }
+        }
     }
     for name in listed {
         let dep = normal_deps(pkg)

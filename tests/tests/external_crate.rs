@@ -161,3 +161,120 @@ fn main() {
         "{stderr}"
     );
 }
+
+/// An offload-aware library that is a git dependency (a registry one is found the same way, through cargo's resolve):
+/// the dependent's regions call its device function, which the library's feature `double` (asked for by the
+/// dependent) changes.
+#[test]
+fn an_external_crate_calls_a_git_librarys_device_items() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let repo = root.join("git-devlib");
+    let _ = std::fs::remove_dir_all(&repo);
+    write(
+        &repo.join("Cargo.toml"),
+        &format!(
+            "[package]\nname = \"gitlib\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[features]\ndouble = []\n\n\
+             [dependencies]\noffload = {{ path = {:?} }}\n\n[build-dependencies]\noffload-build = {{ path = {:?} }}\n\n\
+             [workspace]\n",
+            workspace.join("runtime"),
+            workspace.join("build"),
+        ),
+    );
+    write(
+        &repo.join("build.rs"),
+        "fn main() { offload_build::build(); }\n",
+    );
+    write(
+        &repo.join("src/lib.rs"),
+        r#"/// A device function of the library, reached from the dependent's regions.
+#[offload::declare_target]
+pub fn cube(x: f64) -> f64 {
+    x * x * x * factor()
+}
+
+#[cfg(feature = "double")]
+fn factor() -> f64 {
+    2.0
+}
+#[cfg(not(feature = "double"))]
+fn factor() -> f64 {
+    1.0
+}
+"#,
+    );
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args([
+                "-c",
+                "user.name=offload",
+                "-c",
+                "user.email=offload@localhost",
+            ])
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .expect("running git");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "gitlib"]);
+
+    let dir = root.join("git-library-user");
+    let _ = std::fs::remove_dir_all(dir.join("src"));
+    let _ = std::fs::remove_file(dir.join("Cargo.lock"));
+    write(
+        &dir.join("Cargo.toml"),
+        &format!(
+            "[package]\nname = \"git-library-user\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n\
+             offload = {{ path = {rt:?} }}\ngitlib = {{ git = \"file://{repo}\", features = [\"double\"] }}\n\n\
+             [build-dependencies]\noffload-build = {{ path = {build:?} }}\n\n[workspace]\n\n\
+             # Cargo counts the library's path dependencies as its git source's: one `offload` for both, as a\n\
+             # registry library's and its dependent's come from the registry.\n\
+             [patch.\"file://{repo}\"]\noffload = {{ path = {rt:?} }}\noffload-build = {{ path = {build:?} }}\n",
+            rt = workspace.join("runtime"),
+            repo = repo.display(),
+            build = workspace.join("build"),
+        ),
+    );
+    write(
+        &dir.join("build.rs"),
+        "fn main() { offload_build::build(); }\n",
+    );
+    write(
+        &dir.join("src/main.rs"),
+        r#"use offload::target;
+
+#[target(teams_distribute_parallel_for)]
+fn cubes(x: &[f64], out: &mut [f64]) -> bool {
+    for i in 0..out.len() {
+        out[i] = gitlib::cube(x[i]);
+    }
+    offload::omp_is_initial_device()
+}
+
+fn main() {
+    let x: Vec<f64> = (0..64).map(|i| i as f64).collect();
+    let mut out = vec![0.0; 64];
+    assert!(!cubes(&x, &mut out), "ran in the host fallback");
+    assert!(out.iter().zip(&x).all(|(o, x)| *o == 2.0 * x * x * x), "{out:?}");
+    println!("git library user ok");
+}
+"#,
+    );
+    let (stdout, stderr) = run(&dir, &root.join("external-crate").join("target"));
+    assert!(stdout.contains("git library user ok"), "{stdout}");
+    assert!(
+        stderr.contains("launch git_library_user::cubes")
+            && stderr.contains("on device 0 (host-elf)"),
+        "{stderr}"
+    );
+}
