@@ -498,6 +498,19 @@ pub fn exit_data<M: ExitData>(mapped: M, map_type: u64, device: Option<i32>) -> 
     mapped.exit_data(map_type, device)
 }
 
+/// A `target_exit_data!(device(..))` clause must name the device the entry named (`named`, normalized).
+#[track_caller]
+pub(super) fn exit_device(device: Option<i32>, named: i32) {
+    if let Some(d) = device.map(normalize_device) {
+        if d != named {
+            panic!(
+                "offload: target_exit_data! names device {d}, but the data was entered on device {named}; exit on the \
+                 device of the entry (or leave out `device(..)`)"
+            );
+        }
+    }
+}
+
 /// A device number as OpenMP compares them: `omp_initial_device` (-1) is `omp_get_initial_device()`.
 pub(super) fn normalize_device(d: i32) -> i32 {
     if d == OMP_INITIAL_DEVICE {
@@ -532,15 +545,7 @@ impl<V: MapOwner> Mapped<V> {
     /// `device(..)` clause must name the device the entry named.
     #[track_caller]
     pub fn exit_on(mut self, map_type: u64, device: Option<i32>) -> V {
-        if let Some(d) = device.map(normalize_device) {
-            if d != self.named {
-                panic!(
-                    "offload: target_exit_data! names device {d}, but the data was entered on device {}; exit on \
-                     the device of the entry (or leave out `device(..)`)",
-                    self.named
-                );
-            }
-        }
+        exit_device(device, self.named);
         // `value` leaves only here, which consumes the `Mapped`, and in `drop`.
         let mut value = self.value.take().expect("present until exit");
         if let Some(d) = self.dev {

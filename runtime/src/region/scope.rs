@@ -8,7 +8,7 @@
 //! of slices) is entered in one place and exited in another, as OpenMP's `target enter data` / `target exit data`.
 
 use super::data::{
-    data_device, mapping_failed, normalize_device, ExitData, MapSourceMut, MapTarget,
+    data_device, exit_device, mapping_failed, normalize_device, ExitData, MapSourceMut, MapTarget,
 };
 use super::maplist::{enter_list, exit_list, Held, MapArg};
 use crate::device::{default_device, DeviceEntry, RefKind};
@@ -203,15 +203,7 @@ impl<V: ScopedSource> ScopedMapped<'_, V> {
     /// since its device data has no host memory to return to.
     #[track_caller]
     pub fn exit_on(mut self, map_type: u64, device: Option<i32>) -> V {
-        if let Some(d) = device.map(normalize_device) {
-            if d != self.named {
-                panic!(
-                    "offload: target_exit_data! names device {d}, but the data was entered on device {}; exit on \
-                     the device of the entry (or leave out `device(..)`)",
-                    self.named
-                );
-            }
-        }
+        exit_device(device, self.named);
         if map_type & DELETE != 0 {
             // (Dropping `self` releases the entry.)
             panic!(
