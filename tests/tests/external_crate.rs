@@ -9,6 +9,14 @@ fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
+/// The repository: the outside packages depend on its crates by path.
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
 /// `cargo run` of the package in `dir` with `OFFLOAD_INFO=1` on the default devices; its stdout and stderr, once it
 /// succeeded.
 fn run(dir: &Path, target_dir: &Path) -> (String, String) {
@@ -32,10 +40,7 @@ fn run(dir: &Path, target_dir: &Path) -> (String, String) {
 
 #[test]
 fn an_external_crate_runs_its_regions_on_host_elf() {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
+    let workspace = workspace();
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("external-crate");
     let _ = std::fs::remove_dir_all(dir.join("src"));
     write(
@@ -102,10 +107,7 @@ pub fn step(dt: f32, x: &[f32], v: &mut [f32]) -> bool {
 /// function imported beside them stays out of the device crate.
 #[test]
 fn an_external_crate_calls_an_offload_aware_librarys_device_items() {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
+    let workspace = workspace();
     let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let dir = root.join("library-user");
     let _ = std::fs::remove_dir_all(dir.join("src"));
@@ -167,10 +169,7 @@ fn main() {
 /// dependent) changes.
 #[test]
 fn an_external_crate_calls_a_git_librarys_device_items() {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
+    let workspace = workspace();
     let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let repo = root.join("git-devlib");
     let _ = std::fs::remove_dir_all(&repo);
