@@ -111,13 +111,11 @@ impl Region {
     /// The region with instance `k`'s arguments put for its parameters (and the impl's type for `Self`) in every
     /// type it declares: what a kernel entry, which is not generic, must name.
     pub fn instance(&self, k: Option<usize>) -> Region {
+        // `Self` is the impl's type with the instance's arguments (`Grid<f32>` for `Grid<T>`).
         let mut subst = Subst {
-            types: Vec::new(),
-            self_ty: self.self_ty.clone(),
+            types: k.map_or_else(Vec::new, |k| self.substitutions(k)),
+            self_ty: self.instance_self_ty(k),
         };
-        if let Some(k) = k {
-            subst.types = self.substitutions(k);
-        }
         let mut r = self.clone();
         for p in &mut r.params {
             subst.visit_type_mut(&mut p.ty);
@@ -187,13 +185,7 @@ impl VisitMut for Subst {
                     }
                     if id == "Self" {
                         if let Some(s) = &self.self_ty {
-                            // A generic impl's type names its parameters (`Grid<T>`).
                             *ty = s.clone();
-                            let mut inner = Subst {
-                                types: self.types.clone(),
-                                self_ty: None,
-                            };
-                            inner.visit_type_mut(ty);
                             return;
                         }
                     }
