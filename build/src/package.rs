@@ -308,9 +308,12 @@ impl Package {
         Ok(package)
     }
 
-    /// Sets the features this build has on, here and in the twin of its library its other targets use.
-    fn set_features(&mut self, features: Features) {
-        let dir = self.manifest_dir.clone();
+    /// Makes `names` (and what they enable) the features this build has on, here and in the twin of its library
+    /// its other targets use: a dependency's are its dependent's to say.
+    fn enable_only<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) {
+        self.features.enabled.clear();
+        self.features.enable(names);
+        let (dir, features) = (self.manifest_dir.clone(), self.features.clone());
         for d in &mut self.device_deps {
             if let DepSource::Offload(lib) = &mut d.source {
                 if lib.manifest_dir == dir {
@@ -318,7 +321,6 @@ impl Package {
                 }
             }
         }
-        self.features = features;
     }
 
     /// Whether `lib` is this package itself (its library, as its other targets use it).
@@ -460,10 +462,6 @@ fn resolved_offload_libraries(pkg: &Value, manifest: &Path) -> Vec<(String, Pack
         let Ok(mut lib) = Package::load(dir) else {
             continue;
         };
-        let mut features = Features {
-            declared: lib.features.declared.clone(),
-            enabled: BTreeSet::new(),
-        };
         let on: Vec<String> = nodes
             .iter()
             .find(|n| n["id"] == dep["pkg"])
@@ -472,8 +470,7 @@ fn resolved_offload_libraries(pkg: &Value, manifest: &Path) -> Vec<(String, Pack
             .flatten()
             .filter_map(|f| f.as_str().map(String::from))
             .collect();
-        features.enable(on.iter().map(String::as_str));
-        lib.set_features(features);
+        lib.enable_only(on.iter().map(String::as_str));
         libs.push((dep["name"].as_str().unwrap_or(name).replace('-', "_"), lib));
     }
     libs
@@ -510,21 +507,16 @@ fn device_deps(pkg: &Value, manifest: &Path) -> Result<Vec<DeviceDep>, Error> {
         }
         // The features the entry asks for (cargo may unify more in from elsewhere in the build; region code should
         // not depend on those).
-        let mut features = Features {
-            declared: std::mem::take(&mut lib.features.declared),
-            enabled: BTreeSet::new(),
-        };
-        if dep["uses_default_features"].as_bool() != Some(false) {
-            features.enable(["default"]);
-        }
-        features.enable(
-            dep["features"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|f| f.as_str()),
+        let defaults = dep["uses_default_features"].as_bool() != Some(false);
+        lib.enable_only(
+            defaults.then_some("default").into_iter().chain(
+                dep["features"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|f| f.as_str()),
+            ),
         );
-        lib.set_features(features);
         // Code names the library by its rename, else by its lib target's name.
         let ident = match dep["rename"].as_str() {
             Some(r) => r.replace('-', "_"),
