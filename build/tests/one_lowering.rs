@@ -138,9 +138,8 @@ fn the_host_fallback_and_the_device_crate_lower_every_region_alike() {
             // A collapsed nest's headers become one line (their patterns and ranges are one call's arguments).
             let headers = if region.work_shared {
                 let mut errors = offload_model::clause::Errors::default();
-                let ws =
-                    offload_model::worksharing::find(&func.block, region.collapse, &mut errors)
-                        .expect("the suite's loops are valid");
+                let ws = offload_model::worksharing::find(&region, &func.block, &mut errors)
+                    .expect("the suite's loops are valid");
                 errors.finish(()).expect("the suite's loops are valid");
                 let body = ws.inner.last().map_or(&ws.for_loop.body, |l| &l.0.body);
                 ws.for_loop.for_token.span.start().line

@@ -713,3 +713,23 @@ unsafe impl<L: Length + ?Sized> Length for &mut L {
 pub fn len<L: Length + ?Sized>(x: &L) -> usize {
     x.length()
 }
+
+/// What a work-shared loop may share across its iterations of what each thread declared before it (a per-thread
+/// `let` the body uses, or one it is made from): a value no iteration can change. The body sees such a value as an
+/// immutable copy, and `Copy` is the type-level proof that nothing can change it through `&self` either: interior
+/// mutability needs `UnsafeCell` (under `Cell`, `RefCell` and the atomics), which is never `Copy`.
+// The fix is in the message: where the check sits in a macro's expansion, rustc shows no label or note.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is declared before the work-shared loop and used in it, but it is not `Copy`, so it may have \
+               interior mutability (`Cell`, `RefCell`, atomics) and each thread would change its own copy: declare it \
+               inside the loop, combine per-thread results with `reduction(op: var)`, write shared results through a \
+               `&mut [T]` parameter's element or a `&[AtomicT]` parameter, or derive `Clone, Copy` for a plain type"
+)]
+pub trait AcrossLoop {}
+#[diagnostic::do_not_recommend]
+impl<T: Copy> AcrossLoop for T {}
+
+/// The check the lowering places after each `let` whose value a work-shared loop uses (see [`AcrossLoop`]), given
+/// its address (a raw one: a reference would have rustc suggest borrowing in the user's pattern).
+#[inline(always)]
+pub fn across<T: AcrossLoop>(_: *const T) {}

@@ -36,6 +36,8 @@ pub mod reduce;
 #[cfg(feature = "syntax")]
 pub mod region;
 #[cfg(feature = "syntax")]
+pub mod resolve;
+#[cfg(feature = "syntax")]
 pub mod validate;
 pub mod view;
 #[cfg(feature = "syntax")]

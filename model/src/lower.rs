@@ -21,7 +21,6 @@ use crate::region::{ParamKind, Region};
 use crate::worksharing::{self, WorkShared};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
-use std::collections::BTreeSet;
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{Block, Expr, FnArg, Ident, ItemFn, Pat, Stmt, Type};
@@ -140,7 +139,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
     });
     let mut errors = crate::clause::Errors::default();
     // Found again in the copy, so the addresses below are the copy's; `Region::parse` reported what is wrong with it.
-    let ws = worksharing::find(block, region.collapse, &mut errors);
+    let ws = worksharing::find(region, block, &mut errors);
     errors.discard();
     let Some(ws) = ws else {
         return;
@@ -149,23 +148,17 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
     let reductions = &region.reductions;
     // One variable is the private copy itself; several are the fields of one `TupleK` copy.
     let several = reductions.len() > 1;
-    let body_of_nest = ws.inner.last().map_or(&ws.for_loop.body, |l| &l.0.body);
     let rewrite = Rewrite {
         views: if region.is_unsafe {
             Vec::new()
         } else {
-            region
-                .params
-                .iter()
-                .filter(|p| view_kind(region, &p.kind).is_some())
-                .map(|p| p.ident.to_string())
-                .collect()
+            view_uses(region, &ws)
         },
         uses: reductions
             .iter()
             .enumerate()
             .flat_map(|(k, (_, var))| {
-                worksharing::reduction_uses(body_of_nest, var)
+                worksharing::reduction_uses(&ws, var)
                     .into_iter()
                     .map(move |u| (u as *const _, several.then_some(k)))
             })
@@ -176,14 +169,35 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
             .map(|c| c as *const _)
             .collect(),
     };
-    // One variable starts at the identity in its `let`, its initial value recorded; several are recorded together
-    // at the loop.
-    let init = match reductions.as_slice() {
-        [(op, var)] => worksharing::reduction_init(&ws, var).map(|e| (e as *const Expr, op.path())),
-        _ => None,
-    };
     let target: *const syn::ExprForLoop = ws.for_loop;
-    let bound_outside = bound_outside(block, target);
+    // What the loop body uses of the per-thread `let`s before it: rebound as immutable copies in each iteration, and
+    // each, with what it is made from, checked to be `Copy` right after its `let` (see `worksharing::across_loop`).
+    let across = if region.is_unsafe {
+        worksharing::Across {
+            direct: Vec::new(),
+            reached: Vec::new(),
+        }
+    } else {
+        worksharing::across_loop(region, &ws)
+    };
+    let direct: Vec<Ident> = across
+        .direct
+        .iter()
+        .map(|&id| ws.res.bindings[id].ident.clone())
+        .collect();
+    let mut checks: std::collections::BTreeMap<usize, Vec<Ident>> = Default::default();
+    for &id in &across.reached {
+        let b = &ws.res.bindings[id];
+        if let crate::resolve::Site::Let(k) = b.site {
+            checks.entry(k).or_default().push(b.ident.clone());
+        }
+    }
+    let used_params: Vec<usize> = {
+        let used = ws.res.used_in(ws.body());
+        (0..region.params.len())
+            .filter(|&k| used.contains(&ws.res.param(k)))
+            .collect()
+    };
     let (pats, ranges) = nest_parts(&ws);
     // What every thread must compute alike, computed from primitive integers only (see the module doc).
     let safe = !region.is_unsafe;
@@ -229,15 +243,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 if let Some(i) = &mut l.init {
                     if uniform_lets.iter().any(|u| std::ptr::eq(*u, &*i.expr)) {
                         *i.expr = harden(&i.expr);
-                        continue;
                     }
-                }
-                let (Some(i), Some((init, op))) = (&mut l.init, &init) else {
-                    continue;
-                };
-                if std::ptr::eq(&*i.expr, *init) {
-                    let e = &i.expr;
-                    *i.expr = syn::parse_quote_spanned!(e.span()=> ::offload::__reduce_init::<#op, _>(#e));
                 }
             }
             Stmt::Expr(e @ Expr::ForLoop(_), _) => {
@@ -260,7 +266,13 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 };
                 rw.visit_block_mut(body);
                 body.stmts.splice(0..0, moved.drain(..));
-                let rebinds = rebind(region, body, &bound_outside);
+                let mut rebinds = rebind(region, &used_params);
+                rebinds.extend(direct.iter().map(|x| -> Stmt {
+                    syn::parse_quote_spanned!(x.span()=>
+                        #[allow(unused_variables, clippy::redundant_locals)]
+                        let #x = #x;
+                    )
+                }));
                 body.stmts.splice(0..0, rebinds);
                 // The thread's share, and what the driver takes besides the share: the lengths and row (one loop) or
                 // the strides (a nest), and the closure's item pattern.
@@ -284,6 +296,46 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
             _ => {}
         }
     }
+    let stmts = std::mem::take(&mut block.stmts);
+    for (k, stmt) in stmts.into_iter().enumerate() {
+        block.stmts.push(stmt);
+        for x in checks.get(&k).into_iter().flatten() {
+            block.stmts.push(
+                syn::parse_quote_spanned!(x.span()=> ::offload::__lanes::across(&raw const #x);),
+            );
+        }
+    }
+}
+
+/// The paths in the nest's body that name a checked view parameter (by binding: a local of the same name is not
+/// one).
+fn view_uses(region: &Region, ws: &WorkShared) -> Vec<*const syn::ExprPath> {
+    struct V<'r> {
+        res: &'r crate::resolve::Resolved,
+        views: Vec<crate::resolve::BindingId>,
+        out: Vec<*const syn::ExprPath>,
+    }
+    impl<'a> syn::visit::Visit<'a> for V<'_> {
+        fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {
+            if self.res.id_of(p).is_some_and(|id| self.views.contains(&id)) {
+                self.out.push(p);
+            }
+        }
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+    }
+    let mut v = V {
+        res: &ws.res,
+        views: region
+            .params
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| view_kind(region, &p.kind).is_some())
+            .map(|(k, _)| ws.res.param(k))
+            .collect(),
+        out: Vec::new(),
+    };
+    syn::visit::Visit::visit_block(&mut v, ws.body());
+    v.out
 }
 
 /// The lowered loop: `{ let s = SHARE; let s = unsafe { Exclusive::new(s) }; DRIVER(s, ARGS, |ITEM, t| BODY) }`, the
@@ -312,11 +364,13 @@ fn drive(
         [] => quote_spanned!(mixed=>
             ::offload::__lanes::#each(#share, #args, |#item, #token: ::offload::__view::Own<'_>| #body);
         ),
-        [(_, var)] => {
-            let op = region.reduce_op_value();
+        // The initial value is what the variable holds where the loop starts (a `let` before it may have read it),
+        // recorded; the private copies start at the identity.
+        [(op, var)] => {
+            let (op, op_value) = (op.path(), region.reduce_op_value());
             quote_spanned!(mixed=>
                 #var = ::offload::__lanes::#reduce(
-                    #op, #share, #args, #var,
+                    #op_value, #share, #args, ::offload::__reduce_init::<#op, _>(#var),
                     |#item, #private, #token: ::offload::__view::Own<'_>| #body,
                 );
             )
@@ -352,25 +406,17 @@ fn drive(
     lowered
 }
 
-/// `let x = x;` for the parameters the loop body uses that are cheap to copy (references, primitive values, device
-/// pointers), and `let mut y = y.reborrow();` for its views, at the top of the driver's closure. Captured, they are
-/// read through the closure's reference to the region's locals, and since a store through a view or a slice might
-/// (as far as the optimiser knows) change those locals, every store reloads them: the loop neither vectorises nor
-/// sheds its bounds checks. Rebound, they are the call's own values.
-///
-/// A parameter the region's code rebinds before the loop (`let x: Vec<f32> = ..`, the loop's own pattern) is left
-/// alone: the body's `x` is then that binding, which may not be a copy.
-fn rebind(region: &Region, body: &Block, rebound: &BTreeSet<String>) -> Vec<Stmt> {
-    // Every identifier the body's tokens hold, macro arguments included.
-    let mut used = BTreeSet::new();
-    worksharing::collect_idents(body.to_token_stream(), &mut used);
-    region
-        .params
-        .iter()
+/// `let x = x;` for the parameters the loop body uses (`used`, by binding) that are cheap to copy (references,
+/// primitive values, device pointers), and `let mut y = y.reborrow();` for its views, at the top of the driver's
+/// closure. Captured, they are read through the closure's reference to the region's locals, and since a store through
+/// a view or a slice might (as far as the optimiser knows) change those locals, every store reloads them: the loop
+/// neither vectorises nor sheds its bounds checks. Rebound, they are the call's own values.
+fn rebind(region: &Region, used: &[usize]) -> Vec<Stmt> {
+    used.iter()
+        .map(|&k| &region.params[k])
         .filter(|p| {
-            let name = p.ident.to_string();
             // `self` cannot be rebound (`let self = self;` is no Rust): a method region's receiver stays captured.
-            !p.mut_binding && used.contains(&name) && !rebound.contains(&name) && name != "self"
+            !p.mut_binding && p.ident != "self"
         })
         .filter_map(|p| {
             let x = &p.ident;
@@ -405,40 +451,6 @@ fn rebind(region: &Region, body: &Block, rebound: &BTreeSet<String>) -> Vec<Stmt
         .collect()
 }
 
-/// The names the region's block binds outside the work-shared loop's body (its `let`s, the loop nest's patterns).
-fn bound_outside(block: &Block, target: *const syn::ExprForLoop) -> BTreeSet<String> {
-    struct Bound {
-        names: BTreeSet<String>,
-        target: *const syn::ExprForLoop,
-    }
-    impl<'a> syn::visit::Visit<'a> for Bound {
-        fn visit_pat_ident(&mut self, p: &'a syn::PatIdent) {
-            self.names.insert(p.ident.to_string());
-            syn::visit::visit_pat_ident(self, p);
-        }
-        fn visit_expr_for_loop(&mut self, f: &'a syn::ExprForLoop) {
-            self.visit_pat(&f.pat);
-            if std::ptr::eq(f, self.target) {
-                // The nest's inner loops' patterns are bound outside the body too.
-                let mut body = &f.body;
-                while let Some(Stmt::Expr(Expr::ForLoop(inner), _)) = body.stmts.first() {
-                    self.visit_pat(&inner.pat);
-                    body = &inner.body;
-                }
-            } else {
-                syn::visit::visit_expr_for_loop(self, f);
-            }
-        }
-        fn visit_item(&mut self, _: &'a syn::Item) {}
-    }
-    let mut b = Bound {
-        names: BTreeSet::new(),
-        target,
-    };
-    syn::visit::Visit::visit_block(&mut b, block);
-    b.names
-}
-
 /// The nest's loop patterns and ranges, outermost first.
 fn nest_parts(ws: &WorkShared) -> (Vec<Pat>, Vec<Expr>) {
     std::iter::once(ws.for_loop)
@@ -449,8 +461,8 @@ fn nest_parts(ws: &WorkShared) -> (Vec<Pat>, Vec<Expr>) {
 
 /// Rewrites the work-shared loop's body into the driver closure's (see the module doc).
 struct Rewrite {
-    /// Parameters that are checked views.
-    views: Vec<String>,
+    /// The paths that name a checked view parameter.
+    views: Vec<*const syn::ExprPath>,
     /// The reduction variables' uses, with the variable's field in the private copy when there are several.
     uses: Vec<(*const syn::ExprPath, Option<usize>)>,
     /// The loop's `continue`s.
@@ -488,9 +500,7 @@ impl VisitMut for Rewrite {
             Expr::Continue(c) if self.continues.contains(&(&*c as *const _)) => {
                 *e = syn::parse_quote_spanned!(c.span()=> return);
             }
-            Expr::Index(ix)
-                if worksharing::name_of(&ix.expr).is_some_and(|n| self.views.contains(&n)) =>
-            {
+            Expr::Index(ix) if self.is_view(&ix.expr) => {
                 // The index first: it may hold other rewrites.
                 syn::visit_mut::visit_expr_mut(self, &mut ix.index);
                 let token = format_ident!("__offload_t", span = mixed);
@@ -507,6 +517,14 @@ impl VisitMut for Rewrite {
 }
 
 impl Rewrite {
+    fn is_view(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Path(p) => self.views.contains(&(p as *const _)),
+            Expr::Paren(p) => self.is_view(&p.expr),
+            _ => false,
+        }
+    }
+
     /// `Some(field)` if `p` is a use of a reduction variable (`field` when there are several).
     fn use_of(&self, p: &syn::ExprPath) -> Option<Option<usize>> {
         self.uses

@@ -55,9 +55,10 @@ fn check_body(region: &Region, func: &ItemFn, errors: &mut Errors) {
         crate::worksharing::check_team_calls(&func.block, errors);
     }
     if region.work_shared {
-        if let Some(ws) = crate::worksharing::find(&func.block, region.collapse, errors) {
+        if let Some(ws) = crate::worksharing::find(region, &func.block, errors) {
             crate::worksharing::check_races(region, &func.block, &ws, errors);
             crate::worksharing::check_uniform(region, &ws, errors);
+            crate::worksharing::check_across(region, &ws, errors);
             if !region.reductions.is_empty() {
                 crate::worksharing::check_reduction(&func.block, &ws, &region.reductions, errors);
             }

@@ -3,7 +3,9 @@
 
 use crate::clause::Errors;
 use crate::region::{ParamKind, Region};
+use crate::resolve::{BindingId, Resolved, Site};
 use proc_macro2::Span;
+use std::collections::BTreeSet;
 use syn::spanned::Spanned;
 use syn::visit::Visit;
 use syn::{Block, Expr, ExprForLoop, Pat, Stmt};
@@ -17,17 +19,65 @@ pub struct WorkShared<'a> {
     /// Under `collapse(n)`: the `n - 1` loops nested in it, outermost first, each with its variable and its bound
     /// `m` when it is `0..m`.
     pub inner: Vec<(&'a ExprForLoop, syn::Ident, Option<&'a Expr>)>,
+    /// The body's names, resolved: every rule below asks about bindings, not spellings.
+    pub res: Resolved,
+    /// The loop's index among the body's statements (the `let`s before it are `stmts[..at]`).
+    pub at: usize,
+}
+
+impl<'a> WorkShared<'a> {
+    /// The loop variables' bindings, outermost first.
+    fn nest_vars(&self) -> Vec<Option<BindingId>> {
+        std::iter::once(self.for_loop)
+            .chain(self.inner.iter().map(|l| l.0))
+            .map(|f| self.res.loop_var(f))
+            .collect()
+    }
+
+    /// The per-thread `let` bindings before the loop (`Site::Let`).
+    pub fn lets_before(&self) -> Vec<BindingId> {
+        (0..self.res.bindings.len())
+            .filter(|&id| matches!(self.res.bindings[id].site, Site::Let(k) if k < self.at))
+            .collect()
+    }
+
+    /// What a clause's expression (read where the loop starts) names.
+    fn at_loop(&self, name: &str) -> Option<BindingId> {
+        self.res.before(self.at, name)
+    }
+
+    /// The innermost body of the nest: what runs per iteration.
+    pub fn body(&self) -> &'a Block {
+        self.inner.last().map_or(&self.for_loop.body, |l| &l.0.body)
+    }
+
+    /// The reduction variable `var`'s binding: the one in scope where the loop starts, if it is a `let mut var =
+    /// INIT;` before it.
+    pub fn reduction_var(&self, var: &syn::Ident) -> Option<BindingId> {
+        self.at_loop(&var.to_string()).filter(|&id| {
+            let b = &self.res.bindings[id];
+            matches!(b.site, Site::Let(_)) && b.mutable && b.simple && {
+                let Site::Let(k) = b.site else { return false };
+                self.lets[k].init.is_some()
+            }
+        })
+    }
 }
 
 /// Finds the loop and checks the body's shape and the loop's form.
-pub fn find<'a>(block: &'a Block, collapse: usize, errors: &mut Errors) -> Option<WorkShared<'a>> {
+pub fn find<'a>(region: &Region, block: &'a Block, errors: &mut Errors) -> Option<WorkShared<'a>> {
+    let collapse = region.collapse;
     let mut lets = Vec::new();
     let mut found: Option<&ExprForLoop> = None;
+    let mut at = 0;
     let n = block.stmts.len();
     for (k, stmt) in block.stmts.iter().enumerate() {
         match stmt {
             Stmt::Local(l) if found.is_none() => lets.push(l),
-            Stmt::Expr(Expr::ForLoop(f), _) if found.is_none() => found = Some(f),
+            Stmt::Expr(Expr::ForLoop(f), _) if found.is_none() => {
+                found = Some(f);
+                at = k;
+            }
             // The tail expression.
             Stmt::Expr(_, None) if k + 1 == n && found.is_some() => {}
             other => {
@@ -78,6 +128,8 @@ pub fn find<'a>(block: &'a Block, collapse: usize, errors: &mut Errors) -> Optio
         for_loop,
         index,
         inner,
+        res: Resolved::new(&region.params, block),
+        at,
     };
     let exits = exits(&ws);
     for (span, msg) in &exits.leaves {
@@ -191,27 +243,24 @@ pub fn exits<'a>(ws: &WorkShared<'a>) -> Exits<'a> {
     v.out
 }
 
-/// The slices the loop body indexes with exactly the loop variable (`x[i]`), by name: slice parameters that no
-/// per-thread `let` rebinds. A reduction loop's lowering runs groups of iterations below all their lengths first, where
-/// those indexings need no bounds check.
+/// The slice parameters the loop body indexes with exactly the loop variable (`x[i]`, both resolved). A reduction
+/// loop's lowering runs groups of iterations below all their lengths first, where those indexings need no bounds check.
 pub fn indexed_slices(region: &Region, ws: &WorkShared) -> Vec<syn::Ident> {
     if !ws.inner.is_empty() {
         return Vec::new();
     }
-    let mut rebound = std::collections::BTreeSet::new();
-    for l in &ws.lets {
-        collect_idents(quote::ToTokens::to_token_stream(&l.pat), &mut rebound);
-    }
     struct V<'r> {
-        slices: Vec<&'r syn::Ident>,
-        index: String,
+        res: &'r Resolved,
+        slices: Vec<(BindingId, &'r syn::Ident)>,
+        index: Option<BindingId>,
         out: Vec<syn::Ident>,
     }
     impl<'a> Visit<'a> for V<'_> {
         fn visit_expr_index(&mut self, ix: &'a syn::ExprIndex) {
-            if let (Some(n), Some(i)) = (name(&ix.expr), loop_index(&ix.index)) {
-                if i == self.index && !self.out.iter().any(|o| *o == n) {
-                    if let Some(p) = self.slices.iter().find(|p| ***p == n) {
+            let x = self.res.expr(&ix.expr);
+            if self.index.is_some() && loop_index(self.res, &ix.index) == self.index {
+                if let Some((_, p)) = self.slices.iter().find(|(id, _)| Some(*id) == x) {
+                    if !self.out.contains(p) {
                         self.out.push((*p).clone());
                     }
                 }
@@ -221,15 +270,15 @@ pub fn indexed_slices(region: &Region, ws: &WorkShared) -> Vec<syn::Ident> {
         fn visit_item(&mut self, _: &'a syn::Item) {}
     }
     let mut v = V {
+        res: &ws.res,
         slices: region
             .params
             .iter()
-            .filter(|p| {
-                matches!(p.kind, ParamKind::Slice { .. }) && !rebound.contains(&p.ident.to_string())
-            })
-            .map(|p| &p.ident)
+            .enumerate()
+            .filter(|(_, p)| matches!(p.kind, ParamKind::Slice { .. }))
+            .map(|(k, p)| (ws.res.param(k), &p.ident))
             .collect(),
-        index: ws.index.to_string(),
+        index: ws.res.loop_var(ws.for_loop),
         out: Vec::new(),
     };
     v.visit_block(&ws.for_loop.body);
@@ -337,82 +386,77 @@ fn shareable(e: &Expr) -> bool {
 }
 
 /// The race-freedom rule: every thread runs the `let`s, the tail and its share of the loop, so a `&mut` parameter
-/// may appear only as `y[i]` inside the loop (`i` the loop variable) or as `y.len()`, and the loop may assign only
-/// what it declares. `unsafe fn` regions opt out.
+/// may appear only as `y[i]` inside the loop (`i` the loop variable) or as `y.len()`, and the loop may not write what
+/// was declared before it (each thread has its own copy, and only one would be returned) unless it is a reduction
+/// variable or `private`. Every name is asked about by its binding ([`crate::resolve`]). `unsafe fn` regions opt out.
 pub fn check_races(region: &Region, block: &Block, ws: &WorkShared, errors: &mut Errors) {
     if region.is_unsafe {
         return;
     }
-    let exclusive: Vec<String> = region
-        .params
-        .iter()
-        .filter(|p| {
-            matches!(
-                p.kind,
-                ParamKind::Slice { mutable: true, .. }
-                    | ParamKind::Ref { mutable: true, .. }
-                    | ParamKind::DeviceBuffer { mutable: true }
-            )
-        })
-        .map(|p| p.ident.to_string())
-        .collect();
-    let outer: Vec<String> = ws
-        .lets
-        .iter()
-        .filter_map(|l| match &l.pat {
-            Pat::Ident(p) => Some(p.ident.to_string()),
-            Pat::Type(t) => match &*t.pat {
-                Pat::Ident(p) => Some(p.ident.to_string()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
+    let res = &ws.res;
+    let params_of = |f: &dyn Fn(&ParamKind) -> bool| -> Vec<BindingId> {
+        region
+            .params
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| f(&p.kind))
+            .map(|(k, _)| res.param(k))
+            .collect()
+    };
+    let exclusive = params_of(&|k| {
+        matches!(
+            k,
+            ParamKind::Slice { mutable: true, .. }
+                | ParamKind::Ref { mutable: true, .. }
+                | ParamKind::DeviceBuffer { mutable: true }
+        )
+    });
+    // One object every thread holds: any use of it races (the signature's error says so too).
+    let objects = params_of(&|k| matches!(k, ParamKind::Ref { mutable: true, .. }));
     // The reduction variable is each thread's private copy, combined at the end, and `private(x)` says `x` is the
     // thread's own: the loop may update them.
+    let mut own = Vec::new();
     for p in &region.private {
-        if !outer.iter().any(|n| p == n) {
-            errors.push(syn::Error::new(
+        match ws.at_loop(&p.to_string()) {
+            Some(id) if matches!(res.bindings[id].site, Site::Let(_)) => own.push(id),
+            _ => errors.push(syn::Error::new(
                 p.span(),
                 format!(
                     "`private({p})` names a per-thread local: declare it before the loop, `let mut {p}: T;` (or with \
                      a value)"
                 ),
-            ));
+            )),
         }
     }
-    let outer: Vec<String> = outer
+    let reductions: Vec<BindingId> = region
+        .reductions
+        .iter()
+        .filter_map(|(_, v)| ws.reduction_var(v))
+        .collect();
+    own.extend(&reductions);
+    let outer: Vec<BindingId> = ws
+        .lets_before()
         .into_iter()
-        .filter(|n| {
-            region.reductions.iter().all(|(_, v)| v != n.as_str())
-                && !region.private.iter().any(|p| p == n)
-        })
-        .collect();
-    // Under `collapse(n)` each thread owns `(i, j, ..)` tuples: `y[(i * m + j) * p + k]` (with `m`, `p` the inner
-    // bounds) is its own.
-    let collapsed: Vec<(String, Option<String>)> = ws
-        .inner
-        .iter()
-        .map(|(_, j, m)| {
-            (
-                j.to_string(),
-                m.map(|m| quote::ToTokens::to_token_stream(m).to_string()),
-            )
-        })
-        .collect();
-    // One object every thread holds: any use of it races (the signature's error says so too).
-    let objects: Vec<String> = region
-        .params
-        .iter()
-        .filter(|p| matches!(p.kind, ParamKind::Ref { mutable: true, .. }))
-        .map(|p| p.ident.to_string())
+        .filter(|id| !own.contains(id))
         .collect();
     let mut c = Races {
+        res,
         objects: &objects,
         exclusive: &exclusive,
         outer: &outer,
+        reductions: &reductions,
         index: ws.index.to_string(),
-        collapsed,
+        vars: ws.nest_vars(),
+        collapsed: ws
+            .inner
+            .iter()
+            .map(|(_, j, m)| {
+                (
+                    j.to_string(),
+                    m.map(|m| quote::ToTokens::to_token_stream(m).to_string()),
+                )
+            })
+            .collect(),
         in_loop: false,
         writing: false,
         errors: Vec::new(),
@@ -434,12 +478,18 @@ pub fn check_races(region: &Region, block: &Block, ws: &WorkShared, errors: &mut
 }
 
 struct Races<'a> {
+    res: &'a Resolved,
     /// `&mut T` parameters.
-    objects: &'a [String],
-    exclusive: &'a [String],
-    outer: &'a [String],
+    objects: &'a [BindingId],
+    exclusive: &'a [BindingId],
+    /// The per-thread `let`s before the loop that are neither reduction variables nor `private`.
+    outer: &'a [BindingId],
+    reductions: &'a [BindingId],
+    /// The loop variable's name, for messages.
     index: String,
-    /// Under `collapse(n)`: the inner variables and the inner bounds' tokens, outermost first.
+    /// The nest's variables' bindings, outermost first.
+    vars: Vec<Option<BindingId>>,
+    /// Under `collapse(n)`: the inner variables and the inner bounds' tokens, outermost first, for messages.
     collapsed: Vec<(String, Option<String>)>,
     in_loop: bool,
     /// Visiting a place being written (not read).
@@ -455,10 +505,34 @@ fn name(e: &Expr) -> Option<String> {
     }
 }
 
+impl Races<'_> {
+    /// The bindings `e` may name, if it is a plain local (every one a macro may have left it as).
+    fn names(&self, e: &Expr) -> Vec<BindingId> {
+        self.res.expr(e).map_or(Vec::new(), |id| self.res.maybe(id))
+    }
+
+    fn is(&self, e: &Expr, set: &[BindingId]) -> bool {
+        self.names(e).iter().any(|id| set.contains(id))
+    }
+
+    /// Whether `ix` is an index this iteration owns: its element, its flat index under `collapse(n)` (any strides:
+    /// the lowering computes them once and checks each inner index against its stride), or a row `i * m + e`.
+    fn owned(&self, ix: &Expr) -> bool {
+        let Some(Some(i)) = self.vars.first() else {
+            return false;
+        };
+        if self.vars.len() == 1 {
+            loop_index(self.res, ix) == Some(*i) || row_stride(self.res, ix, *i).is_some()
+        } else {
+            flat_strides(self.res, ix, &self.vars).is_some()
+        }
+    }
+}
+
 impl<'ast> Visit<'ast> for Races<'_> {
     fn visit_expr(&mut self, e: &'ast Expr) {
         match e {
-            Expr::Path(_) if name(e).is_some_and(|n| self.objects.contains(&n)) => {
+            Expr::Path(_) if self.is(e, self.objects) => {
                 let n = name(e).unwrap_or_default();
                 self.errors.push((
                     e.span(),
@@ -472,24 +546,13 @@ impl<'ast> Visit<'ast> for Races<'_> {
             Expr::MethodCall(m)
                 if m.method == "len"
                     && m.args.is_empty()
-                    && name(&m.receiver).is_some_and(|n| {
-                        self.exclusive.contains(&n) && !self.objects.contains(&n)
-                    }) => {}
+                    && self.is(&m.receiver, self.exclusive)
+                    && !self.is(&m.receiver, self.objects) => {}
             Expr::Index(ix)
-                if name(&ix.expr)
-                    .is_some_and(|n| self.exclusive.contains(&n) && !self.objects.contains(&n)) =>
+                if self.is(&ix.expr, self.exclusive) && !self.is(&ix.expr, self.objects) =>
             {
                 let n = name(&ix.expr).unwrap_or_default();
-                let nest: Vec<String> = self.collapsed.iter().map(|(j, _)| j.clone()).collect();
-                // The iteration's element, its flat index under `collapse(n)` (any strides: the lowering computes
-                // them once and checks each inner index against its stride), or a row `i * m + e` it owns.
-                let own = if nest.is_empty() {
-                    loop_index(&ix.index).is_some_and(|i| i == self.index)
-                        || row_stride(&ix.index, &self.index).is_some()
-                } else {
-                    flat_strides(&ix.index, &self.index, &nest).is_some()
-                };
-                if !(self.in_loop && own) {
+                if !(self.in_loop && self.owned(&ix.index)) {
                     let msg = if self.in_loop && !self.writing {
                         format!(
                             "reading `{n}[{index}]` races: `{n}` is `&mut`, and the iteration that owns that element \
@@ -498,6 +561,13 @@ impl<'ast> Visit<'ast> for Races<'_> {
                              Jacobi's `a` and `anew`), or declare the region `unsafe fn`",
                             index = quote::ToTokens::to_token_stream(&*ix.index),
                             own = self.flat_index()
+                        )
+                    } else if self.in_loop && name(&ix.index).is_some_and(|i| i == self.index) {
+                        format!(
+                            "`{n}[{i}]`: this `{i}` is not the loop variable but a name that rebinds it (a `let`, a \
+                             closure's parameter, an inner loop's variable), so the element may be another \
+                             iteration's; index with the loop variable itself, or declare the region `unsafe fn`",
+                            i = self.index
                         )
                     } else if self.in_loop {
                         format!(
@@ -519,7 +589,7 @@ impl<'ast> Visit<'ast> for Races<'_> {
                 self.visit_expr(&ix.index);
                 self.writing = was;
             }
-            Expr::Path(_) if name(e).is_some_and(|n| self.exclusive.contains(&n)) => {
+            Expr::Path(_) if self.is(e, self.exclusive) => {
                 let n = name(e).unwrap_or_default();
                 self.errors.push((
                     e.span(),
@@ -540,29 +610,52 @@ impl<'ast> Visit<'ast> for Races<'_> {
                 self.written(&b.left);
                 self.visit_expr(&b.right);
             }
-            Expr::Reference(r) if r.mutability.is_some() => self.written(&r.expr),
+            Expr::Reference(r) if r.mutability.is_some() => {
+                if self.in_loop {
+                    self.check_assigned(&r.expr);
+                }
+                self.written(&r.expr)
+            }
             _ => syn::visit::visit_expr(self, e),
         }
     }
 
     // A macro's arguments are tokens the lowering cannot see into: a view named there would not be reached through
-    // an iteration's token (a type error at best), so say why.
+    // an iteration's token (a type error at best), and a reduction variable there would not be the thread's private
+    // copy, so say why.
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
-        let mut names = std::collections::BTreeSet::new();
-        collect_idents(m.tokens.clone(), &mut names);
-        for n in self.exclusive.iter().filter(|n| names.contains(*n)) {
-            self.errors.push((
-                m.span(),
-                format!(
-                    "`{n}` is `&mut`, which a parallel region reaches only through `{n}[{}]` written outside macros (the \
-                     lowering cannot see into a macro's arguments); compute the value into a `let` first",
-                    self.index
-                ),
-            ));
+        let ids: Vec<BindingId> = self
+            .res
+            .in_macro(m)
+            .iter()
+            .flat_map(|id| self.res.maybe(*id))
+            .collect();
+        for id in ids {
+            let n = &self.res.bindings[id].ident;
+            if self.exclusive.contains(&id) {
+                self.errors.push((
+                    m.span(),
+                    format!(
+                        "`{n}` is `&mut`, which a parallel region reaches only through `{n}[{}]` written outside \
+                         macros (the lowering cannot see into a macro's arguments); compute the value into a `let` \
+                         first",
+                        self.index
+                    ),
+                ));
+            } else if self.in_loop && self.reductions.contains(&id) {
+                self.errors.push((
+                    m.span(),
+                    format!(
+                        "`{n}` is a reduction variable, which the loop reaches as each thread's private copy; the \
+                         lowering cannot see into a macro's arguments to make it so: use `{n}` outside the macro \
+                         (`let v = {n};` first)"
+                    ),
+                ));
+            }
         }
     }
 
-    // Items and closures' own names are out of scope of this rule.
+    // Items' names are out of scope of this rule.
     fn visit_item(&mut self, _: &'ast syn::Item) {}
 }
 
@@ -607,17 +700,27 @@ impl Races<'_> {
         self.writing = was;
     }
 
+    /// A place written in the loop (`x = ..`, `x[k] += ..`, `x.f = ..`, `&mut x`) whose root is declared before it.
     fn check_assigned(&mut self, left: &Expr) {
-        if let Some(n) = name(left) {
-            if self.outer.contains(&n) {
-                self.errors.push((
-                    left.span(),
-                    format!(
-                        "`{n}` is declared before the work-shared loop, so every thread updates its own copy and only \
-                         one would be returned; declare it inside the loop, or combine the copies with `reduction(op: {n})`"
-                    ),
-                ));
-            }
+        let mut root = left;
+        loop {
+            root = match root {
+                Expr::Index(ix) => &ix.expr,
+                Expr::Field(f) => &f.base,
+                Expr::Paren(p) => &p.expr,
+                Expr::Group(g) => &g.expr,
+                _ => break,
+            };
+        }
+        if self.is(root, self.outer) {
+            let n = name(root).unwrap_or_default();
+            self.errors.push((
+                left.span(),
+                format!(
+                    "`{n}` is declared before the work-shared loop, so every thread updates its own copy and only \
+                     one would be returned; declare it inside the loop, or combine the copies with `reduction(op: {n})`"
+                ),
+            ));
         }
     }
 }
@@ -639,53 +742,40 @@ fn is_compound_assign(op: &syn::BinOp) -> bool {
     )
 }
 
-/// The `let mut var = INIT;` of a reduction variable among the per-thread `let`s, whose `INIT` the lowering
-/// replaces by the operator's identity (the initial value is combined once, at the end).
-pub fn reduction_init<'a>(ws: &WorkShared<'a>, var: &syn::Ident) -> Option<&'a Expr> {
-    ws.lets.iter().find_map(|l| {
-        let id = match &l.pat {
-            Pat::Ident(p) => p,
-            Pat::Type(t) => match &*t.pat {
-                Pat::Ident(p) => p,
-                _ => return None,
-            },
-            _ => return None,
-        };
-        (id.ident == *var && id.mutability.is_some())
-            .then(|| l.init.as_ref().map(|i| &*i.expr))
-            .flatten()
-    })
-}
-
-/// A reduction variable is a `let mut var = INIT;` before the loop, and the body's tail is exactly `var` (a tuple of
-/// the variables, in clause order, for several).
+/// A reduction variable is the `let mut var = INIT;` in scope where the loop starts (a name shadowed before it is
+/// another variable), and the body's tail is exactly that variable (a tuple of the variables, in clause order, for
+/// several).
 pub fn check_reduction(
     block: &Block,
     ws: &WorkShared,
     vars: &[(crate::clause::ReduceOp, syn::Ident)],
     errors: &mut Errors,
 ) {
+    let mut ids = Vec::new();
     for (_, var) in vars {
-        if reduction_init(ws, var).is_none() {
-            errors.push(syn::Error::new(
-                var.span(),
-                format!("declare the reduction variable before the loop with its initial value: `let mut {var} = ..;`"),
-            ));
+        match ws.reduction_var(var) {
+            Some(id) => ids.push(Some(id)),
+            None => {
+                ids.push(None);
+                errors.push(syn::Error::new(
+                    var.span(),
+                    format!(
+                        "declare the reduction variable before the loop with its initial value: `let mut {var} = ..;`"
+                    ),
+                ));
+            }
         }
     }
-    let names: Vec<String> = vars.iter().map(|(_, v)| v.to_string()).collect();
-    let tail_ok = match (block.stmts.last(), names.as_slice()) {
-        (Some(Stmt::Expr(e, None)), [one]) => name(e).is_some_and(|n| n == *one),
-        (Some(Stmt::Expr(Expr::Tuple(t), None)), _) => {
-            t.elems.len() == names.len()
-                && t.elems
-                    .iter()
-                    .zip(&names)
-                    .all(|(e, n)| name(e).as_deref() == Some(n))
+    let is = |e: &Expr, k: usize| ids[k].is_some() && ws.res.expr(e) == ids[k];
+    let tail_ok = match (block.stmts.last(), ids.len()) {
+        (Some(Stmt::Expr(e, None)), 1) => is(e, 0),
+        (Some(Stmt::Expr(Expr::Tuple(t), None)), n) => {
+            t.elems.len() == n && t.elems.iter().enumerate().all(|(k, e)| is(e, k))
         }
         _ => false,
     };
     if !tail_ok {
+        let names: Vec<String> = vars.iter().map(|(_, v)| v.to_string()).collect();
         let span = block.stmts.last().map_or(block.span(), |s| s.span());
         let want = match names.as_slice() {
             [one] => one.clone(),
@@ -698,26 +788,31 @@ pub fn check_reduction(
     }
 }
 
-/// Every use of the reduction variable `var` in the loop body (as a plain path), which the lowering renames to the
-/// current lane's private copy.
-pub fn reduction_uses<'a>(body: &'a Block, var: &syn::Ident) -> Vec<&'a syn::ExprPath> {
-    struct Uses<'a, 'v> {
-        var: &'v syn::Ident,
+/// Every use of the reduction variable `var` in the nest's body (a path bound to it), which the lowering renames to
+/// the current lane's private copy.
+pub fn reduction_uses<'a>(ws: &'a WorkShared, var: &syn::Ident) -> Vec<&'a syn::ExprPath> {
+    struct Uses<'a, 'r> {
+        res: &'r Resolved,
+        var: BindingId,
         out: Vec<&'a syn::ExprPath>,
     }
     impl<'a> Visit<'a> for Uses<'a, '_> {
         fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {
-            if p.qself.is_none() && p.path.is_ident(self.var) {
+            if self.res.id_of(p) == Some(self.var) {
                 self.out.push(p);
             }
         }
         fn visit_item(&mut self, _: &'a syn::Item) {}
     }
+    let Some(var) = ws.reduction_var(var) else {
+        return Vec::new();
+    };
     let mut u = Uses {
+        res: &ws.res,
         var,
         out: Vec::new(),
     };
-    u.visit_block(body);
+    u.visit_block(ws.body());
     u.out
 }
 
@@ -747,28 +842,43 @@ pub fn check_uniform(region: &Region, ws: &WorkShared, errors: &mut Errors) {
 /// The per-thread `let`s the values every thread must compute alike use (bounds, steps, strides, row length, chunk
 /// size), directly or through each other: their initial values. Other `let`s may hold anything.
 pub fn uniform_lets<'a>(region: &Region, ws: &WorkShared<'a>) -> Vec<&'a Expr> {
-    use crate::clause::Schedule;
-    let mut needed = std::collections::BTreeSet::new();
-    let mut roots: Vec<&Expr> = std::iter::once(&*ws.for_loop.expr)
-        .chain(ws.inner.iter().map(|l| &*l.0.expr))
-        .collect();
-    roots.extend(nest_strides(region, ws).unwrap_or_default());
-    roots.extend(row_length(region, ws));
-    if let Some(Schedule::StaticChunk(c) | Schedule::Dynamic(Some(c))) = &region.schedule {
-        roots.push(c);
-    }
-    for e in roots {
-        collect_idents(quote::ToTokens::to_token_stream(e), &mut needed);
+    // The parts are evaluated where the loop starts: what their names mean there.
+    let mut needed: BTreeSet<BindingId> = BTreeSet::new();
+    for e in uniform_parts(region, ws) {
+        let mut names = BTreeSet::new();
+        collect_idents(quote::ToTokens::to_token_stream(e), &mut names);
+        needed.extend(names.iter().filter_map(|n| ws.at_loop(n)));
     }
     // Latest first: a `let` is needed if a root or a later needed `let` names it.
     let mut out = Vec::new();
-    for (name, init) in uniform_env(region, ws).1.into_iter().rev() {
-        if needed.contains(&name) {
-            collect_idents(quote::ToTokens::to_token_stream(init), &mut needed);
+    for (id, init) in uniform_env(region, ws).1.into_iter().rev() {
+        if needed.contains(&id) {
+            needed.extend(ws.res.used_in(init));
             out.push(init);
         }
     }
     out
+}
+
+/// The chunk size of `schedule(static, c)` / `schedule(dynamic, c)`: threads dealing chunks of different sizes would
+/// overlap.
+fn chunk(region: &Region) -> Option<&Expr> {
+    use crate::clause::Schedule;
+    match &region.schedule {
+        Some(Schedule::StaticChunk(c) | Schedule::Dynamic(Some(c))) => Some(c),
+        _ => None,
+    }
+}
+
+/// What every thread must compute alike: the nest's ranges, the strides of its flat index, the row length, and the
+/// chunk size (a clause's, resolved where the loop starts).
+fn uniform_parts<'b>(region: &'b Region, ws: &'b WorkShared) -> Vec<&'b Expr> {
+    let loops = std::iter::once(&*ws.for_loop.expr).chain(ws.inner.iter().map(|l| &*l.0.expr));
+    let mut parts: Vec<&Expr> = loops.flat_map(range_parts).collect();
+    parts.extend(nest_strides(region, ws).unwrap_or_default());
+    parts.extend(row_length(region, ws));
+    parts.extend(chunk(region));
+    parts
 }
 
 /// The slice parameters (their `len()` is the same in every thread).
@@ -854,83 +964,70 @@ pub fn harden(e: &Expr, slices: &[String]) -> Expr {
     }
 }
 
-fn uniform_env<'a>(region: &Region, ws: &WorkShared<'a>) -> (Uniform, Vec<(String, &'a Expr)>) {
+/// The uniform bindings, and the uniform `let`s' values in order.
+fn uniform_env<'a, 'r>(
+    region: &Region,
+    ws: &'r WorkShared<'a>,
+) -> (Uniform<'r>, Vec<(BindingId, &'a Expr)>) {
     let mut lets = Vec::new();
-    let mut env = Uniform::default();
-    for p in &region.params {
-        let name = p.ident.to_string();
+    let mut env = Uniform {
+        res: &ws.res,
+        at: None,
+        ints: BTreeSet::new(),
+        slices: BTreeSet::new(),
+        mappers: BTreeSet::new(),
+    };
+    for (k, p) in region.params.iter().enumerate() {
+        let id = ws.res.param(k);
         match &p.kind {
-            _ if p.mut_binding => {
-                env.varying.insert(name);
-            }
+            // Its body may change it.
+            _ if p.mut_binding => {}
             ParamKind::Value if is_int_type(&p.ty) => {
-                env.ints.insert(name);
+                env.ints.insert(id);
             }
             ParamKind::Slice { .. } | ParamKind::DeviceBuffer { .. } => {
-                env.slices.insert(name);
+                env.slices.insert(id);
             }
             // A mapper struct taken by value (and not `mut`): every thread gets the same fields, which its body
             // cannot assign, so `g.n` and `g.x.len()` are uniform.
             ParamKind::Mapper { by_ref: None } => {
-                env.mappers.insert(name);
+                env.mappers.insert(id);
             }
             // Other values, references and device pointers: only their own methods could read them, and those are
             // not known to be pure.
-            _ => {
-                env.varying.insert(name);
-            }
+            _ => {}
         }
     }
-    for l in &ws.lets {
-        let (ident, mutable) = match &l.pat {
-            Pat::Ident(p) if p.subpat.is_none() => (Some(&p.ident), p.mutability.is_some()),
-            Pat::Type(t) => match &*t.pat {
-                Pat::Ident(p) if p.subpat.is_none() => (Some(&p.ident), p.mutability.is_some()),
-                _ => (None, true),
-            },
-            _ => (None, true),
-        };
-        let uniform = !mutable
-            && l.init
-                .as_ref()
-                .is_some_and(|i| i.diverge.is_none() && env.check(&i.expr).is_ok());
-        let mut bound = std::collections::BTreeSet::new();
-        collect_pat_idents(&l.pat, &mut bound);
-        for n in bound {
-            env.ints.remove(&n);
-            env.slices.remove(&n);
-            env.varying.insert(n);
-        }
-        if let (Some(id), true) = (ident, uniform) {
-            let n = id.to_string();
-            env.varying.remove(&n);
-            env.ints.insert(n.clone());
-            lets.extend(l.init.as_ref().map(|i| (n, &*i.expr)));
+    // In order, so each `let` is judged by what it may name.
+    for (k, l) in ws.lets.iter().enumerate() {
+        let uniform = l
+            .init
+            .as_ref()
+            .is_some_and(|i| i.diverge.is_none() && env.check(&i.expr).is_ok());
+        let id = (0..ws.res.bindings.len()).find(|&id| {
+            let b = &ws.res.bindings[id];
+            b.site == Site::Let(k) && b.simple && !b.mutable
+        });
+        if let (Some(id), true, Some(init)) = (id, uniform, &l.init) {
+            env.ints.insert(id);
+            lets.push((id, &*init.expr));
         }
     }
     (env, lets)
 }
 
 fn check_uniform_parts(region: &Region, ws: &WorkShared, env: &Uniform, errors: &mut Errors) {
-    let loops = std::iter::once(&*ws.for_loop.expr).chain(ws.inner.iter().map(|l| &*l.0.expr));
-    let mut strides = nest_strides(region, ws).unwrap_or_default();
-    strides.extend(row_length(region, ws));
-    // A chunk size too: threads dealing chunks of different sizes would overlap.
-    use crate::clause::Schedule;
-    if let Some(Schedule::StaticChunk(c) | Schedule::Dynamic(Some(c))) = &region.schedule {
-        strides.push(c);
-    }
-    for part in loops.flat_map(range_parts).chain(strides) {
-        {
-            if let Err(span) = env.check(part) {
-                errors.push(syn::Error::new(
-                    span,
-                    "a work-shared loop's bounds must be the same in every thread (each thread runs the body's \
-                     `let`s itself, and takes its share of the range it computed): compute them from integer \
-                     literals, the region's integer parameters, `x.len()` of its slices, constants, and `let`s made \
-                     of these, with arithmetic; or declare the region `unsafe fn`",
-                ));
-            }
+    const MSG: &str = "a work-shared loop's bounds must be the same in every thread (each thread runs the body's \
+                       `let`s itself, and takes its share of the range it computed): compute them from integer \
+                       literals, the region's integer parameters, `x.len()` of its slices, constants, and `let`s made \
+                       of these, with arithmetic; or declare the region `unsafe fn`";
+    let env = Uniform {
+        at: Some(ws.at),
+        ..env.clone()
+    };
+    for part in uniform_parts(region, ws) {
+        if let Err(span) = env.check(part) {
+            errors.push(syn::Error::new(span, MSG));
         }
     }
 }
@@ -963,31 +1060,36 @@ fn is_int_type(ty: &syn::Type) -> bool {
     matches!(ty, syn::Type::Path(p) if p.qself.is_none() && p.path.get_ident().is_some_and(|i| INTS.contains(&&*i.to_string())))
 }
 
-fn collect_pat_idents(p: &Pat, out: &mut std::collections::BTreeSet<String>) {
-    struct V<'o>(&'o mut std::collections::BTreeSet<String>);
-    impl<'a> Visit<'a> for V<'_> {
-        fn visit_pat_ident(&mut self, p: &'a syn::PatIdent) {
-            self.0.insert(p.ident.to_string());
-            syn::visit::visit_pat_ident(self, p);
-        }
-    }
-    V(out).visit_pat(p);
-}
-
-/// What a uniform bound may name, as the body's `let`s are read in order.
-#[derive(Default)]
-struct Uniform {
-    /// Integer-valued names every thread sees alike: integer parameters and uniform `let`s.
-    ints: std::collections::BTreeSet<String>,
+/// What a uniform bound may name, as the body's `let`s are read in order: bindings, never spellings.
+#[derive(Clone)]
+struct Uniform<'r> {
+    res: &'r Resolved,
+    /// `Some(k)`: judge expressions as the lowering evaluates them, before the body's statement `k` (the loop): the
+    /// nest's ranges, strides, row length and chunk size are all moved there. `None`: where they are written.
+    at: Option<usize>,
+    /// Integer-valued bindings every thread sees alike: integer parameters and uniform `let`s.
+    ints: BTreeSet<BindingId>,
     /// Slice parameters, whose `len()` is uniform.
-    slices: std::collections::BTreeSet<String>,
-    /// Names that may differ between threads: other `let`s, `mut` and non-integer parameters.
-    varying: std::collections::BTreeSet<String>,
+    slices: BTreeSet<BindingId>,
     /// By-value mapper struct parameters: their fields (`g.n`) and slice fields' `len()` are uniform.
-    mappers: std::collections::BTreeSet<String>,
+    mappers: BTreeSet<BindingId>,
 }
 
-impl Uniform {
+impl Uniform<'_> {
+    /// Whether the local `e` names is in `set`; `None` if it names no local (a constant or a static, the same for
+    /// every thread).
+    fn local(&self, e: &Expr, set: &BTreeSet<BindingId>) -> Option<bool> {
+        let Expr::Path(p) = strip(e) else {
+            return Some(false);
+        };
+        let id = match self.at {
+            Some(k) => self.res.before(k, &p.path.get_ident()?.to_string())?,
+            None => self.res.id_of(p)?,
+        };
+        // A name a macro may have rebound is not known to be anything.
+        Some(self.res.maybe(id).len() == 1 && set.contains(&id))
+    }
+
     /// `Ok` if `e` evaluates alike in every thread, else the span of the first part that may not.
     fn check(&self, e: &Expr) -> Result<(), Span> {
         // Methods of the integer types that read only their operands.
@@ -1009,37 +1111,35 @@ impl Uniform {
             "isqrt",
             "ilog2",
         ];
+        let check = |e: &Expr| self.check(e);
         match e {
             Expr::Lit(l) if matches!(l.lit, syn::Lit::Int(_)) => Ok(()),
-            Expr::Paren(p) => self.check(&p.expr),
-            Expr::Group(g) => self.check(&g.expr),
-            Expr::Path(p) if p.qself.is_none() => match p.path.get_ident() {
-                Some(i) if self.ints.contains(&i.to_string()) => Ok(()),
-                Some(i)
-                    if self.varying.contains(&i.to_string())
-                        || self.slices.contains(&i.to_string()) =>
-                {
-                    Err(e.span())
+            Expr::Paren(p) => check(&p.expr),
+            Expr::Group(g) => check(&g.expr),
+            Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+                match self.local(e, &self.ints) {
+                    Some(false) => Err(e.span()),
+                    _ => Ok(()),
                 }
-                // Not a local: a constant or a static, the same for every thread.
-                _ => Ok(()),
-            },
+            }
+            Expr::Path(p) if p.qself.is_none() => Ok(()),
             Expr::Field(_) if self.mapper_field(e) => Ok(()),
             Expr::MethodCall(m)
                 if m.method == "len" && m.args.is_empty() && self.mapper_field(&m.receiver) =>
             {
                 Ok(())
             }
-            Expr::Cast(c) if is_int_type(&c.ty) => self.check(&c.expr),
-            Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => self.check(&u.expr),
+            Expr::Cast(c) if is_int_type(&c.ty) => check(&c.expr),
+            Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => check(&u.expr),
             Expr::Binary(b) if !is_compound_assign(&b.op) => {
-                self.check(&b.left)?;
-                self.check(&b.right)
+                check(&b.left)?;
+                check(&b.right)
             }
             Expr::MethodCall(m)
                 if m.method == "len"
                     && m.args.is_empty()
-                    && name(&m.receiver).is_some_and(|n| self.slices.contains(&n)) =>
+                    && self.local(&m.receiver, &self.slices) != Some(false)
+                    && name(&m.receiver).is_some() =>
             {
                 Ok(())
             }
@@ -1047,7 +1147,7 @@ impl Uniform {
                 if PURE.contains(&&*m.method.to_string()) && m.turbofish.is_none() =>
             {
                 self.check_int(&m.receiver)?;
-                m.args.iter().try_for_each(|a| self.check(a))
+                m.args.iter().try_for_each(check)
             }
             _ => Err(e.span()),
         }
@@ -1058,7 +1158,7 @@ impl Uniform {
         match e {
             Expr::Field(f) => {
                 matches!(f.member, syn::Member::Named(_))
-                    && name(&f.base).is_some_and(|n| self.mappers.contains(&n))
+                    && self.local(&f.base, &self.mappers) == Some(true)
             }
             Expr::Paren(p) => self.mapper_field(&p.expr),
             _ => false,
@@ -1071,7 +1171,7 @@ impl Uniform {
         match e {
             Expr::Lit(l) if matches!(l.lit, syn::Lit::Int(_)) => Ok(()),
             Expr::Paren(p) => self.check_int(&p.expr),
-            Expr::Path(_) if name(e).is_some_and(|n| self.ints.contains(&n)) => Ok(()),
+            Expr::Path(_) if self.local(e, &self.ints) == Some(true) => Ok(()),
             Expr::Field(_) if self.mapper_field(e) => Ok(()),
             Expr::Cast(c) if is_int_type(&c.ty) => self.check(&c.expr),
             Expr::MethodCall(m) if m.method == "len" => self.check(e),
@@ -1080,15 +1180,22 @@ impl Uniform {
     }
 }
 
-/// The name indexing with a loop variable uses: `i`, or `i as usize` for a loop over another integer type.
-fn loop_index(e: &Expr) -> Option<String> {
+/// The binding indexing with a loop variable uses: `i`, or `i as usize` for a loop over another integer type.
+fn loop_index(res: &Resolved, e: &Expr) -> Option<BindingId> {
     match e {
         Expr::Cast(c) if matches!(&*c.ty, syn::Type::Path(p) if p.path.is_ident("usize")) => {
-            name(&c.expr)
+            copy_of(res, &c.expr)
         }
-        Expr::Paren(p) => loop_index(&p.expr),
-        e => name(e),
+        Expr::Paren(p) => loop_index(res, &p.expr),
+        e => copy_of(res, e),
     }
+}
+
+/// The binding whose value the plain local `e` holds (through `let j = i as usize;` copies). Which element a view
+/// index reaches is checked again when it runs (`Own::at`), so a copy in another integer type that changed the value
+/// fails the region there.
+fn copy_of(res: &Resolved, e: &Expr) -> Option<BindingId> {
+    res.expr(e).map(|id| res.root(id))
 }
 
 /// A plain name, as an expression (`y`, `(y)`).
@@ -1103,9 +1210,8 @@ pub fn nest_strides<'a>(region: &Region, ws: &WorkShared<'a>) -> Option<Vec<&'a 
     if ws.inner.is_empty() {
         return None;
     }
-    first_view_index(region, ws, |e| {
-        flat_strides(e, &ws.index.to_string(), &nest_names(ws))
-    })
+    let vars = ws.nest_vars();
+    first_view_index(region, ws, |e| flat_strides(&ws.res, e, &vars))
 }
 
 /// Without `collapse`: the row length `m` of the first view index in the loop's body written `i * m + e` (each
@@ -1114,20 +1220,15 @@ pub fn row_length<'a>(region: &Region, ws: &WorkShared<'a>) -> Option<&'a Expr> 
     if !ws.inner.is_empty() {
         return None;
     }
-    first_view_index(region, ws, |e| {
-        row_stride(e, &ws.index.to_string()).map(|m| vec![m])
-    })
-    .and_then(|v| v.into_iter().next())
+    let i = ws.res.loop_var(ws.for_loop)?;
+    first_view_index(region, ws, |e| row_stride(&ws.res, e, i).map(|m| vec![m]))
+        .and_then(|v| v.into_iter().next())
 }
 
-fn nest_names(ws: &WorkShared) -> Vec<String> {
-    ws.inner.iter().map(|l| l.1.to_string()).collect()
-}
-
-/// `m` when `e` is written `i * m + e2` (`i` the loop variable).
-fn row_stride<'a>(e: &'a Expr, index: &str) -> Option<&'a Expr> {
+/// `m` when `e` is written `i * m + e2` (`i` the loop variable's binding).
+fn row_stride<'a>(res: &Resolved, e: &'a Expr, index: BindingId) -> Option<&'a Expr> {
     let (x, m, _) = mul_add(e)?;
-    (name(x).as_deref() == Some(index)).then_some(m)
+    (copy_of(res, x) == Some(index)).then_some(m)
 }
 
 /// `(x, m, y)` when `e` is written `x * m + y`.
@@ -1159,15 +1260,21 @@ fn first_view_index<'a, R>(
     ws: &WorkShared<'a>,
     f: impl Fn(&'a Expr) -> Option<R>,
 ) -> Option<R> {
-    struct V<'a, R, F> {
-        views: Vec<String>,
+    struct V<'a, 'r, R, F> {
+        res: &'r Resolved,
+        views: Vec<BindingId>,
         f: F,
         out: Option<R>,
         _a: std::marker::PhantomData<&'a ()>,
     }
-    impl<'a, R, F: Fn(&'a Expr) -> Option<R>> Visit<'a> for V<'a, R, F> {
+    impl<'a, R, F: Fn(&'a Expr) -> Option<R>> Visit<'a> for V<'a, '_, R, F> {
         fn visit_expr_index(&mut self, ix: &'a syn::ExprIndex) {
-            if self.out.is_none() && name(&ix.expr).is_some_and(|n| self.views.contains(&n)) {
+            if self.out.is_none()
+                && self
+                    .res
+                    .expr(&ix.expr)
+                    .is_some_and(|id| self.views.contains(&id))
+            {
                 self.out = (self.f)(&ix.index);
             }
             syn::visit::visit_expr_index(self, ix);
@@ -1175,37 +1282,207 @@ fn first_view_index<'a, R>(
         fn visit_item(&mut self, _: &'a syn::Item) {}
     }
     let mut v = V {
+        res: &ws.res,
         views: region
             .params
             .iter()
-            .filter(|p| is_view(region, &p.kind))
-            .map(|p| p.ident.to_string())
+            .enumerate()
+            .filter(|(_, p)| is_view(region, &p.kind))
+            .map(|(k, _)| ws.res.param(k))
             .collect(),
         f,
         out: None,
         _a: std::marker::PhantomData,
     };
-    let body = ws.inner.last().map_or(&ws.for_loop.body, |l| &l.0.body);
-    v.visit_block(body);
+    v.visit_block(ws.body());
     v.out
 }
 
-/// `[m, p]` when `e` is written `(i * m + j) * p + k`, `i` the outer variable and `[j, k]` the nest's.
-fn flat_strides<'a>(e: &'a Expr, index: &str, nest: &[String]) -> Option<Vec<&'a Expr>> {
+/// `[m, p]` when `e` is written `(i * m + j) * p + k`, `vars` the nest's variables' bindings `[i, j, k]`.
+fn flat_strides<'a>(
+    res: &Resolved,
+    e: &'a Expr,
+    vars: &[Option<BindingId>],
+) -> Option<Vec<&'a Expr>> {
     let mut strides = Vec::new();
     let mut e = e;
-    for j in nest.iter().rev() {
+    for j in vars[1..].iter().rev() {
         let (x, m, y) = mul_add(e)?;
-        if name(y).as_deref() != Some(j.as_str()) {
+        if j.is_none() || copy_of(res, y) != *j {
             return None;
         }
         strides.push(m);
         e = x;
     }
-    (name(e).as_deref() == Some(index)).then(|| {
+    (vars[0].is_some() && copy_of(res, e) == vars[0]).then(|| {
         strides.reverse();
         strides
     })
+}
+
+/// The per-thread `let`s before the loop that its iterations use: directly, in a macro, or through another such
+/// `let`'s value (`let r = &c;`, a closure capturing `c`). Each thread runs its own copy of them, so a value one
+/// iteration changed would be seen by that thread's next iterations only, and only one thread's copy would remain:
+/// the loop body may read them, never change them. Reduction variables and `private(..)` locals, which are the
+/// thread's own by intent, are not among them, but what they are made from is.
+///
+/// The lowering rebinds the directly used ones as immutable copies at the top of each iteration (assigning one,
+/// `x[k] += 1` and `&mut x` included, is a compile error), and has every one of them pass
+/// `offload::__lanes::across`, which only `Copy` types pass: `Copy` is the type-level proof that a value has no
+/// interior mutability (`UnsafeCell`, under `Cell`, `RefCell` and the atomics, is not `Copy`), so an iteration cannot
+/// change one through `&self` either. A reference to such a value must be to a `let` of this set (checked with it),
+/// never to a temporary, and a `ref` binding is refused: [`check_across`].
+pub fn across_loop(region: &Region, ws: &WorkShared) -> Across {
+    let res = &ws.res;
+    let lets = ws.lets_before();
+    let own: Vec<BindingId> = region
+        .reductions
+        .iter()
+        .filter_map(|(_, v)| ws.reduction_var(v))
+        .chain(
+            region
+                .private
+                .iter()
+                .filter_map(|p| ws.at_loop(&p.to_string())),
+        )
+        .collect();
+    let direct: Vec<BindingId> = res
+        .used_in(ws.body())
+        .into_iter()
+        .filter(|id| lets.contains(id) && !own.contains(id))
+        .collect();
+    let mut reached = direct.clone();
+    let mut k = 0;
+    while k < reached.len() {
+        if let Site::Let(stmt) = res.bindings[reached[k]].site {
+            if let Some(init) = &ws.lets[stmt].init {
+                let mut from = res.used_in(&*init.expr);
+                if let Some((_, e)) = &init.diverge {
+                    from.extend(res.used_in(&**e));
+                }
+                for id in from {
+                    if lets.contains(&id) && !reached.contains(&id) {
+                        reached.push(id);
+                    }
+                }
+            }
+        }
+        k += 1;
+    }
+    Across { direct, reached }
+}
+
+/// [`across_loop`]'s answer.
+pub struct Across {
+    /// Used in the loop body itself: rebound there as immutable copies.
+    pub direct: Vec<BindingId>,
+    /// Those and what their values are made from: each must pass `offload::__lanes::across` right after its `let`.
+    pub reached: Vec<BindingId>,
+}
+
+/// What [`across_loop`]'s type check cannot see: a `ref` binding (the binding is a reference to the matched value,
+/// which is not checked) and a reference to a temporary in a `let`'s value (`&Cell::new(0)`, kept alive by the `let`
+/// and never checked itself). Both fail closed.
+pub fn check_across(region: &Region, ws: &WorkShared, errors: &mut Errors) {
+    if region.is_unsafe {
+        return;
+    }
+    let across = across_loop(region, ws);
+    let mut lets_seen = BTreeSet::new();
+    for &id in &across.reached {
+        let b = &ws.res.bindings[id];
+        let Site::Let(k) = b.site else { continue };
+        if b.by_ref {
+            errors.push(syn::Error::new(
+                b.ident.span(),
+                format!(
+                    "`{}` is used by the work-shared loop and bound by `ref`: bind it by value (every value the \
+                     loop shares across its iterations must be `Copy`, so none can be changed through it)",
+                    b.ident
+                ),
+            ));
+        }
+        if !lets_seen.insert(k) {
+            continue;
+        }
+        if let Some(init) = &ws.lets[k].init {
+            for r in extended_temporaries(&init.expr) {
+                errors.push(syn::Error::new(
+                    r.span(),
+                    format!(
+                        "`{}` is used by the work-shared loop and holds a reference to a temporary value, whose type \
+                         the loop's check cannot see (it must have no interior mutability, as `Cell` and atomics \
+                         have): bind the value with its own `let` first, and refer to that",
+                        b.ident
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// The `&EXPR` in a `let`'s value whose temporary the `let` keeps alive (its operand is not a place, nor literals
+/// only), in the positions where Rust extends a temporary's life.
+fn extended_temporaries(e: &Expr) -> Vec<&syn::ExprReference> {
+    fn place(e: &Expr) -> bool {
+        match e {
+            Expr::Path(_) => true,
+            Expr::Field(f) => place(&f.base),
+            Expr::Index(i) => place(&i.expr),
+            Expr::Paren(p) => place(&p.expr),
+            Expr::Group(g) => place(&g.expr),
+            Expr::Unary(u) => matches!(u.op, syn::UnOp::Deref(_)),
+            _ => false,
+        }
+    }
+    fn literal(e: &Expr) -> bool {
+        match e {
+            Expr::Lit(_) => true,
+            Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => literal(&u.expr),
+            Expr::Array(a) => a.elems.iter().all(literal),
+            Expr::Repeat(r) => literal(&r.expr),
+            Expr::Tuple(t) => t.elems.iter().all(literal),
+            Expr::Paren(p) => literal(&p.expr),
+            _ => false,
+        }
+    }
+    fn walk<'e>(e: &'e Expr, out: &mut Vec<&'e syn::ExprReference>) {
+        match e {
+            Expr::Reference(r) => {
+                if !place(&r.expr) && !literal(&r.expr) {
+                    out.push(r);
+                }
+                walk(&r.expr, out);
+            }
+            Expr::Paren(p) => walk(&p.expr, out),
+            Expr::Group(g) => walk(&g.expr, out),
+            Expr::Cast(c) => walk(&c.expr, out),
+            Expr::Tuple(t) => t.elems.iter().for_each(|e| walk(e, out)),
+            Expr::Array(a) => a.elems.iter().for_each(|e| walk(e, out)),
+            Expr::Struct(s) => s.fields.iter().for_each(|f| walk(&f.expr, out)),
+            Expr::Call(c) if matches!(&*c.func, Expr::Path(_)) => {
+                c.args.iter().for_each(|e| walk(e, out))
+            }
+            Expr::Block(b) => block_tail(&b.block, out),
+            Expr::Unsafe(u) => block_tail(&u.block, out),
+            Expr::If(i) => {
+                block_tail(&i.then_branch, out);
+                if let Some((_, e)) = &i.else_branch {
+                    walk(e, out);
+                }
+            }
+            Expr::Match(m) => m.arms.iter().for_each(|a| walk(&a.body, out)),
+            _ => {}
+        }
+    }
+    fn block_tail<'e>(b: &'e Block, out: &mut Vec<&'e syn::ExprReference>) {
+        if let Some(Stmt::Expr(e, None)) = b.stmts.last() {
+            walk(e, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(e, &mut out);
+    out
 }
 
 /// `barrier()`, `team_shared()` and `team_shared_raw()` written in a region that is not `teams, parallel`: a barrier
