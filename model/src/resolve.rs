@@ -328,7 +328,7 @@ impl Resolver {
                 // tokens hold: from here on they mean something unknown.
                 if !is_expression_macro(&m.mac) {
                     let mut names = std::collections::BTreeSet::new();
-                    crate::worksharing::collect_idents(m.mac.tokens.clone(), &mut names);
+                    collect_idents(m.mac.tokens.clone(), &mut names);
                     let span = syn::spanned::Spanned::span(&m.mac.path);
                     for n in names {
                         self.bind(&Ident::new(&n, span), Site::Macro, true, false, false);
@@ -432,7 +432,7 @@ impl<'a> Visit<'a> for Resolver {
 
     fn visit_macro(&mut self, m: &'a syn::Macro) {
         let mut names = std::collections::BTreeSet::new();
-        crate::worksharing::collect_idents(m.tokens.clone(), &mut names);
+        collect_idents(m.tokens.clone(), &mut names);
         // Format strings name locals too (`"{x}"`).
         collect_format_names(m.tokens.clone(), &mut names);
         let ids: Vec<BindingId> = names.iter().filter_map(|n| self.lookup(n)).collect();
@@ -497,6 +497,19 @@ impl<'a> Visit<'a> for Resolver {
 
     // Items cannot name the body's locals.
     fn visit_item(&mut self, _: &'a syn::Item) {}
+}
+
+/// Every identifier in a token stream, groups included.
+pub fn collect_idents(ts: proc_macro2::TokenStream, out: &mut std::collections::BTreeSet<String>) {
+    for tt in ts {
+        match tt {
+            proc_macro2::TokenTree::Ident(i) => {
+                out.insert(i.to_string());
+            }
+            proc_macro2::TokenTree::Group(g) => collect_idents(g.stream(), out),
+            _ => {}
+        }
+    }
 }
 
 /// The names a format string's `{name}` and `{name:..}` arguments capture.

@@ -3,6 +3,7 @@
 
 use crate::clause::Errors;
 use crate::region::{ParamKind, Region};
+use crate::resolve::collect_idents;
 use crate::resolve::{BindingId, Resolved, Site};
 use proc_macro2::Span;
 use std::collections::BTreeSet;
@@ -347,19 +348,6 @@ fn zero_based_bound(e: &Expr) -> Option<&Expr> {
 
 fn is_zero(e: &Expr) -> bool {
     matches!(e, Expr::Lit(l) if matches!(&l.lit, syn::Lit::Int(i) if i.base10_digits() == "0"))
-}
-
-/// Every identifier in a token stream, groups included.
-pub fn collect_idents(ts: proc_macro2::TokenStream, out: &mut std::collections::BTreeSet<String>) {
-    for tt in ts {
-        match tt {
-            proc_macro2::TokenTree::Ident(i) => {
-                out.insert(i.to_string());
-            }
-            proc_macro2::TokenTree::Group(g) => collect_idents(g.stream(), out),
-            _ => {}
-        }
-    }
 }
 
 fn shareable(e: &Expr) -> bool {

@@ -37,11 +37,11 @@ pub fn clause_touches(region: &Region, idents: &[&Ident]) -> Vec<TokenStream> {
         .chain(&region.num_teams)
         .chain(&region.thread_limit)
     {
-        offload_model::worksharing::collect_idents(e.to_token_stream(), &mut clause_idents);
+        offload_model::resolve::collect_idents(e.to_token_stream(), &mut clause_idents);
     }
     for s in region.params.iter().filter_map(|p| p.section.as_ref()) {
         for e in s.lo.iter().chain(&s.hi) {
-            offload_model::worksharing::collect_idents(e.to_token_stream(), &mut clause_idents);
+            offload_model::resolve::collect_idents(e.to_token_stream(), &mut clause_idents);
         }
     }
     idents
