@@ -54,6 +54,14 @@ define i32 @__offload_launch_kind() #0 {
   ret i32 %k
 }
 
+; The claim word of the block's team-shared memory: which atomic type `team_shared` hands it out as. A launch does
+; not zero static shared memory: offload-device's entry clears it in `teams, parallel` kernels, before a barrier.
+@__offload_team_shared_claim_word = internal addrspace(3) global i32 undef, align 4
+
+define ptr @__offload_team_shared_claim() #0 {
+  ret ptr addrspacecast (ptr addrspace(3) @__offload_team_shared_claim_word to ptr)
+}
+
 attributes #0 = { alwaysinline nounwind }
 "#;
 
@@ -406,6 +414,14 @@ define void @__offload_set_launch_kind(i32 %k) #0 {{
 define i32 @__offload_launch_kind() #0 {{
   %k = load atomic i32, ptr addrspace(3) @__offload_launch_kind_word monotonic, align 4
   ret i32 %k
+}}
+
+; The claim word of the workgroup's team-shared memory: which atomic type `team_shared` hands it out as. A dispatch
+; does not zero static LDS: offload-device's entry clears it in `teams, parallel` kernels, before a barrier.
+@__offload_team_shared_claim_word = internal addrspace(3) global i32 undef, align 4
+
+define ptr @__offload_team_shared_claim() #0 {{
+  ret ptr addrspacecast (ptr addrspace(3) @__offload_team_shared_claim_word to ptr)
 }}
 
 define i64 @__offload_realtime() #0 {{

@@ -1,7 +1,7 @@
 //! Kernel entries of the host image: geometry from `dyn_ptr`, panics caught and reported to the plugin.
 
 use crate::host_env::{self, env};
-pub use crate::host_env::{chunk_counter, geometry, launch_kind, team_shared};
+pub use crate::host_env::{chunk_counter, geometry, launch_kind, team_shared, team_shared_claim};
 use core::ffi::c_void;
 use offload_model::abi::{barrier_status, HostLaunchEnv};
 use std::cell::{Cell, RefCell};

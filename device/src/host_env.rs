@@ -41,6 +41,11 @@ pub fn team_shared() -> (*mut u8, usize) {
     })
 }
 
+/// The running team's claim word for its shared block (null outside a kernel, and where the team has no block).
+pub fn team_shared_claim() -> *const core::sync::atomic::AtomicU32 {
+    env().map_or(core::ptr::null(), |e| e.team_shared_claim)
+}
+
 /// The launch's `schedule(dynamic)` chunk counter: null outside a launch, and where the plugin passes none (gpu-sim,
 /// which deals chunks round-robin as GPUs do).
 pub fn chunk_counter() -> *const core::sync::atomic::AtomicUsize {

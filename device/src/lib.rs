@@ -230,15 +230,24 @@ pub fn __reduce_init<Op: __reduce::ReduceOp<T>, T: Copy>(init: T) -> T {
 
 /// Calls `f` with the first `len` atomics of this team's shared memory (zeroed at launch) and returns what it
 /// returns. The slice lives only as long as the call (it cannot be kept: the memory dies with the launch). Only for
-/// `teams, parallel` regions: anywhere else it fails the region.
+/// `teams, parallel` regions: anywhere else it fails the region. The launch's first call fixes the element type: a
+/// later call with another type fails the region (one block viewed as atomics of two widths is a mixed-size race).
 #[track_caller]
 pub fn team_shared<T: offload_model::abi::SharedAtomic, R>(
     len: usize,
     f: impl FnOnce(&[T]) -> R,
 ) -> R {
     offload_model::abi::launch_kind::require_spmd("offload::team_shared()", backend::launch_kind());
-    // SAFETY: the plugin gave the running team this block for the kernel's run, which outlasts this call.
-    f(unsafe { offload_model::abi::shared_atomics(backend::team_shared(), len) })
+    // SAFETY: the plugin gave the running team this block for the kernel's run, which outlasts this call, and the
+    // claim word beside it (on a GPU, the entry cleared the word before the team's first call); only
+    // `shared_atomics` writes the word.
+    f(unsafe {
+        offload_model::abi::shared_atomics(
+            backend::team_shared(),
+            backend::team_shared_claim(),
+            len,
+        )
+    })
 }
 
 /// This team's shared memory as raw bytes (address, length). Only for `teams, parallel` regions: anywhere else it

@@ -11,16 +11,35 @@ unsafe extern "C" {
     // A word of static shared memory (one per block) holding the running kernel's `launch_kind`.
     fn __offload_set_launch_kind(kind: u32);
     fn __offload_launch_kind() -> u32;
+    // A word of static shared memory (one per block): which atomic type `team_shared` hands the block's
+    // team-shared memory out as.
+    fn __offload_team_shared_claim() -> *const core::sync::atomic::AtomicU32;
     // `%globaltimer`: nanoseconds, the same counter on every SM.
     fn __offload_globaltimer() -> u64;
 }
 
 /// What every kernel entry calls first: records the region's `launch_kind` for this block. Every thread writes the
-/// same value before it reads it, so no barrier is needed.
+/// same value before it reads it, so no barrier is needed. A `teams, parallel` kernel also clears the block's
+/// team-shared claim word (static shared memory keeps whatever the last block on the unit left there), and waits
+/// at a barrier so that no thread's `team_shared` claims it before every thread has cleared it.
 #[inline(always)]
 pub fn enter(kind: u32) {
     // SAFETY: the shim's function stores to the block's own word.
     unsafe { __offload_set_launch_kind(kind) }
+    if kind == offload_model::abi::launch_kind::SPMD {
+        // SAFETY: the shim's function only forms the word's address, which is the block's for the kernel's run.
+        let claim = unsafe { &*__offload_team_shared_claim() };
+        claim.store(0, core::sync::atomic::Ordering::Relaxed);
+        // Every thread of a `teams, parallel` kernel runs its entry, so every thread reaches this barrier.
+        barrier();
+    }
+}
+
+/// The block's team-shared claim word.
+#[inline(always)]
+pub fn team_shared_claim() -> *const core::sync::atomic::AtomicU32 {
+    // SAFETY: the shim's function only forms the address.
+    unsafe { __offload_team_shared_claim() }
 }
 
 /// The running kernel's `launch_kind`.

@@ -5,7 +5,7 @@
 //! restores them. A panic writes the GPU panic record, as on a GPU, then "traps": the entry catches it and tells the plugin.
 
 use crate::host_env::{self, env};
-pub use crate::host_env::{chunk_counter, geometry, launch_kind, team_shared};
+pub use crate::host_env::{chunk_counter, geometry, launch_kind, team_shared, team_shared_claim};
 use core::ffi::c_void;
 use offload_model::abi::{barrier_status, HostLaunchEnv};
 

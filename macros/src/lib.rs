@@ -71,7 +71,9 @@ use proc_macro::TokenStream;
 /// field is a by-value (firstprivate) value. A region takes the struct by value (`g: Grid<'_>`) or as
 /// `&mut Grid<'_>` (the lifetime argument is how the region tells a mapper struct) and sees it with device slices;
 /// `target_data!(map(tofrom: g) => ..)` maps its fields for a block, `target_update!` updates them. A parallel
-/// region cannot take a struct with `&mut` fields (its threads would share them): pass those as parameters.
+/// region cannot take a struct with `&mut` fields (its threads would share them): pass those as parameters. The
+/// struct may not implement `Drop` (a compile error at its name): a region call rebuilds it from its fields, in the
+/// host fallback and in the kernel entry, so its own `Drop` would run once per copy.
 ///
 /// ```
 /// use offload::{target, Mapper};

@@ -99,10 +99,25 @@ fn expand(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
+    // A struct passed by value is rebuilt from its fields in the host fallback and in the kernel entry, and each
+    // copy is dropped: a `Drop` of the struct's own would run once per copy (freeing or counting twice). This impl
+    // conflicts with the blanket one exactly when the struct implements `Drop`, so that is a compile error (E0119)
+    // at the struct's name, naming the rule (pin-project's `MustNotImplDrop`).
+    let no_drop = quote_spanned! {name.span()=>
+        #[allow(non_camel_case_types, dead_code)]
+        trait offload_Mapper_structs_must_not_implement_Drop__they_are_rebuilt_per_copy {}
+        #[allow(drop_bounds)]
+        impl<T: ::core::ops::Drop + ?::core::marker::Sized>
+            offload_Mapper_structs_must_not_implement_Drop__they_are_rebuilt_per_copy for T {}
+        impl #impl_generics offload_Mapper_structs_must_not_implement_Drop__they_are_rebuilt_per_copy
+            for #name #ty_generics #where_clause {}
+    };
     let lifetimes: Vec<_> = item.generics.lifetimes().map(|l| &l.lifetime).collect();
     let check_fn = format_ident!("__offload_mapper_checks");
     quote! {
         const _: () = {
+            #no_drop
+
             #[allow(dead_code, clippy::extra_unused_lifetimes)]
             fn #check_fn <#(#lifetimes),*> () {
                 #(#checks)*

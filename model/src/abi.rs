@@ -170,6 +170,9 @@ pub struct HostLaunchEnv {
     pub num_threads: u32,
     pub team_shared: *mut u8,
     pub team_shared_len: usize,
+    /// The team's team-shared claim word, zero at launch: which atomic type `team_shared` hands the block out as
+    /// ([`shared_atomics`]). Null where the team has no team-shared memory.
+    pub team_shared_claim: *const core::sync::atomic::AtomicU32,
     pub failure: *mut HostFailure,
     /// The team's barrier: returns a [`barrier_status`] (anything but `DONE` means the barrier can never
     /// complete, and the caller must fail). `None` for a team of one thread.
@@ -446,36 +449,105 @@ impl<N: Nest> Iterator for StridedNest<N> {
 /// Atomics a team may share through team-shared memory (every bit pattern valid, zero a valid start).
 ///
 /// # Safety
-/// Implemented only for the integer atomics.
-pub unsafe trait SharedAtomic: Sized + Sync {}
+/// Implemented only for the integer atomics, each with its own nonzero [`SharedAtomic::TAG`].
+pub unsafe trait SharedAtomic: Sized + Sync {
+    /// The type's mark in a launch's claim word ([`shared_atomics`]): nonzero, one per type.
+    #[doc(hidden)]
+    const TAG: u32;
+    /// The type's name, for the error when a launch's memory is asked for under another type.
+    #[doc(hidden)]
+    const NAME: &'static str;
+}
 macro_rules! shared_atomics {
-    ($($t:ty),*) => { $(unsafe impl SharedAtomic for $t {})* };
+    ($($tag:literal $t:ident),*) => {
+        $(
+            // SAFETY: an integer atomic, with a tag of its own.
+            unsafe impl SharedAtomic for core::sync::atomic::$t {
+                const TAG: u32 = $tag;
+                const NAME: &'static str = stringify!($t);
+            }
+        )*
+        /// The name of the type whose [`SharedAtomic::TAG`] is `tag`.
+        fn shared_atomic_name(tag: u32) -> &'static str {
+            match tag {
+                $($tag => stringify!($t),)*
+                _ => "an unknown type",
+            }
+        }
+    };
 }
 shared_atomics!(
-    core::sync::atomic::AtomicU8,
-    core::sync::atomic::AtomicU16,
-    core::sync::atomic::AtomicU32,
-    core::sync::atomic::AtomicU64,
-    core::sync::atomic::AtomicUsize,
-    core::sync::atomic::AtomicI8,
-    core::sync::atomic::AtomicI16,
-    core::sync::atomic::AtomicI32,
-    core::sync::atomic::AtomicI64,
-    core::sync::atomic::AtomicIsize
+    1 AtomicU8,
+    2 AtomicU16,
+    3 AtomicU32,
+    4 AtomicU64,
+    5 AtomicUsize,
+    6 AtomicI8,
+    7 AtomicI16,
+    8 AtomicI32,
+    9 AtomicI64,
+    10 AtomicIsize
 );
 
-/// The first `len` atomics of a team-shared block `(ptr, bytes)`; panics if the block is absent or too small.
+/// Makes `T` the element type of the team's shared memory for the rest of the launch, or fails the calling thread
+/// if an earlier call of the launch made it another type. `claim` is the team's claim word: zero at launch, set once
+/// by the first call, so every thread's compare-exchange sees the same winner and at most one type ever views the
+/// bytes (a relaxed one suffices: the word never changes after its first write, and the memory's own accesses are
+/// the caller's to order).
+#[inline(always)]
+#[track_caller]
+pub fn claim_team_shared<T: SharedAtomic>(claim: &core::sync::atomic::AtomicU32) {
+    use core::sync::atomic::Ordering::Relaxed;
+    let found = claim.load(Relaxed);
+    if found == T::TAG {
+        return;
+    }
+    if found == 0 {
+        match claim.compare_exchange(0, T::TAG, Relaxed, Relaxed) {
+            Ok(_) => return,
+            Err(t) if t == T::TAG => return,
+            Err(t) => two_types(t, T::NAME),
+        }
+    }
+    two_types(found, T::NAME)
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn two_types(first: u32, asked: &str) -> ! {
+    panic!(
+        "offload::team_shared: this launch's team-shared memory is already handed out as `{}`, and this call asks \
+         for it as `{asked}`: the same bytes as atomics of two types or widths are a mixed-size race, which is \
+         undefined behaviour. Use one element type for every team_shared call of a region (the widest it needs, \
+         splitting values with shifts), or team_shared_raw() for plain data kept apart with barrier()",
+        shared_atomic_name(first)
+    )
+}
+
+/// The first `len` atomics of a team-shared block `(ptr, bytes)`, whose claim word is `claim`; panics if the block
+/// is absent or too small, or if the launch handed it out as another type ([`claim_team_shared`]).
 ///
 /// # Safety
-/// The block is the running team's, 16-byte aligned and zero-initialised, and outlives the region's run.
-pub unsafe fn shared_atomics<'a, T: SharedAtomic>(block: (*mut u8, usize), len: usize) -> &'a [T] {
+/// The block is the running team's, 16-byte aligned and zero-initialised, and outlives the region's run; `claim` is
+/// null or the team's claim word for the same launch, alive as long, which only this function writes; the block's
+/// bytes are viewed only through this function (or by a caller of `team_shared_raw` who keeps them apart).
+#[track_caller]
+pub unsafe fn shared_atomics<'a, T: SharedAtomic>(
+    block: (*mut u8, usize),
+    claim: *const core::sync::atomic::AtomicU32,
+    len: usize,
+) -> &'a [T] {
     let bytes = len.saturating_mul(core::mem::size_of::<T>());
     assert!(
-        !block.0.is_null() && bytes <= block.1,
+        !block.0.is_null() && !claim.is_null() && bytes <= block.1,
         "offload::team_shared: {bytes} bytes asked, the team has {} (only `teams, parallel` regions have team-shared memory)",
         if block.0.is_null() { 0 } else { block.1 }
     );
-    // SAFETY: per the contract; atomics accept the zeroed bytes and are shared by design.
+    // SAFETY: per the contract, a live atomic word of the team's.
+    claim_team_shared::<T>(unsafe { &*claim });
+    // SAFETY: per the contract; atomics accept the zeroed bytes and are shared by design, and the claim makes `T`
+    // the only type any thread of this launch views them as.
     unsafe { core::slice::from_raw_parts(block.0 as *const T, len) }
 }
 

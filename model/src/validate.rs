@@ -53,6 +53,8 @@ fn check_body(region: &Region, func: &ItemFn, errors: &mut Errors) {
     crate::worksharing::check_reserved(&func.block, errors);
     if !region.spmd {
         crate::worksharing::check_team_calls(&func.block, errors);
+    } else {
+        crate::worksharing::check_team_shared_types(&func.block, errors);
     }
     if region.work_shared {
         if let Some(ws) = crate::worksharing::find(region, &func.block, errors) {

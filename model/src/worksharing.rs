@@ -1502,3 +1502,78 @@ pub fn check_team_calls(block: &Block, errors: &mut Errors) {
     }
     V(errors).visit_block(block);
 }
+
+/// `team_shared()` calls in one region body whose element types differ, where the call shows its type (a closure
+/// parameter written `&[AtomicU64]`, or `team_shared::<AtomicU64, _>`): a launch's team-shared memory is handed out
+/// under one type, the first call's, and a later call with another fails the region at run time (`offload_model::
+/// abi::shared_atomics`). Here the macro sees it first, and points at the second call. (Calls in other functions,
+/// or whose type is inferred, are left to the run-time check.)
+pub fn check_team_shared_types(block: &Block, errors: &mut Errors) {
+    /// The element type a `team_shared(len, f)` call shows, as written (its last path segment).
+    fn shown_type(c: &syn::ExprCall, last: &syn::PathSegment) -> Option<String> {
+        if let syn::PathArguments::AngleBracketed(a) = &last.arguments {
+            if let Some(syn::GenericArgument::Type(t)) = a.args.first() {
+                return type_name(t);
+            }
+        }
+        let Some(Expr::Closure(f)) = c.args.iter().nth(1) else {
+            return None;
+        };
+        let Some(Pat::Type(pt)) = f.inputs.first() else {
+            return None;
+        };
+        let syn::Type::Reference(r) = &*pt.ty else {
+            return None;
+        };
+        let syn::Type::Slice(s) = &*r.elem else {
+            return None;
+        };
+        type_name(&s.elem)
+    }
+    fn type_name(t: &syn::Type) -> Option<String> {
+        match t {
+            syn::Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+            _ => None,
+        }
+    }
+    struct V<'e> {
+        errors: &'e mut Errors,
+        first: Option<String>,
+    }
+    impl<'a> Visit<'a> for V<'_> {
+        fn visit_expr_call(&mut self, c: &'a syn::ExprCall) {
+            if let Expr::Path(p) = &*c.func {
+                if let Some(last) = p.path.segments.last() {
+                    if last.ident == "team_shared" {
+                        if let Some(ty) = shown_type(c, last) {
+                            match &self.first {
+                                None => self.first = Some(ty),
+                                Some(first) if *first != ty => {
+                                    self.errors.push(syn::Error::new(
+                                        c.span(),
+                                        format!(
+                                            "this `team_shared()` asks for the team's memory as `{ty}`, but an \
+                                             earlier call of this region hands it out as `{first}`: one launch's team-shared \
+                                             memory has one element type (the same bytes as atomics of two types \
+                                             or widths are a mixed-size race, which is undefined behaviour), and \
+                                             this call would fail the region. Use `{first}` here too (the widest \
+                                             type the region needs, splitting values with shifts)"
+                                        ),
+                                    ));
+                                }
+                                Some(_) => {}
+                            }
+                        }
+                    }
+                }
+            }
+            syn::visit::visit_expr_call(self, c);
+        }
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+    }
+    V {
+        errors,
+        first: None,
+    }
+    .visit_block(block);
+}

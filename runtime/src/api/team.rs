@@ -1,7 +1,9 @@
 //! Team and thread queries and the team barrier, as host code (and a region's host fallback) sees them; region code
 //! on a device sees offload-device's twins with the same names.
 
-use crate::host::thread::{host_barrier, host_geometry, host_team_shared};
+use crate::host::thread::{
+    host_barrier, host_geometry, host_team_shared, host_team_shared_atomics,
+};
 
 /// The team this thread belongs to (0 outside a parallel region).
 pub fn omp_get_team_num() -> i32 {
@@ -66,6 +68,10 @@ pub fn barrier() {
 /// Only `teams, parallel` regions have team-shared memory (48 KiB per team): anywhere else this panics, which fails
 /// the region.
 ///
+/// A launch's memory has one element type, the first call's: a later call of the launch asking for another type
+/// (`AtomicU8` after `AtomicU64`) panics, naming both, since the same bytes as atomics of two widths are a
+/// mixed-size race. Threads that call at once agree on the first type through one compare-exchange.
+///
 /// Each team gets its own memory, so the teams here sum their threads' numbers independently:
 ///
 /// ```
@@ -97,10 +103,10 @@ pub fn team_shared<T: offload_model::abi::SharedAtomic, R>(
     len: usize,
     f: impl FnOnce(&[T]) -> R,
 ) -> R {
-    let block = host_team_shared("offload::team_shared()");
-    // SAFETY: the team runner set this thread's team block, which lives until the region's threads have all
-    // returned, so past this call.
-    f(unsafe { offload_model::abi::shared_atomics(block, len) })
+    let (block, claim) = host_team_shared_atomics("offload::team_shared()");
+    // SAFETY: the team runner set this thread's team block and its claim word, which live until the region's
+    // threads have all returned, so past this call; only `shared_atomics` writes the word.
+    f(unsafe { offload_model::abi::shared_atomics(block, claim, len) })
 }
 
 /// This team's shared memory as raw bytes (address, length), for data that is not atomic. Only for

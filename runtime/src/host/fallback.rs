@@ -10,31 +10,47 @@ use super::teams::run_teams;
 use super::thread::{as_region_thread, HostThread, OUTSIDE};
 use offload_model::abi::launch_kind;
 use offload_model::reduce::{fold, ReduceOp};
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU32, AtomicUsize};
 use std::sync::Mutex;
 
-/// Each team's shared block for a launch, in 16-byte units (aligned for any atomic), zero-filled: only
-/// `teams, parallel` regions have one.
-fn shared_blocks(launch: Launch, teams: u32) -> (Vec<Mutex<Vec<u128>>>, usize) {
+/// A team's shared block, in 16-byte units (aligned for any atomic), zero-filled, and its claim word: the atomic
+/// type `team_shared` hands the block out as, zero until the first call.
+struct TeamBlock {
+    bytes: Mutex<Vec<u128>>,
+    claim: AtomicU32,
+}
+
+/// Each team's shared block for a launch: only `teams, parallel` regions have one.
+fn shared_blocks(launch: Launch, teams: u32) -> (Vec<TeamBlock>, usize) {
     let units = if launch.spmd {
         offload_model::abi::TEAM_SHARED_BYTES / 16
     } else {
         0
     };
     let blocks = (0..if units > 0 { teams } else { 0 })
-        .map(|_| Mutex::new(vec![0u128; units]))
+        .map(|_| TeamBlock {
+            bytes: Mutex::new(vec![0u128; units]),
+            claim: AtomicU32::new(0),
+        })
         .collect();
     (blocks, units * 16)
 }
 
-fn block_of(blocks: &[Mutex<Vec<u128>>], team: u32, bytes: usize) -> (*mut u8, usize) {
+/// Team `team`'s block (address, bytes) and claim word, for its threads' `HostThread`.
+fn block_of(blocks: &[TeamBlock], team: u32, bytes: usize) -> ((*mut u8, usize), *const AtomicU32) {
     match blocks.get(team as usize) {
         // The block outlives the team's threads, which coordinate through atomics and the team barrier.
-        Some(m) => (
-            m.lock().unwrap_or_else(|p| p.into_inner()).as_mut_ptr() as *mut u8,
-            bytes,
+        Some(b) => (
+            (
+                b.bytes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .as_mut_ptr() as *mut u8,
+                bytes,
+            ),
+            &b.claim,
         ),
-        None => (std::ptr::null_mut(), 0),
+        None => ((std::ptr::null_mut(), 0), std::ptr::null()),
     }
 }
 
@@ -60,10 +76,12 @@ fn run_all<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<Vec
     let kind = launch_kind::of(launch.spmd, launch.work_shared);
     let chunks = AtomicUsize::new(0);
     let all = run_teams(teams, threads, &|t, i, b| {
+        let (shared, shared_claim) = block_of(&blocks, t, bytes);
         let h = HostThread {
             geometry: (t, teams, i, threads),
             barrier: b,
-            shared: block_of(&blocks, t, bytes),
+            shared,
+            shared_claim,
             kind,
             chunks: &chunks,
         };
@@ -83,8 +101,10 @@ pub fn run_fallback<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> R
     if teams * threads == 1 {
         // One thread: inline on the caller, still as a region of its kind (with its team-shared memory).
         let (blocks, bytes) = shared_blocks(launch, 1);
+        let (shared, shared_claim) = block_of(&blocks, 0, bytes);
         let h = HostThread {
-            shared: block_of(&blocks, 0, bytes),
+            shared,
+            shared_claim,
             kind: launch_kind::of(launch.spmd, launch.work_shared),
             ..OUTSIDE
         };

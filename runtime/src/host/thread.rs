@@ -5,7 +5,7 @@
 use super::barrier::TeamBarrier;
 use offload_model::abi::{barrier_status, launch_kind};
 use std::cell::Cell;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU32, AtomicUsize};
 
 /// The host fallback's view of where this thread runs.
 #[derive(Clone, Copy)]
@@ -16,6 +16,8 @@ pub(crate) struct HostThread {
     pub barrier: *const TeamBarrier,
     /// The team's shared memory (address, bytes); null outside a `teams, parallel` region.
     pub shared: (*mut u8, usize),
+    /// The shared memory's claim word (`offload_model::abi::shared_atomics`); null where there is none.
+    pub shared_claim: *const AtomicU32,
     /// The region's `launch_kind`.
     pub kind: u32,
     /// The launch's `schedule(dynamic)` chunk counter; null outside a parallel region.
@@ -27,6 +29,7 @@ pub(crate) const OUTSIDE: HostThread = HostThread {
     geometry: (0, 1, 0, 1),
     barrier: std::ptr::null(),
     shared: (std::ptr::null_mut(), 0),
+    shared_claim: std::ptr::null(),
     kind: launch_kind::NONE,
     chunks: std::ptr::null(),
 };
@@ -81,4 +84,12 @@ pub fn host_team_shared(what: &str) -> (*mut u8, usize) {
     let h = HOST.with(|h| h.get());
     launch_kind::require_spmd(what, h.kind);
     h.shared
+}
+
+/// As [`host_team_shared`], with the block's claim word, for `team_shared()`'s atomics.
+#[track_caller]
+pub fn host_team_shared_atomics(what: &str) -> ((*mut u8, usize), *const AtomicU32) {
+    let h = HOST.with(|h| h.get());
+    launch_kind::require_spmd(what, h.kind);
+    (h.shared, h.shared_claim)
 }

@@ -95,6 +95,8 @@ struct Block {
     shape: Shape,
     /// The block's dynamic shared memory, in 16-byte units so any slot type is aligned.
     shared: Vec<u128>,
+    /// The block's claim word for it: the atomic type `team_shared` hands it out as, zero until the first call.
+    claim: AtomicU32,
     envs: Vec<HostLaunchEnv>,
     failures: Vec<HostFailure>,
     fibers: Vec<Fiber>,
@@ -108,6 +110,7 @@ impl Block {
         Block {
             shape,
             shared: vec![0; shape.shared.div_ceil(16)],
+            claim: AtomicU32::new(0),
             // SAFETY: `HostLaunchEnv` and `HostFailure` are integers, byte arrays, nullable raw pointers and an
             // `Option` of a function pointer: all-zero is a valid value of each (null, `None`).
             envs: (0..n).map(|_| unsafe { std::mem::zeroed() }).collect(),
@@ -136,6 +139,8 @@ impl Block {
             blocks, threads, ..
         } = self.shape;
         self.shared.fill(0);
+        // A fresh block, as on a GPU, whose entry clears the word: no thread of this one has started yet.
+        *self.claim.get_mut() = 0;
         let shared = (
             self.shared.as_mut_ptr().cast::<u8>(),
             self.shared.len() * 16,
@@ -157,6 +162,11 @@ impl Block {
                         std::ptr::null_mut()
                     },
                     team_shared_len: shared.1,
+                    team_shared_claim: if shared.1 > 0 {
+                        &raw const self.claim
+                    } else {
+                        std::ptr::null()
+                    },
                     failure: failures.add(t),
                     barrier: Some(barrier_wait),
                     barrier_ctx: &self.fibers[t] as *const Fiber as *const c_void,

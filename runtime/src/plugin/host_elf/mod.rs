@@ -19,6 +19,7 @@ use offload_model::abi::{HostFailure, HostLaunchEnv};
 use offload_model::device::DeviceKind;
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
+use std::sync::atomic::AtomicU32;
 
 pub struct HostElf;
 
@@ -175,14 +176,17 @@ impl Device for HostElfDevice {
         let shared: Vec<std::sync::Mutex<Vec<u128>>> = (0..if units > 0 { teams } else { 0 })
             .map(|_| std::sync::Mutex::new(vec![0u128; units]))
             .collect();
-        let shared_ptr = |t: u32| -> (*mut u8, usize) {
-            match shared.get(t as usize) {
+        // Each team's claim word: the atomic type `team_shared` hands its block out as, zero until the first call.
+        let claims: Vec<AtomicU32> = shared.iter().map(|_| AtomicU32::new(0)).collect();
+        let shared_ptr = |t: u32| -> SharedBlock {
+            match (shared.get(t as usize), claims.get(t as usize)) {
                 // The block outlives the launch; its threads coordinate their accesses with the team barrier.
-                Some(m) => (
+                (Some(m), Some(c)) => (
                     m.lock().unwrap_or_else(|p| p.into_inner()).as_mut_ptr() as *mut u8,
                     units * 16,
+                    c as *const AtomicU32,
                 ),
-                None => (std::ptr::null_mut(), 0),
+                _ => (std::ptr::null_mut(), 0, std::ptr::null()),
             }
         };
         // `schedule(dynamic)`'s chunk counter, shared by the launch's threads.
@@ -208,6 +212,9 @@ impl Device for HostElfDevice {
     }
 }
 
+/// A team's shared block (address, bytes) and its claim word (`HostLaunchEnv::team_shared_claim`).
+type SharedBlock = (*mut u8, usize, *const AtomicU32);
+
 /// Runs one thread of a kernel: team `g.0` of `g.1`, thread `g.2` of `g.3`.
 ///
 /// # Safety
@@ -217,7 +224,7 @@ unsafe fn run_thread(
     args: &[Arg],
     g: (u32, u32, u32, u32),
     barrier: Option<&TeamBarrier>,
-    shared: (*mut u8, usize),
+    shared: SharedBlock,
     chunks: &std::sync::atomic::AtomicUsize,
 ) -> Result<(), PluginError> {
     let mut failure = MaybeUninit::<HostFailure>::uninit();
@@ -230,6 +237,7 @@ unsafe fn run_thread(
         num_threads: g.3,
         team_shared: shared.0,
         team_shared_len: shared.1,
+        team_shared_claim: shared.2,
         failure: failure.as_mut_ptr(),
         barrier: barrier.map(|_| TeamBarrier::wait_c as unsafe extern "C" fn(*const c_void) -> u32),
         barrier_ctx: barrier.map_or(std::ptr::null(), |b| {
