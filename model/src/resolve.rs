@@ -632,6 +632,28 @@ mod tests {
     }
 
     #[test]
+    fn copies_are_aliases_of_what_they_copy() {
+        let (b, r) = resolved(syn::parse_quote!({
+            for j in 0..4i32 {
+                let (j2, k) = (j as usize, j + 1);
+                let m = j2;
+                m
+            }
+        }));
+        let Stmt::Expr(Expr::ForLoop(f), _) = &b.stmts[0] else {
+            unreachable!()
+        };
+        let j = r.loop_var(f).unwrap();
+        let Some(Stmt::Expr(tail, None)) = f.body.stmts.last() else {
+            unreachable!()
+        };
+        // `m` copies `j2`, which copies `j`; `k` is no copy.
+        assert_eq!(r.root(r.expr(tail).unwrap()), j);
+        let k = r.bindings.iter().position(|b| b.ident == "k").unwrap();
+        assert_eq!(r.root(k), k);
+    }
+
+    #[test]
     fn format_strings_name_their_captures() {
         let mut names = std::collections::BTreeSet::new();
         collect_format_names(quote::quote!("{a} {{b}} {c:?} {0} {d.x}"), &mut names);
