@@ -420,7 +420,7 @@ impl MappingTable {
     /// Exits a mapping: drops a reference (`delete`: all of them), copies out (`from`, when the entry dies or with
     /// `always`) unless `copy_out` is false (a failed region), and frees the device copy when no reference is left.
     /// A dying entry of host atomics that a region wrote is copied out (the range this exit holds) whatever
-    /// `map_type` and `copy_out` say, but for `delete`.
+    /// `map_type` says, but for `delete` and a failed region's exit (`copy_out` false with [`RefKind::Region`]).
     /// Exiting data that is not mapped does nothing, unless `present` asks for it. A region's exit
     /// ([`RefKind::Region`], with the map type it entered with) ends its use of the device copy.
     ///
@@ -471,10 +471,16 @@ impl MappingTable {
         let result = if copy_out && map_type & FROM != 0 && (dies || map_type & ALWAYS != 0) {
             // SAFETY: per the contract.
             unsafe { dev.retrieve(begin, tgt, size, map_type) }.map_err(MapError::from)
-        } else if dies && e.device_newer && e.host_atomic != 0 && map_type & DELETE == 0 {
+        } else if dies
+            && e.device_newer
+            && e.host_atomic != 0
+            && map_type & DELETE == 0
+            && (copy_out || kind != RefKind::Region)
+        {
             // Atomics another thread's region wrote through a shared borrow: their writes reach the host, stored
-            // element by element with atomic stores, even where this exit copies nothing back (a release, an
-            // unwind, a failed region): the other regions' writes are not this construct's to discard. The range this exit holds (the whole entry, but where a
+            // element by element with atomic stores, even where a data construct's exit copies nothing back (a
+            // release, an unwind): the regions' writes are not its to discard. A failed region's exit discards,
+            // as its own results are not copied back. The range this exit holds (the whole entry, but where a
             // region's section outlived the construct that mapped more).
             // SAFETY: per the contract: atomics may be stored to through the shared borrow the caller holds.
             unsafe { dev.retrieve(begin, tgt, size, FROM | e.host_atomic) }.map_err(MapError::from)
@@ -1090,6 +1096,23 @@ mod tests {
                 .unwrap();
         }
         assert_eq!((host[0].load(Relaxed), host[1].load(Relaxed)), (3, 9));
+        // A failed region's exit copies nothing back, atomics included.
+        unsafe {
+            let tgt = t
+                .enter(&obs, r, TO | FROM | atomic, RefKind::Region)
+                .unwrap();
+            dev.write(tgt, &8u32.to_ne_bytes());
+            t.exit(
+                &obs,
+                r.begin,
+                16,
+                TO | FROM | atomic,
+                RefKind::Region,
+                false,
+            )
+            .unwrap();
+        }
+        assert_eq!(host[0].load(Relaxed), 3);
         assert_eq!((t.len(), dev.live()), (0, 0));
     }
 }
