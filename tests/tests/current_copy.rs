@@ -12,8 +12,9 @@ use offload::{
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+/// Whether `y` is mapped on device 0 (with no device, device 0 is the host, where everything is "present").
 fn present<T>(y: &[T]) -> bool {
-    omp_target_is_present(y.as_ptr().cast(), 0)
+    on_device() && omp_target_is_present(y.as_ptr().cast(), 0)
 }
 
 fn on_device() -> bool {
@@ -229,6 +230,8 @@ fn atomics_updated_under_another_threads_to_mapping_reach_the_host() {
     let (entered_tx, entered_rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let ok = std::thread::scope(|s| {
+        // Owned by the closure, so a failing assertion drops it and the data region ends instead of waiting.
+        let done_tx = done_tx;
         s.spawn(move || {
             target_data!(map(to: a) => {
                 entered_tx.send(()).expect("the test waits");
