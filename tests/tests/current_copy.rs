@@ -183,6 +183,13 @@ fn bump_section(y: &mut [u64]) {
     }
 }
 
+#[target(map(to: y[4..8]))]
+fn bump_to_section(y: &mut [u64]) {
+    for v in &mut y[4..8] {
+        *v += 1;
+    }
+}
+
 #[target(map(to: x))]
 fn total(x: &[u64]) -> u64 {
     x.iter().sum()
@@ -208,6 +215,15 @@ fn a_private_copy_of_stale_host_data_is_refused() {
         assert_eq!(total(y), 12);
     });
     assert_eq!(y, [1, 1, 1, 1, 2, 2, 2, 2]);
+    // A region writing a `to` section it holds by `&mut` changes the device copy too.
+    let mut y = vec![1u64; 8];
+    target_data!(map(tofrom: y[4..8]) => {
+        bump_to_section(y);
+        match try_total(y) {
+            Ok(s) => assert_eq!(s, 12, "computed on stale host data"),
+            Err(e) => assert!(on_device() && e.to_string().contains("stale"), "{e}"),
+        }
+    });
     // A section only read on the device keeps the private copy (soundness.rs, finding 13).
     let x = vec![1u64; 8];
     target_data!(map(to: x[4..8]) => {

@@ -18,7 +18,9 @@
 use super::observed::ObservedDevice;
 use crate::observe::{self, Change};
 use crate::plugin::{DevicePtr, PluginError};
-use offload_model::abi::map_type::{ALWAYS, DELETE, FROM, HOST_ATOMIC_MASK, PRESENT, TO};
+use offload_model::abi::map_type::{
+    ALWAYS, DELETE, DEVICE_WRITES, FROM, HOST_ATOMIC_MASK, PRESENT, TO,
+};
 use std::collections::BTreeMap;
 
 #[derive(Debug)]
@@ -87,9 +89,10 @@ impl MapEntry {
 }
 
 /// Whether a region's map of `map_type` may write the device copy: anything but a plain `to` of non-atomic data
-/// (`from`, `tofrom` and `alloc` maps are of `&mut` data; atomics are written through shared borrows).
+/// held by `&` (`from`, `tofrom` and `alloc` maps are of `&mut` data, as `DEVICE_WRITES` says a `to` of a `&mut`
+/// is; atomics are written through shared borrows).
 pub fn writes_device(map_type: u64) -> bool {
-    map_type & TO == 0 || map_type & (FROM | HOST_ATOMIC_MASK) != 0
+    map_type & TO == 0 || map_type & (FROM | HOST_ATOMIC_MASK | DEVICE_WRITES) != 0
 }
 
 /// Which reference count a construct uses.
@@ -1028,8 +1031,8 @@ mod tests {
             t.exit(&obs, section.begin, 20, TO, RefKind::Region, true)
                 .unwrap();
             assert_eq!(t.newer_within(a, a + 100), None);
-            // One that may write it does not (`alloc`, `from`, `tofrom` alike).
-            for bits in [0, FROM, TO | FROM] {
+            // One that may write it does not (`alloc`, `from`, `tofrom`, a `to` of a `&mut`, alike).
+            for bits in [0, FROM, TO | FROM, TO | DEVICE_WRITES] {
                 t.enter(&obs, section, bits, RefKind::Region).unwrap();
                 assert_eq!(t.newer_within(a, a + 100), Some((a + 10, a + 30)));
                 assert_eq!(t.newer_within(a + 29, a + 31), Some((a + 10, a + 30)));
