@@ -27,6 +27,9 @@ pub mod map_type {
     pub const DEVICE_MEMORY: u64 = 1 << 41;
     /// Ours: a reduction's output, one slot per team plus the initial value; `size` is one slot.
     pub const REDUCTION: u64 = 1 << 42;
+    /// Ours: the region holds the data by `&mut`, so it may write the device copy whatever the map type (a
+    /// `map(to: y)` of a `&mut` writes it too); the runtime then counts the device copy as possibly newer.
+    pub const DEVICE_WRITES: u64 = 1 << 43;
 
     /// The map type of one field of a mapper struct (`#[derive(Mapper)]`) mapped by a clause of type `clause`, as
     /// OpenMP combines a clause with its mapper's map types: the transfers both allow (`to` of a `from` field is

@@ -204,6 +204,15 @@ pub fn map_list_expr(region: &Region, slot_ty: &TokenStream) -> TokenStream {
     })
 }
 
+/// The map bit saying a `&mut` parameter may write its device copy, whatever its map type.
+fn device_writes(mutable: bool) -> u64 {
+    if mutable {
+        offload_model::abi::map_type::DEVICE_WRITES
+    } else {
+        0
+    }
+}
+
 /// The map list, one entry per kernel argument in the order the outliner's entry unpacks them.
 fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<MapEntry> {
     region.kernel_args().into_iter().map(|arg| MapEntry::One(match arg {
@@ -214,8 +223,8 @@ fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<MapEntry> {
         }
         KernelArg::SlicePtr(p) => {
             let ptr = format_ident!("__offload_ptr_{}", p.ident);
-            let bits = p.map.as_ref().map_or(0, |m| m.bits());
-            let ParamKind::Slice { elem, .. } = &p.kind else { unreachable!("a slice parameter") };
+            let ParamKind::Slice { elem, mutable, .. } = &p.kind else { unreachable!("a slice parameter") };
+            let bits = p.map.as_ref().map_or(0, |m| m.bits()) | device_writes(*mutable);
             match &p.section {
                 Some(_) => {
                     let (lo, hi) = (format_ident!("__offload_lo_{}", p.ident), format_ident!("__offload_hi_{}", p.ident));
@@ -230,8 +239,8 @@ fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<MapEntry> {
         }
         KernelArg::RefPtr(p) => {
             let ptr = format_ident!("__offload_ptr_{}", p.ident);
-            let bits = p.map.as_ref().map_or(0, |m| m.bits());
-            let ParamKind::Ref { ty, .. } = &p.kind else { unreachable!("a reference parameter") };
+            let ParamKind::Ref { ty, mutable, .. } = &p.kind else { unreachable!("a reference parameter") };
+            let bits = p.map.as_ref().map_or(0, |m| m.bits()) | device_writes(*mutable);
             quote_spanned!(ty.span()=> ::offload::__private::MapArg::object::<#ty>(#ptr, #bits))
         }
         KernelArg::Value(p) => {

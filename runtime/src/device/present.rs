@@ -6,11 +6,21 @@
 //! `begin`, with a structured count (target regions, `target_data!`) and a dynamic count (`target_enter_data!` /
 //! exit). Data is copied in only when an entry is created (0 to 1) and out only when it dies (1 to 0), unless
 //! `always`. A section's allocation covers its whole slice, so a region handed the slice may form it on the device.
+//!
+//! Which copy is current: each entry records whether its device copy may be newer than the host's (a region that
+//! may write it ran), and how many running regions use it, reading or writing. A construct that would write the
+//! device copy under a running region (`target_update!(to: ..)`, an `always, to` map) or read it while a region
+//! writes it (`target_update!(from: ..)`) is refused ([`MapError::InUse`]); a copy made from host data that a
+//! newer device copy overlaps is refused by the map-list walk ([`MapError::Stale`]); an entry of host atomics a
+//! region wrote is copied back when it dies, whatever the last exit's map type, since other threads' regions may
+//! have written through their shared borrows.
 
 use super::observed::ObservedDevice;
 use crate::observe::{self, Change};
 use crate::plugin::{DevicePtr, PluginError};
-use offload_model::abi::map_type::{ALWAYS, DELETE, FROM, PRESENT, TO};
+use offload_model::abi::map_type::{
+    ALWAYS, DELETE, DEVICE_WRITES, FROM, HOST_ATOMIC_MASK, PRESENT, TO,
+};
 use std::collections::BTreeMap;
 
 #[derive(Debug)]
@@ -24,6 +34,16 @@ struct MapEntry {
     alloc: Option<DevicePtr>,
     structured: u64,
     dynamic: u64,
+    /// Running regions holding the entry that only read it, and that may write it (their references are among
+    /// `structured`).
+    readers: u64,
+    writers: u64,
+    /// The device copy may be newer than the host's: a region that may write it ran since it was last copied
+    /// either way as a whole.
+    device_newer: bool,
+    /// The host data's `HOST_ATOMIC` map bits: integer atomics, which regions of other threads may write through
+    /// shared borrows, are copied back when the entry dies if a region wrote them.
+    host_atomic: u64,
 }
 
 /// An associated pointer's dynamic count: never reaches zero through exits.
@@ -33,13 +53,56 @@ impl MapEntry {
     fn total(&self) -> u64 {
         self.structured.saturating_add(self.dynamic)
     }
+
+    fn new(end: usize, extent: (usize, usize), tgt: DevicePtr) -> Self {
+        MapEntry {
+            end,
+            extent,
+            tgt,
+            alloc: None,
+            structured: 0,
+            dynamic: 0,
+            readers: 0,
+            writers: 0,
+            device_newer: false,
+            host_atomic: 0,
+        }
+    }
+
+    /// A running region starts using the entry with `map_type`.
+    fn begin_use(&mut self, map_type: u64) {
+        if writes_device(map_type) {
+            self.writers += 1;
+            self.device_newer = true;
+        } else {
+            self.readers += 1;
+        }
+    }
+
+    fn end_use(&mut self, map_type: u64) {
+        if writes_device(map_type) {
+            self.writers = self.writers.saturating_sub(1);
+        } else {
+            self.readers = self.readers.saturating_sub(1);
+        }
+    }
+}
+
+/// Whether a region's map of `map_type` may write the device copy: anything but a plain `to` of non-atomic data
+/// held by `&` (`from`, `tofrom` and `alloc` maps are of `&mut` data, as `DEVICE_WRITES` says a `to` of a `&mut`
+/// is; atomics are written through shared borrows).
+pub fn writes_device(map_type: u64) -> bool {
+    map_type & TO == 0 || map_type & (FROM | HOST_ATOMIC_MASK | DEVICE_WRITES) != 0
 }
 
 /// Which reference count a construct uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RefKind {
-    /// Target regions and `target_data!`.
+    /// `target_data!` (and the data scopes' structured references).
     Structured,
+    /// A target region: a structured reference, and a use of the device copy while the region runs (see
+    /// [`MappingTable`]'s rules on which copy is current).
+    Region,
     /// `target_enter_data!` / exit.
     Dynamic,
 }
@@ -85,6 +148,28 @@ pub enum MapError {
     },
     #[error("host address {begin:#x} is not an associated pointer")]
     NotAssociated { begin: usize },
+    #[error(
+        "the device copy of host range {begin:#x}..{end:#x} is in use by {regions} running region(s) on other \
+         threads; {what} would race with them (wait for those regions to return first)"
+    )]
+    InUse {
+        begin: usize,
+        end: usize,
+        regions: u64,
+        /// What was refused: "copying host data into it", "copying it to the host while a region writes it".
+        what: &'static str,
+    },
+    #[error(
+        "host range {begin:#x}..{end:#x} overlaps the mapped range {mapped_begin:#x}..{mapped_end:#x}, whose device \
+         copy a region may have changed, so the host copy is stale and a private device copy made from it would be \
+         wrong; bring the mapped range to the host first (`target_update!(from: ..)`) or map the same range"
+    )]
+    Stale {
+        begin: usize,
+        end: usize,
+        mapped_begin: usize,
+        mapped_end: usize,
+    },
     /// The device could not allocate or copy.
     #[error(transparent)]
     Device(#[from] PluginError),
@@ -95,7 +180,8 @@ pub struct MappingTable {
     entries: BTreeMap<usize, MapEntry>,
     /// Allocations that regions use without a reference count of their own (zero-length sections of present data):
     /// allocation -> (pins, whether its entry has died). A pinned block outlives its entry until the last pin goes,
-    /// so a kernel never runs on freed memory, while copies still follow OpenMP's counts.
+    /// so a kernel never runs on freed memory, while copies still follow OpenMP's counts. A pin is a running
+    /// region's use of its entry's device copy, as the entry's `readers` and `writers` are.
     pins: BTreeMap<DevicePtr, (u64, bool)>,
 }
 
@@ -142,9 +228,10 @@ impl MappingTable {
 
     /// A zero-length section's slice, if it lies in a present entry's allocation: the device address of its base
     /// `r.base`, with the allocation pinned (`Some`) until [`MappingTable::unpin`] so it cannot be freed under the
-    /// region; `None` for an associated pointer's memory, which is the user's to keep.
-    pub fn pin_slice(&mut self, r: Range) -> Option<(DevicePtr, Option<DevicePtr>)> {
-        let (&b, e) = self.entries.range(..=r.begin).next_back()?;
+    /// region; `None` for an associated pointer's memory, which is the user's to keep. A region whose map of
+    /// `map_type` may write the slice marks the entry's device copy newer.
+    pub fn pin_slice(&mut self, r: Range, map_type: u64) -> Option<(DevicePtr, Option<DevicePtr>)> {
+        let (&b, e) = self.entries.range_mut(..=r.begin).next_back()?;
         let inside = r.begin >= b
             && r.begin <= e.end
             && r.base >= e.extent.0
@@ -153,6 +240,9 @@ impl MappingTable {
             return None;
         }
         let base = e.tgt + (r.begin - b) as u64 - (r.begin - r.base) as u64;
+        if writes_device(map_type) {
+            e.device_newer = true;
+        }
         if let Some(a) = e.alloc {
             self.pins.entry(a).or_insert((0, false)).0 += 1;
         }
@@ -188,6 +278,38 @@ impl MappingTable {
             .is_some_and(|(_, e)| e.end > begin)
     }
 
+    /// The first present entry intersecting `[begin, end)` whose device copy may be newer than the host's (or is
+    /// being written by a running region), as its host range: a copy made from the host data of `[begin, end)`
+    /// would be stale there.
+    pub fn newer_within(&self, begin: usize, end: usize) -> Option<(usize, usize)> {
+        let end = end.max(begin + 1);
+        let first = self
+            .entries
+            .range(..=begin)
+            .next_back()
+            .filter(|(_, e)| e.end > begin)
+            .map_or(begin, |(&b, _)| b);
+        self.entries
+            .range(first..end)
+            .find(|(_, e)| e.device_newer || e.writers > 0)
+            .map(|(&b, e)| (b, e.end))
+    }
+
+    /// Running regions using `e`'s device copy: its readers and writers, and the pins on its allocation.
+    fn users(&self, e: &MapEntry) -> u64 {
+        let pins = e.alloc.and_then(|a| self.pins.get(&a)).map_or(0, |p| p.0);
+        e.readers + e.writers + pins
+    }
+
+    /// Whether the entry holding `begin` records a device copy newer than the host's.
+    #[cfg(test)]
+    pub fn device_newer(&self, begin: usize) -> Option<bool> {
+        match self.find(begin, 1) {
+            Ok(Found::Inside(b)) => self.entries.get(&b).map(|e| e.device_newer),
+            _ => None,
+        }
+    }
+
     /// The reference counts (structured, dynamic) of the entry holding `begin`.
     #[cfg(test)]
     pub fn counts(&self, begin: usize) -> Option<(u64, u64)> {
@@ -202,7 +324,8 @@ impl MappingTable {
         self.entries.len()
     }
 
-    /// Enters a mapping (creating it, or adding a reference) and returns the device address of `r.begin`.
+    /// Enters a mapping (creating it, or adding a reference) and returns the device address of `r.begin`. A
+    /// region's entry ([`RefKind::Region`]) also starts its use of the device copy, which its exit ends.
     ///
     /// # Safety
     /// `r`'s host range is readable.
@@ -215,9 +338,7 @@ impl MappingTable {
     ) -> Result<DevicePtr, MapError> {
         match self.find(r.begin, r.size)? {
             Found::Inside(b) => {
-                let Some(e) = self.entries.get_mut(&b) else {
-                    unreachable!("`find` returns the key of an entry")
-                };
+                let e = &self.entries[&b];
                 // The region forms the whole slice on the device: it must lie in the existing allocation.
                 if r.base < e.extent.0 || r.base + r.base_size > e.extent.1 {
                     return Err(MapError::Extends {
@@ -229,11 +350,35 @@ impl MappingTable {
                 }
                 let tgt = e.tgt + (r.begin - b) as u64;
                 if map_type & (TO | ALWAYS) == TO | ALWAYS {
+                    let users = self.users(e);
+                    if users > 0 {
+                        return Err(MapError::InUse {
+                            begin: r.begin,
+                            end: r.begin + r.size,
+                            regions: users,
+                            what: "an `always, to` map copying host data into it",
+                        });
+                    }
                     // SAFETY: per the contract; the device range lies inside the entry.
                     unsafe { dev.submit(tgt, r.begin, r.size, map_type) }?;
                 }
+                let Some(e) = self.entries.get_mut(&b) else {
+                    unreachable!("`find` returns the key of an entry")
+                };
+                e.host_atomic |= map_type & HOST_ATOMIC_MASK;
+                if map_type & (TO | ALWAYS) == TO | ALWAYS
+                    && r.begin == b
+                    && r.begin + r.size == e.end
+                {
+                    // The whole device copy is the host's again.
+                    e.device_newer = false;
+                }
                 match kind {
                     RefKind::Structured => e.structured += 1,
+                    RefKind::Region => {
+                        e.structured += 1;
+                        e.begin_use(map_type);
+                    }
                     RefKind::Dynamic => e.dynamic = e.dynamic.saturating_add(1),
                 }
                 observe::mapping(Change::Up, b, e.end - b, e.tgt, e.structured, e.dynamic);
@@ -256,21 +401,20 @@ impl MappingTable {
                         return Err(e.into());
                     }
                 }
-                let (structured, dynamic) = match kind {
-                    RefKind::Structured => (1, 0),
-                    RefKind::Dynamic => (0, 1),
-                };
                 let extent = (r.base, r.base + r.base_size.max(r.size));
-                let e = MapEntry {
-                    end: r.begin + r.size,
-                    extent,
-                    tgt,
-                    alloc: Some(alloc),
-                    structured,
-                    dynamic,
-                };
+                let mut e = MapEntry::new(r.begin + r.size, extent, tgt);
+                e.alloc = Some(alloc);
+                e.host_atomic = map_type & HOST_ATOMIC_MASK;
+                match kind {
+                    RefKind::Structured => e.structured = 1,
+                    RefKind::Region => {
+                        e.structured = 1;
+                        e.begin_use(map_type);
+                    }
+                    RefKind::Dynamic => e.dynamic = 1,
+                }
+                observe::mapping(Change::New, r.begin, r.size, tgt, e.structured, e.dynamic);
                 self.entries.insert(r.begin, e);
-                observe::mapping(Change::New, r.begin, r.size, tgt, structured, dynamic);
                 Ok(tgt)
             }
         }
@@ -278,10 +422,14 @@ impl MappingTable {
 
     /// Exits a mapping: drops a reference (`delete`: all of them), copies out (`from`, when the entry dies or with
     /// `always`) unless `copy_out` is false (a failed region), and frees the device copy when no reference is left.
-    /// Exiting data that is not mapped does nothing, unless `present` asks for it.
+    /// A dying entry of host atomics that a region wrote is copied out (the range this exit holds) whatever
+    /// `map_type` says, but for `delete` and a failed region's exit (`copy_out` false with [`RefKind::Region`]).
+    /// Exiting data that is not mapped does nothing, unless `present` asks for it. A region's exit
+    /// ([`RefKind::Region`], with the map type it entered with) ends its use of the device copy.
     ///
     /// # Safety
-    /// The host range is writable if `copy_out` and `map_type` has `FROM`.
+    /// The host range is writable if `copy_out` and `map_type` has `FROM`; it is live if the host data is atomics
+    /// (which are stored to through shared borrows).
     pub unsafe fn exit(
         &mut self,
         dev: &ObservedDevice,
@@ -301,6 +449,9 @@ impl MappingTable {
         let Some(e) = self.entries.get_mut(&b) else {
             unreachable!("`find` returns the key of an entry")
         };
+        if kind == RefKind::Region {
+            e.end_use(map_type);
+        }
         if map_type & DELETE != 0 {
             e.structured = 0;
             // An associated pointer stays until it is disassociated, as in libomptarget.
@@ -309,7 +460,9 @@ impl MappingTable {
             }
         } else {
             match kind {
-                RefKind::Structured => e.structured = e.structured.saturating_sub(1),
+                RefKind::Structured | RefKind::Region => {
+                    e.structured = e.structured.saturating_sub(1)
+                }
                 RefKind::Dynamic if e.dynamic != INFINITE => {
                     e.dynamic = e.dynamic.saturating_sub(1)
                 }
@@ -321,6 +474,19 @@ impl MappingTable {
         let result = if copy_out && map_type & FROM != 0 && (dies || map_type & ALWAYS != 0) {
             // SAFETY: per the contract.
             unsafe { dev.retrieve(begin, tgt, size, map_type) }.map_err(MapError::from)
+        } else if dies
+            && e.device_newer
+            && e.host_atomic != 0
+            && map_type & DELETE == 0
+            && (copy_out || kind != RefKind::Region)
+        {
+            // Atomics another thread's region wrote through a shared borrow: their writes reach the host, stored
+            // element by element with atomic stores, even where a data construct's exit copies nothing back (a
+            // release, an unwind): the regions' writes are not its to discard. A failed region's exit discards,
+            // as its own results are not copied back. The range this exit holds (the whole entry, but where a
+            // region's section outlived the construct that mapped more).
+            // SAFETY: per the contract: atomics may be stored to through the shared borrow the caller holds.
+            unsafe { dev.retrieve(begin, tgt, size, FROM | e.host_atomic) }.map_err(MapError::from)
         } else {
             Ok(())
         };
@@ -337,18 +503,27 @@ impl MappingTable {
                 }
             }
         } else {
-            let e = &self.entries[&b];
+            if copy_out
+                && map_type & FROM != 0
+                && map_type & ALWAYS != 0
+                && begin == b
+                && begin + size == e.end
+            {
+                // The host copy is the device's again.
+                e.device_newer = e.writers > 0;
+            }
             observe::mapping(Change::Down, b, e.end - b, e.tgt, e.structured, e.dynamic);
         }
         result
     }
 
     /// `target_update!`: copies a mapped range to (`TO`) or from (`FROM`) the device; nothing if it is not mapped.
+    /// Refused ([`MapError::InUse`]) while a running region uses the device copy (`TO`) or may write it (`FROM`).
     ///
     /// # Safety
     /// The host range is readable (`TO`) or writable (`FROM`).
     pub unsafe fn update(
-        &self,
+        &mut self,
         dev: &ObservedDevice,
         begin: usize,
         size: usize,
@@ -361,7 +536,24 @@ impl MappingTable {
             }
             Found::Absent => return Ok(()),
         };
-        let tgt = self.entries[&b].tgt + (begin - b) as u64;
+        let e = &self.entries[&b];
+        let (busy, what) = if motion & TO != 0 {
+            (self.users(e), "`target_update!(to: ..)` writing it")
+        } else {
+            (
+                e.writers,
+                "`target_update!(from: ..)` reading it while they write it",
+            )
+        };
+        if busy > 0 {
+            return Err(MapError::InUse {
+                begin,
+                end: begin + size,
+                regions: busy,
+                what,
+            });
+        }
+        let tgt = e.tgt + (begin - b) as u64;
         // SAFETY: per the contract; the device range lies inside the entry.
         unsafe {
             if motion & TO != 0 {
@@ -371,11 +563,18 @@ impl MappingTable {
                 dev.retrieve(begin, tgt, size, motion)?;
             }
         }
+        let Some(e) = self.entries.get_mut(&b) else {
+            unreachable!("`find` returns the key of an entry")
+        };
+        if begin == b && begin + size == e.end {
+            // Both copies are equal again (no region writes it: checked above).
+            e.device_newer = false;
+        }
         Ok(())
     }
 
     /// `omp_target_associate_ptr`: `[begin, begin+size)` is present at `tgt` (the user's device memory, never freed
-    /// here) until disassociated.
+    /// here) until disassociated. Its device copy may be newer than the host's from the start: the user writes it.
     pub fn associate(&mut self, begin: usize, size: usize, tgt: DevicePtr) -> Result<(), MapError> {
         match self.find(begin, size)? {
             Found::Inside(b) if b == begin && self.entries[&b].tgt == tgt => Ok(()),
@@ -389,14 +588,10 @@ impl MappingTable {
                 })
             }
             Found::Absent => {
-                let e = MapEntry {
-                    end: begin + size.max(1),
-                    extent: (begin, begin + size.max(1)),
-                    tgt,
-                    alloc: None,
-                    structured: 0,
-                    dynamic: INFINITE,
-                };
+                let end = begin + size.max(1);
+                let mut e = MapEntry::new(end, (begin, end), tgt);
+                e.dynamic = INFINITE;
+                e.device_newer = true;
                 observe::mapping(Change::New, begin, e.end - begin, tgt, 0, INFINITE);
                 self.entries.insert(begin, e);
                 Ok(())
@@ -695,7 +890,7 @@ mod tests {
         let empty = Range { size: 0, ..whole };
         unsafe {
             let tgt = t.enter(&obs, whole, TO, RefKind::Structured).unwrap();
-            let (base, alloc) = t.pin_slice(empty).expect("the slice is present");
+            let (base, alloc) = t.pin_slice(empty, TO).expect("the slice is present");
             assert_eq!((base, alloc), (tgt, Some(tgt)));
             t.exit(&obs, whole.begin, 32, 0, RefKind::Structured, true)
                 .unwrap();
@@ -731,5 +926,196 @@ mod tests {
         assert!(!t.intersects(a, a + 10));
         assert!(!t.intersects(a + 30, a + 100));
         unsafe { t.exit(&obs, a + 10, 20, 0, RefKind::Structured, true) }.unwrap();
+    }
+
+    #[test]
+    fn copies_into_a_device_copy_a_running_region_uses_are_refused() {
+        let dev = FakeDevice::default();
+        let obs = dev.observed();
+        let mut t = MappingTable::default();
+        let mut host = vec![1u8; 16];
+        let r = Range::whole(host.as_mut_ptr() as usize, 16);
+        unsafe {
+            t.enter(&obs, r, TO | FROM, RefKind::Structured).unwrap();
+            // A region reads it (`to`): updates to the device and `always, to` maps are refused, reads are not.
+            t.enter(&obs, r, TO, RefKind::Region).unwrap();
+            let ins = dev.ins();
+            assert!(matches!(
+                t.update(&obs, r.begin, 16, TO),
+                Err(MapError::InUse { regions: 1, .. })
+            ));
+            let e = t
+                .enter(&obs, r, TO | ALWAYS, RefKind::Structured)
+                .unwrap_err();
+            assert!(e.to_string().contains("1 running region(s)"), "{e}");
+            assert_eq!(dev.ins(), ins, "nothing was copied");
+            assert_eq!(
+                t.counts(r.begin),
+                Some((2, 0)),
+                "the refused map took no reference"
+            );
+            t.update(&obs, r.begin, 16, FROM).unwrap();
+            t.exit(&obs, r.begin, 16, TO, RefKind::Region, true)
+                .unwrap();
+            // The region is over: both copy again.
+            t.update(&obs, r.begin, 16, TO).unwrap();
+            t.enter(&obs, r, TO | ALWAYS, RefKind::Structured).unwrap();
+            t.exit(&obs, r.begin, 16, TO, RefKind::Structured, true)
+                .unwrap();
+            // A region that writes it: reading the device copy under it is refused too.
+            t.enter(&obs, r, TO | FROM, RefKind::Region).unwrap();
+            assert!(matches!(
+                t.update(&obs, r.begin, 16, FROM),
+                Err(MapError::InUse { .. })
+            ));
+            t.exit(&obs, r.begin, 16, TO | FROM, RefKind::Region, true)
+                .unwrap();
+            t.update(&obs, r.begin, 16, FROM).unwrap();
+            t.exit(&obs, r.begin, 16, TO | FROM, RefKind::Structured, true)
+                .unwrap();
+        }
+        assert_eq!((t.len(), dev.live()), (0, 0));
+        host[0] = 0;
+    }
+
+    #[test]
+    fn a_pinned_region_uses_the_device_copy_too() {
+        let dev = FakeDevice::default();
+        let obs = dev.observed();
+        let mut t = MappingTable::default();
+        let host = vec![4u8; 32];
+        let whole = Range::whole(addr(&host), 32);
+        unsafe {
+            let tgt = t.enter(&obs, whole, TO, RefKind::Structured).unwrap();
+            let (_, alloc) = t
+                .pin_slice(Range { size: 0, ..whole }, TO | FROM)
+                .expect("present");
+            assert_eq!(
+                t.device_newer(whole.begin),
+                Some(true),
+                "the region may write it"
+            );
+            assert!(matches!(
+                t.update(&obs, whole.begin, 32, TO),
+                Err(MapError::InUse { .. })
+            ));
+            t.unpin(&obs, alloc.expect("an allocation"));
+            t.update(&obs, whole.begin, 32, TO).unwrap();
+            assert_eq!(t.device_newer(whole.begin), Some(false), "the host's again");
+            assert_eq!(dev.read(tgt, 1), [4]);
+            t.exit(&obs, whole.begin, 32, 0, RefKind::Structured, true)
+                .unwrap();
+        }
+        assert_eq!((t.len(), dev.live()), (0, 0));
+    }
+
+    #[test]
+    fn a_writing_region_makes_the_device_copy_newer_until_it_is_brought_back() {
+        let dev = FakeDevice::default();
+        let obs = dev.observed();
+        let mut t = MappingTable::default();
+        let mut host = vec![0u8; 100];
+        let a = host.as_mut_ptr() as usize;
+        let section = Range {
+            begin: a + 10,
+            size: 20,
+            base: a,
+            base_size: 100,
+            align: 1,
+        };
+        unsafe {
+            t.enter(&obs, section, TO | FROM, RefKind::Structured)
+                .unwrap();
+            // Regions that only read it leave the host copy current.
+            t.enter(&obs, section, TO, RefKind::Region).unwrap();
+            t.exit(&obs, section.begin, 20, TO, RefKind::Region, true)
+                .unwrap();
+            assert_eq!(t.newer_within(a, a + 100), None);
+            // One that may write it does not (`alloc`, `from`, `tofrom`, a `to` of a `&mut`, alike).
+            for bits in [0, FROM, TO | FROM, TO | DEVICE_WRITES] {
+                t.enter(&obs, section, bits, RefKind::Region).unwrap();
+                assert_eq!(t.newer_within(a, a + 100), Some((a + 10, a + 30)));
+                assert_eq!(t.newer_within(a + 29, a + 31), Some((a + 10, a + 30)));
+                assert_eq!(t.newer_within(a, a + 10), None);
+                assert_eq!(t.newer_within(a + 30, a + 100), None);
+                t.exit(&obs, section.begin, 20, bits, RefKind::Region, true)
+                    .unwrap();
+                assert_eq!(t.device_newer(a + 10), Some(true));
+                // A part brought back leaves the rest newer; the whole makes both copies equal.
+                t.update(&obs, a + 10, 5, FROM).unwrap();
+                assert_eq!(t.device_newer(a + 10), Some(true));
+                t.update(&obs, a + 10, 20, FROM).unwrap();
+                assert_eq!(t.device_newer(a + 10), Some(false));
+            }
+            t.exit(
+                &obs,
+                section.begin,
+                20,
+                TO | FROM,
+                RefKind::Structured,
+                true,
+            )
+            .unwrap();
+        }
+        assert_eq!((t.len(), dev.live()), (0, 0));
+        host[0] = 1;
+    }
+
+    #[test]
+    fn atomics_a_region_wrote_are_copied_back_whatever_the_last_exit() {
+        use offload_model::abi::map_type::HOST_ATOMIC_SHIFT;
+        use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+        let dev = FakeDevice::default();
+        let obs = dev.observed();
+        let mut t = MappingTable::default();
+        let host: Vec<AtomicU32> = (0..4).map(|_| AtomicU32::new(0)).collect();
+        let atomic = 4 << HOST_ATOMIC_SHIFT;
+        let r = Range::whole(host.as_ptr() as usize, 16);
+        unsafe {
+            // Mapped `to` (one thread's data region); a region (another thread's) adds to it.
+            t.enter(&obs, r, TO | atomic, RefKind::Structured).unwrap();
+            let tgt = t
+                .enter(&obs, r, TO | FROM | atomic, RefKind::Region)
+                .unwrap();
+            dev.write(tgt, &3u32.to_ne_bytes());
+            t.exit(&obs, r.begin, 16, TO | FROM | atomic, RefKind::Region, true)
+                .unwrap();
+            assert_eq!(host[0].load(Relaxed), 0, "the entry lives on: no copy yet");
+            // Even an exit that copies nothing back (an unwind) does not discard the other region's writes.
+            t.exit(&obs, r.begin, 16, TO | atomic, RefKind::Structured, false)
+                .unwrap();
+        }
+        assert_eq!(
+            host[0].load(Relaxed),
+            3,
+            "the region's write reached the host"
+        );
+        // Atomics no region wrote keep the host's values (a host thread may have changed them meanwhile).
+        unsafe {
+            let tgt = t.enter(&obs, r, TO | atomic, RefKind::Structured).unwrap();
+            host[1].store(9, Relaxed);
+            dev.write(tgt, &7u32.to_ne_bytes());
+            t.exit(&obs, r.begin, 16, TO | atomic, RefKind::Structured, true)
+                .unwrap();
+        }
+        assert_eq!((host[0].load(Relaxed), host[1].load(Relaxed)), (3, 9));
+        // A failed region's exit copies nothing back, atomics included.
+        unsafe {
+            let tgt = t
+                .enter(&obs, r, TO | FROM | atomic, RefKind::Region)
+                .unwrap();
+            dev.write(tgt, &8u32.to_ne_bytes());
+            t.exit(
+                &obs,
+                r.begin,
+                16,
+                TO | FROM | atomic,
+                RefKind::Region,
+                false,
+            )
+            .unwrap();
+        }
+        assert_eq!(host[0].load(Relaxed), 3);
+        assert_eq!((t.len(), dev.live()), (0, 0));
     }
 }

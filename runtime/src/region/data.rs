@@ -362,7 +362,7 @@ unsafe fn update_one(dev: DataDevice, m: MapArg) {
         return;
     }
     let scope = d.scope(Label::Construct("target_update!"));
-    let t = d.table();
+    let mut t = d.table();
     // SAFETY: per the callers.
     if let Err(e) = unsafe { t.update(d, m.begin as usize, m.size, m.map_type) } {
         drop(t);
@@ -596,7 +596,7 @@ impl<V: MapOwner> Drop for Mapped<V> {
         if let (Some(mut value), Some(d)) = (self.value.take(), self.dev) {
             let _scope = d.scope(Label::Construct("Mapped drop (release)"));
             let m = V::Target::map_one(value.target_mut(), None, 0);
-            // SAFETY: we own the buffer; `release` copies nothing.
+            // SAFETY: we own the buffer; `release` copies nothing but atomics a region wrote, stored atomically.
             let _ = unsafe { exit_list(d, &[m], &[exit_held(&m)], RefKind::Dynamic, false) };
         }
     }

@@ -386,7 +386,7 @@ unsafe fn run_on_device(
     let _scope = w.scope(Label::Region(region.name), d, dev.plugin);
     // SAFETY: forwarded from the caller. The guard releases the mappings without copying back on every way out,
     // a panic in the plugin or the launch included.
-    let mapped = match unsafe { enter_list(dev, maps, RefKind::Structured) } {
+    let mapped = match unsafe { enter_list(dev, maps, RefKind::Region) } {
         Ok(g) => g,
         // `present` and extension violations are errors under every policy; a device that cannot allocate or
         // copy is one the region could not start on.

@@ -203,12 +203,13 @@ pub(crate) enum Held {
 }
 
 /// Whether a map whose range overlaps a present entry without lying inside it may get a private copy instead of
-/// the error OpenMP's rule against extending a mapping gives: a region's `to` map, which only reads the data.
-/// Then the host copy is current (a region or data construct holding a copy the device may have changed must
-/// borrow the data exclusively, which this region's shared borrow rules out), so a private copy made from it is
-/// what the present copy would show, and the region no longer fails because of another thread's short-lived map.
+/// the error OpenMP's rule against extending a mapping gives: a `to` map of non-atomic data, which only reads it.
+/// A private copy made from the host data is what the present copy would show unless a region may have changed
+/// the present copy: the walk checks that too (the table's `newer_within`), and refuses with
+/// [`MapError::Stale`] where the host copy is stale. So a region no longer fails because of another thread's
+/// short-lived map, and never computes on stale data.
 fn private_on_overlap(m: &MapArg, kind: RefKind) -> bool {
-    kind == RefKind::Structured
+    kind != RefKind::Dynamic
         && m.map_type & TO != 0
         && m.map_type & (FROM | PRESENT | DELETE | HOST_ATOMIC_MASK) == 0
 }
@@ -249,7 +250,8 @@ impl Drop for MapGuard<'_> {
         if self.held.is_empty() {
             return;
         }
-        // SAFETY: the host ranges are live for as long as the guard (its creator's contract); nothing is copied.
+        // SAFETY: the host ranges are live for as long as the guard (its creator's contract); nothing is copied
+        // but atomics a region wrote, which are stored atomically.
         let _ = unsafe { exit_list(self.dev, self.maps, &self.held, self.kind, false) };
     }
 }
@@ -285,7 +287,10 @@ pub(crate) unsafe fn enter_list<'a>(
             // A zero-length section of a non-empty slice: the present copy if its slice is mapped (as libomptarget
             // looks it up), pinned for the launch; else storage of the slice's size so the region's slice is valid,
             // contents unspecified.
-            match t.get_or_insert_with(|| dev.table()).pin_slice(m.range()) {
+            match t
+                .get_or_insert_with(|| dev.table())
+                .pin_slice(m.range(), m.map_type)
+            {
                 Some((base, Some(alloc))) => Ok((Arg::new(base), Held::Pinned(alloc))),
                 Some((base, None)) => Ok((Arg::new(base), Held::Nothing)),
                 None if m.map_type & PRESENT != 0 => Err(MapError::NotPresent {
@@ -305,7 +310,16 @@ pub(crate) unsafe fn enter_list<'a>(
                     Held::Table,
                 )),
                 Err(MapError::Extends { .. }) if private_on_overlap(m, kind) => {
-                    private_in(dev, m).map_err(MapError::from)
+                    let r = m.range();
+                    match t.newer_within(r.begin, r.begin + r.size) {
+                        Some((mapped_begin, mapped_end)) => Err(MapError::Stale {
+                            begin: r.begin,
+                            end: r.begin + r.size,
+                            mapped_begin,
+                            mapped_end,
+                        }),
+                        None => private_in(dev, m).map_err(MapError::from),
+                    }
                 }
                 Err(e) => Err(e),
             }
@@ -501,6 +515,50 @@ mod tests {
                 enter_list(&dev, &tofrom, RefKind::Structured),
                 Err(MapError::Extends { .. })
             ));
+            exit_list(&dev, &section, &held, RefKind::Structured, true).unwrap();
+        }
+        assert_eq!(fake.live(), 0);
+        y[0] = 1;
+    }
+
+    #[test]
+    fn a_private_copy_of_data_whose_present_section_a_region_changed_is_refused() {
+        let (dev, fake) = entry();
+        let mut y: Vec<u16> = (0..32).collect();
+        // From a mutable borrow: the `from` update writes the host buffer.
+        let a = y.as_mut_ptr() as usize;
+        let section = [MapArg::section(
+            &mut y[..] as *mut [u16] as *const [u16],
+            4,
+            8,
+            TO | FROM,
+        )];
+        unsafe {
+            let (_, held) = enter_list(&dev, &section, RefKind::Structured)
+                .unwrap()
+                .keep();
+            // A region writes the section on the device.
+            let g = enter_list(&dev, &section, RefKind::Region).unwrap();
+            g.exit(true).unwrap();
+            // A region reading the whole slice would get a private copy of the host's stale values.
+            let whole = [MapArg::slice(&y[..] as *const [u16], TO)];
+            let before = fake.live();
+            match enter_list(&dev, &whole, RefKind::Region) {
+                Err(MapError::Stale {
+                    mapped_begin,
+                    mapped_end,
+                    ..
+                }) => assert_eq!((mapped_begin, mapped_end), (a + 8, a + 16)),
+                Err(e) => panic!("{e}"),
+                Ok(_) => panic!("a private copy of stale data"),
+            }
+            assert_eq!(fake.live(), before, "nothing left allocated");
+            // Brought back to the host, the section is current there: the private copy is right again.
+            dev.table().update(&dev, a + 8, 8, FROM).unwrap();
+            enter_list(&dev, &whole, RefKind::Region)
+                .unwrap()
+                .exit(true)
+                .unwrap();
             exit_list(&dev, &section, &held, RefKind::Structured, true).unwrap();
         }
         assert_eq!(fake.live(), 0);

@@ -78,7 +78,8 @@ impl Drop for Entry {
         }
         let _scope = self.dev.scope(Label::Construct("data_scope release"));
         let maps: Vec<MapArg> = maps.iter().map(|m| MapArg { map_type: 0, ..*m }).collect();
-        // SAFETY: no copy back, so the host memory is not touched; the table is keyed by the addresses entered.
+        // SAFETY: no copy back but of atomics a region wrote, stored atomically into data that outlives the scope;
+        // the table is keyed by the addresses entered.
         let _ = unsafe { exit_list(self.dev, &maps, &held, RefKind::Dynamic, false) };
     }
 }
