@@ -676,6 +676,14 @@ unsafe impl<T> Length for [T] {
     }
 }
 
+// SAFETY: an array's length is its type's.
+unsafe impl<T, const N: usize> Length for [T; N] {
+    #[inline(always)]
+    fn length(&self) -> usize {
+        N
+    }
+}
+
 // SAFETY: as the view's own `len`, fixed at its making.
 unsafe impl<T> Length for crate::view::View<'_, T> {
     #[inline(always)]
@@ -717,17 +725,19 @@ pub fn len<L: Length + ?Sized>(x: &L) -> usize {
 /// What a work-shared loop may share across its iterations of what each thread declared before it (a per-thread
 /// `let` the body uses, or one it is made from): a value no iteration can change. The body sees such a value as an
 /// immutable copy, and `Copy` is the type-level proof that nothing can change it through `&self` either: interior
-/// mutability needs `UnsafeCell` (under `Cell`, `RefCell` and the atomics), which is never `Copy`.
+/// mutability needs `UnsafeCell` (under `Cell`, `RefCell` and the atomics), which is never `Copy`. A shared reference
+/// to one is `Copy` (`Cell::from_mut(&mut x)` is a `&Cell<u32>`), but not `Sync` for `Cell` and `RefCell`, so `Sync` is
+/// asked too. (A `&AtomicU32` is both: one made per thread, as `Box::leak` makes one, is not caught.)
 // The fix is in the message: where the check sits in a macro's expansion, rustc shows no label or note.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is declared before the work-shared loop and used in it, but it is not `Copy`, so it may have \
-               interior mutability (`Cell`, `RefCell`, atomics) and each thread would change its own copy: declare it \
+    message = "`{Self}` is declared before the work-shared loop and used in it, but it is not `Copy` and `Sync`, so it \
+               may have interior mutability (`Cell`, `RefCell`, atomics, or a `&Cell<T>` to one) and each thread would change its own copy: declare it \
                inside the loop, combine per-thread results with `reduction(op: var)`, write shared results through a \
                `&mut [T]` parameter's element or a `&[AtomicT]` parameter, or derive `Clone, Copy` for a plain type"
 )]
 pub trait AcrossLoop {}
 #[diagnostic::do_not_recommend]
-impl<T: Copy> AcrossLoop for T {}
+impl<T: Copy + Sync> AcrossLoop for T {}
 
 /// The check the lowering places after each `let` whose value a work-shared loop uses (see [`AcrossLoop`]), given
 /// its address (a raw one: a reference would have rustc suggest borrowing in the user's pattern).

@@ -201,10 +201,9 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
     let (pats, ranges) = nest_parts(&ws);
     // What every thread must compute alike, computed from primitive integers only (see the module doc).
     let safe = !region.is_unsafe;
-    let slices = worksharing::slice_params(region);
     let harden = |e: &Expr| -> Expr {
         if safe {
-            worksharing::harden(e, &slices)
+            worksharing::harden(e)
         } else {
             e.clone()
         }
@@ -272,6 +271,12 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                         #[allow(unused_variables, clippy::redundant_locals)]
                         let #x = #x;
                     )
+                }));
+                // The loop writes each reduction variable (its private copy stands in for it), so it borrows the
+                // variable mutably, as a sequential loop does: a reference to it or a closure reading it, made
+                // before the loop and used in it, is rustc's borrow error, never a read of its initial value.
+                rebinds.extend(reductions.iter().map(|(_, v)| -> Stmt {
+                    syn::parse_quote_spanned!(v.span()=> let _ = &mut #v;)
                 }));
                 body.stmts.splice(0..0, rebinds);
                 // The thread's share, and what the driver takes besides the share: the lengths and row (one loop) or

@@ -10,8 +10,14 @@
 
 use crate::region::Param;
 use std::collections::HashMap;
+use syn::ext::IdentExt;
 use syn::visit::Visit;
 use syn::{Block, Expr, Ident, Pat, Stmt};
+
+/// The name rustc resolves an identifier by: `r#x` is `x`.
+pub fn key(ident: &Ident) -> String {
+    ident.unraw().to_string()
+}
 
 /// An index into [`Resolved::bindings`].
 pub type BindingId = usize;
@@ -26,7 +32,8 @@ pub enum Site {
     Let(usize),
     /// Anything bound deeper: an inner block's `let`, a loop's, closure's or match arm's pattern.
     Inner,
-    /// A name that the statement macro before it may have bound: what it names is unknown.
+    /// A name that the statement macro before it may have bound, a capitalised name in a pattern other than a
+    /// `let`'s (a binding, or a constant), or one a block's `use` brings in: what it names is unknown.
     Macro,
 }
 
@@ -97,6 +104,7 @@ impl Resolved {
         for (k, p) in params.iter().enumerate() {
             r.bind(&p.ident, Site::Param(k), p.mut_binding, false, true);
         }
+        r.bind_items(&block.stmts);
         for (k, stmt) in block.stmts.iter().enumerate() {
             r.out.before.push(r.scope.clone());
             r.stmt(stmt, Some(k));
@@ -133,6 +141,7 @@ impl Resolved {
     /// What `name` means just before the body's top-level statement `stmt` (for a clause's expression, which is
     /// read there).
     pub fn before(&self, stmt: usize, name: &str) -> Option<BindingId> {
+        let name = name.strip_prefix("r#").unwrap_or(name);
         self.before
             .get(stmt)?
             .iter()
@@ -237,8 +246,9 @@ impl Resolver {
     fn bind(&mut self, ident: &Ident, site: Site, mutable: bool, by_ref: bool, simple: bool) {
         let id = self.out.bindings.len();
         let shadows = (site == Site::Macro)
-            .then(|| self.lookup(&ident.to_string()))
+            .then(|| self.lookup(&key(ident)))
             .flatten();
+        let name = key(ident);
         self.out.bindings.push(Binding {
             ident: ident.clone(),
             site,
@@ -248,7 +258,7 @@ impl Resolver {
             shadows,
             alias_of: None,
         });
-        self.scope.push((ident.to_string(), id));
+        self.scope.push((name, id));
     }
 
     fn lookup(&self, name: &str) -> Option<BindingId> {
@@ -259,15 +269,23 @@ impl Resolver {
             .map(|(_, id)| *id)
     }
 
-    /// Binds a pattern's names. A bare capitalised name is a constant, unit struct or variant (`None`), as rustc
-    /// reads it when such an item is in scope; any name in a pattern's paths or literals is not bound.
+    /// Binds a pattern's names; any name in a pattern's paths or literals is not bound. A bare capitalised name is
+    /// a constant, unit struct or variant (`None`) where such an item is in scope, and a binding where none is, which
+    /// the resolver cannot tell: in a `let` (`let N = ..;`, which a constant's name would make refutable) it is a
+    /// binding; elsewhere (a match arm's `S`, a closure's `|N|`) it may be either, so its uses mean "unknown"
+    /// ([`Site::Macro`]), which no rule accepts.
     fn bind_pat(&mut self, pat: &Pat, site: Site) {
+        self.bind_pat_in(pat, site, false)
+    }
+
+    fn bind_pat_in(&mut self, pat: &Pat, site: Site, is_let: bool) {
         let simple =
             matches!(strip_type(pat), Pat::Ident(p) if p.subpat.is_none() && p.by_ref.is_none());
         struct V<'r> {
             r: &'r mut Resolver,
             site: Site,
             simple: bool,
+            is_let: bool,
         }
         impl<'a> Visit<'a> for V<'_> {
             fn visit_pat_ident(&mut self, p: &'a syn::PatIdent) {
@@ -281,7 +299,7 @@ impl Resolver {
                     && p.ident
                         .to_string()
                         .starts_with(|c: char| c.is_ascii_uppercase());
-                if !constant {
+                if !constant || self.is_let {
                     self.r.bind(
                         &p.ident,
                         self.site,
@@ -289,6 +307,8 @@ impl Resolver {
                         p.by_ref.is_some(),
                         self.simple,
                     );
+                } else {
+                    self.r.bind(&p.ident, Site::Macro, false, false, false);
                 }
             }
             // A range pattern's ends and a path pattern are constants, not bindings.
@@ -299,6 +319,7 @@ impl Resolver {
             r: self,
             site,
             simple,
+            is_let,
         }
         .visit_pat(pat);
     }
@@ -315,7 +336,7 @@ impl Resolver {
                     }
                 }
                 let first = self.out.bindings.len();
-                self.bind_pat(&l.pat, top.map_or(Site::Inner, Site::Let));
+                self.bind_pat_in(&l.pat, top.map_or(Site::Inner, Site::Let), true);
                 if let Some(init) = l.init.as_ref().filter(|i| i.diverge.is_none()) {
                     self.aliases(&l.pat, &init.expr, first);
                 }
@@ -373,6 +394,32 @@ impl Resolver {
         }
     }
 
+    /// The items among a block's statements, which are in scope in the whole block and shadow what is outside it
+    /// (`{ const s: u64 = 1; s }` is the constant, whatever local `s` the block is in): those in the value namespace
+    /// (constants, statics, functions, unit and tuple structs) are other names than the locals outside; a `use` may
+    /// bring any value in, so what it names is unknown.
+    fn bind_items(&mut self, stmts: &[Stmt]) {
+        for stmt in stmts {
+            let Stmt::Item(item) = stmt else { continue };
+            match item {
+                syn::Item::Const(c) => self.bind(&c.ident, Site::Inner, false, false, false),
+                syn::Item::Static(s) => self.bind(&s.ident, Site::Inner, false, false, false),
+                syn::Item::Fn(f) => self.bind(&f.sig.ident, Site::Inner, false, false, false),
+                syn::Item::Struct(s) if !matches!(s.fields, syn::Fields::Named(_)) => {
+                    self.bind(&s.ident, Site::Inner, false, false, false)
+                }
+                syn::Item::Use(u) => {
+                    let mut names = Vec::new();
+                    use_names(&u.tree, &mut names);
+                    for n in names {
+                        self.bind(&n, Site::Macro, false, false, false);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Runs `f` in a new scope.
     fn scoped(&mut self, f: impl FnOnce(&mut Self)) {
         let mark = self.scope.len();
@@ -413,6 +460,7 @@ fn is_expression_macro(m: &syn::Macro) -> bool {
 impl<'a> Visit<'a> for Resolver {
     fn visit_block(&mut self, b: &'a Block) {
         self.scoped(|r| {
+            r.bind_items(&b.stmts);
             for s in &b.stmts {
                 r.stmt(s, None);
             }
@@ -423,7 +471,7 @@ impl<'a> Visit<'a> for Resolver {
         if p.qself.is_none() && p.path.leading_colon.is_none() && p.path.segments.len() == 1 {
             let seg = &p.path.segments[0];
             if seg.arguments.is_none() {
-                if let Some(id) = self.lookup(&seg.ident.to_string()) {
+                if let Some(id) = self.lookup(&key(&seg.ident)) {
                     self.out.uses.insert(p as *const _, id);
                 }
             }
@@ -499,12 +547,23 @@ impl<'a> Visit<'a> for Resolver {
     fn visit_item(&mut self, _: &'a syn::Item) {}
 }
 
+/// The names a `use` tree brings into scope (a glob's are not known: none).
+fn use_names(tree: &syn::UseTree, out: &mut Vec<Ident>) {
+    match tree {
+        syn::UseTree::Path(p) => use_names(&p.tree, out),
+        syn::UseTree::Name(n) => out.push(n.ident.clone()),
+        syn::UseTree::Rename(r) => out.push(r.rename.clone()),
+        syn::UseTree::Group(g) => g.items.iter().for_each(|t| use_names(t, out)),
+        syn::UseTree::Glob(_) => {}
+    }
+}
+
 /// Every identifier in a token stream, groups included.
 pub fn collect_idents(ts: proc_macro2::TokenStream, out: &mut std::collections::BTreeSet<String>) {
     for tt in ts {
         match tt {
             proc_macro2::TokenTree::Ident(i) => {
-                out.insert(i.to_string());
+                out.insert(key(&i));
             }
             proc_macro2::TokenTree::Group(g) => collect_idents(g.stream(), out),
             _ => {}
@@ -651,6 +710,30 @@ mod tests {
         assert_eq!(r.root(r.expr(tail).unwrap()), j);
         let k = r.bindings.iter().position(|b| b.ident == "k").unwrap();
         assert_eq!(r.root(k), k);
+    }
+
+    #[test]
+    fn raw_names_capitalised_lets_and_block_items() {
+        let (b, r) = resolved(syn::parse_quote!({
+            let n = 1;
+            let r#n = 2;
+            let N = n;
+            let _a = match 3 {
+                N => N,
+            };
+            let _b = {
+                const n: u32 = 4;
+                n
+            };
+            N
+        }));
+        // `n` after `let r#n` is that `let`.
+        assert_eq!(site_in(&b, &r, 2, "n").unwrap().0, Site::Let(1));
+        // A capitalised `let` binds; a match arm's capitalised name is unknown (a binding or a constant).
+        assert_eq!(site_in(&b, &r, 5, "N").unwrap().0, Site::Let(2));
+        assert_eq!(site_in(&b, &r, 3, "N").unwrap().0, Site::Macro);
+        // A block's constant shadows the local outside it.
+        assert_eq!(site_in(&b, &r, 4, "n").unwrap().0, Site::Inner);
     }
 
     #[test]

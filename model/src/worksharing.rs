@@ -487,7 +487,7 @@ struct Races<'a> {
 
 fn name(e: &Expr) -> Option<String> {
     match e {
-        Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(|i| i.to_string()),
+        Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(crate::resolve::key),
         Expr::Paren(p) => name(&p.expr),
         _ => None,
     }
@@ -652,7 +652,9 @@ pub fn check_reserved(block: &Block, errors: &mut Errors) {
     fn walk(ts: proc_macro2::TokenStream, errors: &mut Errors) {
         for tt in ts {
             match tt {
-                proc_macro2::TokenTree::Ident(i) if i.to_string().starts_with("__offload") => {
+                proc_macro2::TokenTree::Ident(i)
+                    if crate::resolve::key(&i).starts_with("__offload") =>
+                {
                     errors.push(syn::Error::new(
                         i.span(),
                         format!("`{i}`: names starting `__offload` are reserved for the code `#[target]` generates"),
@@ -869,27 +871,12 @@ fn uniform_parts<'b>(region: &'b Region, ws: &'b WorkShared) -> Vec<&'b Expr> {
     parts
 }
 
-/// The slice parameters (their `len()` is the same in every thread).
-pub fn slice_params(region: &Region) -> Vec<String> {
-    region
-        .params
-        .iter()
-        .filter(|p| {
-            matches!(
-                p.kind,
-                ParamKind::Slice { .. } | ParamKind::DeviceBuffer { .. }
-            )
-        })
-        .map(|p| p.ident.to_string())
-        .collect()
-}
-
 /// `e` (which the uniformity rule accepted) computed from primitive integers only: every leaf goes through
 /// `__lanes::int` (so only the built-in operators apply to it), a slice's `len()` through `__lanes::len`, and
 /// `(a..b).step_by(s)` is `Iterator::step_by`: no operator, method or trait of the user's can make it differ between
 /// threads.
-pub fn harden(e: &Expr, slices: &[String]) -> Expr {
-    let h = |e: &Expr| Box::new(harden(e, slices));
+pub fn harden(e: &Expr) -> Expr {
+    let h = |e: &Expr| Box::new(harden(e));
     match e {
         // A mapper struct's field (the uniformity rule admits no other field).
         Expr::Lit(_) | Expr::Path(_) | Expr::Field(_) => {
@@ -929,12 +916,9 @@ pub fn harden(e: &Expr, slices: &[String]) -> Expr {
             end: r.end.as_deref().map(h),
             ..r.clone()
         }),
-        Expr::MethodCall(m)
-            if m.method == "len"
-                && m.args.is_empty()
-                && (name(&m.receiver).is_some_and(|n| slices.contains(&n))
-                    || matches!(strip(&m.receiver), Expr::Field(_))) =>
-        {
+        // Every `len()` the rule accepted (a slice parameter's, a mapper field's, a constant's or a static's), by
+        // path: a user's trait giving an integer constant a `len` method cannot stand in for a length.
+        Expr::MethodCall(m) if m.method == "len" && m.args.is_empty() => {
             let x = &m.receiver;
             syn::parse_quote_spanned!(e.span()=> ::offload::__lanes::len(&#x))
         }
@@ -945,7 +929,7 @@ pub fn harden(e: &Expr, slices: &[String]) -> Expr {
         }
         Expr::MethodCall(m) => Expr::MethodCall(syn::ExprMethodCall {
             receiver: h(&m.receiver),
-            args: m.args.iter().map(|a| harden(a, slices)).collect(),
+            args: m.args.iter().map(harden).collect(),
             ..m.clone()
         }),
         e => e.clone(),
