@@ -27,11 +27,8 @@ pub fn enter(kind: u32) {
     // SAFETY: the shim's function stores to the block's own word.
     unsafe { __offload_set_launch_kind(kind) }
     if kind == offload_model::abi::launch_kind::SPMD {
-        // SAFETY: the shim's function only forms the word's address, which is the block's for the kernel's run.
-        let claim = unsafe { &*__offload_team_shared_claim() };
-        claim.store(0, core::sync::atomic::Ordering::Relaxed);
-        // Every thread of a `teams, parallel` kernel runs its entry, so every thread reaches this barrier.
-        barrier();
+        // Every thread of a `teams, parallel` kernel runs its entry, so every thread reaches its barrier.
+        crate::clear_team_shared();
     }
 }
 

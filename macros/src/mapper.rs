@@ -31,7 +31,14 @@ fn expand(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
         let (id, ty) = (&f.ident, &f.ty);
         let k = syn::Index::from(k);
         let bits = f.map.map_or(0, |m| m.bits());
-        let bits = quote!(::offload::__private::mapper_field(clause, #bits));
+        // A region may write a `&mut` field's device copy whatever its map type (`#[map(to)]` included): the
+        // present table then knows the device copy may be newer than the host's.
+        let writes = matches!(
+            f.kind,
+            FieldKind::Slice { mutable: true, .. } | FieldKind::Ref { mutable: true, .. }
+        )
+        .then(|| quote!(| if kernel { #p::DEVICE_WRITES } else { 0 }));
+        let bits = quote!(::offload::__private::mapper_field(clause, #bits) #writes);
         match &f.kind {
             FieldKind::Slice { elem, mutable } => {
                 if *mutable {

@@ -7,7 +7,7 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 use offload::{
     omp_get_mapped_ptr, omp_get_num_devices, omp_target_is_present, omp_target_memcpy, target,
-    target_data, target_update,
+    target_data, target_update, Mapper,
 };
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -190,6 +190,20 @@ fn bump_to_section(y: &mut [u64]) {
     }
 }
 
+/// A mapper struct whose `&mut` field is mapped `to`: the region still writes its device copy.
+#[derive(Mapper)]
+struct Part<'a> {
+    #[map(to)]
+    y: &'a mut [u64],
+}
+
+#[target]
+fn bump_part(p: Part<'_>) {
+    for v in p.y.iter_mut() {
+        *v += 1;
+    }
+}
+
 #[target(map(to: x))]
 fn total(x: &[u64]) -> u64 {
     x.iter().sum()
@@ -219,6 +233,15 @@ fn a_private_copy_of_stale_host_data_is_refused() {
     let mut y = vec![1u64; 8];
     target_data!(map(tofrom: y[4..8]) => {
         bump_to_section(y);
+        match try_total(y) {
+            Ok(s) => assert_eq!(s, 12, "computed on stale host data"),
+            Err(e) => assert!(on_device() && e.to_string().contains("stale"), "{e}"),
+        }
+    });
+    // So does a region writing a mapper struct's `&mut` field mapped `to`.
+    let mut y = vec![1u64; 8];
+    target_data!(map(tofrom: y[4..8]) => {
+        bump_part(Part { y: &mut y[4..8] });
         match try_total(y) {
             Ok(s) => assert_eq!(s, 12, "computed on stale host data"),
             Err(e) => assert!(on_device() && e.to_string().contains("stale"), "{e}"),
