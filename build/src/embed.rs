@@ -1,7 +1,7 @@
 //! Puts device images into the fat binary: an ELF object (written with `object`) holding each image's bytes and its
 //! image record ([`ImageRecord::encode`]) in the runtime's images section ([`section::IMAGES`]), wrapped in a static archive.
 //!
-//! The link rules (measured, see TOOLCHAIN.md): the record section needs `SHF_ALLOC | SHF_WRITE | SHF_GNU_RETAIN`
+//! The link rules (measured with rust-lld and GNU ld): the record section needs `SHF_ALLOC | SHF_WRITE | SHF_GNU_RETAIN`
 //! or `--gc-sections` drops it; the archive must be linked `+whole-archive`; names must be unique per package.
 
 use crate::nested::BuiltImage;

@@ -11,7 +11,7 @@ use std::process::Command;
 /// The LLVM major version the device link uses: Debian's rustc 1.96 is built on LLVM 22.1, so its bitcode links there.
 pub(crate) const LLVM_MAJOR: &str = "22";
 
-/// How to get each piece on Debian, the layout TOOLCHAIN.md measured.
+/// How to get each piece on Debian, and where Debian's packages put it (measured on bookworm).
 pub(crate) const APT_RUST: &str = "apt-get install rustc-web cargo-web rust-web-src";
 pub(crate) const APT_LLVM: &str = "apt-get install llvm-22";
 

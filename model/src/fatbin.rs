@@ -95,7 +95,7 @@ impl OffloadEntry {
     }
 }
 
-// LLVM's layout, which `__tgt_register_lib` reads (TOOLCHAIN.md).
+// LLVM's layout, which `__tgt_register_lib` reads (LLVM 22's 56-byte `__tgt_offload_entry`, version 1).
 const _: () = {
     assert!(OffloadEntry::SIZE == 56);
     assert!(offset_of!(OffloadEntry, reserved) == 0);
