@@ -49,7 +49,7 @@ fn an_external_crate_runs_its_regions_on_host_elf() {
             "[package]\nname = \"outside-app\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[dependencies]\n\
              offload = {{ path = {:?} }}\n\n[build-dependencies]\noffload-build = {{ path = {:?} }}\n\n[workspace]\n",
             workspace.join("runtime"),
-            workspace.join("build"),
+            workspace.join("build-support"),
         ),
     );
     write(
@@ -119,7 +119,7 @@ fn an_external_crate_calls_an_offload_aware_librarys_device_items() {
              [build-dependencies]\noffload-build = {{ path = {:?} }}\n\n[workspace]\n",
             workspace.join("runtime"),
             workspace.join("tests/devlib"),
-            workspace.join("build"),
+            workspace.join("build-support"),
         ),
     );
     write(
@@ -180,7 +180,7 @@ fn an_external_crate_calls_a_git_librarys_device_items() {
              [dependencies]\noffload = {{ path = {:?} }}\n\n[build-dependencies]\noffload-build = {{ path = {:?} }}\n\n\
              [workspace]\n",
             workspace.join("runtime"),
-            workspace.join("build"),
+            workspace.join("build-support"),
         ),
     );
     write(
@@ -241,7 +241,7 @@ fn factor() -> f64 {
              [patch.\"file://{repo}\"]\noffload = {{ path = {rt:?} }}\noffload-build = {{ path = {build:?} }}\n",
             rt = workspace.join("runtime"),
             repo = repo.display(),
-            build = workspace.join("build"),
+            build = workspace.join("build-support"),
         ),
     );
     write(

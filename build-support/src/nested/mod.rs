@@ -36,7 +36,7 @@ pub struct BuiltImage {
 fn device_std_dir() -> Result<PathBuf, Error> {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let candidates = [
-        here.join("../device"),
+        here.join("../device-std"),
         here.join(format!("../offload-device-{}", env!("CARGO_PKG_VERSION"))),
     ];
     candidates
