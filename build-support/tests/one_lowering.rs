@@ -137,7 +137,7 @@ fn the_host_fallback_and_the_device_crate_lower_every_region_alike() {
             placed_idents(device.block.to_token_stream(), &mut mirrored);
             // A collapsed nest's headers become one line (their patterns and ranges are one call's arguments).
             let headers = if region.work_shared {
-                let mut errors = offload_model::clause::Errors::default();
+                let mut errors = offload_model::errors::Errors::default();
                 let ws = offload_model::worksharing::find(&region, &func.block, &mut errors)
                     .expect("the suite's loops are valid");
                 errors.finish(()).expect("the suite's loops are valid");

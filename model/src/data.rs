@@ -1,9 +1,8 @@
 //! The data constructs' input: `target_data!(clauses => block)`, `target_enter_data!(clauses)`,
 //! `target_exit_data!(clauses)` and `target_update!(to: a, from: b, device(d), if(c))`.
 
-use crate::clause::{
-    parse_clause, parse_clauses, set_once, Clause, Construct, Errors, Map, MapItem,
-};
+use crate::clause::{parse_clause, parse_clauses, set_once, Clause, Construct, Map, MapItem};
+use crate::errors::Errors;
 use syn::parse::{ParseStream, Parser};
 use syn::{Expr, Ident, Token};
 

@@ -10,7 +10,7 @@
 //!   `gfxNNN`, x86-64 levels);
 //! - [`hash`]: the one stable hash (package tags, image ids, cache keys);
 //! - `clause`, `region`, `data` (feature `syntax`): the clause model, parsed and validated once for the macros and the
-//!   outliner;
+//!   outliner, every phase's mistakes collected by `errors`;
 //! - `mapper` (feature `syntax`): the one reading of a `#[derive(Mapper)]` struct's fields, for the derive and the
 //!   outliner.
 #![cfg_attr(not(feature = "syntax"), no_std)]
@@ -22,6 +22,8 @@ pub mod clause;
 pub mod data;
 pub mod device;
 pub mod device_print;
+#[cfg(feature = "syntax")]
+pub mod errors;
 pub mod fatbin;
 pub mod gpu_panic;
 pub mod hash;

@@ -137,7 +137,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
         }
         _ => true,
     });
-    let mut errors = crate::clause::Errors::default();
+    let mut errors = crate::errors::Errors::default();
     // Found again in the copy, so the addresses below are the copy's; `Region::parse` reported what is wrong with it.
     let ws = worksharing::find(region, block, &mut errors);
     errors.discard();

@@ -6,7 +6,7 @@
 //! What the resolver cannot follow it says so, and the rules fail closed on it: a macro's tokens are opaque, so every
 //! binding in scope that a macro's tokens name counts as used there (read or written), and a statement macro that is
 //! not one of std's expression macros may bind the names its tokens hold, so a later use of such a name resolves to
-//! [`Site::Macro`], which no rule accepts as a parameter, a reduction variable or a uniform value.
+//! [`Site::Unknown`], which no rule accepts as a parameter, a reduction variable or a uniform value.
 
 use crate::region::Param;
 use std::collections::HashMap;
@@ -34,7 +34,7 @@ pub enum Site {
     Inner,
     /// A name that the statement macro before it may have bound, a capitalised name in a pattern other than a
     /// `let`'s (a binding, or a constant), or one a block's `use` brings in: what it names is unknown.
-    Macro,
+    Unknown,
 }
 
 #[derive(Clone, Debug)]
@@ -47,7 +47,7 @@ pub struct Binding {
     pub by_ref: bool,
     /// The whole pattern is this one name (`x`, `mut x`, `x: T`), so the `let`'s initialiser is its value.
     pub simple: bool,
-    /// For [`Site::Macro`]: what the name meant before the macro (the macro may not have bound it at all).
+    /// For [`Site::Unknown`]: what the name meant before the macro (the macro may not have bound it at all).
     pub shadows: Option<BindingId>,
     /// `let j = i;` or `let j = i as usize;` (also element by element from a tuple): the same value as `i`, perhaps
     /// in another integer type (C ports rebind their `int` loop variables so).
@@ -245,7 +245,7 @@ struct Resolver {
 impl Resolver {
     fn bind(&mut self, ident: &Ident, site: Site, mutable: bool, by_ref: bool, simple: bool) {
         let id = self.out.bindings.len();
-        let shadows = (site == Site::Macro)
+        let shadows = (site == Site::Unknown)
             .then(|| self.lookup(&key(ident)))
             .flatten();
         let name = key(ident);
@@ -273,7 +273,7 @@ impl Resolver {
     /// a constant, unit struct or variant (`None`) where such an item is in scope, and a binding where none is, which
     /// the resolver cannot tell: in a `let` (`let N = ..;`, which a constant's name would make refutable) it is a
     /// binding; elsewhere (a match arm's `S`, a closure's `|N|`) it may be either, so its uses mean "unknown"
-    /// ([`Site::Macro`]), which no rule accepts.
+    /// ([`Site::Unknown`]), which no rule accepts.
     fn bind_pat(&mut self, pat: &Pat, site: Site) {
         self.bind_pat_in(pat, site, false)
     }
@@ -308,7 +308,7 @@ impl Resolver {
                         self.simple,
                     );
                 } else {
-                    self.r.bind(&p.ident, Site::Macro, false, false, false);
+                    self.r.bind(&p.ident, Site::Unknown, false, false, false);
                 }
             }
             // A range pattern's ends and a path pattern are constants, not bindings.
@@ -352,7 +352,7 @@ impl Resolver {
                     collect_idents(m.mac.tokens.clone(), &mut names);
                     let span = syn::spanned::Spanned::span(&m.mac.path);
                     for n in names {
-                        self.bind(&Ident::new(&n, span), Site::Macro, true, false, false);
+                        self.bind(&Ident::new(&n, span), Site::Unknown, true, false, false);
                     }
                 }
             }
@@ -412,7 +412,7 @@ impl Resolver {
                     let mut names = Vec::new();
                     use_names(&u.tree, &mut names);
                     for n in names {
-                        self.bind(&n, Site::Macro, false, false, false);
+                        self.bind(&n, Site::Unknown, false, false, false);
                     }
                 }
                 _ => {}
@@ -687,7 +687,7 @@ mod tests {
         // `assert!` binds nothing: the tail's `n` is still the first `let`.
         assert_eq!(site_in(&b, &r, 3, "n").unwrap().0, Site::Let(0));
         // After an unknown statement macro naming `n`, `n` is unknown.
-        assert_eq!(site_in(&b, &r, 2, "n").unwrap().0, Site::Macro);
+        assert_eq!(site_in(&b, &r, 2, "n").unwrap().0, Site::Unknown);
     }
 
     #[test]
@@ -731,7 +731,7 @@ mod tests {
         assert_eq!(site_in(&b, &r, 2, "n").unwrap().0, Site::Let(1));
         // A capitalised `let` binds; a match arm's capitalised name is unknown (a binding or a constant).
         assert_eq!(site_in(&b, &r, 5, "N").unwrap().0, Site::Let(2));
-        assert_eq!(site_in(&b, &r, 3, "N").unwrap().0, Site::Macro);
+        assert_eq!(site_in(&b, &r, 3, "N").unwrap().0, Site::Unknown);
         // A block's constant shadows the local outside it.
         assert_eq!(site_in(&b, &r, 4, "n").unwrap().0, Site::Inner);
     }

@@ -3,7 +3,8 @@
 //! reads the parsed [`Region`] and pushes every violation. `Region::parse`, the two phases together, is here too, so
 //! that the clause model (`region`) does not depend on the loop rules (`worksharing`), which read it.
 
-use crate::clause::{Errors, Word};
+use crate::clause::Word;
+use crate::errors::Errors;
 use crate::region::parse::{unsupported_type, Words};
 use crate::region::{InImpl, ParamKind, Region};
 use proc_macro2::TokenStream;

@@ -6,7 +6,7 @@
 //! each named `module::triad<f32>`. A call with another type finds no kernel and runs on the host.
 
 use super::{ParamKind, Region};
-use crate::clause::Errors;
+use crate::errors::Errors;
 use proc_macro2::{TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::spanned::Spanned;

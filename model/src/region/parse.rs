@@ -3,9 +3,8 @@
 //! [`crate::validate`]'s.
 
 use super::{Param, ParamKind, Region};
-use crate::clause::{
-    parse_clauses, set_once, Clause, Construct, Errors, Map, MapItem, MapType, Word,
-};
+use crate::clause::{parse_clauses, set_once, Clause, Construct, Map, MapItem, MapType, Word};
+use crate::errors::Errors;
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::parse::Parser;

@@ -4,7 +4,7 @@
 //! every thread computes alike), `reduction`, `across` (what the loop may share of what each thread declared before
 //! it), and `team` (team calls outside `teams, parallel`).
 
-use crate::clause::Errors;
+use crate::errors::Errors;
 use crate::region::{ParamKind, Region};
 use crate::resolve::collect_idents;
 use crate::resolve::{BindingId, Resolved, Site};
