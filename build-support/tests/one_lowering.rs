@@ -95,8 +95,8 @@ fn the_host_fallback_and_the_device_crate_lower_every_region_alike() {
             let r = &site.region;
             forms.insert(
                 match (
-                    r.spmd,
-                    r.work_shared,
+                    r.construct.is_spmd(),
+                    r.construct.is_work_shared(),
                     r.collapse > 1,
                     !r.reductions.is_empty(),
                 ) {
@@ -136,7 +136,7 @@ fn the_host_fallback_and_the_device_crate_lower_every_region_alike() {
             placed_idents(lowered.block.to_token_stream(), &mut kept);
             placed_idents(device.block.to_token_stream(), &mut mirrored);
             // A collapsed nest's headers become one line (their patterns and ranges are one call's arguments).
-            let headers = if region.work_shared {
+            let headers = if region.construct.is_work_shared() {
                 let mut errors = offload_model::errors::Errors::default();
                 let ws = offload_model::worksharing::find(&region, &func.block, &mut errors)
                     .expect("the suite's loops are valid");

@@ -82,6 +82,85 @@ fn copy_truncated(dst: &mut [u8], src: &str) -> usize {
     n
 }
 
+/// A region's construct, as OpenMP names it: what its teams and threads do with its body. The model reads it from
+/// the clauses once; the macro's launch, the kernel entry, the runtime's geometry and the plugins all take it as is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Construct {
+    /// No parallel construct: the body runs once, as one team of one thread.
+    #[default]
+    Serial,
+    /// `teams, parallel`: every thread of every team runs the whole body.
+    Spmd,
+    /// `teams_distribute_parallel_for[_simd]`: the body's loop is shared out over every team and thread.
+    TeamsDistributeParallelFor,
+    /// `teams_distribute`: the loop is shared out over the teams, one thread each unless `thread_limit` says more.
+    TeamsDistribute,
+    /// `parallel_for[_simd]`: the loop is shared out over one team's threads.
+    ParallelFor,
+}
+
+impl Construct {
+    /// Every construct, for tables and tests.
+    pub const ALL: [Construct; 5] = [
+        Construct::Serial,
+        Construct::Spmd,
+        Construct::TeamsDistributeParallelFor,
+        Construct::TeamsDistribute,
+        Construct::ParallelFor,
+    ];
+
+    /// The variant's name, as the macro's expansion spells it (`Construct::Spmd`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Construct::Serial => "Serial",
+            Construct::Spmd => "Spmd",
+            Construct::TeamsDistributeParallelFor => "TeamsDistributeParallelFor",
+            Construct::TeamsDistribute => "TeamsDistribute",
+            Construct::ParallelFor => "ParallelFor",
+        }
+    }
+
+    /// A work-shared loop: the body is per-thread `let`s, one loop whose iterations are shared out, and a tail.
+    pub const fn is_work_shared(self) -> bool {
+        matches!(
+            self,
+            Construct::TeamsDistributeParallelFor
+                | Construct::TeamsDistribute
+                | Construct::ParallelFor
+        )
+    }
+
+    /// `teams, parallel`: every thread runs the whole body.
+    pub const fn is_spmd(self) -> bool {
+        matches!(self, Construct::Spmd)
+    }
+
+    /// `parallel_for[_simd]`: one team, whose threads share the loop.
+    pub const fn is_one_team(self) -> bool {
+        matches!(self, Construct::ParallelFor)
+    }
+
+    /// More than one thread may run the body: its `&mut [T]` parameters are views.
+    pub const fn is_parallel(self) -> bool {
+        !matches!(self, Construct::Serial)
+    }
+
+    /// Its teams take several threads by default (SPMD teams, and `parallel_for`'s one team), where a work-shared
+    /// teams loop takes the device's default team shape.
+    pub const fn wide_teams(self) -> bool {
+        matches!(self, Construct::Spmd | Construct::ParallelFor)
+    }
+
+    /// The [`launch_kind`] of its threads.
+    pub const fn launch_kind(self) -> u32 {
+        match self {
+            Construct::Serial => launch_kind::SERIAL,
+            Construct::Spmd => launch_kind::SPMD,
+            _ => launch_kind::WORK_SHARED,
+        }
+    }
+}
+
 /// What kind of region a kernel or host-fallback thread runs. The kernel entry tells offload-device (the host image:
 /// a thread-local; GPUs: a word of static shared memory every thread of the block writes at entry), the host
 /// fallback's team runner sets it for its threads, so `barrier()` and team-shared memory, which belong to
@@ -96,17 +175,6 @@ pub mod launch_kind {
     pub const WORK_SHARED: u32 = 2;
     /// `teams, parallel`: every thread of every team runs the whole body.
     pub const SPMD: u32 = 3;
-
-    /// The kind of a region with these constructs.
-    pub const fn of(spmd: bool, work_shared: bool) -> u32 {
-        if spmd {
-            SPMD
-        } else if work_shared {
-            WORK_SHARED
-        } else {
-            SERIAL
-        }
-    }
 
     /// Panics unless `kind` is [`SPMD`]: `what` (`offload::barrier()`, ...) was called where it has no meaning.
     #[inline(always)]
@@ -645,3 +713,28 @@ macro_rules! share_inclusive {
     )*};
 }
 share_inclusive!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
+
+#[cfg(test)]
+mod construct_tests {
+    extern crate std;
+    use super::{launch_kind, Construct};
+    use std::format;
+
+    /// Each construct is exactly one of serial, SPMD and work-shared, and its launch kind says which.
+    #[test]
+    fn every_construct_is_one_kind() {
+        for c in Construct::ALL {
+            let kinds = [c == Construct::Serial, c.is_spmd(), c.is_work_shared()];
+            assert_eq!(kinds.iter().filter(|k| **k).count(), 1, "{c:?}");
+            let kind = match kinds {
+                [true, ..] => launch_kind::SERIAL,
+                [_, true, _] => launch_kind::SPMD,
+                _ => launch_kind::WORK_SHARED,
+            };
+            assert_eq!(c.launch_kind(), kind, "{c:?}");
+            assert_eq!(c.is_parallel(), c != Construct::Serial, "{c:?}");
+            assert!(!c.is_one_team() || c.is_work_shared(), "{c:?}");
+            assert_eq!(format!("{c:?}"), c.name());
+        }
+    }
+}

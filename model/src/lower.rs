@@ -116,7 +116,7 @@ pub fn lower(region: &Region, func: &ItemFn) -> Lowered {
         })
         .collect();
     let mut block = (*func.block).clone();
-    if region.work_shared {
+    if region.construct.is_work_shared() {
         lower_work_shared(region, &mut block);
     }
     Lowered { inputs, block }

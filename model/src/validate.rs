@@ -52,12 +52,12 @@ fn validate(region: &Region, words: &Words, func: &ItemFn, errors: &mut Errors) 
 /// Race freedom, uniform bounds and reductions in the body; names the lowering reserves; team calls outside SPMD.
 fn check_body(region: &Region, func: &ItemFn, errors: &mut Errors) {
     crate::worksharing::check_reserved(&func.block, errors);
-    if !region.spmd {
+    if !region.construct.is_spmd() {
         crate::worksharing::check_team_calls(&func.block, errors);
     } else {
         crate::worksharing::check_team_shared_types(&func.block, errors);
     }
-    if region.work_shared {
+    if region.construct.is_work_shared() {
         if let Some(ws) = crate::worksharing::find(region, &func.block, errors) {
             crate::worksharing::check_races(region, &func.block, &ws, errors);
             crate::worksharing::check_uniform(region, &ws, errors);
@@ -88,22 +88,23 @@ impl Region {
                  `teams_distribute` (each with `_simd` where it applies)",
             ));
         }
-        if let (Some((_, w)), false) =
-            (all.iter().find(|(w, _)| *w == Word::Simd), self.work_shared)
-        {
+        if let (Some((_, w)), false) = (
+            all.iter().find(|(w, _)| *w == Word::Simd),
+            self.construct.is_work_shared(),
+        ) {
             errors.push(syn::Error::new(
                 *w,
                 "`simd` goes with a loop construct (`teams_distribute_parallel_for, simd`, or \
                  `teams_distribute_parallel_for_simd`)",
             ));
         }
-        if let (Some(kw), false) = (&words.collapse, self.work_shared) {
+        if let (Some(kw), false) = (&words.collapse, self.construct.is_work_shared()) {
             errors.push(syn::Error::new(
                 kw.span(),
                 "`collapse` applies to a loop construct such as `teams_distribute_parallel_for`",
             ));
         }
-        if let (true, Some(e)) = (self.one_team, &self.num_teams) {
+        if let (true, Some(e)) = (self.construct.is_one_team(), &self.num_teams) {
             errors.push(syn::Error::new(
                 e.span(),
                 "`parallel_for` runs one team; bound its threads with `num_threads(n)` (or use \
@@ -117,7 +118,7 @@ impl Region {
             ));
         }
         for (kw, what) in [(&words.schedule, "schedule"), (&words.private, "private")] {
-            if let (Some(kw), false) = (kw, self.work_shared) {
+            if let (Some(kw), false) = (kw, self.construct.is_work_shared()) {
                 errors.push(syn::Error::new(
                     kw.span(),
                     format!("`{what}` applies to a loop construct such as `teams_distribute_parallel_for`"),
@@ -125,7 +126,7 @@ impl Region {
             }
         }
         match (has(Word::Teams), has(Word::Parallel)) {
-            (true, true) if self.work_shared => errors.push(syn::Error::new(
+            (true, true) if self.construct.is_work_shared() => errors.push(syn::Error::new(
                 all[0].1,
                 "choose one construct: a loop construct (`teams_distribute_parallel_for`, ..) shares a loop out, \
                  `teams, parallel` runs the whole body in every thread",
@@ -139,7 +140,7 @@ impl Region {
                 ));
             }
         }
-        if !self.spmd && !self.work_shared {
+        if !self.construct.is_parallel() {
             for (name, e) in [
                 ("num_teams", &self.num_teams),
                 ("thread_limit", &self.thread_limit),
@@ -155,7 +156,7 @@ impl Region {
                 }
             }
         }
-        if self.spmd && !self.is_unsafe {
+        if self.construct.is_spmd() && !self.is_unsafe {
             // Every thread runs the whole body: a `&mut` would be written by all of them at once.
             for p in &self.params {
                 if matches!(
@@ -176,11 +177,11 @@ impl Region {
                 }
             }
         }
-        if self.spmd || self.work_shared {
+        if self.construct.is_parallel() {
             // A slice becomes a view with per-element access; a whole `&mut T` would be held by every thread at once.
             for p in &self.params {
                 if matches!(p.kind, ParamKind::Ref { mutable: true, .. })
-                    && (self.work_shared || self.is_unsafe)
+                    && (self.construct.is_work_shared() || self.is_unsafe)
                 {
                     errors.push(syn::Error::new(
                         p.ty.span(),

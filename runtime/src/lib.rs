@@ -202,6 +202,7 @@ pub mod __private {
     pub use crate::region::maplist::MapArg;
     pub use crate::region::mapper::{mapper_data_maps, parallel_mapper, Mapper, MapperRaw};
     pub use offload_model::abi::map_type::{mapper_field, DEVICE_WRITES};
+    pub use offload_model::abi::Construct;
     pub use offload_model::reduce::fold;
 
     /// Marker types that stand for a generic region's const arguments in its instance keys (`ConstUsize<4>`).

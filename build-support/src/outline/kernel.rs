@@ -131,7 +131,7 @@ pub fn entry(
         _ => quote!(if ::offload::__first_thread() { ::offload::__rt::write_return(#r, __offload_r); }),
     });
     // The region's kind reaches offload-device, so `barrier()` and team-shared memory fail outside SPMD regions.
-    let kind = offload_model::abi::launch_kind::of(region.spmd, region.work_shared);
+    let kind = region.construct.launch_kind();
     match abi {
         KernelAbi::Host => quote! {
             #[doc(hidden)]

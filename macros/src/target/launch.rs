@@ -12,9 +12,9 @@ pub fn geometry(region: &Region) -> TokenStream {
         Some(e) => quote!(::core::option::Option::Some(::offload::__private::count(#e))),
         None => quote!(::core::option::Option::None),
     };
-    let (spmd, work_shared, one_team) = (region.spmd, region.work_shared, region.one_team);
+    let construct = quote::format_ident!("{}", region.construct.name());
     let one: syn::Expr = syn::parse_quote!(1u32);
-    let num_teams = count(&if one_team {
+    let num_teams = count(&if region.construct.is_one_team() {
         Some(one)
     } else {
         region.num_teams.clone()
@@ -22,7 +22,7 @@ pub fn geometry(region: &Region) -> TokenStream {
     let thread_limit = count(&region.thread_limit);
     quote!(::offload::__private::Launch {
         device: __offload_device, cond: __offload_if,
-        spmd: #spmd, work_shared: #work_shared, one_team: #one_team, num_teams: #num_teams,
+        construct: ::offload::__private::Construct::#construct, num_teams: #num_teams,
         thread_limit: #thread_limit
     })
 }
@@ -72,7 +72,7 @@ pub fn launch(region: &Region, call_host: &TokenStream, slot_ty: &TokenStream) -
                 ::core::result::Result::Err(m) => ::core::panic!("{}", m),
             }
         })
-    } else if region.spmd || region.work_shared {
+    } else if region.construct.is_parallel() {
         quote!(move || {
             let __offload_body = unsafe { ::offload::__private::AssertSync::new(move || #call_host) };
             match ::offload::__private::run_fallback(__offload_launch, &|| __offload_body.call()) {

@@ -85,7 +85,7 @@ pub fn params(region: &Region) -> Params {
                         ));
                     }
                 }
-                if region.work_shared || region.spmd {
+                if region.construct.is_parallel() {
                     // Every thread gets the struct: it may hold no `&mut` (the derive's message names the field).
                     let ty = static_mapper(&p.ty);
                     checks.push(quote_spanned!(p.ty.span()=>

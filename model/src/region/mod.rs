@@ -78,10 +78,8 @@ pub struct Region {
     pub ret: Option<Type>,
     pub device: Option<Expr>,
     pub if_cond: Option<Expr>,
-    /// `teams, parallel`: the body runs in every thread of every team (SPMD).
-    pub spmd: bool,
-    /// `teams_distribute_parallel_for`: the body's one loop is shared out over every team and thread.
-    pub work_shared: bool,
+    /// What the teams and threads do with the body.
+    pub construct: crate::abi::Construct,
     pub num_teams: Option<Expr>,
     pub thread_limit: Option<Expr>,
     /// Declared `unsafe fn`: opts out of the race-freedom rules.
@@ -90,8 +88,6 @@ pub struct Region {
     pub reductions: Vec<(crate::clause::ReduceOp, Ident)>,
     /// `collapse(n)`: how many perfectly nested loops are shared out as one (1 without the clause).
     pub collapse: usize,
-    /// `parallel_for[_simd]`: one team, whose threads share the loop.
-    pub one_team: bool,
     /// `schedule(..)`: how the loop's iterations are dealt out (one block per thread without it).
     pub schedule: Option<crate::clause::Schedule>,
     /// `private(x, ..)`: per-thread locals declared before the loop that the loop may assign.

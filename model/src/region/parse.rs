@@ -69,14 +69,12 @@ pub(crate) fn parse(
         ret,
         device: None,
         if_cond: None,
-        spmd: false,
-        work_shared: false,
+        construct: crate::abi::Construct::Serial,
         num_teams: None,
         thread_limit: None,
         is_unsafe: func.sig.unsafety.is_some(),
         reductions: Vec::new(),
         collapse: 1,
-        one_team: false,
         schedule: None,
         private: Vec::new(),
         impl_params: impl_params.len(),
@@ -170,18 +168,22 @@ impl Region {
             .map(|(w, _)| *w)
             .filter(|w| w.is_loop())
             .collect();
-        self.work_shared = !loops.is_empty();
-        match loops.first() {
+        use crate::abi::Construct;
+        self.construct = match loops.first() {
             // OpenMP `target parallel for`: one team.
-            Some(Word::ParallelFor | Word::ParallelForSimd) => self.one_team = true,
+            Some(Word::ParallelFor | Word::ParallelForSimd) => Construct::ParallelFor,
             // OpenMP `target teams distribute`: the iterations go to the teams, one thread each (unless the
             // validation finds a `thread_limit` written).
-            Some(Word::TeamsDistribute) if self.thread_limit.is_none() => {
-                self.thread_limit = Some(syn::parse_quote!(1u32))
+            Some(Word::TeamsDistribute) => {
+                if self.thread_limit.is_none() {
+                    self.thread_limit = Some(syn::parse_quote!(1u32));
+                }
+                Construct::TeamsDistribute
             }
-            _ => {}
-        }
-        self.spmd = has(Word::Teams) && has(Word::Parallel) && !self.work_shared;
+            Some(_) => Construct::TeamsDistributeParallelFor,
+            None if has(Word::Teams) && has(Word::Parallel) => Construct::Spmd,
+            None => Construct::Serial,
+        };
         Words {
             words,
             collapse: collapse_kw,

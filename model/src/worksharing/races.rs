@@ -365,7 +365,7 @@ pub(super) fn is_compound_assign(op: &syn::BinOp) -> bool {
 /// Whether a `&mut` parameter's element may be reached inside a parallel body only through a view: every
 /// parallel region's `&mut [T]` and `&mut DeviceBuffer<T>`.
 pub fn is_view(region: &Region, kind: &ParamKind) -> bool {
-    (region.work_shared || region.spmd)
+    region.construct.is_parallel()
         && matches!(
             kind,
             ParamKind::Slice { mutable: true, .. } | ParamKind::DeviceBuffer { mutable: true }

@@ -3,6 +3,7 @@
 use crate::device::{default_device, device_or_host, devices, initial_device, is_initial};
 use crate::env;
 use crate::observe::Label;
+use offload_model::abi::Construct;
 use std::ffi::c_void;
 
 pub use crate::device::OMP_INITIAL_DEVICE;
@@ -91,8 +92,8 @@ pub fn device_info(device: i32) -> Option<DeviceInfo> {
                 description: d.describe(),
                 max_threads,
                 max_teams,
-                loop_geometry: d.default_geometry(false),
-                spmd_geometry: d.default_geometry(true),
+                loop_geometry: d.default_geometry(Construct::TeamsDistributeParallelFor),
+                spmd_geometry: d.default_geometry(Construct::Spmd),
             })
         }
         None => Some(DeviceInfo {

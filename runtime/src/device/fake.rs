@@ -68,7 +68,7 @@ impl Device for FakeDevice {
     fn rank(&self, _: &Image) -> Option<u32> {
         None
     }
-    fn default_geometry(&self, _: bool) -> (u32, u32) {
+    fn default_geometry(&self, _: offload_model::abi::Construct) -> (u32, u32) {
         (1, 1)
     }
     fn load_image(&self, _: &Image) -> Result<LoadedImage, PluginError> {

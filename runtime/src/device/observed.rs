@@ -10,6 +10,7 @@ use crate::plugin::{
 };
 use crate::registry::{entry_symbol, Image};
 use offload_model::abi::map_type::{HOST_ATOMIC_MASK, HOST_ATOMIC_SHIFT};
+use offload_model::abi::Construct;
 use offload_model::fatbin::OffloadEntry;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
@@ -40,9 +41,9 @@ impl ObservedDevice {
         self.dev.describe()
     }
 
-    /// (teams, threads per team) of a parallel launch whose clauses leave them open; `spmd` for `teams, parallel`.
-    pub fn default_geometry(&self, spmd: bool) -> (u32, u32) {
-        self.dev.default_geometry(spmd)
+    /// (teams, threads per team) of a parallel launch of `construct` whose clauses leave them open.
+    pub fn default_geometry(&self, construct: Construct) -> (u32, u32) {
+        self.dev.default_geometry(construct)
     }
 
     /// The most threads a team gets and the most teams a launch gets.
@@ -70,7 +71,7 @@ impl ObservedDevice {
             ..launch
         };
         let (teams, threads) = clamped.geometry(
-            self.dev.default_geometry(launch.spmd || launch.one_team),
+            self.dev.default_geometry(launch.construct),
             self.dev.max_threads(),
         );
         (teams.min(max_teams), threads)

@@ -8,7 +8,6 @@ use super::pool::SpawnError;
 use super::reduce::recording;
 use super::teams::run_teams;
 use super::thread::{as_region_thread, HostThread, OUTSIDE};
-use offload_model::abi::launch_kind;
 use offload_model::reduce::{fold, ReduceOp};
 use std::sync::atomic::{AtomicU32, AtomicUsize};
 use std::sync::Mutex;
@@ -22,7 +21,7 @@ struct TeamBlock {
 
 /// Each team's shared block for a launch: only `teams, parallel` regions have one.
 fn shared_blocks(launch: Launch, teams: u32) -> (Vec<TeamBlock>, usize) {
-    let units = if launch.spmd {
+    let units = if launch.construct.is_spmd() {
         offload_model::abi::TEAM_SHARED_BYTES / 16
     } else {
         0
@@ -73,7 +72,7 @@ impl From<SpawnError> for Failed {
 fn run_all<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> Result<Vec<R>, String> {
     let (teams, threads) = launch.host_geometry();
     let (blocks, bytes) = shared_blocks(launch, teams);
-    let kind = launch_kind::of(launch.spmd, launch.work_shared);
+    let kind = launch.construct.launch_kind();
     let chunks = AtomicUsize::new(0);
     let all = run_teams(teams, threads, &|t, i, b| {
         let (shared, shared_claim) = block_of(&blocks, t, bytes);
@@ -105,7 +104,7 @@ pub fn run_fallback<R: Send>(launch: Launch, body: &(dyn Fn() -> R + Sync)) -> R
         let h = HostThread {
             shared,
             shared_claim,
-            kind: launch_kind::of(launch.spmd, launch.work_shared),
+            kind: launch.construct.launch_kind(),
             ..OUTSIDE
         };
         return Ok(as_region_thread(h, body));

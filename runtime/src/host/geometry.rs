@@ -1,6 +1,7 @@
 //! Launch geometry: where and how a region asks to run (its clauses), and how many teams and threads a launch gets,
 //! on any device (its defaults and maxima) and on the host (its hardware threads).
 
+use offload_model::abi::Construct;
 /// Where and how a region asks to run: `device(..)`, `if(..)`, its construct, `num_teams`, `thread_limit`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Launch {
@@ -8,12 +9,8 @@ pub struct Launch {
     pub device: Option<i32>,
     /// The `if(..)` clause's value (`true` without one); `false` runs the region on the host.
     pub cond: bool,
-    /// `teams, parallel`: every thread of every team runs the whole body.
-    pub spmd: bool,
-    /// A work-shared loop (`teams_distribute_parallel_for` and its kin): the threads share the loop's iterations.
-    pub work_shared: bool,
-    /// `parallel_for`: one team, with as many threads as a parallel team gets by default.
-    pub one_team: bool,
+    /// What the teams and threads do with the body.
+    pub construct: Construct,
     /// The `num_teams(..)` clause's value, an upper bound.
     pub num_teams: Option<u32>,
     /// The `thread_limit(..)` (or `num_threads(..)`) clause's value, an upper bound.
@@ -25,7 +22,7 @@ impl Launch {
     /// what they leave open from `defaults` (the device's default geometry), with at
     /// most `max_threads` per team. Zero means one.
     pub fn geometry(self, defaults: (u32, u32), max_threads: u32) -> (u32, u32) {
-        if !self.spmd && !self.work_shared {
+        if !self.construct.is_parallel() {
             return (1, 1);
         }
         let teams = self.num_teams.unwrap_or(defaults.0).max(1);
@@ -40,7 +37,7 @@ impl Launch {
     /// team and [`host_max_teams`] teams.
     pub fn host_geometry(self) -> (u32, u32) {
         let (teams, threads) = self.geometry(
-            host_default_geometry(self.spmd || self.one_team),
+            host_default_geometry(self.construct.wide_teams()),
             host_max_threads(),
         );
         (teams.min(host_max_teams()), threads)
@@ -50,7 +47,7 @@ impl Launch {
     /// each clause cut down, to what, and why (`why`: the device's reasons for its team and thread limits). `None`
     /// when the launch gets what it asks.
     pub(crate) fn reduced(self, got: (u32, u32), why: (&str, &str)) -> Option<String> {
-        if !self.spmd && !self.work_shared {
+        if !self.construct.is_parallel() {
             return None;
         }
         let teams = self
@@ -77,9 +74,9 @@ pub(crate) const HOST_LIMITS_WHY: (&str, &str) = (
 
 /// The host's defaults: as many teams as it has hardware threads, with one thread each for a work-shared loop and as
 /// many as it has for an SPMD body (which exists to use several).
-pub fn host_default_geometry(spmd: bool) -> (u32, u32) {
+pub fn host_default_geometry(wide: bool) -> (u32, u32) {
     let hw = hardware_threads();
-    (hw, if spmd { hw } else { 1 })
+    (hw, if wide { hw } else { 1 })
 }
 
 /// The most teams a host launch runs (`num_teams` is an upper bound): a few waves of as many as run at once, so
@@ -109,8 +106,11 @@ mod tests {
 
     fn parallel(spmd: bool, num_teams: Option<u32>, thread_limit: Option<u32>) -> Launch {
         Launch {
-            spmd,
-            work_shared: !spmd,
+            construct: if spmd {
+                Construct::Spmd
+            } else {
+                Construct::TeamsDistributeParallelFor
+            },
             num_teams,
             thread_limit,
             ..Launch::default()

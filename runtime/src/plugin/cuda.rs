@@ -22,6 +22,7 @@ use crate::plugin::interface::{
 use crate::registry::Image;
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys::{self, CUresult};
+use offload_model::abi::Construct;
 use offload_model::device::{DeviceKind, NvidiaArch, NvidiaVariant, NVPTX_TRIPLE};
 use offload_model::device_print;
 use offload_model::fatbin::ImageFormat;
@@ -718,8 +719,8 @@ impl Device for CudaDevice {
         rank_for(self.cc, image.arch, image.format)
     }
 
-    fn default_geometry(&self, spmd: bool) -> (u32, u32) {
-        gpu::default_geometry(self.sm_count, spmd)
+    fn default_geometry(&self, construct: Construct) -> (u32, u32) {
+        gpu::default_geometry(self.sm_count, construct.wide_teams())
     }
 
     fn max_threads(&self) -> u32 {

@@ -53,11 +53,12 @@ pub unsafe fn unpack(params: &[*mut c_void]) -> (u64, Vec<Arg>) {
     }
 }
 
-/// (teams, threads per team) of a launch on a GPU of `multiprocessors` whose clauses leave them open: a `teams,
-/// parallel` region gets a block of 256 threads per multiprocessor; a work-shared loop is a grid-stride loop, with
-/// enough blocks of 128 to fill every multiprocessor several times over.
-pub fn default_geometry(multiprocessors: u32, spmd: bool) -> (u32, u32) {
-    if spmd {
+/// (teams, threads per team) of a launch on a GPU of `multiprocessors` whose clauses leave them open: a construct of
+/// wide teams (`Construct::wide_teams`: `teams, parallel`, `parallel_for`) gets a block of 256 threads per
+/// multiprocessor; a work-shared teams loop is a grid-stride loop, with enough blocks of 128 to fill every
+/// multiprocessor several times over.
+pub fn default_geometry(multiprocessors: u32, wide: bool) -> (u32, u32) {
+    if wide {
         (multiprocessors, 256)
     } else {
         (multiprocessors.saturating_mul(8), 128)

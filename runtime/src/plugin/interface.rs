@@ -3,6 +3,7 @@
 
 use super::error::PluginError;
 use crate::registry::Image;
+use offload_model::abi::Construct;
 use std::ffi::CStr;
 
 /// A device address.
@@ -64,8 +65,8 @@ pub trait Device: Send + Sync {
     /// Whether this device can run the image (its triple, architecture and format), and how well: images are loaded
     /// best first (a cubin built for this very GPU before PTX the driver must compile).
     fn rank(&self, image: &Image) -> Option<u32>;
-    /// (teams, threads per team) of a parallel launch whose clauses leave them open; `spmd` for `teams, parallel`.
-    fn default_geometry(&self, spmd: bool) -> (u32, u32);
+    /// (teams, threads per team) of a parallel launch of `construct` whose clauses leave them open.
+    fn default_geometry(&self, construct: Construct) -> (u32, u32);
     /// The most threads a team may have.
     fn max_threads(&self) -> u32 {
         MAX_TEAM_THREADS

@@ -352,7 +352,7 @@ unsafe fn run_on_device(
     // A reduction's output holds a slot per team and the initial value, copied back into `reduced`. Teams are
     // clamped to the device's maximum (no more than run at once, in a few waves), so this stays small.
     let mut reduced = Vec::new();
-    let mut team_shared = if launch.spmd {
+    let mut team_shared = if launch.construct.is_spmd() {
         offload_model::abi::TEAM_SHARED_BYTES
     } else {
         0
@@ -477,7 +477,7 @@ mod tests {
         // Two teams of one thread: one pool thread besides the caller. `if(false)` picks the host.
         let launch = Launch {
             cond: false,
-            work_shared: true,
+            construct: offload_model::abi::Construct::TeamsDistributeParallelFor,
             num_teams: Some(2),
             ..Launch::default()
         };

@@ -22,10 +22,11 @@ pub const DYNAMIC_STACK_BYTES: u32 = 16 * 1024;
 /// symbol is 16-byte aligned, so it starts at the static size rounded up).
 const TEAM_SHARED_ALIGN: u32 = 16;
 
-/// (teams, threads per team) of a parallel launch whose clauses leave them open; `spmd` for `teams, parallel`.
-pub fn default_geometry(compute_units: u32, max_threads: u32, spmd: bool) -> (u32, u32) {
+/// (teams, threads per team) of a parallel launch whose clauses leave them open; `wide` for a construct of wide teams
+/// (`Construct::wide_teams`: `teams, parallel`, `parallel_for`).
+pub fn default_geometry(compute_units: u32, max_threads: u32, wide: bool) -> (u32, u32) {
     let threads = 256.min(max_threads);
-    if spmd {
+    if wide {
         (compute_units, threads)
     } else {
         // A work-shared loop is a grid-stride loop: enough teams to fill every CU several times over.

@@ -28,6 +28,7 @@
 //! signal), device memory from the GPU's coarse-grained pool, and host memory the GPU can reach for kernel
 //! arguments and for a staging buffer that copies go through.
 
+use offload_model::abi::Construct;
 mod device;
 mod discovery;
 mod dispatch;
@@ -122,8 +123,12 @@ impl Device for AmdGpuDevice {
         image::rank_for(&self.arch, image.triple, image.arch, image.format)
     }
 
-    fn default_geometry(&self, spmd: bool) -> (u32, u32) {
-        dispatch::default_geometry(self.compute_units, self.limits.max_threads, spmd)
+    fn default_geometry(&self, construct: Construct) -> (u32, u32) {
+        dispatch::default_geometry(
+            self.compute_units,
+            self.limits.max_threads,
+            construct.wide_teams(),
+        )
     }
 
     fn max_threads(&self) -> u32 {

@@ -12,6 +12,7 @@ use super::*;
 use crate::plugin::PluginError;
 use crate::plugin::{Arg, Device, Kernel, LaunchParams};
 use crate::registry::Image;
+use offload_model::abi::Construct;
 use offload_model::fatbin::ImageFormat;
 use offload_model::{device_print, gpu_panic};
 use std::sync::atomic::Ordering;
@@ -150,8 +151,11 @@ fn discovery_reads_the_gpu_and_picks_its_pools() {
     );
     // The workgroup's x dimension (512) limits threads below its size (1024).
     assert_eq!(d.max_threads(), 512);
-    assert_eq!(d.default_geometry(true), (104, 256));
-    assert_eq!(d.default_geometry(false), (832, 256));
+    assert_eq!(d.default_geometry(Construct::Spmd), (104, 256));
+    assert_eq!(
+        d.default_geometry(Construct::TeamsDistributeParallelFor),
+        (832, 256)
+    );
     assert_eq!(d.rank(&image(code_object(true))), Some(1));
 }
 

@@ -5,6 +5,7 @@
 //! dynamic shared memory sized at launch, separate device memory, the CUDA plugin's default geometry and argument
 //! packing, and one launch at a time per device (CUDA's legacy default stream). Only `OFFLOAD_PLUGINS` turns it on.
 
+use offload_model::abi::Construct;
 mod grid;
 mod stacks;
 
@@ -134,8 +135,8 @@ impl Device for GpuSimDevice {
             .then_some(1)
     }
 
-    fn default_geometry(&self, spmd: bool) -> (u32, u32) {
-        gpu::default_geometry(MULTIPROCESSORS, spmd)
+    fn default_geometry(&self, construct: Construct) -> (u32, u32) {
+        gpu::default_geometry(MULTIPROCESSORS, construct.wide_teams())
     }
 
     fn max_threads(&self) -> u32 {

@@ -15,6 +15,7 @@ use crate::plugin::interface::{
     Plugin,
 };
 use crate::registry::Image;
+use offload_model::abi::Construct;
 use offload_model::abi::{HostFailure, HostLaunchEnv};
 use offload_model::device::DeviceKind;
 use std::ffi::c_void;
@@ -95,8 +96,8 @@ impl Device for HostElfDevice {
         }
     }
 
-    fn default_geometry(&self, spmd: bool) -> (u32, u32) {
-        host_default_geometry(spmd)
+    fn default_geometry(&self, construct: Construct) -> (u32, u32) {
+        host_default_geometry(construct.wide_teams())
     }
 
     fn max_teams(&self) -> u32 {
