@@ -35,41 +35,48 @@ pub fn entry(
 ) -> TokenStream {
     let args = region.kernel_args();
     // A mapper struct's fields take as many arguments as its definition gives them.
-    let width = |a: &KernelArg| match a {
-        KernelArg::Mapper(p) => {
-            mapper_fields(p, mappers).map_or(0, |f| f.iter().map(Field::kernel_args).sum())
-        }
-        _ => 1,
-    };
-    let arg_names: Vec<_> = (0..args.iter().map(width).sum())
+    let widths: Vec<usize> =
+        args.iter()
+            .map(|a| {
+                let mapper = match a {
+                    KernelArg::Mapper(p) => mapper_fields(p, mappers)
+                        .map_or(0, |f| f.iter().map(Field::kernel_args).sum()),
+                    _ => 0,
+                };
+                a.width(mapper)
+            })
+            .collect();
+    let arg_names: Vec<_> = (0..widths.iter().sum())
         .map(|i| format_ident!("__offload_a{}", i))
         .collect();
     let mut call_args = Vec::new();
     let mut ret = None;
     let mut lets = Vec::new();
-    // `i` walks the kernel arguments, `k` the arguments' names (a mapper struct takes several).
-    let mut k = 0;
-    let mut i = 0;
-    while i < args.len() {
-        let a = &arg_names[k.min(arg_names.len().saturating_sub(1))];
-        if let KernelArg::Mapper(p) = args[i] {
-            let (value, used) = rebuild_mapper(p, mappers, &arg_names[k..]);
-            let m = format_ident!("__offload_m{}", i);
-            lets.push(quote!(let mut #m = #value;));
-            call_args.push(match p.kind {
-                ParamKind::Mapper { by_ref: Some(_) } => quote!(&mut #m),
-                _ => quote!(#m),
-            });
-            k += used;
-            i += 1;
-            continue;
-        }
-        let a = a.clone();
-        let a = &a;
-        k += 1;
-        match args[i] {
-            KernelArg::SlicePtr(p) => {
-                let len = &arg_names[k];
+    // Each kernel argument takes its `width` names, in order: the map list pushed as many entries for it.
+    let mut next = 0;
+    for (i, (arg, w)) in args.iter().zip(&widths).enumerate() {
+        let names = &arg_names[next..next + w];
+        next += w;
+        let one = || match names {
+            [a] => a,
+            _ => unreachable!("a one-argument kind"),
+        };
+        let two = || match names {
+            [a, len] => (a, len),
+            _ => unreachable!("a two-argument kind"),
+        };
+        match *arg {
+            KernelArg::Mapper(p) => {
+                let value = rebuild_mapper(p, mappers, names);
+                let m = format_ident!("__offload_m{}", i);
+                lets.push(quote!(let mut #m = #value;));
+                call_args.push(match p.kind {
+                    ParamKind::Mapper { by_ref: Some(_) } => quote!(&mut #m),
+                    _ => quote!(#m),
+                });
+            }
+            KernelArg::Slice(p) => {
+                let (a, len) = two();
                 let f = match (view_kind(region, &p.kind), &p.kind) {
                     (Some(ViewKind::Checked), _) => quote!(view),
                     (Some(ViewKind::Unchecked), _) => quote!(unsafe_view),
@@ -77,48 +84,48 @@ pub fn entry(
                     _ => quote!(slice),
                 };
                 call_args.push(quote!(::offload::__rt::#f(#a, #len)));
-                i += 1; // the length
-                k += 1;
             }
-            KernelArg::SliceLen(_) => unreachable!("follows its pointer"),
-            KernelArg::RefPtr(p) => {
+            KernelArg::Ref(p) => {
+                let a = one();
                 let f = match p.kind {
                     ParamKind::Ref { mutable: true, .. } => quote!(object_mut),
                     _ => quote!(object),
                 };
                 call_args.push(quote!(::offload::__rt::#f(#a)));
             }
-            KernelArg::Value(_) => call_args.push(quote!(::offload::__rt::value(#a))),
-            KernelArg::DevicePtr(_) => call_args.push(quote!(::offload::__rt::device_ptr(#a))),
-            KernelArg::BufferPtr(p) if view_kind(region, &p.kind).is_some() => {
-                // A parallel region's `&mut DeviceBuffer<T>` is a view, as a `&mut [T]` is.
-                let len = &arg_names[k];
-                call_args.push(match view_kind(region, &p.kind) {
-                    Some(ViewKind::Checked) => quote!(::offload::__rt::view(#a, #len)),
-                    _ => quote!(::offload::__rt::unsafe_view(#a, #len)),
-                });
-                i += 1; // the length
-                k += 1;
+            KernelArg::Value(_) => {
+                let a = one();
+                call_args.push(quote!(::offload::__rt::value(#a)))
             }
-            KernelArg::BufferPtr(p) => {
-                // The region takes `&DeviceBuffer<T>`: the view lives in the entry's frame.
-                let len = &arg_names[k];
-                let b = format_ident!("__offload_buf{}", i);
-                lets.push(
-                    quote!(let mut #b = unsafe { ::offload::__rt::device_buffer(#a, #len) };),
-                );
-                call_args.push(match p.kind {
-                    ParamKind::DeviceBuffer { mutable: true } => quote!(&mut #b),
-                    _ => quote!(&#b),
-                });
-                i += 1; // the length
-                k += 1;
+            KernelArg::DevicePtr(_) => {
+                let a = one();
+                call_args.push(quote!(::offload::__rt::device_ptr(#a)))
             }
-            KernelArg::BufferLen(_) => unreachable!("follows its pointer"),
-            KernelArg::Return => ret = Some(a.clone()),
-            KernelArg::Mapper(_) => unreachable!("handled above"),
+            KernelArg::Buffer(p) => {
+                let (a, len) = two();
+                match view_kind(region, &p.kind) {
+                    // A parallel region's `&mut DeviceBuffer<T>` is a view, as a `&mut [T]` is.
+                    Some(ViewKind::Checked) => {
+                        call_args.push(quote!(::offload::__rt::view(#a, #len)))
+                    }
+                    Some(ViewKind::Unchecked) => {
+                        call_args.push(quote!(::offload::__rt::unsafe_view(#a, #len)))
+                    }
+                    // The region takes `&DeviceBuffer<T>`: the view lives in the entry's frame.
+                    None => {
+                        let b = format_ident!("__offload_buf{}", i);
+                        lets.push(
+                            quote!(let mut #b = unsafe { ::offload::__rt::device_buffer(#a, #len) };),
+                        );
+                        call_args.push(match p.kind {
+                            ParamKind::DeviceBuffer { mutable: true } => quote!(&mut #b),
+                            _ => quote!(&#b),
+                        });
+                    }
+                }
+            }
+            KernelArg::Return => ret = Some(one().clone()),
         }
-        i += 1;
     }
     let call = quote!(#(#lets)* #[allow(unused_unsafe)] let __offload_r = unsafe { #callee(#(#call_args),*) };);
     // Every thread of a parallel region computes the value; team 0, thread 0's is returned.
@@ -186,13 +193,13 @@ fn mapper_path(p: &offload_model::region::Param) -> Option<syn::Path> {
     Some(path)
 }
 
-/// The struct a mapper parameter is on the device, built from its fields' kernel arguments (as many as
-/// `offload_model::mapper::fields` gives them, the order the derive's map list has), and how many it used.
+/// The struct a mapper parameter is on the device, built from its fields' kernel arguments `args` (as many as
+/// `offload_model::mapper::fields` gives them, in the order the derive's map list has).
 fn rebuild_mapper(
     p: &offload_model::region::Param,
     mappers: &Mappers,
     args: &[syn::Ident],
-) -> (TokenStream, usize) {
+) -> TokenStream {
     let (Some(path), Some(fields)) = (mapper_path(p), mapper_fields(p, mappers)) else {
         let msg = format!(
             "offload: the region parameter `{}: {}` has a lifetime argument, so it is a mapper struct, but no struct \
@@ -200,7 +207,7 @@ fn rebuild_mapper(
             p.ident,
             p.ty.to_token_stream()
         );
-        return (quote!(::core::compile_error!(#msg)), 0);
+        return quote!(::core::compile_error!(#msg));
     };
     let mut k = 0;
     let mut inits = Vec::new();
@@ -229,5 +236,5 @@ fn rebuild_mapper(
         });
         k += f.kernel_args();
     }
-    (quote!(#path { #(#inits),* }), k)
+    quote!(#path { #(#inits),* })
 }

@@ -26,7 +26,7 @@ pub fn params(region: &Region) -> Params {
     let mut fallback_args = Vec::new();
     for p in &region.params {
         let id = &p.ident;
-        let ptr = format_ident!("__offload_ptr_{}", id);
+        let ptr = ptr(p);
         match &p.kind {
             kind @ ParamKind::Slice { .. } if view_kind(region, kind).is_some() => {
                 // Each thread of the fallback gets its own view of the slice (see `offload_model::view`).
@@ -177,9 +177,10 @@ fn static_mapper(ty: &syn::Type) -> syn::Type {
     t
 }
 
-/// One map-list entry, or a mapper struct's (`Many`: a statement pushing them into `__offload_v`).
+/// One parameter's map-list entries: as many as its kernel arguments (`Fixed`), or a mapper struct's (`Many`: a
+/// statement pushing them into `__offload_v`, as many as its definition gives).
 pub enum MapEntry {
-    One(TokenStream),
+    Fixed(Vec<TokenStream>),
     Many(TokenStream),
 }
 
@@ -187,14 +188,15 @@ pub enum MapEntry {
 /// array.
 pub fn map_list_expr(region: &Region, slot_ty: &TokenStream) -> TokenStream {
     let entries = map_list(region, slot_ty);
-    if entries.iter().all(|e| matches!(e, MapEntry::One(_))) {
-        let one = entries.into_iter().map(|e| match e {
-            MapEntry::One(t) | MapEntry::Many(t) => t,
+    if entries.iter().all(|e| matches!(e, MapEntry::Fixed(_))) {
+        let all = entries.into_iter().flat_map(|e| match e {
+            MapEntry::Fixed(t) => t,
+            MapEntry::Many(t) => vec![t],
         });
-        return quote!([#(#one),*]);
+        return quote!([#(#all),*]);
     }
     let stmts = entries.into_iter().map(|e| match e {
-        MapEntry::One(t) => quote!(__offload_v.push(#t);),
+        MapEntry::Fixed(t) => quote!(#(__offload_v.push(#t);)*),
         MapEntry::Many(t) => t,
     });
     quote!({
@@ -213,55 +215,80 @@ fn device_writes(mutable: bool) -> u64 {
     }
 }
 
-/// The map list, one entry per kernel argument in the order the outliner's entry unpacks them.
+/// The raw pointer a parameter is taken as once (`__offload_ptr_x`), which the map list and the fallback share.
+fn ptr(p: &offload_model::region::Param) -> syn::Ident {
+    format_ident!("__offload_ptr_{}", p.ident)
+}
+
+/// A mapped section's bounds, computed before the raw pointers are taken (`__offload_lo_x`, `__offload_hi_x`).
+fn section_idents(p: &offload_model::region::Param) -> (syn::Ident, syn::Ident) {
+    (
+        format_ident!("__offload_lo_{}", p.ident),
+        format_ident!("__offload_hi_{}", p.ident),
+    )
+}
+
+/// The map list: each parameter's entries, one per kernel argument, in [`Region::kernel_args`]'s order, which the
+/// outliner's entry unpacks.
 fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<MapEntry> {
-    region.kernel_args().into_iter().map(|arg| MapEntry::One(match arg {
-        KernelArg::Mapper(p) => {
-            let ptr = format_ident!("__offload_ptr_{}", p.ident);
-            let bits = p.map.as_ref().map_or(0, |m| m.bits());
-            return MapEntry::Many(quote!(#ptr.kernel_maps(#bits, &mut __offload_v);));
-        }
-        KernelArg::SlicePtr(p) => {
-            let ptr = format_ident!("__offload_ptr_{}", p.ident);
-            let ParamKind::Slice { elem, mutable, .. } = &p.kind else { unreachable!("a slice parameter") };
-            let bits = p.map.as_ref().map_or(0, |m| m.bits()) | device_writes(*mutable);
-            match &p.section {
-                Some(_) => {
-                    let (lo, hi) = (format_ident!("__offload_lo_{}", p.ident), format_ident!("__offload_hi_{}", p.ident));
-                    quote_spanned!(elem.span()=> ::offload::__private::MapArg::section::<#elem>(#ptr, #lo, #hi, #bits))
+    let p = quote!(::offload::__private);
+    region
+        .kernel_args()
+        .into_iter()
+        .map(|arg| {
+            let entries = match arg {
+                KernelArg::Mapper(m) => {
+                    let (ptr, bits) = (ptr(m), m.map.as_ref().map_or(0, |m| m.bits()));
+                    return MapEntry::Many(quote!(#ptr.kernel_maps(#bits, &mut __offload_v);));
                 }
-                None => quote_spanned!(elem.span()=> ::offload::__private::MapArg::slice::<#elem>(#ptr, #bits)),
-            }
-        }
-        KernelArg::SliceLen(p) => {
-            let ptr = format_ident!("__offload_ptr_{}", p.ident);
-            quote!(::offload::__private::MapArg::literal(#ptr.len() as u64))
-        }
-        KernelArg::RefPtr(p) => {
-            let ptr = format_ident!("__offload_ptr_{}", p.ident);
-            let ParamKind::Ref { ty, mutable, .. } = &p.kind else { unreachable!("a reference parameter") };
-            let bits = p.map.as_ref().map_or(0, |m| m.bits()) | device_writes(*mutable);
-            quote_spanned!(ty.span()=> ::offload::__private::MapArg::object::<#ty>(#ptr, #bits))
-        }
-        KernelArg::Value(p) => {
-            let id = &p.ident;
-            quote!(::offload::__private::MapArg::value(&#id))
-        }
-        KernelArg::Return if !region.reductions.is_empty() => quote!(::offload::__private::MapArg::reduction::<#slot_ty>()),
-        KernelArg::Return => quote!(::offload::__private::MapArg::ret(__offload_ret)),
-        KernelArg::DevicePtr(p) => {
-            let id = &p.ident;
-            quote!(::offload::__private::MapArg::device_ptr(#id))
-        }
-        KernelArg::BufferPtr(p) => {
-            let ptr = format_ident!("__offload_ptr_{}", p.ident);
-            quote!(::offload::__private::MapArg::device_ptr((*#ptr).as_device_ptr()))
-        }
-        KernelArg::BufferLen(p) => {
-            let ptr = format_ident!("__offload_ptr_{}", p.ident);
-            quote!(::offload::__private::MapArg::literal((*#ptr).len() as u64))
-        }
-    })).collect()
+                KernelArg::Slice(s) => {
+                    let ptr = ptr(s);
+                    let ParamKind::Slice { elem, mutable, .. } = &s.kind else {
+                        unreachable!("a slice parameter")
+                    };
+                    let bits = s.map.as_ref().map_or(0, |m| m.bits()) | device_writes(*mutable);
+                    let data = match &s.section {
+                        Some(_) => {
+                            let (lo, hi) = section_idents(s);
+                            quote_spanned!(elem.span()=> #p::MapArg::section::<#elem>(#ptr, #lo, #hi, #bits))
+                        }
+                        None => quote_spanned!(elem.span()=> #p::MapArg::slice::<#elem>(#ptr, #bits)),
+                    };
+                    vec![data, quote!(#p::MapArg::literal(#ptr.len() as u64))]
+                }
+                KernelArg::Ref(r) => {
+                    let ptr = ptr(r);
+                    let ParamKind::Ref { ty, mutable, .. } = &r.kind else {
+                        unreachable!("a reference parameter")
+                    };
+                    let bits = r.map.as_ref().map_or(0, |m| m.bits()) | device_writes(*mutable);
+                    vec![quote_spanned!(ty.span()=> #p::MapArg::object::<#ty>(#ptr, #bits))]
+                }
+                KernelArg::Value(v) => {
+                    let id = &v.ident;
+                    vec![quote!(#p::MapArg::value(&#id))]
+                }
+                KernelArg::DevicePtr(d) => {
+                    let id = &d.ident;
+                    vec![quote!(#p::MapArg::device_ptr(#id))]
+                }
+                KernelArg::Buffer(b) => {
+                    let ptr = ptr(b);
+                    vec![
+                        quote!(#p::MapArg::device_ptr((*#ptr).as_device_ptr())),
+                        quote!(#p::MapArg::literal((*#ptr).len() as u64)),
+                    ]
+                }
+                KernelArg::Return if !region.reductions.is_empty() => {
+                    vec![quote!(#p::MapArg::reduction::<#slot_ty>())]
+                }
+                KernelArg::Return => vec![quote!(#p::MapArg::ret(__offload_ret))],
+            };
+            // The kernel entry takes `width` arguments for it: one entry each.
+            assert_eq!(entries.len(), arg.width(0), "offload's map list disagrees with the kernel ABI for {arg:?}");
+            MapEntry::Fixed(entries)
+        })
+        .collect()
 }
 
 /// `let __offload_lo_x: usize = ..; let __offload_hi_x ..` for the mapped sections, evaluated before the raw pointers
@@ -274,10 +301,7 @@ pub fn section_bounds(region: &Region) -> Vec<TokenStream> {
             let s = p.section.as_ref()?;
             let id = &p.ident;
             let (lo, hi) = s.bounds(quote!(#id.len()));
-            let (l, h) = (
-                format_ident!("__offload_lo_{}", id),
-                format_ident!("__offload_hi_{}", id),
-            );
+            let (l, h) = section_idents(p);
             Some(quote!(let #l: usize = #lo; let #h: usize = #hi;))
         })
         .collect()

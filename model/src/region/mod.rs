@@ -45,28 +45,41 @@ pub struct Param {
     pub mut_binding: bool,
 }
 
-/// One kernel argument in the calling convention `(dyn_ptr, a0, .., ak)`.
+/// What one parameter (or the return value) passes in the kernel calling convention `(dyn_ptr, a0, .., ak)`, each
+/// argument 8 bytes: the one definition of the kernel ABI. [`Region::kernel_args`] lists them in order; the host's
+/// map list (the macro) pushes [`KernelArg::width`] map entries for each and the kernel entry (the outliner) takes as
+/// many arguments for each, both from this list, so they agree on every position.
 #[derive(Clone, Copy, Debug)]
 pub enum KernelArg<'a> {
-    /// Device address of a slice's data.
-    SlicePtr(&'a Param),
-    /// A slice's length, a literal.
-    SliceLen(&'a Param),
-    /// Device address of a `&T` / `&mut T`.
-    RefPtr(&'a Param),
-    /// A firstprivate value.
+    /// `&[T]` / `&mut [T]`: the data's device address, then its length (a literal).
+    Slice(&'a Param),
+    /// `&T` / `&mut T`: the object's device address.
+    Ref(&'a Param),
+    /// A firstprivate value: its bits if 8 bytes or less, else a private copy's device address.
     Value(&'a Param),
-    /// A `DevicePtr`'s address.
+    /// A `DevicePtr`'s address, as is.
     DevicePtr(&'a Param),
-    /// A `DeviceBuffer`'s address.
-    BufferPtr(&'a Param),
-    /// A `DeviceBuffer`'s length.
-    BufferLen(&'a Param),
+    /// A `&DeviceBuffer<T>` / `&mut ..`: its address, then its length.
+    Buffer(&'a Param),
     /// A mapper struct's fields, in declaration order (each slice field its address and length, each other field
     /// one argument): the derive's map list on the host, [`crate::mapper::fields`] in the kernel entry.
     Mapper(&'a Param),
     /// Device address of the return slot (mapped `from`).
     Return,
+}
+
+impl KernelArg<'_> {
+    /// How many kernel arguments it takes; `mapper`: a mapper struct's count, which only its definition tells.
+    pub fn width(&self, mapper: usize) -> usize {
+        match self {
+            KernelArg::Slice(_) | KernelArg::Buffer(_) => 2,
+            KernelArg::Mapper(_) => mapper,
+            KernelArg::Ref(_)
+            | KernelArg::Value(_)
+            | KernelArg::DevicePtr(_)
+            | KernelArg::Return => 1,
+        }
+    }
 }
 
 /// A validated `#[target]` region.
@@ -158,25 +171,21 @@ impl Region {
         }
     }
 
-    /// The kernel arguments, in order: the calling convention both the host stub and the kernel entry follow.
+    /// What each parameter, then the return value, passes to the kernel, in order: the calling convention both the
+    /// host stub and the kernel entry follow.
     pub fn kernel_args(&self) -> Vec<KernelArg<'_>> {
-        let mut args = Vec::new();
-        for p in &self.params {
-            match p.kind {
-                ParamKind::Slice { .. } => {
-                    args.push(KernelArg::SlicePtr(p));
-                    args.push(KernelArg::SliceLen(p));
-                }
-                ParamKind::Ref { .. } => args.push(KernelArg::RefPtr(p)),
-                ParamKind::Value => args.push(KernelArg::Value(p)),
-                ParamKind::DevicePtr => args.push(KernelArg::DevicePtr(p)),
-                ParamKind::DeviceBuffer { .. } => {
-                    args.push(KernelArg::BufferPtr(p));
-                    args.push(KernelArg::BufferLen(p));
-                }
-                ParamKind::Mapper { .. } => args.push(KernelArg::Mapper(p)),
-            }
-        }
+        let mut args: Vec<KernelArg> = self
+            .params
+            .iter()
+            .map(|p| match p.kind {
+                ParamKind::Slice { .. } => KernelArg::Slice(p),
+                ParamKind::Ref { .. } => KernelArg::Ref(p),
+                ParamKind::Value => KernelArg::Value(p),
+                ParamKind::DevicePtr => KernelArg::DevicePtr(p),
+                ParamKind::DeviceBuffer { .. } => KernelArg::Buffer(p),
+                ParamKind::Mapper { .. } => KernelArg::Mapper(p),
+            })
+            .collect();
         if self.ret.is_some() {
             args.push(KernelArg::Return);
         }
