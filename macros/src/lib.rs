@@ -29,8 +29,9 @@ use proc_macro::TokenStream;
 ///   implementing `offload::ReduceOp`), `schedule(static | static, c | dynamic[, c])`, `private(x)`.
 ///
 /// Beside the function it defines `try_<name>`, with the same parameters, which returns a device failure as
-/// `Err(offload::Error)` where the function itself panics. The function must be a free function, neither generic
-/// nor `async`. Its body is compiled `#![no_std]` for the device: it may use `core` and `offload`'s device
+/// `Err(offload::Error)` where the function itself panics. The function may be generic (with `instantiate(..)`
+/// listing the types it is built for) or a method of an inherent `impl` block (a trait's methods cannot be kernels),
+/// but not `async`. Its body is compiled `#![no_std]` for the device: it may use `core` and `offload`'s device
 /// functions, and of its own crate's functions only `#[declare_target]` ones. Parallel regions are checked to be
 /// free of data races (a `&mut [T]` is written only at the iteration's own elements); the README has the rules.
 ///
