@@ -1,0 +1,436 @@
+//! A CUDA device: its primary context, its memory and its launches.
+
+use super::error::{fail, launch_failure, Stage};
+use super::host_slot::point_global;
+use super::image::CudaImage;
+use super::panic::{PanicReports, PanicSlot};
+use super::print::Prints;
+use super::rank::{check_image, rank_for};
+use crate::plugin::error::PluginError;
+use crate::plugin::gpu;
+use crate::plugin::interface::{
+    Arg, Device, DeviceDescription, DevicePtr, Kernel, LaunchParams, LoadedImage,
+};
+use crate::registry::Image;
+use cudarc::driver::result::{self};
+use cudarc::driver::sys::{self, CUresult};
+use offload_model::abi::Construct;
+use offload_model::device::{NvidiaArch, NVPTX_TRIPLE};
+use offload_model::device_print;
+use offload_model::gpu_panic::{self};
+use std::ffi::{c_void, CStr};
+use std::sync::Mutex;
+
+/// Dynamic shared memory a kernel may use without opting in (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`),
+/// counting its static shared memory.
+pub(super) const SHARED_WITHOUT_OPT_IN: usize = 48 * 1024;
+
+/// Size of the buffer for the JIT compiler's error log.
+pub(super) const JIT_LOG_BYTES: usize = 16 * 1024;
+
+pub(super) struct CudaDevice {
+    /// The driver's device number, for messages.
+    pub(super) ordinal: i32,
+    pub(super) ctx: sys::CUcontext,
+    pub(super) name: String,
+    /// Compute capability (major, minor).
+    pub(super) cc: (u32, u32),
+    pub(super) sm_count: u32,
+    pub(super) max_threads: u32,
+    /// Shared memory a team may have with the opt-in attribute set.
+    pub(super) max_shared: usize,
+    pub(super) total_mem: usize,
+    pub(super) panics: PanicReports,
+    pub(super) prints: Prints,
+    /// Held for a launch and for draining the print buffer: launches on a device run one at a time (the legacy
+    /// default stream runs its kernels one at a time anyway), so no kernel writes the buffer while it is drained.
+    pub(super) stream: Mutex<()>,
+}
+
+// SAFETY: the driver API is thread-safe, and a primary context may be current on any number of threads at once;
+// every method makes it current on its own thread before calling the driver. The panic record and the print buffer
+// are pinned host memory that kernels write and the host reads only once they have ended: the record one failed
+// launch at a time, the buffer under the stream lock, which launches hold.
+unsafe impl Send for CudaDevice {}
+unsafe impl Sync for CudaDevice {}
+
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        if self.make_current().is_err() {
+            return;
+        }
+        if let Some(panics) = &self.panics.slot {
+            // SAFETY: the images pointing at it are this device's, which no launch uses any more.
+            unsafe { panics.slot.free() };
+        }
+        if let Some(prints) = &self.prints.slot {
+            // SAFETY: as above.
+            unsafe { prints.free() };
+        }
+    }
+}
+
+impl CudaDevice {
+    /// Reads a device's properties and retains its primary context, which the device then holds for the life of the
+    /// process (devices are never dropped; their kernels must stay valid).
+    pub(super) fn open(ordinal: i32) -> Result<CudaDevice, String> {
+        use sys::CUdevice_attribute::*;
+        let dev = result::device::get(ordinal).map_err(|e| fail("cuDeviceGet", e))?;
+        let attr = |a: sys::CUdevice_attribute| -> Result<u32, String> {
+            // SAFETY: `dev` came from cuDeviceGet.
+            let v = unsafe { result::device::get_attribute(dev, a) }
+                .map_err(|e| fail(&format!("cuDeviceGetAttribute({a:?})"), e))?;
+            Ok(v.max(0) as u32)
+        };
+        let cc = (
+            attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        );
+        let sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(1);
+        let max_threads = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?.max(1);
+        let max_shared = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as usize;
+        // SAFETY: as above.
+        let total_mem =
+            unsafe { result::device::total_mem(dev) }.map_err(|e| fail("cuDeviceTotalMem", e))?;
+        // cudarc's `device::get_name` panics on a name without a NUL; read it into our own buffer instead.
+        let mut buf = [0u8; 256];
+        // SAFETY: the driver writes at most `buf.len()` bytes.
+        unsafe { sys::cuDeviceGetName(buf.as_mut_ptr().cast(), buf.len() as i32, dev) }
+            .result()
+            .map_err(|e| fail("cuDeviceGetName", e))?;
+        let name = CStr::from_bytes_until_nul(&buf)
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| String::from_utf8_lossy(&buf).into_owned());
+        // SAFETY: as above. Retained last, so a failure above leaks nothing.
+        let ctx = unsafe { result::primary_ctx::retain(dev) }
+            .map_err(|e| fail("cuDevicePrimaryCtxRetain", e))?;
+        // Without a record the device still runs kernels; a panic then traps without saying where.
+        // SAFETY: `ctx` was just retained.
+        let current =
+            unsafe { result::ctx::set_current(ctx) }.map_err(|e| fail("cuCtxSetCurrent", e));
+        let panic = current.clone().and_then(|()| PanicSlot::new());
+        // Without a print buffer, what region code prints is dropped.
+        let prints = Prints::open(current);
+        let panics = match panic {
+            Ok(slot) => PanicReports::new(Some(slot), None),
+            Err(e) => PanicReports::new(
+                None,
+                Some(format!(
+                    "no panic record ({e}): a panic in region code traps without its location"
+                )),
+            ),
+        };
+        Ok(CudaDevice {
+            ordinal,
+            ctx,
+            name,
+            cc,
+            sm_count,
+            max_threads,
+            max_shared,
+            total_mem,
+            panics,
+            prints,
+            stream: Mutex::new(()),
+        })
+    }
+
+    /// Makes the device's context current on the calling thread.
+    pub(super) fn make_current(&self) -> Result<(), String> {
+        // SAFETY: `ctx` is a retained primary context, never released.
+        unsafe { result::ctx::set_current(self.ctx) }.map_err(|e| fail("cuCtxSetCurrent", e))
+    }
+
+    /// `what` on this device: for messages.
+    pub(super) fn on(&self, what: String) -> String {
+        format!("{what} on CUDA device {} ({})", self.ordinal, self.name)
+    }
+
+    /// Lets `f` use `bytes` of dynamic shared memory. Past 48 KiB (with its static shared memory) a kernel must opt
+    /// in; the attribute is set to the device's maximum, so concurrent launches of the same kernel asking for
+    /// different sizes never shrink it under each other.
+    ///
+    /// # Safety
+    /// `f` is a kernel of a module loaded in this device's context, which is current.
+    pub(super) unsafe fn reserve_shared(
+        &self,
+        f: sys::CUfunction,
+        bytes: usize,
+    ) -> Result<(), String> {
+        use sys::CUfunction_attribute::*;
+        // SAFETY: per the contract.
+        let fixed = unsafe {
+            result::function::get_function_attribute(f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        }
+        .map_err(|e| fail("cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)", e))?
+        .max(0) as usize;
+        if fixed + bytes <= SHARED_WITHOUT_OPT_IN {
+            return Ok(());
+        }
+        if fixed + bytes > self.max_shared {
+            return Err(format!(
+                "the launch asks for {bytes} bytes of team-shared memory and the kernel has {fixed} bytes of static \
+                 shared memory; CUDA device {} ({}) allows at most {} bytes per team",
+                self.ordinal, self.name, self.max_shared
+            ));
+        }
+        let limit = (self.max_shared - fixed) as i32;
+        // SAFETY: per the contract.
+        unsafe {
+            result::function::set_function_attribute(
+                f,
+                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                limit,
+            )
+        }
+        .map_err(|e| {
+            fail(
+                &format!(
+                    "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, {limit})"
+                ),
+                e,
+            )
+        })
+    }
+}
+
+impl Device for CudaDevice {
+    fn describe(&self) -> DeviceDescription {
+        DeviceDescription {
+            name: self.name.clone(),
+            arch: NvidiaArch::new(self.cc.0, self.cc.1).to_string(),
+            memory: self.total_mem as u64,
+        }
+    }
+
+    fn rank(&self, image: &Image) -> Option<u32> {
+        if image.triple != NVPTX_TRIPLE {
+            return None;
+        }
+        rank_for(self.cc, image.arch, image.format)
+    }
+
+    fn default_geometry(&self, construct: Construct) -> (u32, u32) {
+        gpu::default_geometry(self.sm_count, construct.wide_teams())
+    }
+
+    fn max_threads(&self) -> u32 {
+        self.max_threads
+    }
+
+    fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError> {
+        let load = |reason: String| PluginError::Load { reason };
+        check_image(image).map_err(load)?;
+        self.make_current().map_err(load)?;
+        // The driver parses a cubin in place: give it an aligned copy when the embedded bytes are not.
+        let aligned: Vec<u128>;
+        let data: *const c_void = if image.bytes.as_ptr().cast::<u128>().is_aligned() {
+            image.bytes.as_ptr().cast()
+        } else {
+            let mut v = vec![0u128; image.bytes.len().div_ceil(16)];
+            // SAFETY: `v` holds at least `bytes.len()` bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    image.bytes.as_ptr(),
+                    v.as_mut_ptr().cast::<u8>(),
+                    image.bytes.len(),
+                )
+            };
+            aligned = v;
+            aligned.as_ptr().cast()
+        };
+        let mut log = vec![0u8; JIT_LOG_BYTES];
+        let mut options = [
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ];
+        // Option values travel in pointer-sized slots; the size is an `unsigned int` value, not a pointer.
+        let mut values: [*mut c_void; 2] = [log.as_mut_ptr().cast(), JIT_LOG_BYTES as *mut c_void];
+        let mut module = std::mem::MaybeUninit::<sys::CUmodule>::uninit();
+        // SAFETY: `data` is a checked PTX or cubin image that outlives the call; the log buffer is as large as said.
+        let loaded = unsafe {
+            sys::cuModuleLoadDataEx(
+                module.as_mut_ptr(),
+                data,
+                options.len() as u32,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+            )
+        }
+        .result();
+        if let Err(e) = loaded {
+            // The driver writes back how much of the log it filled.
+            let filled = (values[1] as usize).min(JIT_LOG_BYTES);
+            let text = CStr::from_bytes_until_nul(&log[..filled])
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| String::from_utf8_lossy(&log[..filled]).into_owned());
+            let text = text.trim();
+            let msg = fail("cuModuleLoadDataEx", e);
+            return Err(load(self.on(if text.is_empty() {
+                msg
+            } else {
+                format!("{msg}; JIT log: {text}")
+            })));
+        }
+        // SAFETY: written by the successful call.
+        let module = unsafe { module.assume_init() };
+        if let Some(slot) = &self.panics.slot {
+            // An image that cannot point at the record still runs; its panics trap without a record.
+            // SAFETY: loaded just now in the current context.
+            if let Err(e) = unsafe { point_global(module, gpu_panic::SYMBOL, slot.slot.device) } {
+                self.panics.note_unrecorded(format!(
+                    "an image's panic record could not be set ({e}): a panic in region code may trap without \
+                     its location"
+                ));
+            }
+        }
+        if let Some(slot) = &self.prints.slot {
+            // An image that cannot point at the buffer still runs; what it prints is dropped.
+            // SAFETY: loaded just now in the current context.
+            if let Err(e) = unsafe { point_global(module, device_print::SYMBOL, slot.device) } {
+                self.prints.note_unprinted(format!(
+                    "an image's print buffer could not be set ({e}): what its region code prints is dropped"
+                ));
+            }
+        }
+        Ok(Box::new(CudaImage {
+            module,
+            ctx: self.ctx,
+        }))
+    }
+
+    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
+        let failed = |reason: String| PluginError::Alloc {
+            bytes: size,
+            reason,
+        };
+        self.make_current().map_err(failed)?;
+        let bytes = size.max(1);
+        // SAFETY: the context is current; the memory is zero-filled before anyone reads it.
+        let p = unsafe { result::malloc_sync(bytes) }.map_err(|e| {
+            if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                PluginError::OutOfMemory {
+                    bytes: size,
+                    detail: self.on(format!("{} MiB in all", self.total_mem >> 20)),
+                }
+            } else {
+                failed(self.on(fail("cuMemAlloc", e)))
+            }
+        })?;
+        // SAFETY: `p` is a live allocation of `bytes` bytes. The memset is ordered before every later copy and
+        // launch, all of which use the legacy default stream.
+        if let Err(e) = unsafe { result::memset_d8_sync(p, 0, bytes) } {
+            // SAFETY: allocated above and not handed out.
+            let _ = unsafe { result::free_sync(p) };
+            return Err(failed(self.on(fail("cuMemsetD8", e))));
+        }
+        Ok(p)
+    }
+
+    unsafe fn free(&self, ptr: DevicePtr) {
+        if self.make_current().is_ok() {
+            // SAFETY: per the trait's contract. A failure (a lost context) leaves nothing to do.
+            let _ = unsafe { result::free_sync(ptr) };
+        }
+    }
+
+    unsafe fn copy_to_device(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        size: usize,
+    ) -> Result<(), PluginError> {
+        if size == 0 {
+            return Ok(());
+        }
+        let failed = |reason: String| PluginError::Transfer {
+            to_device: true,
+            bytes: size,
+            reason,
+        };
+        self.make_current().map_err(failed)?;
+        // SAFETY: per the trait's contract; the copy is synchronous, so `src` need not outlive the call.
+        unsafe { result::memcpy_htod_sync(dst, std::slice::from_raw_parts(src, size)) }
+            .map_err(|e| failed(self.on(fail("cuMemcpyHtoD", e))))
+    }
+
+    unsafe fn copy_from_device(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        size: usize,
+    ) -> Result<(), PluginError> {
+        if size == 0 {
+            return Ok(());
+        }
+        let failed = |reason: String| PluginError::Transfer {
+            to_device: false,
+            bytes: size,
+            reason,
+        };
+        self.make_current().map_err(failed)?;
+        // SAFETY: per the trait's contract.
+        unsafe { result::memcpy_dtoh_sync(std::slice::from_raw_parts_mut(dst, size), src) }
+            .map_err(|e| failed(self.on(fail("cuMemcpyDtoH", e))))
+    }
+
+    fn take_printed(&self) -> (Vec<u8>, u32) {
+        // No driver call: the buffer is host memory, readable whatever became of the context.
+        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: launches hold the stream lock until they have synchronised or failed, so no kernel of this device
+        // runs; drains hold it too.
+        unsafe { self.prints.take() }
+    }
+
+    unsafe fn launch(
+        &self,
+        kernel: Kernel,
+        args: &[Arg],
+        params: LaunchParams,
+    ) -> Result<(), PluginError> {
+        let refused = |reason: String| PluginError::Launch { reason };
+        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        self.make_current().map_err(refused)?;
+        let f = kernel.0 as sys::CUfunction;
+        let (teams, threads) = (params.num_teams.max(1), params.num_threads.max(1));
+        // Formatted only for a message.
+        let config = || {
+            format!(
+                "{teams} teams of {threads} threads with {} bytes of team-shared memory; CUDA device {} ({}) \
+                 allows {} threads and {} bytes of shared memory per team",
+                params.team_shared, self.ordinal, self.name, self.max_threads, self.max_shared
+            )
+        };
+        let shared = u32::try_from(params.team_shared)
+            .map_err(|_| refused(format!("too much team-shared memory: {}", config())))?;
+        if params.team_shared > 0 {
+            // SAFETY: per the contract, `f` comes from an image loaded on this device; its context is current.
+            unsafe { self.reserve_shared(f, params.team_shared) }.map_err(refused)?;
+        }
+        // CUDA passes no dynamic pointer.
+        let dyn_ptr: u64 = 0;
+        let mut params_ptrs = gpu::kernel_params(&dyn_ptr, args);
+        let stream = result::stream::null();
+        // SAFETY: per the contract, `args` match the kernel's parameters; they and `dyn_ptr` outlive the call,
+        // which copies them.
+        unsafe {
+            result::launch_kernel(
+                f,
+                (teams, 1, 1),
+                (threads, 1, 1),
+                shared,
+                stream,
+                &mut params_ptrs,
+            )
+        }
+        .map_err(|e| {
+            self.panics
+                .failed(launch_failure(e.0, Stage::Launch, &config()))
+        })?;
+        // SAFETY: the legacy default stream of the current context.
+        unsafe { result::stream::synchronize(stream) }.map_err(|e| {
+            self.panics
+                .failed(launch_failure(e.0, Stage::Wait, &config()))
+        })
+    }
+}

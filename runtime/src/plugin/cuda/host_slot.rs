@@ -1,0 +1,85 @@
+//! Mapped pinned host memory a device's image points at (the panic record, the print buffer), and pointing the
+//! image's globals at it: the host reads it without the context, which a trap leaves unusable.
+
+use super::error::fail;
+use cudarc::driver::result::{self};
+use cudarc::driver::sys::{self, CUresult};
+use std::ffi::CString;
+use std::ptr::NonNull;
+
+/// A `T` (and whatever follows it, `bytes` in all) in mapped pinned host memory (portable, so any context may map
+/// it), and its address on the device, which each loaded image's global for it holds ([`point_global`]). The host
+/// reads it without the context, so a kernel that killed the context leaves it readable.
+pub(super) struct HostSlot<T> {
+    pub(super) host: NonNull<T>,
+    pub(super) device: sys::CUdeviceptr,
+}
+
+impl<T> HostSlot<T> {
+    /// Allocates `bytes` (at least a `T`), mapped into the current context's address space, zero-fills them and
+    /// lets `init` set them up before anyone else knows of them.
+    pub(super) fn new(bytes: usize, init: impl FnOnce(NonNull<T>)) -> Result<HostSlot<T>, String> {
+        let bytes = bytes.max(size_of::<T>());
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: a context is current (the caller's).
+        let host =
+            unsafe { result::malloc_host(bytes, flags) }.map_err(|e| fail("cuMemHostAlloc", e))?;
+        let Some(host) = NonNull::new(host.cast::<T>()) else {
+            return Err("cuMemHostAlloc returned no memory".into());
+        };
+        // SAFETY: page-aligned memory of `bytes` bytes, ours alone until its address is handed out.
+        unsafe { host.cast::<u8>().write_bytes(0, bytes) };
+        init(host);
+        let mut device: sys::CUdeviceptr = 0;
+        // SAFETY: `host` came from cuMemHostAlloc with DEVICEMAP; the driver writes one device pointer.
+        let mapped =
+            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host.as_ptr().cast(), 0) }
+                .result();
+        if let Err(e) = mapped {
+            // SAFETY: allocated above, not handed out.
+            let _ = unsafe { result::free_host(host.as_ptr().cast()) };
+            return Err(fail("cuMemHostGetDevicePointer", e));
+        }
+        Ok(HostSlot { host, device })
+    }
+
+    /// Frees the memory.
+    ///
+    /// # Safety
+    /// The slot came from [`HostSlot::new`]; no launch that could use it runs any more, and it is not used again.
+    pub(super) unsafe fn free(&self) {
+        // SAFETY: per the contract. A failure leaves nothing to do.
+        let _ = unsafe { result::free_host(self.host.as_ptr().cast()) };
+    }
+}
+
+/// Why a global of `bytes` bytes cannot hold a device address, if it cannot.
+pub(super) fn not_a_pointer(symbol: &str, bytes: usize) -> Option<String> {
+    (bytes != size_of::<sys::CUdeviceptr>())
+        .then(|| format!("the image's {symbol} is {bytes} bytes, not a device address"))
+}
+
+/// Points `module`'s global `symbol` (a device address) at `address`: `Ok(false)` if the image has none (built
+/// before that global existed).
+///
+/// # Safety
+/// `module` is loaded in the current context.
+pub(super) unsafe fn point_global(
+    module: sys::CUmodule,
+    symbol: &str,
+    address: sys::CUdeviceptr,
+) -> Result<bool, String> {
+    let name = CString::new(symbol).map_err(|e| e.to_string())?;
+    // SAFETY: per the contract.
+    let (global, bytes) = match unsafe { result::module::get_global(module, name) } {
+        Ok(found) => found,
+        Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_FOUND => return Ok(false),
+        Err(e) => return Err(fail("cuModuleGetGlobal", e)),
+    };
+    if let Some(why) = not_a_pointer(symbol, bytes) {
+        return Err(why);
+    }
+    // SAFETY: `global` is the module's 8-byte variable; the copy is synchronous.
+    unsafe { result::memcpy_htod_sync(global, &[address]) }.map_err(|e| fail("cuMemcpyHtoD", e))?;
+    Ok(true)
+}
