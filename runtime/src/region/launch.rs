@@ -218,8 +218,8 @@ pub unsafe fn target_device_memory<R>(
 ) -> Result<R, Error> {
     let host_memory = maps
         .iter()
-        .filter(|m| m.map_type & DEVICE_MEMORY != 0)
-        .all(|m| is_initial(m.base_size as u32 as i32));
+        .filter_map(MapArg::memory_device)
+        .all(is_initial);
     if host_memory {
         // Host memory: the region runs on the host, by request (no other device could use it).
         let launch = Launch {
@@ -298,16 +298,14 @@ unsafe fn run_on_device(
         Selection::Host(h) => return host(h),
     };
     let d = dev.number;
-    if let Some(m) = maps
+    if let Some(other) = maps
         .iter()
-        .find(|m| m.map_type & DEVICE_MEMORY != 0 && m.base_size as u32 as i32 != d)
+        .filter_map(MapArg::memory_device)
+        .find(|&m| m != d)
     {
         return Err(NotRun::Failed(Error::DeviceRequired {
             region: region.name,
-            reason: format!(
-                "it takes memory of device {} but was to run on device {d}",
-                m.base_size as u32 as i32
-            ),
+            reason: format!("it takes memory of device {other} but was to run on device {d}"),
         }));
     }
     // The region could not start on the device: the host may run it only if none of its data lives there.

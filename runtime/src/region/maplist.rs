@@ -23,13 +23,15 @@ pub struct MapArg {
     pub map_type: u64,
     /// The start of the whole object (slice) the region addresses.
     pub base: *mut u8,
-    /// The whole object's bytes; for device memory passed as is, the device number holding it.
+    /// The whole object's bytes (0 for device memory passed as is).
     pub base_size: usize,
     /// The element type's alignment: a device copy must honour it (a `#[repr(align(128))]` element in a block
     /// aligned only for 64 bytes would make a misaligned slice).
     pub align: usize,
     /// A literal's kernel-argument bits (uninitialised for other entries).
     pub literal: Arg,
+    /// For device memory passed as is (`DEVICE_MEMORY`), the device holding it; -1 otherwise.
+    pub device: i32,
 }
 
 impl MapArg {
@@ -49,6 +51,7 @@ impl MapArg {
             base_size: 0,
             align: 1,
             literal,
+            device: -1,
         }
     }
 
@@ -75,6 +78,7 @@ impl MapArg {
             base_size: size,
             align: align_of::<T>(),
             literal: Arg::uninit(),
+            device: -1,
         }
     }
 
@@ -101,6 +105,7 @@ impl MapArg {
             base_size: len * sz,
             align: align_of::<T>(),
             literal: Arg::uninit(),
+            device: -1,
         }
     }
 
@@ -119,6 +124,7 @@ impl MapArg {
             base_size: size_of::<T>(),
             align: align_of::<T>(),
             literal: Arg::uninit(),
+            device: -1,
         }
     }
 
@@ -127,8 +133,14 @@ impl MapArg {
     pub fn device_ptr<T>(p: DevicePtr<T>) -> Self {
         let mut m = Self::literal(p.addr());
         m.map_type |= DEVICE_MEMORY;
-        m.base_size = p.device() as u32 as usize;
+        m.device = p.device();
         m
+    }
+
+    /// For device memory passed as is ([`MapArg::device_ptr`]), the device holding it.
+    #[inline]
+    pub fn memory_device(&self) -> Option<i32> {
+        (self.map_type & DEVICE_MEMORY != 0).then_some(self.device)
     }
 
     /// A firstprivate value: its bits if it fits in 8 bytes, else a private device copy.
@@ -167,6 +179,7 @@ impl MapArg {
             base_size: size,
             align: align_of::<R>(),
             literal: Arg::uninit(),
+            device: -1,
         }
     }
 
