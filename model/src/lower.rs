@@ -126,17 +126,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
     // `private(x)` declared without a value (`let mut x: f64;`, C's `double x;`): each iteration starts with its own
     // uninitialised `x`, which Rust then checks is assigned before it is read. First, so the addresses taken below
     // stay valid.
-    let mut moved: Vec<Stmt> = Vec::new();
-    block.stmts.retain(|stmt| match stmt {
-        Stmt::Local(l) if l.init.is_none() && is_private(region, &l.pat) => {
-            // Assigned once per iteration now, where `mut` was written for the whole loop.
-            let mut l = l.clone();
-            l.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
-            moved.push(Stmt::Local(l));
-            false
-        }
-        _ => true,
-    });
+    let mut moved = take_uninitialised_privates(region, block);
     let mut errors = crate::errors::Errors::default();
     // Found again in the copy, so the addresses below are the copy's; `Region::parse` reported what is wrong with it.
     let ws = worksharing::find(region, block, &mut errors);
@@ -145,53 +135,9 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
         return;
     };
     let lens = worksharing::indexed_slices(region, &ws);
-    let reductions = &region.reductions;
-    // One variable is the private copy itself; several are the fields of one `TupleK` copy.
-    let several = reductions.len() > 1;
-    let rewrite = Rewrite {
-        views: if region.is_unsafe {
-            Vec::new()
-        } else {
-            view_uses(region, &ws)
-        },
-        uses: reductions
-            .iter()
-            .enumerate()
-            .flat_map(|(k, (_, var))| {
-                worksharing::reduction_uses(&ws, var)
-                    .into_iter()
-                    .map(move |u| (u as *const _, several.then_some(k)))
-            })
-            .collect(),
-        continues: worksharing::exits(&ws)
-            .continues
-            .into_iter()
-            .map(|c| c as *const _)
-            .collect(),
-    };
+    let rewrite = Rewrite::new(region, &ws);
     let target: *const syn::ExprForLoop = ws.for_loop;
-    // What the loop body uses of the per-thread `let`s before it: rebound as immutable copies in each iteration, and
-    // each, with what it is made from, checked to be `Copy` right after its `let` (see `worksharing::across_loop`).
-    let across = if region.is_unsafe {
-        worksharing::Across {
-            direct: Vec::new(),
-            reached: Vec::new(),
-        }
-    } else {
-        worksharing::across_loop(region, &ws)
-    };
-    let direct: Vec<Ident> = across
-        .direct
-        .iter()
-        .map(|&id| ws.res.bindings[id].ident.clone())
-        .collect();
-    let mut checks: std::collections::BTreeMap<usize, Vec<Ident>> = Default::default();
-    for &id in &across.reached {
-        let b = &ws.res.bindings[id];
-        if let crate::resolve::Site::Let(k) = b.site {
-            checks.entry(k).or_default().push(b.ident.clone());
-        }
-    }
+    let across = AcrossChecks::new(region, &ws);
     let used_params: Vec<usize> = {
         let used = ws.res.used_in(ws.body());
         (0..region.params.len())
@@ -265,20 +211,9 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 };
                 rw.visit_block_mut(body);
                 body.stmts.splice(0..0, moved.drain(..));
-                let mut rebinds = rebind(region, &used_params);
-                rebinds.extend(direct.iter().map(|x| -> Stmt {
-                    syn::parse_quote_spanned!(x.span()=>
-                        #[allow(unused_variables, clippy::redundant_locals)]
-                        let #x = #x;
-                    )
-                }));
-                // The loop writes each reduction variable (its private copy stands in for it), so it borrows the
-                // variable mutably, as a sequential loop does: a reference to it or a closure reading it, made
-                // before the loop and used in it, is rustc's borrow error, never a read of its initial value.
-                rebinds.extend(reductions.iter().map(|(_, v)| -> Stmt {
-                    syn::parse_quote_spanned!(v.span()=> let _ = &mut #v;)
-                }));
-                body.stmts.splice(0..0, rebinds);
+                let mut prelude = rebind(region, &used_params);
+                prelude.extend(across.rebinds());
+                body.stmts.splice(0..0, prelude);
                 // The thread's share, and what the driver takes besides the share: the lengths and row (one loop) or
                 // the strides (a nest), and the closure's item pattern.
                 let (share_call, args, item) = if region.collapse > 1 {
@@ -301,13 +236,95 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
             _ => {}
         }
     }
-    let stmts = std::mem::take(&mut block.stmts);
-    for (k, stmt) in stmts.into_iter().enumerate() {
-        block.stmts.push(stmt);
-        for x in checks.get(&k).into_iter().flatten() {
-            block.stmts.push(
-                syn::parse_quote_spanned!(x.span()=> ::offload::__lanes::across(&raw const #x);),
-            );
+    across.place_checks(block);
+}
+
+/// Removes the `private(x)` locals declared without a value (`let mut x: f64;`, C's `double x;`) from the body's
+/// top, for the loop's body: each iteration starts with its own uninitialised `x`, which Rust then checks is assigned
+/// before it is read.
+fn take_uninitialised_privates(region: &Region, block: &mut Block) -> Vec<Stmt> {
+    let mut moved = Vec::new();
+    block.stmts.retain(|stmt| match stmt {
+        Stmt::Local(l) if l.init.is_none() && is_private(region, &l.pat) => {
+            // Assigned once per iteration now, where `mut` was written for the whole loop.
+            let mut l = l.clone();
+            l.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
+            moved.push(Stmt::Local(l));
+            false
+        }
+        _ => true,
+    });
+    moved
+}
+
+/// What the loop body uses of the per-thread `let`s before it (see `worksharing::across_loop`): rebound as immutable
+/// copies at the top of each iteration, and each, with what it is made from, checked to be `Copy + Sync` right after
+/// its `let`.
+struct AcrossChecks {
+    /// Rebound in each iteration.
+    direct: Vec<Ident>,
+    /// The names to check after the body's top-level statement `k`.
+    after_let: std::collections::BTreeMap<usize, Vec<Ident>>,
+    /// The reduction variables, which each iteration borrows mutably.
+    reductions: Vec<Ident>,
+}
+
+impl AcrossChecks {
+    fn new(region: &Region, ws: &WorkShared) -> AcrossChecks {
+        let across = if region.is_unsafe {
+            worksharing::Across {
+                direct: Vec::new(),
+                reached: Vec::new(),
+            }
+        } else {
+            worksharing::across_loop(region, ws)
+        };
+        let mut after_let: std::collections::BTreeMap<usize, Vec<Ident>> = Default::default();
+        for &id in &across.reached {
+            let b = &ws.res.bindings[id];
+            if let crate::resolve::Site::Let(k) = b.site {
+                after_let.entry(k).or_default().push(b.ident.clone());
+            }
+        }
+        AcrossChecks {
+            direct: across
+                .direct
+                .iter()
+                .map(|&id| ws.res.bindings[id].ident.clone())
+                .collect(),
+            after_let,
+            reductions: region.reductions.iter().map(|(_, v)| v.clone()).collect(),
+        }
+    }
+
+    /// `let x = x;` for each value used across the loop, and `let _ = &mut s;` for each reduction variable: the loop
+    /// writes it (its private copy stands in for it), so it borrows the variable mutably, as a sequential loop does,
+    /// and a reference to it or a closure reading it, made before the loop and used in it, is rustc's borrow error,
+    /// never a read of its initial value.
+    fn rebinds(&self) -> Vec<Stmt> {
+        let copies = self.direct.iter().map(|x| -> Stmt {
+            syn::parse_quote_spanned!(x.span()=>
+                #[allow(unused_variables, clippy::redundant_locals)]
+                let #x = #x;
+            )
+        });
+        let borrows = self
+            .reductions
+            .iter()
+            .map(|v| -> Stmt { syn::parse_quote_spanned!(v.span()=> let _ = &mut #v;) });
+        copies.chain(borrows).collect()
+    }
+
+    /// `::offload::__lanes::across(&raw const x);` after each `let` whose value the loop uses.
+    fn place_checks(&self, block: &mut Block) {
+        let stmts = std::mem::take(&mut block.stmts);
+        for (k, stmt) in stmts.into_iter().enumerate() {
+            block.stmts.push(stmt);
+            for x in self.after_let.get(&k).into_iter().flatten() {
+                block.stmts.push(
+                    syn::parse_quote_spanned!(x.span()=> ::offload::__lanes::across(&raw const #x);),
+                );
+            }
         }
     }
 }
@@ -522,6 +539,33 @@ impl VisitMut for Rewrite {
 }
 
 impl Rewrite {
+    fn new(region: &Region, ws: &WorkShared) -> Rewrite {
+        // One variable is the private copy itself; several are the fields of one `TupleK` copy.
+        let several = region.reductions.len() > 1;
+        Rewrite {
+            views: if region.is_unsafe {
+                Vec::new()
+            } else {
+                view_uses(region, ws)
+            },
+            uses: region
+                .reductions
+                .iter()
+                .enumerate()
+                .flat_map(|(k, (_, var))| {
+                    worksharing::reduction_uses(ws, var)
+                        .into_iter()
+                        .map(move |u| (u as *const _, several.then_some(k)))
+                })
+                .collect(),
+            continues: worksharing::exits(ws)
+                .continues
+                .into_iter()
+                .map(|c| c as *const _)
+                .collect(),
+        }
+    }
+
     fn is_view(&self, e: &Expr) -> bool {
         match e {
             Expr::Path(p) => self.views.contains(&(p as *const _)),
