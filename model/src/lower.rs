@@ -347,13 +347,7 @@ fn view_uses(region: &Region, ws: &WorkShared) -> Vec<*const syn::ExprPath> {
     }
     let mut v = V {
         res: &ws.res,
-        views: region
-            .params
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| view_kind(region, &p.kind).is_some())
-            .map(|(k, _)| ws.res.param(k))
-            .collect(),
+        views: ws.views(region),
         out: Vec::new(),
     };
     syn::visit::Visit::visit_block(&mut v, ws.body());

@@ -143,13 +143,7 @@ pub(super) fn first_view_index<'a, R>(
     }
     let mut v = V {
         res: &ws.res,
-        views: region
-            .params
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| is_view(region, &p.kind))
-            .map(|(k, _)| ws.res.param(k))
-            .collect(),
+        views: ws.views(region),
         f,
         out: None,
         _a: std::marker::PhantomData,

@@ -59,6 +59,17 @@ impl<'a> WorkShared<'a> {
             .collect()
     }
 
+    /// The bindings of the parameters that are views in the body (`&mut [T]`, `&mut DeviceBuffer<T>`).
+    pub fn views(&self, region: &Region) -> Vec<BindingId> {
+        region
+            .params
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| is_view(region, &p.kind))
+            .map(|(k, _)| self.res.param(k))
+            .collect()
+    }
+
     /// What a clause's expression (read where the loop starts) names.
     fn at_loop(&self, name: &str) -> Option<BindingId> {
         self.res.before(self.at, name)
