@@ -92,6 +92,7 @@ impl<'t> Own<'t> {
     /// `y[e]`: `e` must be an element this iteration owns. (The lowering calls it by its path,
     /// `Own::at(&token, e)`, so no method a user gives `Own` can stand in for it.)
     #[inline(always)]
+    #[track_caller]
     pub fn at(&self, e: usize) -> Owned<'t> {
         // One comparison: `e == own` for a single element.
         if e.wrapping_sub(self.own) >= self.len {

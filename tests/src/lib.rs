@@ -11,6 +11,39 @@ pub fn default_device_name() -> String {
     )
 }
 
+/// Whether the default device is a GPU (`cuda`, `amdgpu`). What differs there, by design: a panic report says where
+/// a thread panicked but not its message (the formatting code would cost every kernel registers), a trap loses the
+/// device's context, the clock is the GPU's own, and the math is the vendor library's (within its error bounds, not
+/// the host's bits).
+pub fn default_device_is_gpu() -> bool {
+    let d = offload::omp_get_default_device();
+    matches!(
+        offload::device_info(d).map(|i| i.plugin),
+        Some("cuda" | "amdgpu")
+    )
+}
+
+/// Whether the failure `msg` says `text`; from a GPU, whose panic reports say where but not what, a report without
+/// the message counts too.
+pub fn says(msg: &str, text: &str) -> bool {
+    msg.contains(text)
+        || (default_device_is_gpu() && msg.contains("GPU code records where, not the message"))
+}
+
+/// Whether the host can copy into the default device's memory while a kernel runs there (host-elf, gpu-sim, no
+/// device). Tests whose kernel spins until such a copy lands skip elsewhere: on CUDA the copy waits for the
+/// context's running kernel, so neither ends (seen on an H200).
+pub fn copies_run_beside_kernels() -> bool {
+    if default_device_is_gpu() {
+        eprintln!(
+            "skipped on {}: its copies wait for the running kernel this test's kernel waits in",
+            default_device_name()
+        );
+        return false;
+    }
+    true
+}
+
 /// The most threads a team gets where a region runs: on the default device, or in the host fallback. The host
 /// devices give at most the hardware threads, GPUs (and gpu-sim) their block size limit.
 pub fn team_limit(on_device: bool) -> u32 {

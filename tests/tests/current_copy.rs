@@ -134,6 +134,9 @@ fn under_a_running_region<R>(act: impl FnOnce(&[u32]) -> R) -> ((u32, u32), R) {
 // reading through its `&[u32]` (it saw 7, then 0). Now the update is refused while the region runs.
 #[test]
 fn an_update_to_under_a_running_region_is_refused() {
+    if !offload_tests::copies_run_beside_kernels() {
+        return;
+    }
     let (seen, r) = under_a_running_region(|xs| {
         catch_unwind(AssertUnwindSafe(|| target_update!(to: xs))).map_err(|p| {
             p.downcast_ref::<String>()
@@ -156,6 +159,9 @@ fn an_update_to_under_a_running_region_is_refused() {
 // Finding 2, the region form: `map(always, to: x)` writes the present copy too.
 #[test]
 fn an_always_to_region_under_a_running_region_is_refused() {
+    if !offload_tests::copies_run_beside_kernels() {
+        return;
+    }
     let (seen, r) = under_a_running_region(|xs| try_always_to(xs).map_err(|e| e.to_string()));
     assert_eq!(seen, (7, 7), "the region's input changed under it");
     if on_device() {

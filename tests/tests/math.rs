@@ -1,4 +1,15 @@
-//! Float methods `core` lacks work in region code through the prelude, and give the host's results bit for bit.
+//! Float methods `core` lacks work in region code through the prelude, and give the host's results bit for bit on
+//! the host devices; on a GPU, the vendor's math library's (libdevice, ROCm's ocml), within its error bounds.
+
+/// Whether a device's result `d` is the host's `h`: the same bits, or on a GPU within `rel` of it (an H200 gave
+/// `9.052182` for the host's `9.052183`: libdevice's `f32` functions are within 1 to 4 ulp, not correctly rounded).
+fn same(d: f64, h: f64, rel: f64) -> bool {
+    if offload_tests::default_device_is_gpu() {
+        (d - h).abs() <= rel * h.abs().max(1.0)
+    } else {
+        d.to_bits() == h.to_bits()
+    }
+}
 
 use offload::{omp_is_initial_device, target};
 
@@ -25,23 +36,21 @@ fn math(on_device: bool, x: &[f64], y: &mut [f64], z: &mut [f32]) -> bool {
 }
 
 #[test]
-fn float_methods_match_the_host_bit_for_bit() {
+fn float_methods_match_the_host() {
     let x: Vec<f64> = (1..200).map(|i| i as f64 * 0.37).collect();
     let (mut yd, mut zd) = (vec![0.0; x.len()], vec![0.0f32; x.len()]);
     let (mut yh, mut zh) = (vec![0.0; x.len()], vec![0.0f32; x.len()]);
     assert!(!math(true, &x, &mut yd, &mut zd), "ran on the device");
     assert!(math(false, &x, &mut yh, &mut zh), "ran on the host");
     for i in 0..x.len() {
-        assert_eq!(
-            yd[i].to_bits(),
-            yh[i].to_bits(),
+        assert!(
+            same(yd[i], yh[i], 1e-13),
             "f64 at {i}: {} vs {}",
             yd[i],
             yh[i]
         );
-        assert_eq!(
-            zd[i].to_bits(),
-            zh[i].to_bits(),
+        assert!(
+            same(zd[i].into(), zh[i].into(), 1e-5),
             "f32 at {i}: {} vs {}",
             zd[i],
             zh[i]
@@ -79,6 +88,9 @@ fn free_math_functions_match_the_host() {
     let (mut d, mut h) = (vec![0f32; x.len()], vec![0f32; x.len()]);
     free_functions(true, &x, &mut d);
     free_functions(false, &x, &mut h);
-    assert!(d.iter().zip(&h).all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(d
+        .iter()
+        .zip(&h)
+        .all(|(a, b)| same((*a).into(), (*b).into(), 1e-5)));
     assert!(d.iter().all(|v| v.is_finite() && *v > 0.0));
 }

@@ -70,6 +70,9 @@ fn hold(flag: &[AtomicU32], x: &[f64]) -> f64 {
 // another thread's exit cannot free it under the kernel, and the region's own exit frees it exactly once.
 #[test]
 fn a_zero_length_section_keeps_the_present_copy_alive_for_the_whole_launch() {
+    if !offload_tests::copies_run_beside_kernels() {
+        return;
+    }
     let mut flag: Vec<AtomicU32> = (0..2).map(|_| AtomicU32::new(0)).collect();
     let x = vec![1.0f64, 2.0, 4.0, 8.0];
     target_data!(map(tofrom: flag) => {
