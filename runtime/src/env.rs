@@ -38,6 +38,9 @@ pub struct Icv {
     pub profile_max_events: Option<usize>,
     /// `OFFLOAD_HOST_DEVICES`: how many host-elf devices to offer (1 unless set), at most [`MAX_HOST_DEVICES`].
     pub host_devices: usize,
+    /// `OFFLOAD_TASK_THREADS`: the most helper threads that run tasks (8 unless set; 0: each task runs when spawned,
+    /// on the spawning thread).
+    pub task_threads: usize,
     /// `OFFLOAD_HOST_MEMORY`: how many bytes of device memory each host-elf device offers (unlimited unless set, so
     /// out-of-memory paths can be exercised).
     pub host_memory: usize,
@@ -107,6 +110,13 @@ pub fn icv() -> &'static Icv {
         host_devices: match std::env::var("OFFLOAD_HOST_DEVICES") {
             Err(_) => 1,
             Ok(v) => host_devices(&v),
+        },
+        task_threads: match std::env::var("OFFLOAD_TASK_THREADS") {
+            Err(_) => 8,
+            Ok(v) => v
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| ignoring("OFFLOAD_TASK_THREADS", &v, "a number of threads", 8)),
         },
         host_memory: match std::env::var("OFFLOAD_HOST_MEMORY") {
             Err(_) => usize::MAX,

@@ -86,6 +86,7 @@ mod observe;
 mod plugin;
 mod region;
 mod registry;
+mod task;
 
 pub use api::buffer::DeviceBuffer;
 pub use api::math::*;
@@ -184,6 +185,7 @@ pub use region::{
     data_scope, DataScope, DeviceCopy, DevicePtr, Error, Firstprivate, MapOwner, Mapped,
     ScopedMapped, ScopedSource,
 };
+pub use task::{spawn, task_scope, Task, TaskScope};
 
 /// Used by the code `#[target]` and `#[declare_target]` expand to; not a public API.
 #[doc(hidden)]

@@ -13,7 +13,7 @@ use syn::visit::Visit;
 
 /// Top to bottom: a layer may depend only on the layers after it.
 const LAYERS: &[&str] = &[
-    "api", "region", "device", "plugin", "host", "registry", "observe", "env",
+    "task", "api", "region", "device", "plugin", "host", "registry", "observe", "env",
 ];
 
 /// A module of the crate, as a path below the root (`["device", "entry"]`); the root is `[]`.

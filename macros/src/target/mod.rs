@@ -2,6 +2,7 @@
 //! (a call that picks a device or falls back), its `try_` twin, the entry record and the host fallback.
 
 mod launch;
+mod nowait;
 mod params;
 
 use offload_model::lower::view_kind;
@@ -131,9 +132,11 @@ fn failed(e: syn::Error, func: &ItemFn) -> TokenStream {
         syn::ReturnType::Type(_, t) => quote!(#t),
     };
     let inputs = outer_inputs(sig);
+    let nowait = nowait::nowait(&func.vis, sig, None, &ret, None);
     quote! {
         #err
         #func
+        #nowait
         #[allow(unused_variables, clippy::too_many_arguments)]
         #vis #unsafety fn #try_name #generics (#(#inputs),*) -> ::core::result::Result<#ret, ::offload::Error>
             #where_clause
@@ -242,6 +245,13 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     let entries = entries(region, &host_name, tag);
     let launch = launch::launch(region, &call_host, &slot_ty);
     let try_doc = format!("Runs the region [`{name_str}`], returning a device failure as an `Err` instead of panicking.");
+    let nowait = nowait::nowait(
+        &vis,
+        &sig,
+        Some(region),
+        &ret_ty,
+        Some(quote!(#this #try_name(#(#idents),*))),
+    );
 
     quote! {
         #(#attrs)*
@@ -253,6 +263,8 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         }
 
         #host_fn_beside
+
+        #nowait
 
         #[doc = #try_doc]
         #[allow(clippy::too_many_arguments)]

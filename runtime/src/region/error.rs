@@ -92,6 +92,13 @@ pub enum Error {
         /// The thread that could not start, and why.
         source: crate::host::pool::SpawnError,
     },
+    /// A task ([`crate::TaskScope::spawn`], [`crate::spawn`], a region's `nowait_f`) panicked; the message is the
+    /// panic's.
+    #[error("offload: a task panicked: {message}")]
+    TaskPanicked {
+        /// The panic's message.
+        message: String,
+    },
     /// `OMP_TARGET_OFFLOAD=MANDATORY` and the region could not start on a device.
     #[error("offload: region {region} could not run on a device and OMP_TARGET_OFFLOAD=MANDATORY forbids the host fallback: {reason}")]
     Mandatory {

@@ -1,0 +1,142 @@
+//! `nowait_f(s, args..)` (a method's `x.nowait_m(s, args..)`): the region `f` as a task of the task scope `s`
+//! (OpenMP's `target nowait`), beside `f` and `try_f`. Its parameters are `f`'s with every elided lifetime (`&[T]`,
+//! `Grid<'_>`) made the scope's, and every named one and every type parameter bound to outlive it, so the task
+//! borrows exactly what the call lends it.
+
+use offload_model::region::Region;
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+use syn::visit_mut::VisitMut;
+use syn::{FnArg, Lifetime, Signature, Visibility};
+
+/// The function `nowait_<name>`, whose body spawns `call` (the region's `try_` call, by its parameters' names), or
+/// whose body is unreachable (`call: None`, when the region did not compile).
+pub(super) fn nowait(
+    vis: &Visibility,
+    sig: &Signature,
+    region: Option<&Region>,
+    ret_ty: &TokenStream,
+    call: Option<TokenStream>,
+) -> TokenStream {
+    let name = format_ident!("nowait_{}", sig.ident);
+    let scope = Lifetime::new("'__offload_scope", sig.ident.span());
+    let env = Lifetime::new("'__offload_env", sig.ident.span());
+    let inputs: Vec<TokenStream> = sig.inputs.iter().map(|a| scoped_input(a, &scope)).collect();
+    // A method's receiver stays first (`x.nowait_m(s, ..)`); the scope comes before the other parameters.
+    let split = usize::from(matches!(sig.inputs.first(), Some(FnArg::Receiver(_))));
+    let (receiver, inputs) = inputs.split_at(split);
+    let params = &sig.generics.params;
+    let mut bounds: Vec<TokenStream> = sig
+        .generics
+        .lifetimes()
+        .map(|l| {
+            let l = &l.lifetime;
+            quote!(#l: #scope)
+        })
+        .collect();
+    // A method's `Self` may name the impl's lifetimes; its type parameters are the region's generic parameters.
+    if let Some(self_ty) = region.and_then(|r| r.self_ty.as_ref()) {
+        let mut named = NamedLifetimes(Vec::new());
+        named.visit_type_mut(&mut self_ty.clone());
+        bounds.extend(named.0.iter().map(|l| quote!(#l: #scope)));
+    }
+    let type_params: Vec<&syn::Ident> = match region {
+        Some(r) => r
+            .generic_params
+            .iter()
+            .filter(|p| p.const_ty.is_none())
+            .map(|p| &p.ident)
+            .collect(),
+        None => sig.generics.type_params().map(|t| &t.ident).collect(),
+    };
+    bounds.extend(
+        type_params
+            .iter()
+            .map(|t| quote!(#t: ::core::marker::Send + ::core::marker::Sync + #scope)),
+    );
+    let predicates = sig.generics.where_clause.as_ref().map(|w| {
+        w.predicates
+            .iter()
+            .map(|p| quote!(#p,))
+            .collect::<TokenStream>()
+    });
+    let unsafety = &sig.unsafety;
+    let body = match (call, unsafety) {
+        (None, _) => quote!(::core::unreachable!("the region did not compile")),
+        (Some(call), Some(_)) => quote!(__offload_scope.__spawn_try(move || unsafe { #call })),
+        (Some(call), None) => quote!(__offload_scope.__spawn_try(move || #call)),
+    };
+    let doc = format!(
+        "Runs the region [`{0}`] as a task of the task scope `s` (OpenMP's `target nowait`), returning once it is \
+         handed to the task; its `wait` returns what `try_{0}` returns.",
+        sig.ident
+    );
+    quote! {
+        #[doc = #doc]
+        #[allow(dead_code, unused_variables, clippy::too_many_arguments)]
+        #vis #unsafety fn #name <#scope, #env, #params> (
+            #(#receiver,)*
+            __offload_scope: &#scope ::offload::TaskScope<#scope, #env>,
+            #(#inputs),*
+        ) -> ::offload::Task<#scope, #ret_ty>
+        where
+            #predicates
+            #(#bounds,)*
+        {
+            #body
+        }
+    }
+}
+
+/// A parameter as written (without `mut`), every elided lifetime in its type the scope's.
+fn scoped_input(arg: &FnArg, scope: &Lifetime) -> TokenStream {
+    match arg {
+        FnArg::Typed(pt) => {
+            let mut pt = pt.clone();
+            if let syn::Pat::Ident(pi) = &mut *pt.pat {
+                pi.mutability = None;
+            }
+            ScopeElided(scope).visit_type_mut(&mut pt.ty);
+            quote!(#pt)
+        }
+        FnArg::Receiver(r) => match &r.reference {
+            Some((_, Some(l))) if l.ident != "_" => {
+                let m = &r.mutability;
+                quote!(&#l #m self)
+            }
+            Some(_) => {
+                let m = &r.mutability;
+                quote!(&#scope #m self)
+            }
+            None => quote!(self),
+        },
+    }
+}
+
+/// Makes every elided lifetime (`&T`, `'_`) `'scope`.
+struct ScopeElided<'a>(&'a Lifetime);
+
+impl VisitMut for ScopeElided<'_> {
+    fn visit_type_reference_mut(&mut self, r: &mut syn::TypeReference) {
+        if r.lifetime.is_none() {
+            r.lifetime = Some(self.0.clone());
+        }
+        syn::visit_mut::visit_type_reference_mut(self, r);
+    }
+    fn visit_lifetime_mut(&mut self, l: &mut Lifetime) {
+        if l.ident == "_" {
+            *l = self.0.clone();
+        }
+    }
+}
+
+/// The named lifetimes a type mentions (not `'_` or `'static`).
+struct NamedLifetimes(Vec<Lifetime>);
+
+impl VisitMut for NamedLifetimes {
+    fn visit_lifetime_mut(&mut self, l: &mut Lifetime) {
+        if l.ident != "_" && l.ident != "static" && !self.0.contains(l) {
+            self.0.push(l.clone());
+        }
+    }
+}
