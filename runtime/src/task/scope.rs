@@ -228,19 +228,25 @@ where
     }
 }
 
-/// A task's work: runs `f` (a panic becomes its error), stores the outcome in `cell`, and then, its last act,
-/// counts itself out of its scope's `running`.
+/// A task's work: runs `f` (a panic becomes its error) with the spawning thread's default device (OpenMP's tasks
+/// inherit their generating task's default-device-var), stores the outcome in `cell`, and then, its last act, counts
+/// itself out of its scope's `running`.
 fn work<F, R>(f: F, cell: Arc<Cell<R>>, running: Option<Arc<Running>>) -> impl FnOnce() + Send
 where
     F: FnOnce() -> Result<R, Error> + Send,
     R: Send,
 {
+    let device = crate::env::default_device();
     move || {
+        // The thread may be a waiter running the task itself: its own default device comes back afterwards.
+        let own = crate::env::default_device();
+        crate::env::set_default_device(device);
         let out = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
             Err(Error::TaskPanicked {
                 message: panic_message(p),
             })
         });
+        crate::env::set_default_device(own);
         cell.finish(out);
         // Before counting out: once counted out, the scope may end and free what this task's result borrows.
         drop(cell);

@@ -78,6 +78,20 @@ fn main() {
             });
             println!("results_correct={}", scaled(&y, 2));
         }
+        "tasks" => {
+            // A region as a task on the default device, another on `device`, and host code as a task, in one scope.
+            let mut z: Vec<i64> = (0..y.len() as i64).collect();
+            let (a, b, sum) = offload::task_scope(|s| {
+                let ta = offload_tests::kernels::nowait_double(s, &mut y);
+                let tb = offload_tests::kernels::nowait_scale_on(s, device, &mut z);
+                let tc = s.spawn(|| (0..10i64).sum::<i64>());
+                (ta.wait(), tb.wait(), tc.wait())
+            });
+            println!("ran_on={}", ran_on(a.expect("double, as a task")));
+            println!("second_ran_on={}", ran_on(b.expect("scale_on, as a task")));
+            let sum = sum.expect("the host task");
+            println!("results_correct={}", scaled(&y, 2) && scaled(&z, 3) && sum == 45);
+        }
         "bin-region" => {
             println!("ran_on={}", ran_on(negate(&mut y)));
             println!("results_correct={}", scaled(&y, -1));

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::process::{Command, Output};
 
 /// The variables the runtime reads; `probe` clears them so a run sees only the ones the test gives it.
-pub const RUNTIME_ENV: [&str; 16] = [
+pub const RUNTIME_ENV: [&str; 17] = [
     "OMP_TARGET_OFFLOAD",
     "OFFLOAD_BIND",
     "OMPI_COMM_WORLD_RANK",
@@ -28,6 +28,7 @@ pub const RUNTIME_ENV: [&str; 16] = [
     "OMP_WAIT_POLICY",
     "OFFLOAD_HOST_MEMORY",
     "OFFLOAD_PROFILE_MAX_EVENTS",
+    "OFFLOAD_TASK_THREADS",
 ];
 
 /// One run of the probe: its output and the `key=value` lines of its stdout.

@@ -1,0 +1,100 @@
+//! Tasks on the devices and under every policy: regions as tasks (`nowait_f`) give what their synchronous calls
+//! give, on the device they name, with two host-elf devices, under `DISABLED` (in the host fallback, still on helper
+//! threads) and with no helper threads at all; failures surface; forgotten tasks have ended when their scope returns;
+//! a task runs on its spawning thread's default device.
+
+mod common;
+
+use common::probe;
+use offload::{omp_get_initial_device, omp_set_default_device, target, task_scope};
+
+#[test]
+fn regions_as_tasks_run_on_the_devices_they_name() {
+    let r = probe(&["tasks", "1"], &[("OFFLOAD_HOST_DEVICES", "2")]);
+    r.assert_ok("device");
+    assert_eq!(r.get("second_ran_on"), "device", "{}", r.describe());
+}
+
+#[test]
+fn under_disabled_tasks_run_in_the_host_fallback_with_the_same_results() {
+    let r = probe(&["tasks", "0"], &[("OMP_TARGET_OFFLOAD", "DISABLED")]);
+    r.assert_ok("host");
+    assert_eq!(r.get("second_ran_on"), "host", "{}", r.describe());
+}
+
+#[test]
+fn with_no_helper_threads_tasks_run_when_spawned() {
+    let r = probe(&["tasks", "0"], &[("OFFLOAD_TASK_THREADS", "0")]);
+    r.assert_ok("device");
+}
+
+#[target(teams_distribute_parallel_for, num_teams(2), thread_limit(2))]
+fn scale(k: u32, y: &mut [u32]) {
+    for i in 0..y.len() {
+        y[i] *= k;
+    }
+}
+
+#[target]
+fn where_am_i() -> bool {
+    offload::omp_is_initial_device()
+}
+
+#[target]
+fn check(k: u32) -> u32 {
+    if k > 2 {
+        panic!("k is too large: {k}");
+    }
+    k
+}
+
+#[test]
+fn many_forgotten_region_tasks_have_all_run_when_the_scope_returns() {
+    let mut ys: Vec<Vec<u32>> = (0..64).map(|i| vec![i; 100]).collect();
+    task_scope(|s| {
+        for y in ys.iter_mut() {
+            std::mem::forget(nowait_scale(s, 3, y));
+        }
+    });
+    for (i, y) in ys.iter().enumerate() {
+        assert!(y.iter().all(|&v| v == 3 * i as u32), "task {i}");
+    }
+}
+
+#[test]
+fn a_region_task_that_fails_is_an_error_and_one_nobody_took_panics_the_scope() {
+    let e = task_scope(|s| nowait_check(s, 7).wait()).unwrap_err();
+    assert!(offload_tests::says(&e.to_string(), "k is too large: 7"), "{e}");
+    let p = std::panic::catch_unwind(|| task_scope(|s| drop(nowait_check(s, 8))))
+        .expect_err("nothing fails silently");
+    let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("nobody took") && msg.contains("check"), "{msg}");
+}
+
+#[test]
+fn a_task_runs_on_its_spawning_threads_default_device() {
+    let on_device = task_scope(|s| nowait_where_am_i(s).wait().unwrap());
+    assert!(!on_device || offload::omp_get_num_devices() == 0);
+    let host = omp_get_initial_device();
+    let saved = offload::omp_get_default_device();
+    omp_set_default_device(host);
+    let on_host = task_scope(|s| nowait_where_am_i(s).wait().unwrap());
+    omp_set_default_device(saved);
+    assert!(on_host, "the task ran where its spawner's default device is");
+}
+
+#[test]
+fn tasks_hold_data_environments_of_their_own() {
+    let mut y = vec![1u32; 256];
+    task_scope(|s| {
+        for part in y.chunks_mut(64) {
+            drop(s.spawn(move || {
+                offload::target_data!(map(tofrom: part) => {
+                    scale(2, part);
+                    scale(5, part);
+                });
+            }));
+        }
+    });
+    assert!(y.iter().all(|&v| v == 10));
+}
