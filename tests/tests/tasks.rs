@@ -64,11 +64,17 @@ fn many_forgotten_region_tasks_have_all_run_when_the_scope_returns() {
 #[test]
 fn a_region_task_that_fails_is_an_error_and_one_nobody_took_panics_the_scope() {
     let e = task_scope(|s| nowait_check(s, 7).wait()).unwrap_err();
-    assert!(offload_tests::says(&e.to_string(), "k is too large: 7"), "{e}");
+    assert!(
+        offload_tests::says(&e.to_string(), "k is too large: 7"),
+        "{e}"
+    );
     let p = std::panic::catch_unwind(|| task_scope(|s| drop(nowait_check(s, 8))))
         .expect_err("nothing fails silently");
     let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
-    assert!(msg.contains("nobody took") && msg.contains("check"), "{msg}");
+    assert!(
+        msg.contains("nobody took") && msg.contains("check"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -80,7 +86,10 @@ fn a_task_runs_on_its_spawning_threads_default_device() {
     omp_set_default_device(host);
     let on_host = task_scope(|s| nowait_where_am_i(s).wait().unwrap());
     omp_set_default_device(saved);
-    assert!(on_host, "the task ran where its spawner's default device is");
+    assert!(
+        on_host,
+        "the task ran where its spawner's default device is"
+    );
 }
 
 #[test]

@@ -34,10 +34,9 @@ struct MapEntry {
     alloc: Option<DevicePtr>,
     structured: u64,
     dynamic: u64,
-    /// Running regions holding the entry that only read it, and that may write it (their references are among
-    /// `structured`).
-    readers: u64,
-    writers: u64,
+    /// The running regions using the entry's device copy (their references are among `structured`), each with the
+    /// host range it can reach: a region on one part of a mapping leaves the other parts free to copy.
+    uses: Vec<Use>,
     /// The device copy may be newer than the host's: a region that may write it ran since it was last copied
     /// either way as a whole.
     device_newer: bool,
@@ -62,30 +61,59 @@ impl MapEntry {
             alloc: None,
             structured: 0,
             dynamic: 0,
-            readers: 0,
-            writers: 0,
+            uses: Vec::new(),
             device_newer: false,
             host_atomic: 0,
         }
     }
 
-    /// A running region starts using the entry with `map_type`.
-    fn begin_use(&mut self, map_type: u64) {
-        if writes_device(map_type) {
-            self.writers += 1;
-            self.device_newer = true;
-        } else {
-            self.readers += 1;
+    /// A running region starts using the entry with `map_type`: it mapped `r.begin..` (`r.size` bytes) and can reach
+    /// its whole slice `r.base..`.
+    fn begin_use(&mut self, r: &Range, map_type: u64) {
+        let writes = writes_device(map_type);
+        self.device_newer |= writes;
+        self.uses.push(Use {
+            mapped: (r.begin, r.size),
+            reach: (r.base, r.base + r.base_size.max(r.size)),
+            writes,
+        });
+    }
+
+    /// The region that mapped `begin..` (`size` bytes) with `map_type` stops using the entry.
+    fn end_use(&mut self, begin: usize, size: usize, map_type: u64) {
+        let writes = writes_device(map_type);
+        if let Some(k) = self
+            .uses
+            .iter()
+            .position(|u| u.mapped == (begin, size) && u.writes == writes)
+        {
+            self.uses.swap_remove(k);
         }
     }
 
-    fn end_use(&mut self, map_type: u64) {
-        if writes_device(map_type) {
-            self.writers = self.writers.saturating_sub(1);
-        } else {
-            self.readers = self.readers.saturating_sub(1);
-        }
+    /// Running regions that can reach `[begin, end)`; only those that may write it if `writers`.
+    fn users_over(&self, begin: usize, end: usize, writers: bool) -> u64 {
+        let end = end.max(begin + 1);
+        self.uses
+            .iter()
+            .filter(|u| u.reach.0 < end && begin < u.reach.1 && (u.writes || !writers))
+            .count() as u64
     }
+
+    fn written(&self) -> bool {
+        self.uses.iter().any(|u| u.writes)
+    }
+}
+
+/// A running region's use of an entry's device copy.
+#[derive(Debug, Clone, Copy)]
+struct Use {
+    /// The host range it mapped (its exit names the same), as (begin, size).
+    mapped: (usize, usize),
+    /// The host range it can reach: its whole slice, of which a section maps part.
+    reach: (usize, usize),
+    /// Whether it may write the device copy ([`writes_device`]).
+    writes: bool,
 }
 
 /// Whether a region's map of `map_type` may write the device copy: anything but a plain `to` of non-atomic data
@@ -181,7 +209,7 @@ pub struct MappingTable {
     /// Allocations that regions use without a reference count of their own (zero-length sections of present data):
     /// allocation -> (pins, whether its entry has died). A pinned block outlives its entry until the last pin goes,
     /// so a kernel never runs on freed memory, while copies still follow OpenMP's counts. A pin is a running
-    /// region's use of its entry's device copy, as the entry's `readers` and `writers` are.
+    /// region's use of its entry's device copy, as the entry's `uses` are.
     pins: BTreeMap<DevicePtr, (u64, bool)>,
 }
 
@@ -291,14 +319,15 @@ impl MappingTable {
             .map_or(begin, |(&b, _)| b);
         self.entries
             .range(first..end)
-            .find(|(_, e)| e.device_newer || e.writers > 0)
+            .find(|(_, e)| e.device_newer || e.written())
             .map(|(&b, e)| (b, e.end))
     }
 
-    /// Running regions using `e`'s device copy: its readers and writers, and the pins on its allocation.
-    fn users(&self, e: &MapEntry) -> u64 {
+    /// Running regions using `e`'s device copy of `[begin, end)`: those that can reach it, and the pins on its
+    /// allocation (a pinned region can reach the whole allocation).
+    fn users(&self, e: &MapEntry, begin: usize, end: usize) -> u64 {
         let pins = e.alloc.and_then(|a| self.pins.get(&a)).map_or(0, |p| p.0);
-        e.readers + e.writers + pins
+        e.users_over(begin, end, false) + pins
     }
 
     /// Whether the entry holding `begin` records a device copy newer than the host's.
@@ -350,7 +379,7 @@ impl MappingTable {
                 }
                 let tgt = e.tgt + (r.begin - b) as u64;
                 if map_type & (TO | ALWAYS) == TO | ALWAYS {
-                    let users = self.users(e);
+                    let users = self.users(e, r.begin, r.begin + r.size);
                     if users > 0 {
                         return Err(MapError::InUse {
                             begin: r.begin,
@@ -377,7 +406,7 @@ impl MappingTable {
                     RefKind::Structured => e.structured += 1,
                     RefKind::Region => {
                         e.structured += 1;
-                        e.begin_use(map_type);
+                        e.begin_use(&r, map_type);
                     }
                     RefKind::Dynamic => e.dynamic = e.dynamic.saturating_add(1),
                 }
@@ -409,7 +438,7 @@ impl MappingTable {
                     RefKind::Structured => e.structured = 1,
                     RefKind::Region => {
                         e.structured = 1;
-                        e.begin_use(map_type);
+                        e.begin_use(&r, map_type);
                     }
                     RefKind::Dynamic => e.dynamic = 1,
                 }
@@ -450,7 +479,7 @@ impl MappingTable {
             unreachable!("`find` returns the key of an entry")
         };
         if kind == RefKind::Region {
-            e.end_use(map_type);
+            e.end_use(begin, size, map_type);
         }
         if map_type & DELETE != 0 {
             e.structured = 0;
@@ -510,7 +539,7 @@ impl MappingTable {
                 && begin + size == e.end
             {
                 // The host copy is the device's again.
-                e.device_newer = e.writers > 0;
+                e.device_newer = e.written();
             }
             observe::mapping(Change::Down, b, e.end - b, e.tgt, e.structured, e.dynamic);
         }
@@ -518,7 +547,8 @@ impl MappingTable {
     }
 
     /// `target_update!`: copies a mapped range to (`TO`) or from (`FROM`) the device; nothing if it is not mapped.
-    /// Refused ([`MapError::InUse`]) while a running region uses the device copy (`TO`) or may write it (`FROM`).
+    /// Refused ([`MapError::InUse`]) while a running region that can reach the range uses it (`TO`) or may write it
+    /// (`FROM`); regions on other parts of the mapping do not count.
     ///
     /// # Safety
     /// The host range is readable (`TO`) or writable (`FROM`).
@@ -538,10 +568,13 @@ impl MappingTable {
         };
         let e = &self.entries[&b];
         let (busy, what) = if motion & TO != 0 {
-            (self.users(e), "`target_update!(to: ..)` writing it")
+            (
+                self.users(e, begin, begin + size),
+                "`target_update!(to: ..)` writing it",
+            )
         } else {
             (
-                e.writers,
+                e.users_over(begin, begin + size, true),
                 "`target_update!(from: ..)` reading it while they write it",
             )
         };

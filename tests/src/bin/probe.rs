@@ -90,7 +90,10 @@ fn main() {
             println!("ran_on={}", ran_on(a.expect("double, as a task")));
             println!("second_ran_on={}", ran_on(b.expect("scale_on, as a task")));
             let sum = sum.expect("the host task");
-            println!("results_correct={}", scaled(&y, 2) && scaled(&z, 3) && sum == 45);
+            println!(
+                "results_correct={}",
+                scaled(&y, 2) && scaled(&z, 3) && sum == 45
+            );
         }
         "bin-region" => {
             println!("ran_on={}", ran_on(negate(&mut y)));

@@ -362,6 +362,52 @@ fn copies_into_a_device_copy_a_running_region_uses_are_refused() {
     host[0] = 0;
 }
 
+// A pipeline maps a buffer once and runs one task per part: a region on one part leaves the other parts free to
+// copy, while the part it can reach stays refused.
+#[test]
+fn a_region_on_one_part_of_a_mapping_leaves_the_others_free_to_copy() {
+    let dev = FakeDevice::default();
+    let obs = dev.observed();
+    let mut t = MappingTable::default();
+    let mut host = vec![1u8; 32];
+    let a = host.as_mut_ptr() as usize;
+    unsafe {
+        t.enter(&obs, Range::whole(a, 32), 0, RefKind::Structured)
+            .unwrap();
+        // A region writing the first half, handed that half as its slice.
+        let first = Range::whole(a, 16);
+        t.enter(&obs, first, TO | FROM, RefKind::Region).unwrap();
+        t.update(&obs, a + 16, 16, TO).unwrap();
+        t.update(&obs, a + 16, 16, FROM).unwrap();
+        assert!(matches!(
+            t.update(&obs, a + 8, 16, TO),
+            Err(MapError::InUse { regions: 1, .. })
+        ));
+        assert!(matches!(
+            t.update(&obs, a, 4, FROM),
+            Err(MapError::InUse { regions: 1, .. })
+        ));
+        // A section of the whole slice reaches the whole slice: the second half is refused under it.
+        let section = Range {
+            begin: a,
+            size: 4,
+            base: a,
+            base_size: 32,
+            align: 1,
+        };
+        t.enter(&obs, section, TO, RefKind::Region).unwrap();
+        assert!(matches!(
+            t.update(&obs, a + 16, 16, TO),
+            Err(MapError::InUse { regions: 1, .. })
+        ));
+        t.exit(&obs, a, 4, TO, RefKind::Region, true).unwrap();
+        t.exit(&obs, a, 16, TO | FROM, RefKind::Region, true)
+            .unwrap();
+        t.update(&obs, a, 32, TO).unwrap();
+        t.exit(&obs, a, 32, 0, RefKind::Structured, true).unwrap();
+    }
+}
+
 #[test]
 fn a_pinned_region_uses_the_device_copy_too() {
     let dev = FakeDevice::default();
