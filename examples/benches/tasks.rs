@@ -58,10 +58,20 @@ fn main() {
             (ta.wait().unwrap(), tb.wait().unwrap())
         });
     });
-    assert_eq!(results, (walk(0, STEPS, 1), walk(second, STEPS, 2)), "tasks give the calls' results");
+    assert_eq!(
+        results,
+        (walk(0, STEPS, 1), walk(second, STEPS, 2)),
+        "tasks give the calls' results"
+    );
     println!("two serial regions on devices 0 and {second}:");
-    println!("  one after the other   {:8.2} ms", serial.as_secs_f64() * 1e3);
-    println!("  both nowait, waited   {:8.2} ms", overlapped.as_secs_f64() * 1e3);
+    println!(
+        "  one after the other   {:8.2} ms",
+        serial.as_secs_f64() * 1e3
+    );
+    println!(
+        "  both nowait, waited   {:8.2} ms",
+        overlapped.as_secs_f64() * 1e3
+    );
     println!(
         "  nowait / sequential: {:.2} (target <= 0.6 on 2 cores)",
         overlapped.as_secs_f64() / serial.as_secs_f64()
@@ -75,5 +85,8 @@ fn main() {
     });
     println!("empty region, mean of {CALLS} calls (best of 5 rounds):");
     println!("  synchronous           {:8.2} us", per(sync));
-    println!("  nowait(s).wait()      {:8.2} us (target <= 20 us)", per(round_trip));
+    println!(
+        "  nowait(s).wait()      {:8.2} us (target <= 20 us)",
+        per(round_trip)
+    );
 }

@@ -73,7 +73,7 @@ pub(super) fn nowait(
     );
     quote! {
         #[doc = #doc]
-        #[allow(dead_code, unused_variables, clippy::too_many_arguments)]
+        #[allow(dead_code, unused_variables, clippy::too_many_arguments, clippy::multiple_bound_locations)]
         #vis #unsafety fn #name <#scope, #env, #params> (
             #(#receiver,)*
             __offload_scope: &#scope ::offload::TaskScope<#scope, #env>,
