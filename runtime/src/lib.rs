@@ -47,6 +47,8 @@
 //!   memory directly.
 //! - [`omp_get_num_devices`], [`omp_get_default_device`] and the other routines query and choose devices;
 //!   [`omp_get_team_num`], [`omp_get_thread_num`], [`barrier`] and [`team_shared`] serve parallel regions.
+//! - [`task_scope`], [`TaskScope::spawn`], [`spawn`] and each region's `nowait_f` run host code and regions as
+//!   [`Task`]s (OpenMP's `target nowait`, `taskgroup`, `taskwait`): wait for them, or `.await` them.
 //! - [`DeviceCopy`] and [`Firstprivate`] say which types may cross into a region; [`ReduceOp`] defines a
 //!   reduction operator; [`Error`] says why a region or call failed.
 //! - Float math as functions ([`sqrt`], [`powi`], ..) that read the same in region and host code.
@@ -57,6 +59,8 @@
 //! its own layer (without a cycle) and of the layers below it, never one above; `tests/layers.rs` checks this on the
 //! source. From the top:
 //!
+//! - `task`: tasks ([`task_scope`], [`TaskScope::spawn`], [`spawn`], a region's `nowait_f`) and the helper threads
+//!   that run them: host code run asynchronously, so it sits above everything a task may call.
 //! - `api`: the public runtime routines (`omp_get_num_devices`, `omp_target_alloc`, ...), [`DeviceBuffer`], the
 //!   team queries and [`barrier`] as host code sees them, the float math.
 //! - `region`: what `#[target]` and the data macros expand to: a region call (select a device, map, launch, unmap,
@@ -73,7 +77,7 @@
 //! - `env`: every setting read from the environment (`OMP_TARGET_OFFLOAD`, `OMP_DEFAULT_DEVICE`, `OFFLOAD_INFO`,
 //!   ...) and the per-thread default device.
 //!
-//! So the rule is `api` -> `region` -> `device` -> `plugin` -> `host` -> `registry` -> `observe` -> `env`. This
+//! So the rule is `task` -> `api` -> `region` -> `device` -> `plugin` -> `host` -> `registry` -> `observe` -> `env`. This
 //! file only declares the layers and re-exports the public API.
 
 #![warn(missing_docs)]
