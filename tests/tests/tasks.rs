@@ -28,6 +28,35 @@ fn with_no_helper_threads_tasks_run_when_spawned() {
     r.assert_ok("device");
 }
 
+#[test]
+fn a_launch_from_a_helper_thread_says_so_and_has_its_own_track() {
+    let trace = std::env::temp_dir().join(format!("offload-tasks-{}.json", std::process::id()));
+    let r = probe(
+        &["tasks", "0"],
+        &[
+            ("OFFLOAD_INFO", "1"),
+            (
+                "OFFLOAD_PROFILE",
+                trace.to_str().expect("a UTF-8 temp path"),
+            ),
+        ],
+    );
+    r.assert_ok("device");
+    assert!(
+        r.lines("offload: launch")
+            .iter()
+            .any(|l| l.contains(" in task thread offload-task-")),
+        "{}",
+        r.describe()
+    );
+    let json = std::fs::read_to_string(&trace).expect("the trace");
+    let _ = std::fs::remove_file(&trace);
+    assert!(
+        json.contains("\"name\":\"thread_name\"") && json.contains("{\"name\":\"offload-task-"),
+        "{json}"
+    );
+}
+
 #[target(teams_distribute_parallel_for, num_teams(2), thread_limit(2))]
 fn scale(k: u32, y: &mut [u32]) {
     for i in 0..y.len() {

@@ -380,16 +380,26 @@ pub fn launch<'a, E: Display>(
     r
 }
 
+/// ` in task thread offload-task-N` for a launch from a task's helper thread (each its own track in the trace too),
+/// else nothing.
+fn task_thread() -> String {
+    match std::thread::current().name() {
+        Some(n) if n.starts_with("offload-task-") => format!(" in task thread {n}"),
+        _ => String::new(),
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn launching(w: Watch, name: LaunchName<'_>, note: Option<String>) -> Option<Instant> {
     if w.info(LAUNCH) {
         eprintln!(
-            "offload: launch {} (entry {}) on device {} ({})",
+            "offload: launch {} (entry {}) on device {} ({}){}",
             name.region,
             name.entry.to_string_lossy(),
             name.device,
-            name.plugin
+            name.plugin,
+            task_thread()
         );
         if let Some(note) = note {
             eprintln!(
@@ -448,7 +458,10 @@ fn falling_back(
     note: Option<String>,
 ) -> Option<Instant> {
     if w.info(LAUNCH) {
-        eprintln!("offload: launch {region} on the host (host-fallback): {reason}");
+        eprintln!(
+            "offload: launch {region} on the host (host-fallback){}: {reason}",
+            task_thread()
+        );
         if let Some(note) = note {
             eprintln!("offload: region {region} gets {note} (host-fallback)");
         }

@@ -181,10 +181,23 @@ pub fn record(
 fn tid() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     thread_local! {
-        static TID: u64 = NEXT.fetch_add(1, Relaxed);
+        static TID: u64 = {
+            let tid = NEXT.fetch_add(1, Relaxed);
+            // Named threads (the task helpers `offload-task-N`, the team threads) name their tracks.
+            if let Some(name) = std::thread::current().name() {
+                THREAD_NAMES
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((tid, name.to_string()));
+            }
+            tid
+        };
     }
     TID.try_with(|t| *t).unwrap_or(0)
 }
+
+/// The names of the named threads that recorded events, by their trace thread number.
+static THREAD_NAMES: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
 
 /// One line on stderr; never panics (stderr may be closed, and this may run at exit).
 fn warn(msg: std::fmt::Arguments<'_>) {
@@ -206,7 +219,8 @@ extern "C" fn write_at_exit() {
             .ok()
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "offload".into());
-        let json = to_json(sink.epoch, std::process::id(), &process, events);
+        let threads = std::mem::take(&mut *THREAD_NAMES.lock().unwrap_or_else(|p| p.into_inner()));
+        let json = to_json(sink.epoch, std::process::id(), &process, &threads, events);
         let mut file = file;
         if let Err(e) = file.write_all(json.as_bytes()).and_then(|()| file.flush()) {
             warn(format_args!(
@@ -217,9 +231,16 @@ extern "C" fn write_at_exit() {
     });
 }
 
-/// The trace as JSON: a process-name record, then the events by start time (an enclosing event before the ones it
-/// holds), and in `otherData` how many events were dropped and the limit.
-pub(crate) fn to_json(epoch: Instant, pid: u32, process: &str, events: Events) -> String {
+/// The trace as JSON: a process-name record and a thread-name record for each of `threads` (each a track of its own
+/// in Perfetto), then the events by start time (an enclosing event before the ones it holds), and in `otherData` how
+/// many events were dropped and the limit.
+pub(crate) fn to_json(
+    epoch: Instant,
+    pid: u32,
+    process: &str,
+    threads: &[(u64, String)],
+    events: Events,
+) -> String {
     let Events {
         kept: mut events,
         max,
@@ -234,6 +255,14 @@ pub(crate) fn to_json(epoch: Instant, pid: u32, process: &str, events: Events) -
     );
     push_str(&mut out, process);
     out.push_str("}}");
+    for (tid, name) in threads {
+        let _ = write!(
+            out,
+            ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":"
+        );
+        push_str(&mut out, name);
+        out.push_str("}}");
+    }
     for e in &events {
         out.push_str(",\n{\"name\":");
         push_str(&mut out, &e.name);
@@ -327,9 +356,12 @@ mod tests {
         let mut events = Events::new(10);
         events.push(inner);
         events.push(outer);
-        let json = to_json(epoch, 42, "probe", events);
+        let json = to_json(epoch, 42, "probe", &[(1, "offload-task-0".into())], events);
         assert!(json.starts_with(
             "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":42,"
+        ));
+        assert!(json.contains(
+            "\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":42,\"tid\":1,\"args\":{\"name\":\"offload-task-0\"}}"
         ));
         assert!(
             json.ends_with(
@@ -348,7 +380,7 @@ mod tests {
 
     #[test]
     fn an_empty_trace_is_still_a_trace() {
-        let json = to_json(Instant::now(), 1, "x", Events::new(5));
+        let json = to_json(Instant::now(), 1, "x", &[], Events::new(5));
         assert_eq!(
             json,
             "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"x\"}}\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped_events\":0,\"max_events\":5}}\n"
@@ -374,7 +406,7 @@ mod tests {
             "the first drop is told once"
         );
         assert!(firsts[3]);
-        let json = to_json(now, 1, "x", events);
+        let json = to_json(now, 1, "x", &[], events);
         assert_eq!(json.matches("\"ph\":\"X\"").count(), 3);
         assert!(
             json.contains("\"otherData\":{\"dropped_events\":7,\"max_events\":3}"),

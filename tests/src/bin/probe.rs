@@ -87,12 +87,22 @@ fn main() {
                 let tc = s.spawn(|| (0..10i64).sum::<i64>());
                 (ta.wait(), tb.wait(), tc.wait())
             });
+            // A 'static task nobody waits for until it has ended: a helper thread runs it.
+            let helper = offload::spawn(|| {
+                let mut w: Vec<i64> = (0..100).collect();
+                double(&mut w);
+                w
+            });
+            while !helper.is_finished() {
+                std::thread::yield_now();
+            }
+            let w = helper.wait().expect("the 'static task");
             println!("ran_on={}", ran_on(a.expect("double, as a task")));
             println!("second_ran_on={}", ran_on(b.expect("scale_on, as a task")));
             let sum = sum.expect("the host task");
             println!(
                 "results_correct={}",
-                scaled(&y, 2) && scaled(&z, 3) && sum == 45
+                scaled(&y, 2) && scaled(&z, 3) && scaled(&w, 2) && sum == 45
             );
         }
         "bin-region" => {
