@@ -391,3 +391,39 @@ fn regions_in_a_generic_impl_have_a_kernel_per_instance() {
         assert_eq!(rows, vec![[1.5; 3]; 2]);
     }
 }
+
+/// Generic regions as tasks (`nowait_f::<T>(s, ..)`), and method regions (`x.nowait_m(s, ..)` for `&self`,
+/// `&mut self` and `self`, `Type::nowait_f(s, ..)` for an associated function): the results of the calls.
+#[test]
+fn generic_and_method_regions_run_as_tasks() {
+    let n = 1000;
+    let (b, c) = (vec![1.0f64; n], vec![2.0f64; n]);
+    let mut a = vec![0.0f64; n];
+    let body = Body {
+        pos: [0.0; 3],
+        vel: [1.0, 2.0, 3.0],
+        mass: 2.0,
+    };
+    let mut bodies = vec![body; 4];
+    let mut momentum = [0.0; 3];
+    let (dot, kinetic) = offload::task_scope(|s| {
+        let t = nowait_triad::<f64>(s, true, &mut a, &b, &c, 3.0);
+        let d = nowait_dot::<f64>(s, true, &b, &c);
+        let k = body.nowait_kinetic(s, true);
+        let m = body.nowait_momentum(s, true, &mut momentum);
+        let all = Body::nowait_drift_all(s, true, &mut bodies, 0.5);
+        t.wait().unwrap();
+        m.wait().unwrap();
+        all.wait().unwrap();
+        (d.wait().unwrap(), k.wait().unwrap())
+    });
+    assert!(a.iter().all(|&v| v == 7.0));
+    assert_eq!(dot, 2.0 * n as f64);
+    assert_eq!(kinetic, body.kinetic(false));
+    assert_eq!(momentum, [2.0, 4.0, 6.0]);
+    assert!(bodies.iter().all(|x| x.pos == [0.5, 1.0, 1.5]));
+    let mut moving = body;
+    let on_device = offload::task_scope(|s| moving.nowait_advance(s, true, 1.0).wait().unwrap());
+    assert_eq!(moving.pos, [1.0, 2.0, 3.0]);
+    assert_eq!(on_device, offload::omp_get_num_devices() == 0);
+}
