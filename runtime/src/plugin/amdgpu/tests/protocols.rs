@@ -97,7 +97,7 @@ fn a_failed_dispatch_whose_record_is_written_is_the_panic_there() {
             thread,
             lost,
         } => {
-            assert_eq!(message, crate::plugin::gpu::NO_MESSAGE);
+            assert_eq!(message, crate::plugin::gpu::panic::NO_MESSAGE);
             assert_eq!(
                 location.as_ref(),
                 Some(&("examples/saxpy.rs".to_string(), 12, 9))
