@@ -16,7 +16,8 @@
 //!   [`host_global`] (host memory an image's global points at: the panic record, which failed dispatches are read
 //!   from, and the print buffer, drained after each launch, whose host sides are `plugin::gpu`'s), and [`failure`]
 //!   (traps, faults, and waiting while watching for them), with its errors in [`error`];
-//! - this file: the device trait's implementation, the only place the plugin's errors become the trait's.
+//! - this file: the device trait's implementation (and its memory's), the only place the plugin's errors become
+//!   the traits'.
 //!
 //! Imports point one way, down this list: this file; `library` and `device`; `discovery`; `dispatch`; `host_global`;
 //! `kernargs`; `memory`; `image` and `failure`; `error`; `safe`; `result`; `sys`. For the
@@ -53,8 +54,8 @@ use self::image::AmdGpuImage;
 use super::discovery::{guarded, opened};
 use super::error::PluginError;
 use super::interface::{
-    Arg, Device, DeviceDescription, DevicePtr, Discovered, Global, Kernel, LaunchParams,
-    LoadedImage, LoadedImageOps, Plugin,
+    Arg, Device, DeviceDescription, DeviceMemory, DevicePtr, Discovered, Global, Kernel,
+    LaunchParams, LoadedImage, LoadedImageOps, Plugin,
 };
 use crate::registry::Image;
 use std::ffi::CStr;
@@ -147,42 +148,8 @@ impl Device for AmdGpuDevice {
         Ok(Box::new(loaded))
     }
 
-    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
-        self.memory.alloc_zeroed(size).map_err(|e| match e {
-            Error::OutOfMemory { .. } => PluginError::OutOfMemory {
-                bytes: size,
-                detail: self.on(e),
-            },
-            e => PluginError::Alloc {
-                bytes: size,
-                reason: self.on(e),
-            },
-        })
-    }
-
-    unsafe fn free(&self, ptr: DevicePtr) {
-        // SAFETY: per the trait's contract, `ptr` came from `alloc` of this device.
-        unsafe { self.memory.free_memory(ptr) }
-    }
-
-    unsafe fn copy_to_device(
-        &self,
-        dst: DevicePtr,
-        src: *const u8,
-        size: usize,
-    ) -> Result<(), PluginError> {
-        // SAFETY: the trait's contract is `copy_in`'s.
-        unsafe { self.memory.copy_in(dst, src, size) }.map_err(|e| self.transfer(true, size, e))
-    }
-
-    unsafe fn copy_from_device(
-        &self,
-        dst: *mut u8,
-        src: DevicePtr,
-        size: usize,
-    ) -> Result<(), PluginError> {
-        // SAFETY: the trait's contract is `copy_out`'s.
-        unsafe { self.memory.copy_out(dst, src, size) }.map_err(|e| self.transfer(false, size, e))
+    fn memory(&self) -> &dyn DeviceMemory {
+        self
     }
 
     fn take_printed(&self) -> (Vec<u8>, u32) {
@@ -223,6 +190,46 @@ impl Device for AmdGpuDevice {
             // serialised).
             LaunchError::Lost(lost) => unsafe { self.panics.failure(lost.to_string()) },
         })
+    }
+}
+
+impl DeviceMemory for AmdGpuDevice {
+    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
+        self.memory.alloc_zeroed(size).map_err(|e| match e {
+            Error::OutOfMemory { .. } => PluginError::OutOfMemory {
+                bytes: size,
+                detail: self.on(e),
+            },
+            e => PluginError::Alloc {
+                bytes: size,
+                reason: self.on(e),
+            },
+        })
+    }
+
+    unsafe fn free(&self, ptr: DevicePtr) {
+        // SAFETY: per the trait's contract, `ptr` came from `alloc` of this device.
+        unsafe { self.memory.free_memory(ptr) }
+    }
+
+    unsafe fn copy_to_device(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        size: usize,
+    ) -> Result<(), PluginError> {
+        // SAFETY: the trait's contract is `copy_in`'s.
+        unsafe { self.memory.copy_in(dst, src, size) }.map_err(|e| self.transfer(true, size, e))
+    }
+
+    unsafe fn copy_from_device(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        size: usize,
+    ) -> Result<(), PluginError> {
+        // SAFETY: the trait's contract is `copy_out`'s.
+        unsafe { self.memory.copy_out(dst, src, size) }.map_err(|e| self.transfer(false, size, e))
     }
 }
 

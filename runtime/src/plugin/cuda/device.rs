@@ -7,7 +7,7 @@ use super::rank::{check_image, rank_for};
 use crate::plugin::error::PluginError;
 use crate::plugin::gpu::{self, panic, panic::PanicReports, print, print::Prints};
 use crate::plugin::interface::{
-    Arg, Device, DeviceDescription, DevicePtr, Kernel, LaunchParams, LoadedImage,
+    Arg, Device, DeviceDescription, DeviceMemory, DevicePtr, Kernel, LaunchParams, LoadedImage,
 };
 use crate::registry::Image;
 use cudarc::driver::result::{self};
@@ -285,6 +285,72 @@ impl Device for CudaDevice {
         }))
     }
 
+    fn memory(&self) -> &dyn DeviceMemory {
+        self
+    }
+
+    fn take_printed(&self) -> (Vec<u8>, u32) {
+        // No driver call: the buffer is host memory, readable whatever became of the context.
+        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: launches hold the stream lock until they have synchronised or failed, so no kernel of this device
+        // runs; drains hold it too.
+        unsafe { self.prints.take() }
+    }
+
+    unsafe fn launch(
+        &self,
+        kernel: Kernel,
+        args: &[Arg],
+        params: LaunchParams,
+    ) -> Result<(), PluginError> {
+        let refused = |reason: String| PluginError::Launch { reason };
+        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        self.make_current().map_err(refused)?;
+        let f = kernel.0 as sys::CUfunction;
+        let (teams, threads) = (params.num_teams.max(1), params.num_threads.max(1));
+        // Formatted only for a message.
+        let config = || {
+            format!(
+                "{teams} teams of {threads} threads with {} bytes of team-shared memory; CUDA device {} ({}) \
+                 allows {} threads and {} bytes of shared memory per team",
+                params.team_shared, self.ordinal, self.name, self.max_threads, self.max_shared
+            )
+        };
+        let shared = u32::try_from(params.team_shared)
+            .map_err(|_| refused(format!("too much team-shared memory: {}", config())))?;
+        if params.team_shared > 0 {
+            // SAFETY: per the contract, `f` comes from an image loaded on this device; its context is current.
+            unsafe { self.reserve_shared(f, params.team_shared) }.map_err(refused)?;
+        }
+        // A failed call's error: a kernel that died is the panic its record holds.
+        let failed = |code: CUresult, stage: Stage| {
+            // SAFETY: a kernel that died has ended (its launch failed, and the context that ran it is unusable),
+            // and no other launch runs (the stream lock is held), so no kernel writes the record.
+            unsafe { self.panics.failed(launch_failure(code, stage, &config())) }
+        };
+        // CUDA passes no dynamic pointer.
+        let dyn_ptr: u64 = 0;
+        let mut params_ptrs = gpu::kernel_params(&dyn_ptr, args);
+        let stream = result::stream::null();
+        // SAFETY: per the contract, `args` match the kernel's parameters; they and `dyn_ptr` outlive the call,
+        // which copies them.
+        unsafe {
+            result::launch_kernel(
+                f,
+                (teams, 1, 1),
+                (threads, 1, 1),
+                shared,
+                stream,
+                &mut params_ptrs,
+            )
+        }
+        .map_err(|e| failed(e.0, Stage::Launch))?;
+        // SAFETY: the legacy default stream of the current context.
+        unsafe { result::stream::synchronize(stream) }.map_err(|e| failed(e.0, Stage::Wait))
+    }
+}
+
+impl DeviceMemory for CudaDevice {
     fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
         let failed = |reason: String| PluginError::Alloc {
             bytes: size,
@@ -358,65 +424,5 @@ impl Device for CudaDevice {
         // SAFETY: per the trait's contract.
         unsafe { result::memcpy_dtoh_sync(std::slice::from_raw_parts_mut(dst, size), src) }
             .map_err(|e| failed(self.on(fail("cuMemcpyDtoH", e))))
-    }
-
-    fn take_printed(&self) -> (Vec<u8>, u32) {
-        // No driver call: the buffer is host memory, readable whatever became of the context.
-        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: launches hold the stream lock until they have synchronised or failed, so no kernel of this device
-        // runs; drains hold it too.
-        unsafe { self.prints.take() }
-    }
-
-    unsafe fn launch(
-        &self,
-        kernel: Kernel,
-        args: &[Arg],
-        params: LaunchParams,
-    ) -> Result<(), PluginError> {
-        let refused = |reason: String| PluginError::Launch { reason };
-        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
-        self.make_current().map_err(refused)?;
-        let f = kernel.0 as sys::CUfunction;
-        let (teams, threads) = (params.num_teams.max(1), params.num_threads.max(1));
-        // Formatted only for a message.
-        let config = || {
-            format!(
-                "{teams} teams of {threads} threads with {} bytes of team-shared memory; CUDA device {} ({}) \
-                 allows {} threads and {} bytes of shared memory per team",
-                params.team_shared, self.ordinal, self.name, self.max_threads, self.max_shared
-            )
-        };
-        let shared = u32::try_from(params.team_shared)
-            .map_err(|_| refused(format!("too much team-shared memory: {}", config())))?;
-        if params.team_shared > 0 {
-            // SAFETY: per the contract, `f` comes from an image loaded on this device; its context is current.
-            unsafe { self.reserve_shared(f, params.team_shared) }.map_err(refused)?;
-        }
-        // A failed call's error: a kernel that died is the panic its record holds.
-        let failed = |code: CUresult, stage: Stage| {
-            // SAFETY: a kernel that died has ended (its launch failed, and the context that ran it is unusable),
-            // and no other launch runs (the stream lock is held), so no kernel writes the record.
-            unsafe { self.panics.failed(launch_failure(code, stage, &config())) }
-        };
-        // CUDA passes no dynamic pointer.
-        let dyn_ptr: u64 = 0;
-        let mut params_ptrs = gpu::kernel_params(&dyn_ptr, args);
-        let stream = result::stream::null();
-        // SAFETY: per the contract, `args` match the kernel's parameters; they and `dyn_ptr` outlive the call,
-        // which copies them.
-        unsafe {
-            result::launch_kernel(
-                f,
-                (teams, 1, 1),
-                (threads, 1, 1),
-                shared,
-                stream,
-                &mut params_ptrs,
-            )
-        }
-        .map_err(|e| failed(e.0, Stage::Launch))?;
-        // SAFETY: the legacy default stream of the current context.
-        unsafe { result::stream::synchronize(stream) }.map_err(|e| failed(e.0, Stage::Wait))
     }
 }

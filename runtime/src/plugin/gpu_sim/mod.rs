@@ -15,7 +15,7 @@ use crate::plugin::gpu::{self, panic, panic::PanicReports, print, print::Prints}
 use crate::plugin::host_code::image;
 use crate::plugin::host_code::memory::{physical_memory, HostMemory};
 use crate::plugin::interface::{
-    Arg, Device, DeviceDescription, DevicePtr, Discovered, Kernel, LaunchParams, LoadedImage,
+    Arg, Device, DeviceDescription, DeviceMemory, Discovered, Kernel, LaunchParams, LoadedImage,
     Plugin,
 };
 use crate::registry::Image;
@@ -53,7 +53,8 @@ impl Plugin for GpuSim {
         }
         Ok(Discovered {
             devices: vec![Box::new(GpuSimDevice {
-                memory: HostMemory::new(crate::env::icv().host_memory),
+                // Aligned as `cudaMalloc` aligns, and no more.
+                memory: HostMemory::new(crate::env::icv().host_memory, ALIGN, ALIGN),
                 // Never freed: images keep their addresses for the life of the process, as devices live.
                 panics: PanicReports::new(PlainBlock::new(&panic::PROTOCOL), None),
                 prints: Prints::new(PlainBlock::new(&print::PROTOCOL), None),
@@ -100,10 +101,6 @@ unsafe impl Send for GpuSimDevice {}
 unsafe impl Sync for GpuSimDevice {}
 
 impl Device for GpuSimDevice {
-    fn memory_is_host(&self) -> bool {
-        true
-    }
-
     fn describe(&self) -> DeviceDescription {
         DeviceDescription {
             name: format!(
@@ -159,37 +156,8 @@ impl Device for GpuSimDevice {
         Ok(Box::new(so))
     }
 
-    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
-        self.memory.alloc_aligned(size, ALIGN)
-    }
-
-    fn alloc_align(&self) -> usize {
-        ALIGN
-    }
-
-    unsafe fn free(&self, ptr: DevicePtr) {
-        // SAFETY: per the trait's contract.
-        unsafe { self.memory.free(ptr) }
-    }
-
-    unsafe fn copy_to_device(
-        &self,
-        dst: DevicePtr,
-        src: *const u8,
-        size: usize,
-    ) -> Result<(), PluginError> {
-        // SAFETY: per the trait's contract.
-        unsafe { self.memory.copy_to_device(dst, src, size) }
-    }
-
-    unsafe fn copy_from_device(
-        &self,
-        dst: *mut u8,
-        src: DevicePtr,
-        size: usize,
-    ) -> Result<(), PluginError> {
-        // SAFETY: per the trait's contract.
-        unsafe { self.memory.copy_from_device(dst, src, size) }
+    fn memory(&self) -> &dyn DeviceMemory {
+        &self.memory
     }
 
     fn take_printed(&self) -> (Vec<u8>, u32) {

@@ -44,7 +44,7 @@ fn discovery_reads_the_gpu_and_picks_its_pools() {
 #[test]
 fn allocations_come_from_the_coarse_grained_pool_zero_filled_in_words() {
     let d = device(Config::new(0x2002));
-    let p = d.alloc(10).unwrap();
+    let p = d.memory().alloc(10).unwrap();
     assert_trace(&[
         "hsa_amd_memory_pool_allocate(0x210, 12 bytes, flags 0) -> #0",
         "hsa_amd_memory_fill(#0, 0x0, 3 words)",
@@ -53,15 +53,15 @@ fn allocations_come_from_the_coarse_grained_pool_zero_filled_in_words() {
     let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, 12) };
     assert!(bytes.iter().all(|&b| b == 0));
     assert_eq!(p % 16, 0);
-    d.alloc(0).unwrap();
+    d.memory().alloc(0).unwrap();
     assert_trace(&[
         "hsa_amd_memory_pool_allocate(0x210, 4 bytes, flags 0) -> #1",
         "hsa_amd_memory_fill(#1, 0x0, 1 words)",
     ]);
     // SAFETY: allocated above, not used afterwards.
-    unsafe { d.free(p) };
+    unsafe { d.memory().free(p) };
     assert_trace(&["hsa_amd_memory_pool_free(#0)"]);
-    let e = reason(d.alloc(usize::MAX).unwrap_err());
+    let e = reason(d.memory().alloc(usize::MAX).unwrap_err());
     assert_eq!(
         e,
         format!("cannot allocate {} bytes on AMD GPU 0 (gfx90a)", usize::MAX)
@@ -74,11 +74,11 @@ fn allocations_come_from_the_coarse_grained_pool_zero_filled_in_words() {
 fn copies_go_through_a_staging_buffer_in_4_mib_chunks() {
     let d = device(Config::new(0x2003));
     let size = (4 << 20) + 24;
-    let p = d.alloc(size).unwrap();
+    let p = d.memory().alloc(size).unwrap();
     take_trace();
     let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
     // SAFETY: `data` holds `size` bytes, and so does the allocation.
-    unsafe { d.copy_to_device(p, data.as_ptr(), size) }.unwrap();
+    unsafe { d.memory().copy_to_device(p, data.as_ptr(), size) }.unwrap();
     assert_trace(&[
         "hsa_amd_memory_pool_allocate(0x110, 4194304 bytes, flags 0) -> #1",
         "hsa_amd_agents_allow_access([gpu], flags null, #1)",
@@ -92,7 +92,11 @@ fn copies_go_through_a_staging_buffer_in_4_mib_chunks() {
     ]);
     let mut back = vec![0u8; size];
     // SAFETY: as above.
-    unsafe { d.copy_from_device(back.as_mut_ptr(), p + 8, size - 8) }.unwrap();
+    unsafe {
+        d.memory()
+            .copy_from_device(back.as_mut_ptr(), p + 8, size - 8)
+    }
+    .unwrap();
     assert_trace(&[
         "hsa_signal_store_relaxed(s2, 1)",
         "hsa_amd_memory_async_copy(#1, gpu, #0+8, gpu, 4194304 bytes, 0 deps, s2)",
@@ -104,7 +108,7 @@ fn copies_go_through_a_staging_buffer_in_4_mib_chunks() {
     assert_eq!(back[..size - 8], data[8..]);
     // A copy of nothing makes no call (and no staging buffer on a fresh device).
     // SAFETY: zero bytes.
-    unsafe { d.copy_to_device(p, data.as_ptr(), 0) }.unwrap();
+    unsafe { d.memory().copy_to_device(p, data.as_ptr(), 0) }.unwrap();
     assert_trace(&[]);
 }
 
@@ -112,13 +116,15 @@ fn copies_go_through_a_staging_buffer_in_4_mib_chunks() {
 #[test]
 fn a_small_copy_round_trips_through_one_chunk() {
     let d = device(Config::new(0x201A));
-    let p = d.alloc(24).unwrap();
+    let p = d.memory().alloc(24).unwrap();
     let data: [u8; 24] = std::array::from_fn(|i| i as u8 + 1);
     let mut back = [0u8; 20];
     // SAFETY: 24 bytes each way, within the allocation.
     unsafe {
-        d.copy_to_device(p, data.as_ptr(), 24).unwrap();
-        d.copy_from_device(back.as_mut_ptr(), p + 4, 20).unwrap();
+        d.memory().copy_to_device(p, data.as_ptr(), 24).unwrap();
+        d.memory()
+            .copy_from_device(back.as_mut_ptr(), p + 4, 20)
+            .unwrap();
     }
     assert_eq!(back, data[4..]);
 }
@@ -128,10 +134,10 @@ fn a_failed_copy_says_what_its_signal_reads() {
     let mut config = Config::new(0x2004);
     config.copy_leaves = -1;
     let d = device(config);
-    let p = d.alloc(64).unwrap();
+    let p = d.memory().alloc(64).unwrap();
     let mut back = [0u8; 64];
     // SAFETY: 64 bytes each.
-    let e = reason(unsafe { d.copy_from_device(back.as_mut_ptr(), p, 64) }.unwrap_err());
+    let e = reason(unsafe { d.memory().copy_from_device(back.as_mut_ptr(), p, 64) }.unwrap_err());
     assert_eq!(
         e,
         "the copy of 64 bytes failed (hsa_amd_memory_async_copy's signal reads -1) on AMD GPU 0 (gfx90a)"
@@ -434,7 +440,7 @@ fn a_memory_fault_event_fails_the_waiting_launch_instead_of_aborting() {
 fn a_failed_fill_or_grant_frees_the_block() {
     let d = device(Config::new(0x200E));
     fail_next("hsa_amd_memory_fill", HSA_STATUS_ERROR_INVALID_ARGUMENT);
-    let e = reason(d.alloc(8).unwrap_err());
+    let e = reason(d.memory().alloc(8).unwrap_err());
     assert_eq!(
         e,
         "hsa_amd_memory_fill failed: HSA_STATUS_ERROR_INVALID_ARGUMENT (An argument is invalid.) on AMD GPU 0 \
@@ -449,19 +455,19 @@ fn a_failed_fill_or_grant_frees_the_block() {
         "hsa_amd_memory_pool_allocate",
         HSA_STATUS_ERROR_OUT_OF_RESOURCES,
     );
-    let e = reason(d.alloc(8).unwrap_err());
+    let e = reason(d.memory().alloc(8).unwrap_err());
     assert_eq!(
         e,
         "hsa_amd_memory_pool_allocate(8 bytes) failed: HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed \
          to allocate the necessary resources. (65536 MiB of device memory in all) on AMD GPU 0 (gfx90a)"
     );
     take_trace();
-    let p = d.alloc(8).unwrap();
+    let p = d.memory().alloc(8).unwrap();
     take_trace();
     fail_next("hsa_amd_agents_allow_access", HSA_STATUS_ERROR);
     let mut back = [0u8; 8];
     // SAFETY: 8 bytes each.
-    let e = reason(unsafe { d.copy_from_device(back.as_mut_ptr(), p, 8) }.unwrap_err());
+    let e = reason(unsafe { d.memory().copy_from_device(back.as_mut_ptr(), p, 8) }.unwrap_err());
     assert_eq!(
         e,
         "hsa_amd_agents_allow_access failed: HSA_STATUS_ERROR on AMD GPU 0 (gfx90a)"
@@ -473,7 +479,7 @@ fn a_failed_fill_or_grant_frees_the_block() {
     ]);
     fail_next("hsa_signal_create", HSA_STATUS_ERROR_OUT_OF_RESOURCES);
     // SAFETY: as above.
-    let e = reason(unsafe { d.copy_from_device(back.as_mut_ptr(), p, 8) }.unwrap_err());
+    let e = reason(unsafe { d.memory().copy_from_device(back.as_mut_ptr(), p, 8) }.unwrap_err());
     assert!(e.starts_with("hsa_signal_create failed: "), "{e}");
     assert_trace(&[
         "hsa_amd_memory_pool_allocate(0x110, 4194304 bytes, flags 0) -> #3",
@@ -483,7 +489,7 @@ fn a_failed_fill_or_grant_frees_the_block() {
     ]);
     // The next copy makes the staging buffer afresh and works.
     // SAFETY: as above.
-    unsafe { d.copy_from_device(back.as_mut_ptr(), p, 8) }.unwrap();
+    unsafe { d.memory().copy_from_device(back.as_mut_ptr(), p, 8) }.unwrap();
     assert_eq!(back, [0; 8]);
 }
 
@@ -620,11 +626,13 @@ fn a_long_wait_spins_a_millisecond_then_blocks_in_one_second_slices() {
 fn a_dropped_device_releases_its_queue_signals_and_buffers() {
     let d = device(Config::new(0x2018));
     let k = saxpy(&*d);
-    let p = d.alloc(8).unwrap();
+    let p = d.memory().alloc(8).unwrap();
     let mut back = [0u8; 8];
     // SAFETY: 8 bytes each; the fake runs no code.
     unsafe {
-        d.copy_from_device(back.as_mut_ptr(), p, 8).unwrap();
+        d.memory()
+            .copy_from_device(back.as_mut_ptr(), p, 8)
+            .unwrap();
         d.launch(k, &[], params(1, 1, 0)).unwrap();
     }
     take_trace();
