@@ -87,33 +87,12 @@ use gpu_reduce as reduce_step;
     any(feature = "gpu-sim", target_arch = "nvptx64", target_arch = "amdgpu")
 ))]
 mod panic_record;
-
-/// A `teams, parallel` kernel's entry on a GPU. Shared memory keeps whatever the unit's last block left there, so
-/// the block's threads clear its team-shared claim word and its team-shared memory (which `team_shared` hands out
-/// zeroed, as the host devices and gpu-sim give it), word by word between them, and meet at a barrier before any of
-/// them claims or reads either.
-#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-#[inline(always)]
-fn clear_team_shared() {
-    let (_, _, thread, threads) = backend::geometry();
-    let (base, len) = backend::team_shared();
-    if thread == 0 {
-        // SAFETY: the shim's function forms the address of the block's own word, alive for the kernel's run.
-        unsafe { &*backend::team_shared_claim() }.store(0, core::sync::atomic::Ordering::Relaxed);
-        for k in len / 4 * 4..len {
-            // SAFETY: inside the block's team-shared memory; no thread uses it before the barrier below.
-            unsafe { base.add(k).write(0) };
-        }
-    }
-    let mut k = thread as usize;
-    while k < len / 4 {
-        // SAFETY: the block's team-shared memory is 16-byte aligned and `len` bytes long; each word is this thread's
-        // alone until the barrier.
-        unsafe { base.cast::<u32>().add(k).write(0) };
-        k += threads as usize;
-    }
-    backend::barrier();
-}
+// What a kernel's entry does on either GPU, over the target's intrinsics.
+#[cfg(all(
+    not(any(feature = "host", feature = "gpu-sim")),
+    any(target_arch = "nvptx64", target_arch = "amdgpu")
+))]
+mod gpu_entry;
 
 mod math;
 #[cfg(any(

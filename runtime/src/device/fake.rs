@@ -3,7 +3,8 @@
 
 use super::observed::ObservedDevice;
 use crate::plugin::{
-    Arg, Device, DeviceDescription, DevicePtr, Kernel, LaunchParams, LoadedImage, PluginError,
+    Arg, Device, DeviceDescription, DeviceMemory, DevicePtr, Kernel, LaunchParams, LoadedImage,
+    PluginError,
 };
 use crate::registry::Image;
 use std::sync::{Arc, Mutex};
@@ -76,6 +77,15 @@ impl Device for FakeDevice {
             reason: "no images".into(),
         })
     }
+    fn memory(&self) -> &dyn DeviceMemory {
+        self
+    }
+    unsafe fn launch(&self, _: Kernel, _: &[Arg], _: LaunchParams) -> Result<(), PluginError> {
+        unreachable!("the fake device loads no images, so it has no kernels")
+    }
+}
+
+impl DeviceMemory for FakeDevice {
     fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
         let mut blocks = self.blocks.lock().unwrap();
         // Fake device addresses, far from host ones, spaced so blocks never touch.
@@ -110,8 +120,5 @@ impl Device for FakeDevice {
         *self.copies_out.lock().unwrap() += 1;
         unsafe { std::ptr::copy_nonoverlapping(self.at(src, size), dst, size) };
         Ok(())
-    }
-    unsafe fn launch(&self, _: Kernel, _: &[Arg], _: LaunchParams) -> Result<(), PluginError> {
-        unreachable!("the fake device loads no images, so it has no kernels")
     }
 }

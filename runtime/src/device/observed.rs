@@ -6,7 +6,8 @@
 use crate::host::geometry::Launch;
 use crate::observe::{self, Direction, Label, LaunchName, Scope, Watch};
 use crate::plugin::{
-    Arg, Device, DeviceDescription, DevicePtr, Kernel, LaunchParams, LoadedImage, PluginError,
+    Arg, Device, DeviceDescription, DeviceMemory, DevicePtr, Kernel, LaunchParams, LoadedImage,
+    PluginError,
 };
 use crate::registry::{entry_symbol, Image};
 use offload_model::abi::map_type::{HOST_ATOMIC_MASK, HOST_ATOMIC_SHIFT};
@@ -80,7 +81,7 @@ impl ObservedDevice {
     /// `bytes` of device memory aligned to `align`, zero-filled.
     #[inline]
     pub fn alloc(&self, bytes: usize, align: usize) -> Result<DevicePtr, PluginError> {
-        observe::alloc(bytes, || self.dev.alloc_aligned(bytes, align))
+        observe::alloc(bytes, || self.dev.memory().alloc_aligned(bytes, align))
     }
 
     /// # Safety
@@ -88,7 +89,7 @@ impl ObservedDevice {
     #[inline]
     pub unsafe fn free(&self, ptr: DevicePtr) {
         // SAFETY: per the contract.
-        observe::free(ptr, || unsafe { self.dev.free(ptr) })
+        observe::free(ptr, || unsafe { self.dev.memory().free(ptr) })
     }
 
     /// Copies host data to the device. Atomic elements (`map_type`'s `HOST_ATOMIC` bits; other host threads may be
@@ -107,7 +108,7 @@ impl ObservedDevice {
     ) -> Result<(), PluginError> {
         observe::transfer(Direction::ToDevice, host, tgt, size, || {
             // SAFETY: forwarded.
-            unsafe { submit(&*self.dev, tgt, host, size, map_type) }
+            unsafe { submit(self.dev.memory(), tgt, host, size, map_type) }
         })
     }
 
@@ -127,7 +128,7 @@ impl ObservedDevice {
     ) -> Result<(), PluginError> {
         observe::transfer(Direction::ToHost, host, tgt, size, || {
             // SAFETY: forwarded.
-            unsafe { retrieve(&*self.dev, host, tgt, size, map_type) }
+            unsafe { retrieve(self.dev.memory(), host, tgt, size, map_type) }
         })
     }
 
@@ -220,7 +221,7 @@ unsafe fn atomic_copy(dst: usize, src: usize, size: usize, elem: usize) {
 /// As [`ObservedDevice::submit`].
 #[inline]
 unsafe fn submit(
-    dev: &dyn Device,
+    dev: &dyn DeviceMemory,
     tgt: DevicePtr,
     host: usize,
     size: usize,
@@ -260,7 +261,7 @@ unsafe fn submit(
 /// As [`ObservedDevice::retrieve`].
 #[inline]
 unsafe fn retrieve(
-    dev: &dyn Device,
+    dev: &dyn DeviceMemory,
     host: usize,
     tgt: DevicePtr,
     size: usize,

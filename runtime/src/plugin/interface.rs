@@ -87,48 +87,8 @@ pub trait Device: Send + Sync {
     }
     /// Loads an image; the kernels it holds stay valid for the life of the process.
     fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError>;
-    /// Device memory, zero-filled, aligned to at least [`Device::alloc_align`].
-    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError>;
-    /// The alignment every [`Device::alloc`] block has (CUDA's and HSA's allocators give 256 bytes).
-    fn alloc_align(&self) -> usize {
-        256
-    }
-    /// Device memory aligned to `align` (a power of two: an element type's alignment). A device that cannot align
-    /// a block that much says so rather than hand out a misaligned one.
-    fn alloc_aligned(&self, size: usize, align: usize) -> Result<DevicePtr, PluginError> {
-        if align > self.alloc_align() {
-            return Err(PluginError::Alignment {
-                align,
-                max: self.alloc_align(),
-            });
-        }
-        self.alloc(size)
-    }
-    /// # Safety
-    /// `ptr` came from [`Device::alloc`] of this device and is not used afterwards.
-    unsafe fn free(&self, ptr: DevicePtr);
-    /// # Safety
-    /// `src` is readable for `size` bytes and `dst..dst+size` lies in one allocation of this device.
-    unsafe fn copy_to_device(
-        &self,
-        dst: DevicePtr,
-        src: *const u8,
-        size: usize,
-    ) -> Result<(), PluginError>;
-    /// # Safety
-    /// `dst` is writable for `size` bytes and `src..src+size` lies in one allocation of this device.
-    unsafe fn copy_from_device(
-        &self,
-        dst: *mut u8,
-        src: DevicePtr,
-        size: usize,
-    ) -> Result<(), PluginError>;
-    /// Whether the device's memory is the host's, which running kernels use at the same addresses (host-elf,
-    /// gpu-sim): then a copy of atomics is made element by element with atomic loads and stores on both sides, since
-    /// a kernel may be using them meanwhile (a device global updated while a region runs).
-    fn memory_is_host(&self) -> bool {
-        false
-    }
+    /// The device's memory: allocations and copies.
+    fn memory(&self) -> &dyn DeviceMemory;
     /// What the last launch's region code printed (`offload::println!`) where the device keeps it (GPUs, gpu-sim),
     /// and how many lines did not fit; emptied for the next launch. The runtime prints it, failed launch or not.
     fn take_printed(&self) -> (Vec<u8>, u32) {
@@ -145,6 +105,56 @@ pub trait Device: Send + Sync {
         args: &[Arg],
         params: LaunchParams,
     ) -> Result<(), PluginError>;
+}
+
+/// A device's memory, as LLVM's plugin interface has it (`dataAlloc`, `dataDelete`, `dataSubmit`, `dataRetrieve`):
+/// what a [`Device`] hands out ([`Device::memory`]) and the device layer allocates, frees and copies through. A
+/// plugin implements it on its device (CUDA, AMD) or on the memory it shares with others (the host-compiled devices'
+/// `HostMemory`).
+pub trait DeviceMemory {
+    /// Device memory, zero-filled, aligned to at least [`DeviceMemory::alloc_align`].
+    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError>;
+    /// The alignment every [`DeviceMemory::alloc`] block has (CUDA's and HSA's allocators give 256 bytes).
+    fn alloc_align(&self) -> usize {
+        256
+    }
+    /// Device memory aligned to `align` (a power of two: an element type's alignment). A device that cannot align
+    /// a block that much says so rather than hand out a misaligned one.
+    fn alloc_aligned(&self, size: usize, align: usize) -> Result<DevicePtr, PluginError> {
+        if align > self.alloc_align() {
+            return Err(PluginError::Alignment {
+                align,
+                max: self.alloc_align(),
+            });
+        }
+        self.alloc(size)
+    }
+    /// # Safety
+    /// `ptr` came from [`DeviceMemory::alloc`] (or [`DeviceMemory::alloc_aligned`]) of this memory and is not used
+    /// afterwards.
+    unsafe fn free(&self, ptr: DevicePtr);
+    /// # Safety
+    /// `src` is readable for `size` bytes and `dst..dst+size` lies in one allocation of this memory.
+    unsafe fn copy_to_device(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        size: usize,
+    ) -> Result<(), PluginError>;
+    /// # Safety
+    /// `dst` is writable for `size` bytes and `src..src+size` lies in one allocation of this memory.
+    unsafe fn copy_from_device(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        size: usize,
+    ) -> Result<(), PluginError>;
+    /// Whether the device's memory is the host's, which running kernels use at the same addresses (host-elf,
+    /// gpu-sim): then a copy of atomics is made element by element with atomic loads and stores on both sides, since
+    /// a kernel may be using them meanwhile (a device global updated while a region runs).
+    fn memory_is_host(&self) -> bool {
+        false
+    }
 }
 
 /// A loaded image: finds kernels and device globals by symbol.

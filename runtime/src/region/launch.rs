@@ -14,7 +14,7 @@ use crate::env::{icv, Policy};
 use crate::host::geometry::{Launch, HOST_LIMITS_WHY};
 use crate::host::panic::{no_threads, panic_message};
 use crate::observe::{self, Label, Watch};
-use crate::plugin::LaunchParams;
+use crate::plugin::{Kernel, LaunchParams, PluginError};
 use crate::registry::{entry_index, entry_symbol};
 use offload_model::abi::map_type::{DEVICE_MEMORY, LITERAL, PRIVATE, REDUCTION};
 use offload_model::fatbin::OffloadEntry;
@@ -159,18 +159,10 @@ pub unsafe fn target_without_kernel<R>(
                     reason,
                 });
             }
-            if present_on(dev, maps) {
-                return Err(Error::Mapping {
-                    what: format!("region {}", generic.name),
-                    device: dev.number,
-                    plugin: dev.plugin,
-                    message: format!(
-                        "{reason}; some of its data is present on the device, so the host fallback, which would \
-                         compute on the host's stale copy, does not run"
-                    ),
-                });
+            match could_not_start(generic.name, dev, maps, reason) {
+                NotRun::Host(h) => h,
+                NotRun::Failed(e) => return Err(e),
             }
-            Host::Unavailable(reason.into())
         }
     };
     run_host(w, generic.name, why, launch, fallback)
@@ -286,124 +278,29 @@ fn present_on(dev: &DeviceEntry, maps: &[MapArg]) -> bool {
         })
 }
 
+/// A region's run on a device: the device's loaded kernel for it, the arguments mapped in, the launch, the arguments
+/// mapped out (or released without copying back after a failure). `Ok` holds what a reduction region's teams wrote.
+///
+/// # Safety
+/// As [`target`].
 unsafe fn run_on_device(
     w: Watch,
     region: &'static RegionInfo,
     launch: Launch,
     maps: &[MapArg],
 ) -> Result<Vec<u8>, NotRun> {
-    let host = |h| Err(NotRun::Host(h));
-    let dev = match select(launch.device, launch.cond) {
-        Selection::Device(dev) => dev,
-        Selection::Host(h) => return host(h),
-    };
-    let d = dev.number;
-    if let Some(other) = maps
-        .iter()
-        .filter_map(MapArg::memory_device)
-        .find(|&m| m != d)
-    {
-        return Err(NotRun::Failed(Error::DeviceRequired {
-            region: region.name,
-            reason: format!("it takes memory of device {other} but was to run on device {d}"),
-        }));
-    }
-    // The region could not start on the device: the host may run it only if none of its data lives there.
-    let could_not_start = |reason: String| {
-        if present_on(dev, maps) {
-            Err(NotRun::Failed(Error::Mapping {
-                what: format!("region {}", region.name),
-                device: d,
-                plugin: dev.plugin,
-                message: format!(
-                    "{reason}; some of its data is present on the device, so the host fallback, which would compute \
-                     on the host's stale copy, does not run"
-                ),
-            }))
-        } else {
-            host(Host::Unavailable(reason.into()))
-        }
-    };
-    let Some(kernel) = dev.kernel(entry_index(region.entry)) else {
-        return could_not_start(format!(
-            "no image loaded on device {d} ({}) has the kernel {}{}",
-            dev.plugin,
-            entry_symbol(region.entry).to_string_lossy(),
-            offload_model::device::DeviceKind::ALL
-                .into_iter()
-                .find(|k| k.plugin() == dev.plugin)
-                .map_or(String::new(), |k| format!(
-                    " (the program is built for the `{k}` target when OFFLOAD_TARGETS or \
-                     [package.metadata.offload] targets lists it)"
-                ))
-        ));
-    };
+    let (dev, kernel) = loaded_kernel(region, launch, maps)?;
     let (num_teams, num_threads) = dev.geometry(launch);
-    let too_big = |what: &str| {
-        Err(NotRun::Failed(Error::Mapping {
-            what: format!("region {}", region.name),
-            device: d,
-            plugin: dev.plugin,
-            message: format!("{what} for {num_teams} teams of {num_threads} threads overflows"),
-        }))
-    };
-    // A reduction's output holds a slot per team and the initial value, copied back into `reduced`. Teams are
-    // clamped to the device's maximum (no more than run at once, in a few waves), so this stays small.
-    let mut reduced = Vec::new();
-    let mut team_shared = if launch.construct.is_spmd() {
-        offload_model::abi::TEAM_SHARED_BYTES
-    } else {
-        0
-    };
-    let mut owned;
-    let maps = match maps.iter().position(|m| m.map_type & REDUCTION != 0) {
-        None => maps,
-        Some(k) => {
-            let Some(bytes) = (num_teams as usize)
-                .checked_add(1)
-                .and_then(|n| n.checked_mul(maps[k].size))
-            else {
-                return too_big("the reduction's partial results");
-            };
-            reduced = vec![0u8; bytes];
-            // A slot per thread for its partial, and one for the initial value (GPUs have no thread-locals).
-            let Some(slots) = (num_threads as usize)
-                .checked_add(1)
-                .and_then(|n| n.checked_mul(offload_model::reduce::slot_bytes(maps[k].size)))
-            else {
-                return too_big("the reduction's team-shared slots");
-            };
-            team_shared = team_shared.max(slots);
-            owned = maps.to_vec();
-            let m = &mut owned[k];
-            (m.begin, m.base) = (reduced.as_mut_ptr(), reduced.as_mut_ptr());
-            (m.size, m.base_size) = (reduced.len(), reduced.len());
-            &owned[..]
-        }
-    };
-    let _scope = w.scope(Label::Region(region.name), d, dev.plugin);
+    let out = Outputs::new(region, dev, launch, maps, num_teams, num_threads)?;
+    let _scope = w.scope(Label::Region(region.name), dev.number, dev.plugin);
     // SAFETY: forwarded from the caller. The guard releases the mappings without copying back on every way out,
     // a panic in the plugin or the launch included.
-    let mapped = match unsafe { enter_list(dev, maps, RefKind::Region) } {
-        Ok(g) => g,
-        // `present` and extension violations are errors under every policy; a device that cannot allocate or
-        // copy is one the region could not start on.
-        Err(e @ MapError::Device(_)) => {
-            return could_not_start(format!("mapping the arguments on device {d} failed: {e}"))
-        }
-        Err(e) => {
-            return Err(NotRun::Failed(Error::Mapping {
-                what: format!("region {}", region.name),
-                device: d,
-                plugin: dev.plugin,
-                message: e.to_string(),
-            }))
-        }
-    };
+    let mapped = unsafe { enter_list(dev, out.maps(maps), RefKind::Region) }
+        .map_err(|e| not_mapped(region, dev, maps, e))?;
     let params = LaunchParams {
         num_teams,
         num_threads,
-        team_shared,
+        team_shared: out.team_shared,
     };
     // SAFETY: the kernel came from this device and the arguments follow the region's calling convention.
     let launched = unsafe {
@@ -417,20 +314,191 @@ unsafe fn run_on_device(
             params,
         )
     };
-    let ok = launched.is_ok();
     // SAFETY: forwarded from the caller; nothing is copied back after a failure.
-    let unmapped = unsafe { mapped.exit(ok) };
+    let unmapped = unsafe { mapped.exit(launched.is_ok()) };
+    ran(region, dev, launched, unmapped)?;
+    Ok(out.reduced)
+}
+
+/// The device a region is to run on and its kernel for the region there (its images loaded on first use); else why
+/// not: the host runs it, or the call fails.
+fn loaded_kernel(
+    region: &'static RegionInfo,
+    launch: Launch,
+    maps: &[MapArg],
+) -> Result<(&'static DeviceEntry, Kernel), NotRun> {
+    let dev = match select(launch.device, launch.cond) {
+        Selection::Device(dev) => dev,
+        Selection::Host(h) => return Err(NotRun::Host(h)),
+    };
+    let d = dev.number;
+    if let Some(other) = maps
+        .iter()
+        .filter_map(MapArg::memory_device)
+        .find(|&m| m != d)
+    {
+        return Err(NotRun::Failed(Error::DeviceRequired {
+            region: region.name,
+            reason: format!("it takes memory of device {other} but was to run on device {d}"),
+        }));
+    }
+    let Some(kernel) = dev.kernel(entry_index(region.entry)) else {
+        return Err(could_not_start(
+            region.name,
+            dev,
+            maps,
+            format!(
+                "no image loaded on device {d} ({}) has the kernel {}{}",
+                dev.plugin,
+                entry_symbol(region.entry).to_string_lossy(),
+                offload_model::device::DeviceKind::ALL
+                    .into_iter()
+                    .find(|k| k.plugin() == dev.plugin)
+                    .map_or(String::new(), |k| format!(
+                        " (the program is built for the `{k}` target when OFFLOAD_TARGETS or \
+                         [package.metadata.offload] targets lists it)"
+                    ))
+            ),
+        ));
+    };
+    Ok((dev, kernel))
+}
+
+/// Region `region` could not start on the device, for `reason`: the host may run it only if none of its data lives
+/// there.
+fn could_not_start(
+    region: &'static str,
+    dev: &DeviceEntry,
+    maps: &[MapArg],
+    reason: String,
+) -> NotRun {
+    if present_on(dev, maps) {
+        NotRun::Failed(mapping_error(
+            region,
+            dev,
+            format!(
+                "{reason}; some of its data is present on the device, so the host fallback, which would compute on \
+                 the host's stale copy, does not run"
+            ),
+        ))
+    } else {
+        NotRun::Host(Host::Unavailable(reason.into()))
+    }
+}
+
+/// A mapping error of a call of region `region` on `dev`.
+fn mapping_error(region: &'static str, dev: &DeviceEntry, message: String) -> Error {
+    Error::Mapping {
+        what: format!("region {region}"),
+        device: dev.number,
+        plugin: dev.plugin,
+        message,
+    }
+}
+
+/// What a launch writes besides the mapped data, and its team-shared memory: a reduction's output holds a slot per
+/// team and the initial value, copied back into `reduced` (the map list's reduction entry is redirected to it),
+/// and a slot per thread in team-shared memory; a `teams, parallel` region gets its team-shared block.
+struct Outputs {
+    reduced: Vec<u8>,
+    team_shared: usize,
+    /// The map list with its reduction entry pointing at `reduced`, for a reduction region.
+    redirected: Option<Vec<MapArg>>,
+}
+
+impl Outputs {
+    fn new(
+        region: &'static RegionInfo,
+        dev: &DeviceEntry,
+        launch: Launch,
+        maps: &[MapArg],
+        num_teams: u32,
+        num_threads: u32,
+    ) -> Result<Outputs, NotRun> {
+        let too_big = |what: &str| {
+            NotRun::Failed(mapping_error(
+                region.name,
+                dev,
+                format!("{what} for {num_teams} teams of {num_threads} threads overflows"),
+            ))
+        };
+        let mut out = Outputs {
+            reduced: Vec::new(),
+            team_shared: if launch.construct.is_spmd() {
+                offload_model::abi::TEAM_SHARED_BYTES
+            } else {
+                0
+            },
+            redirected: None,
+        };
+        let Some(k) = maps.iter().position(|m| m.map_type & REDUCTION != 0) else {
+            return Ok(out);
+        };
+        // Teams are clamped to the device's maximum (no more than run at once, in a few waves), so this stays small.
+        let bytes = (num_teams as usize)
+            .checked_add(1)
+            .and_then(|n| n.checked_mul(maps[k].size))
+            .ok_or_else(|| too_big("the reduction's partial results"))?;
+        // A slot per thread for its partial, and one for the initial value (GPUs have no thread-locals).
+        let slots = (num_threads as usize)
+            .checked_add(1)
+            .and_then(|n| n.checked_mul(offload_model::reduce::slot_bytes(maps[k].size)))
+            .ok_or_else(|| too_big("the reduction's team-shared slots"))?;
+        out.team_shared = out.team_shared.max(slots);
+        out.reduced = vec![0u8; bytes];
+        let mut redirected = maps.to_vec();
+        let m = &mut redirected[k];
+        (m.begin, m.base) = (out.reduced.as_mut_ptr(), out.reduced.as_mut_ptr());
+        (m.size, m.base_size) = (out.reduced.len(), out.reduced.len());
+        out.redirected = Some(redirected);
+        Ok(out)
+    }
+
+    /// The map list the launch uses: `maps`, or its redirected copy.
+    fn maps<'a>(&'a self, maps: &'a [MapArg]) -> &'a [MapArg] {
+        self.redirected.as_deref().unwrap_or(maps)
+    }
+}
+
+/// Why the region's arguments (`maps`, as the call lists them) could not be mapped in on `dev`: `present` and
+/// extension violations are errors under every policy; a device that cannot allocate or copy is one the region
+/// could not start on.
+fn not_mapped(
+    region: &'static RegionInfo,
+    dev: &DeviceEntry,
+    maps: &[MapArg],
+    e: MapError,
+) -> NotRun {
+    match e {
+        MapError::Device(_) => could_not_start(
+            region.name,
+            dev,
+            maps,
+            format!("mapping the arguments on device {} failed: {e}", dev.number),
+        ),
+        e => NotRun::Failed(mapping_error(region.name, dev, e.to_string())),
+    }
+}
+
+/// The call's outcome once the kernel has run (`launched`) and the arguments were mapped out (`unmapped`): a failed
+/// kernel is the region's failure (and a lost device is marked so), else a failed copy back is.
+fn ran(
+    region: &'static RegionInfo,
+    dev: &DeviceEntry,
+    launched: Result<(), PluginError>,
+    unmapped: Result<(), MapError>,
+) -> Result<(), NotRun> {
     let failed = |message: String, location: Location| {
         Err(NotRun::Failed(Error::RegionFailed {
             region: region.name,
-            device: d,
+            device: dev.number,
             plugin: dev.plugin,
             message,
             location,
         }))
     };
     match (launched, unmapped) {
-        (Ok(()), Ok(())) => Ok(reduced),
+        (Ok(()), Ok(())) => Ok(()),
         (Err(f), _) => {
             if f.device_lost() {
                 dev.mark_lost();

@@ -1,18 +1,18 @@
 //! One GPU as a device, composed of its parts: [`Loader`] (images and the kernel table), [`Dispatcher`] (launches),
-//! [`Memory`] (allocations and copies), [`PanicRecords`] (the panic record), [`PrintBuffer`] (the print buffer),
-//! and the queue the dispatcher launches on. Discovery says what the GPU is; opening it makes the runtime objects its parts own.
+//! [`Memory`] (allocations and copies), [`PanicReports`] (the panic record) and [`Prints`] (the print buffer), each
+//! in a [`HostGlobal`], and the queue the dispatcher launches on. Discovery says what the GPU is; opening it makes the runtime objects its parts own.
 
 use super::discovery::{self, Machine};
 use super::dispatch::{Dispatcher, Limits};
 use super::error::Error;
 use super::failure::{self, Watcher};
+use super::host_global::HostGlobal;
 use super::image::Loader;
 use super::kernargs::Kernargs;
 use super::memory::Memory;
-use super::panic::PanicRecords;
-use super::print::PrintBuffer;
 use super::safe::{OwnedQueue, OwnedSignal};
 use super::sys::{Agent, Hsa};
+use crate::plugin::gpu::{panic, panic::PanicReports, print, print::Prints};
 
 /// One GPU. Launches are serialised by its dispatcher, copies by its memory's staging buffer.
 pub struct AmdGpuDevice {
@@ -28,10 +28,12 @@ pub struct AmdGpuDevice {
     /// Released first: the launch state (its signal and kernel-argument buffer), then the staging buffer, then the
     /// queue the dispatches went to (none is left running anyway).
     pub dispatch: Dispatcher,
-    /// Before the memory whose copies pointed the images at it; no dispatch that could write it runs any more.
-    pub panics: PanicRecords,
-    /// Likewise.
-    pub prints: PrintBuffer,
+    /// Before the memory whose copies pointed the images at it; no dispatch that could write it runs any more. An
+    /// image without the global (built before panic reports) runs as before, and a record that cannot be set up
+    /// fails no load: the reason is kept, and a trap says it.
+    pub panics: PanicReports<HostGlobal>,
+    /// Likewise; a buffer that cannot be set up drops what region code prints.
+    pub prints: Prints<HostGlobal>,
     pub memory: Memory,
     /// Last, so it is destroyed after the launch state that dispatched to it.
     pub queue: OwnedQueue,
@@ -61,8 +63,14 @@ impl AmdGpuDevice {
             total_mem: found.total_mem,
             dispatch: Dispatcher::new(found.limits, images.kernels(), watcher, signal, kernargs),
             images,
-            panics: PanicRecords::new(hsa, gpu, found.host_pool),
-            prints: PrintBuffer::new(hsa, gpu, found.host_pool),
+            panics: PanicReports::new(
+                HostGlobal::new(hsa, gpu, found.host_pool, panic::PROTOCOL),
+                None,
+            ),
+            prints: Prints::new(
+                HostGlobal::new(hsa, gpu, found.host_pool, print::PROTOCOL),
+                None,
+            ),
             memory: Memory::new(
                 hsa,
                 gpu,

@@ -1,72 +1,59 @@
 //! A block of fine-grained host memory the GPU may reach (a CPU agent's pool, access granted), which each loaded
-//! image's global of a given name points at, so the host reads it whatever became of the queue: the panic record
-//! ([`super::panic`]) and the print buffer ([`super::print`]). It is allocated when the first image that has the
-//! global is loaded. An image without the global runs as before, and a block that cannot be set up fails no load:
-//! the reason is kept.
+//! image's global of a GPU protocol points at, so the host reads it whatever became of the queue: the panic record and
+//! the print buffer, whose host sides are [`crate::plugin::gpu`]'s, reading the block through [`HostBlock`]. It is
+//! allocated when the first image that has the global is loaded. An image without the global runs as before, and a
+//! block that cannot be set up fails no load: the caller keeps the reason.
 
 use super::error::Error;
 use super::image::AmdGpuImage;
 use super::memory::{allocate, Memory};
 use super::safe::PoolBlock;
 use super::sys::{Agent, Hsa, MemoryPool};
+use crate::plugin::gpu::host_block::{HostBlock, Protocol};
 use std::ffi::CString;
-use std::sync::Mutex;
-
-/// Allocated on first use; used under its mutex.
-struct State {
-    block: Option<PoolBlock>,
-    /// Why an image's global may not point at the block: the first reason.
-    unset: Option<String>,
-}
+use std::ptr::NonNull;
+use std::sync::{Mutex, MutexGuard};
 
 pub struct HostGlobal {
     hsa: &'static Hsa,
     agent: Agent,
     /// Fine-grained host memory the GPU can reach.
     pool: MemoryPool,
-    /// The global's name.
-    symbol: &'static str,
-    bytes: usize,
-    /// Sets up a fresh block: it is given `bytes` of zeroed memory, page-aligned, that no one else knows of.
-    init: unsafe fn(*mut u8),
-    state: Mutex<State>,
+    /// The global's name, the block's size, and how it is set up.
+    protocol: Protocol,
+    /// Allocated on first use, then kept (at its address) as long as `self`.
+    block: Mutex<Option<PoolBlock>>,
 }
 
 impl HostGlobal {
-    /// `bytes` of memory for GPU `agent` from the host's fine-grained `pool`, set up by `init` (given them zeroed,
-    /// page-aligned and unshared), which images' global `symbol` points at.
+    /// `protocol`'s block for GPU `agent`, from the host's fine-grained `pool`, which images' global of the protocol
+    /// points at.
     pub fn new(
         hsa: &'static Hsa,
         agent: Agent,
         pool: MemoryPool,
-        symbol: &'static str,
-        bytes: usize,
-        init: unsafe fn(*mut u8),
+        protocol: Protocol,
     ) -> HostGlobal {
         HostGlobal {
             hsa,
             agent,
             pool,
-            symbol,
-            bytes,
-            init,
-            state: Mutex::new(State {
-                block: None,
-                unset: None,
-            }),
+            protocol,
+            block: Mutex::new(None),
         }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        // Each update is one assignment: a panic elsewhere cannot have left the state half-changed.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn block(&self) -> MutexGuard<'_, Option<PoolBlock>> {
+        // Each update is one assignment: a panic elsewhere cannot have left the block half-changed.
+        self.block.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Points `image`'s global at the block (allocated first if need be), copying its address through `memory`;
     /// `Ok(false)` if the image has no such global.
     pub fn point(&self, image: &AmdGpuImage, memory: &Memory) -> Result<bool, Error> {
+        let symbol = self.protocol.symbol;
         // No interior NUL: the symbol is a Rust identifier.
-        let Ok(name) = CString::new(self.symbol) else {
+        let Ok(name) = CString::new(symbol) else {
             return Ok(false);
         };
         let Some(global) = image.variable(&name)? else {
@@ -74,20 +61,21 @@ impl HostGlobal {
         };
         if global.size as usize != size_of::<u64>() {
             return Err(Error::NotAPointer {
-                symbol: self.symbol.into(),
+                symbol: symbol.into(),
                 size: global.size,
             });
         }
-        let mut state = self.state();
-        let block = match &mut state.block {
+        let mut block = self.block();
+        let block = match &mut *block {
             Some(b) => b,
             empty => {
-                let block = allocate(self.hsa, self.agent, self.pool, self.bytes, true)?;
-                // SAFETY: a fresh block (page-aligned) of `bytes` bytes, which no one else knows of yet; zeroed, then
-                // set up by `init` as its contract says.
+                let bytes = self.protocol.bytes;
+                let block = allocate(self.hsa, self.agent, self.pool, bytes, true)?;
+                // SAFETY: a fresh block (page-aligned) of `bytes` bytes, which no one else knows of yet; zeroed, it is
+                // what the protocol's `init` sets up.
                 unsafe {
-                    block.as_ptr().write_bytes(0, self.bytes);
-                    (self.init)(block.as_ptr());
+                    block.as_ptr().write_bytes(0, bytes);
+                    self.protocol.init(block.as_non_null());
                 }
                 empty.insert(block)
             }
@@ -98,20 +86,10 @@ impl HostGlobal {
         unsafe { memory.copy_in(global.address, (&raw const address).cast(), 8) }?;
         Ok(true)
     }
+}
 
-    /// Notes the first reason an image's global may not point at the block.
-    pub fn note_unset(&self, why: String) {
-        self.state().unset.get_or_insert(why);
-    }
-
-    /// Why an image's global may not point at the block, if it may not.
-    pub fn unset(&self) -> Option<String> {
-        self.state().unset.clone()
-    }
-
-    /// `f` of the block, under the mutex (so one caller at a time), if it has been allocated.
-    pub fn with<R>(&self, f: impl FnOnce(*mut u8) -> R) -> Option<R> {
-        let state = self.state();
-        state.block.as_ref().map(|b| f(b.as_ptr()))
+impl HostBlock for HostGlobal {
+    fn host_address(&self) -> Option<NonNull<u8>> {
+        self.block().as_ref().map(PoolBlock::as_non_null)
     }
 }

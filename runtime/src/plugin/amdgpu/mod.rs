@@ -13,14 +13,14 @@
 //!   memory pools, what a GPU is), [`device`] (a GPU opened as a device, composed of the parts that follow),
 //!   [`memory`] (allocation and staged copies), [`image`] (code objects, kernel and variable symbols), [`kernargs`]
 //!   (the kernel-argument buffer), [`dispatch`] (launch checks, the dispatch packet, the queue),
-//!   [`panic`](mod@panic) (the panic record, which images point at and failed dispatches are read from),
-//!   [`print`](mod@print) (the print buffer, which images point at and is drained after each launch), both in a
-//!   [`host_global`] (host memory an image's global points at), and [`failure`] (traps, faults, and waiting while
-//!   watching for them), with its errors in [`error`];
-//! - this file: the device trait's implementation, the only place the plugin's errors become the trait's.
+//!   [`host_global`] (host memory an image's global points at: the panic record, which failed dispatches are read
+//!   from, and the print buffer, drained after each launch, whose host sides are `plugin::gpu`'s), and [`failure`]
+//!   (traps, faults, and waiting while watching for them), with its errors in [`error`];
+//! - this file: the device trait's implementation (and its memory's), the only place the plugin's errors become
+//!   the traits'.
 //!
-//! Imports point one way, down this list: this file; `library` and `device`; `discovery`; `dispatch`, `panic` and
-//! `print`; `host_global`; `kernargs`; `memory`; `image` and `failure`; `error`; `safe`; `result`; `sys`. For the
+//! Imports point one way, down this list: this file; `library` and `device`; `discovery`; `dispatch`; `host_global`;
+//! `kernargs`; `memory`; `image` and `failure`; `error`; `safe`; `result`; `sys`. For the
 //! tests, `fake` (a fake HSA runtime) names `sys` only, and `tests` (the plugin against it), which only this file
 //! declares, names what it needs.
 //!
@@ -41,8 +41,6 @@ mod image;
 mod kernargs;
 mod library;
 mod memory;
-mod panic;
-mod print;
 mod result;
 mod safe;
 mod sys;
@@ -55,10 +53,9 @@ use self::error::Error;
 use self::image::AmdGpuImage;
 use super::discovery::{guarded, opened};
 use super::error::PluginError;
-use super::gpu;
 use super::interface::{
-    Arg, Device, DeviceDescription, DevicePtr, Discovered, Global, Kernel, LaunchParams,
-    LoadedImage, LoadedImageOps, Plugin,
+    Arg, Device, DeviceDescription, DeviceMemory, DevicePtr, Discovered, Global, Kernel,
+    LaunchParams, LoadedImage, LoadedImageOps, Plugin,
 };
 use crate::registry::Image;
 use std::ffi::CStr;
@@ -141,59 +138,18 @@ impl Device for AmdGpuDevice {
             image::code_object(image.format, image.bytes).map_err(|e| load(e.to_string()))?;
         let loaded = self.images.load(bytes).map_err(|e| load(self.on(e)))?;
         // An image whose global cannot point at the record still runs; its panics trap without one.
-        if let Err(e) = self.panics.point(&loaded, &self.memory) {
-            self.panics.note_unrecorded(format!(
-                "an image's panic record could not be set ({}): a panic in region code may trap without its \
-                 location",
-                self.on(e)
-            ));
+        if let Err(e) = self.panics.block.point(&loaded, &self.memory) {
+            self.panics.note_unpointed(self.on(e));
         }
         // Likewise for the print buffer: what its region code prints is dropped.
-        if let Err(e) = self.prints.point(&loaded, &self.memory) {
-            self.prints.note_unprinted(format!(
-                "an image's print buffer could not be set ({}): what its region code prints is dropped",
-                self.on(e)
-            ));
+        if let Err(e) = self.prints.block.point(&loaded, &self.memory) {
+            self.prints.note_unpointed(self.on(e));
         }
         Ok(Box::new(loaded))
     }
 
-    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
-        self.memory.alloc_zeroed(size).map_err(|e| match e {
-            Error::OutOfMemory { .. } => PluginError::OutOfMemory {
-                bytes: size,
-                detail: self.on(e),
-            },
-            e => PluginError::Alloc {
-                bytes: size,
-                reason: self.on(e),
-            },
-        })
-    }
-
-    unsafe fn free(&self, ptr: DevicePtr) {
-        // SAFETY: per the trait's contract, `ptr` came from `alloc` of this device.
-        unsafe { self.memory.free_memory(ptr) }
-    }
-
-    unsafe fn copy_to_device(
-        &self,
-        dst: DevicePtr,
-        src: *const u8,
-        size: usize,
-    ) -> Result<(), PluginError> {
-        // SAFETY: the trait's contract is `copy_in`'s.
-        unsafe { self.memory.copy_in(dst, src, size) }.map_err(|e| self.transfer(true, size, e))
-    }
-
-    unsafe fn copy_from_device(
-        &self,
-        dst: *mut u8,
-        src: DevicePtr,
-        size: usize,
-    ) -> Result<(), PluginError> {
-        // SAFETY: the trait's contract is `copy_out`'s.
-        unsafe { self.memory.copy_out(dst, src, size) }.map_err(|e| self.transfer(false, size, e))
+    fn memory(&self) -> &dyn DeviceMemory {
+        self
     }
 
     fn take_printed(&self) -> (Vec<u8>, u32) {
@@ -230,15 +186,50 @@ impl Device for AmdGpuDevice {
         .map_err(|e| match e {
             LaunchError::Refused(e) => PluginError::Launch { reason: self.on(e) },
             // The GPU failed: the device is lost. A panicking thread left its record.
-            LaunchError::Lost(lost) => {
-                gpu::panic_or_trap(self.panics.take(), || PluginError::Trap {
-                    message: match self.panics.unrecorded() {
-                        Some(why) => format!("{lost} ({why})"),
-                        None => lost.to_string(),
-                    },
-                })
-            }
+            // SAFETY: the dispatch that could write the record has ended (it failed, and the GPU's launches are
+            // serialised).
+            LaunchError::Lost(lost) => unsafe { self.panics.failure(lost.to_string()) },
         })
+    }
+}
+
+impl DeviceMemory for AmdGpuDevice {
+    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
+        self.memory.alloc_zeroed(size).map_err(|e| match e {
+            Error::OutOfMemory { .. } => PluginError::OutOfMemory {
+                bytes: size,
+                detail: self.on(e),
+            },
+            e => PluginError::Alloc {
+                bytes: size,
+                reason: self.on(e),
+            },
+        })
+    }
+
+    unsafe fn free(&self, ptr: DevicePtr) {
+        // SAFETY: per the trait's contract, `ptr` came from `alloc` of this device.
+        unsafe { self.memory.free_memory(ptr) }
+    }
+
+    unsafe fn copy_to_device(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        size: usize,
+    ) -> Result<(), PluginError> {
+        // SAFETY: the trait's contract is `copy_in`'s.
+        unsafe { self.memory.copy_in(dst, src, size) }.map_err(|e| self.transfer(true, size, e))
+    }
+
+    unsafe fn copy_from_device(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        size: usize,
+    ) -> Result<(), PluginError> {
+        // SAFETY: the trait's contract is `copy_out`'s.
+        unsafe { self.memory.copy_out(dst, src, size) }.map_err(|e| self.transfer(false, size, e))
     }
 }
 

@@ -96,6 +96,10 @@ impl PoolBlock {
         self.ptr.as_ptr()
     }
 
+    pub fn as_non_null(&self) -> NonNull<u8> {
+        self.ptr
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

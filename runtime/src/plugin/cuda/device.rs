@@ -1,23 +1,19 @@
 //! A CUDA device: its primary context, its memory and its launches.
 
 use super::error::{fail, launch_failure, Stage};
-use super::host_slot::point_global;
+use super::host_slot::{point_global, HostSlot};
 use super::image::CudaImage;
-use super::panic::{PanicReports, PanicSlot};
-use super::print::Prints;
 use super::rank::{check_image, rank_for};
 use crate::plugin::error::PluginError;
-use crate::plugin::gpu;
+use crate::plugin::gpu::{self, panic, panic::PanicReports, print, print::Prints};
 use crate::plugin::interface::{
-    Arg, Device, DeviceDescription, DevicePtr, Kernel, LaunchParams, LoadedImage,
+    Arg, Device, DeviceDescription, DeviceMemory, DevicePtr, Kernel, LaunchParams, LoadedImage,
 };
 use crate::registry::Image;
 use cudarc::driver::result::{self};
 use cudarc::driver::sys::{self, CUresult};
 use offload_model::abi::Construct;
 use offload_model::device::{NvidiaArch, NVPTX_TRIPLE};
-use offload_model::device_print;
-use offload_model::gpu_panic::{self};
 use std::ffi::{c_void, CStr};
 use std::sync::Mutex;
 
@@ -40,8 +36,9 @@ pub(super) struct CudaDevice {
     /// Shared memory a team may have with the opt-in attribute set.
     pub(super) max_shared: usize,
     pub(super) total_mem: usize,
-    pub(super) panics: PanicReports,
-    pub(super) prints: Prints,
+    /// The panic record and the print buffer: mapped pinned host memory, where it could be allocated.
+    pub(super) panics: PanicReports<Option<HostSlot>>,
+    pub(super) prints: Prints<Option<HostSlot>>,
     /// Held for a launch and for draining the print buffer: launches on a device run one at a time (the legacy
     /// default stream runs its kernels one at a time anyway), so no kernel writes the buffer while it is drained.
     pub(super) stream: Mutex<()>,
@@ -59,13 +56,12 @@ impl Drop for CudaDevice {
         if self.make_current().is_err() {
             return;
         }
-        if let Some(panics) = &self.panics.slot {
+        for slot in [&self.panics.block, &self.prints.block]
+            .into_iter()
+            .flatten()
+        {
             // SAFETY: the images pointing at it are this device's, which no launch uses any more.
-            unsafe { panics.slot.free() };
-        }
-        if let Some(prints) = &self.prints.slot {
-            // SAFETY: as above.
-            unsafe { prints.free() };
+            unsafe { slot.free() };
         }
     }
 }
@@ -108,18 +104,13 @@ impl CudaDevice {
         // SAFETY: `ctx` was just retained.
         let current =
             unsafe { result::ctx::set_current(ctx) }.map_err(|e| fail("cuCtxSetCurrent", e));
-        let panic = current.clone().and_then(|()| PanicSlot::new());
+        let panics = PanicReports::open(
+            current
+                .clone()
+                .and_then(|()| HostSlot::new(&panic::PROTOCOL)),
+        );
         // Without a print buffer, what region code prints is dropped.
-        let prints = Prints::open(current);
-        let panics = match panic {
-            Ok(slot) => PanicReports::new(Some(slot), None),
-            Err(e) => PanicReports::new(
-                None,
-                Some(format!(
-                    "no panic record ({e}): a panic in region code traps without its location"
-                )),
-            ),
-        };
+        let prints = Prints::open(current.and_then(|()| HostSlot::new(&print::PROTOCOL)));
         Ok(CudaDevice {
             ordinal,
             ctx,
@@ -274,23 +265,18 @@ impl Device for CudaDevice {
         }
         // SAFETY: written by the successful call.
         let module = unsafe { module.assume_init() };
-        if let Some(slot) = &self.panics.slot {
+        if let Some(slot) = &self.panics.block {
             // An image that cannot point at the record still runs; its panics trap without a record.
             // SAFETY: loaded just now in the current context.
-            if let Err(e) = unsafe { point_global(module, gpu_panic::SYMBOL, slot.slot.device) } {
-                self.panics.note_unrecorded(format!(
-                    "an image's panic record could not be set ({e}): a panic in region code may trap without \
-                     its location"
-                ));
+            if let Err(e) = unsafe { point_global(module, panic::PROTOCOL.symbol, slot.device) } {
+                self.panics.note_unpointed(e);
             }
         }
-        if let Some(slot) = &self.prints.slot {
+        if let Some(slot) = &self.prints.block {
             // An image that cannot point at the buffer still runs; what it prints is dropped.
             // SAFETY: loaded just now in the current context.
-            if let Err(e) = unsafe { point_global(module, device_print::SYMBOL, slot.device) } {
-                self.prints.note_unprinted(format!(
-                    "an image's print buffer could not be set ({e}): what its region code prints is dropped"
-                ));
+            if let Err(e) = unsafe { point_global(module, print::PROTOCOL.symbol, slot.device) } {
+                self.prints.note_unpointed(e);
             }
         }
         Ok(Box::new(CudaImage {
@@ -299,6 +285,72 @@ impl Device for CudaDevice {
         }))
     }
 
+    fn memory(&self) -> &dyn DeviceMemory {
+        self
+    }
+
+    fn take_printed(&self) -> (Vec<u8>, u32) {
+        // No driver call: the buffer is host memory, readable whatever became of the context.
+        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: launches hold the stream lock until they have synchronised or failed, so no kernel of this device
+        // runs; drains hold it too.
+        unsafe { self.prints.take() }
+    }
+
+    unsafe fn launch(
+        &self,
+        kernel: Kernel,
+        args: &[Arg],
+        params: LaunchParams,
+    ) -> Result<(), PluginError> {
+        let refused = |reason: String| PluginError::Launch { reason };
+        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        self.make_current().map_err(refused)?;
+        let f = kernel.0 as sys::CUfunction;
+        let (teams, threads) = (params.num_teams.max(1), params.num_threads.max(1));
+        // Formatted only for a message.
+        let config = || {
+            format!(
+                "{teams} teams of {threads} threads with {} bytes of team-shared memory; CUDA device {} ({}) \
+                 allows {} threads and {} bytes of shared memory per team",
+                params.team_shared, self.ordinal, self.name, self.max_threads, self.max_shared
+            )
+        };
+        let shared = u32::try_from(params.team_shared)
+            .map_err(|_| refused(format!("too much team-shared memory: {}", config())))?;
+        if params.team_shared > 0 {
+            // SAFETY: per the contract, `f` comes from an image loaded on this device; its context is current.
+            unsafe { self.reserve_shared(f, params.team_shared) }.map_err(refused)?;
+        }
+        // A failed call's error: a kernel that died is the panic its record holds.
+        let failed = |code: CUresult, stage: Stage| {
+            // SAFETY: a kernel that died has ended (its launch failed, and the context that ran it is unusable),
+            // and no other launch runs (the stream lock is held), so no kernel writes the record.
+            unsafe { self.panics.failed(launch_failure(code, stage, &config())) }
+        };
+        // CUDA passes no dynamic pointer.
+        let dyn_ptr: u64 = 0;
+        let mut params_ptrs = gpu::kernel_params(&dyn_ptr, args);
+        let stream = result::stream::null();
+        // SAFETY: per the contract, `args` match the kernel's parameters; they and `dyn_ptr` outlive the call,
+        // which copies them.
+        unsafe {
+            result::launch_kernel(
+                f,
+                (teams, 1, 1),
+                (threads, 1, 1),
+                shared,
+                stream,
+                &mut params_ptrs,
+            )
+        }
+        .map_err(|e| failed(e.0, Stage::Launch))?;
+        // SAFETY: the legacy default stream of the current context.
+        unsafe { result::stream::synchronize(stream) }.map_err(|e| failed(e.0, Stage::Wait))
+    }
+}
+
+impl DeviceMemory for CudaDevice {
     fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
         let failed = |reason: String| PluginError::Alloc {
             bytes: size,
@@ -372,65 +424,5 @@ impl Device for CudaDevice {
         // SAFETY: per the trait's contract.
         unsafe { result::memcpy_dtoh_sync(std::slice::from_raw_parts_mut(dst, size), src) }
             .map_err(|e| failed(self.on(fail("cuMemcpyDtoH", e))))
-    }
-
-    fn take_printed(&self) -> (Vec<u8>, u32) {
-        // No driver call: the buffer is host memory, readable whatever became of the context.
-        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: launches hold the stream lock until they have synchronised or failed, so no kernel of this device
-        // runs; drains hold it too.
-        unsafe { self.prints.take() }
-    }
-
-    unsafe fn launch(
-        &self,
-        kernel: Kernel,
-        args: &[Arg],
-        params: LaunchParams,
-    ) -> Result<(), PluginError> {
-        let refused = |reason: String| PluginError::Launch { reason };
-        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
-        self.make_current().map_err(refused)?;
-        let f = kernel.0 as sys::CUfunction;
-        let (teams, threads) = (params.num_teams.max(1), params.num_threads.max(1));
-        // Formatted only for a message.
-        let config = || {
-            format!(
-                "{teams} teams of {threads} threads with {} bytes of team-shared memory; CUDA device {} ({}) \
-                 allows {} threads and {} bytes of shared memory per team",
-                params.team_shared, self.ordinal, self.name, self.max_threads, self.max_shared
-            )
-        };
-        let shared = u32::try_from(params.team_shared)
-            .map_err(|_| refused(format!("too much team-shared memory: {}", config())))?;
-        if params.team_shared > 0 {
-            // SAFETY: per the contract, `f` comes from an image loaded on this device; its context is current.
-            unsafe { self.reserve_shared(f, params.team_shared) }.map_err(refused)?;
-        }
-        // CUDA passes no dynamic pointer.
-        let dyn_ptr: u64 = 0;
-        let mut params_ptrs = gpu::kernel_params(&dyn_ptr, args);
-        let stream = result::stream::null();
-        // SAFETY: per the contract, `args` match the kernel's parameters; they and `dyn_ptr` outlive the call,
-        // which copies them.
-        unsafe {
-            result::launch_kernel(
-                f,
-                (teams, 1, 1),
-                (threads, 1, 1),
-                shared,
-                stream,
-                &mut params_ptrs,
-            )
-        }
-        .map_err(|e| {
-            self.panics
-                .failed(launch_failure(e.0, Stage::Launch, &config()))
-        })?;
-        // SAFETY: the legacy default stream of the current context.
-        unsafe { result::stream::synchronize(stream) }.map_err(|e| {
-            self.panics
-                .failed(launch_failure(e.0, Stage::Wait, &config()))
-        })
     }
 }

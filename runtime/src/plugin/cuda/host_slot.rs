@@ -1,35 +1,40 @@
-//! Mapped pinned host memory a device's image points at (the panic record, the print buffer), and pointing the
-//! image's globals at it: the host reads it without the context, which a trap leaves unusable.
+//! Mapped pinned host memory a device's images point at (the panic record, the print buffer: [`crate::plugin::gpu`]'s
+//! protocols, whose host sides read it through [`HostBlock`]), and pointing an image's global at it: the host reads
+//! it without the context, which a trap leaves unusable.
 
 use super::error::fail;
+use crate::plugin::gpu::host_block::{HostBlock, Protocol};
 use cudarc::driver::result::{self};
 use cudarc::driver::sys::{self, CUresult};
 use std::ffi::CString;
 use std::ptr::NonNull;
 
-/// A `T` (and whatever follows it, `bytes` in all) in mapped pinned host memory (portable, so any context may map
-/// it), and its address on the device, which each loaded image's global for it holds ([`point_global`]). The host
-/// reads it without the context, so a kernel that killed the context leaves it readable.
-pub(super) struct HostSlot<T> {
-    pub(super) host: NonNull<T>,
+/// A protocol's block in mapped pinned host memory (portable, so any context may map it), and its address on the
+/// device, which each loaded image's global for it holds ([`point_global`]). The host reads it without the context,
+/// so a kernel that killed the context leaves it readable.
+pub(super) struct HostSlot {
+    pub(super) host: NonNull<u8>,
     pub(super) device: sys::CUdeviceptr,
 }
 
-impl<T> HostSlot<T> {
-    /// Allocates `bytes` (at least a `T`), mapped into the current context's address space, zero-fills them and
-    /// lets `init` set them up before anyone else knows of them.
-    pub(super) fn new(bytes: usize, init: impl FnOnce(NonNull<T>)) -> Result<HostSlot<T>, String> {
-        let bytes = bytes.max(size_of::<T>());
+impl HostSlot {
+    /// Allocates `protocol`'s block, mapped into the current context's address space, zero-fills it and sets it up
+    /// before anyone else knows of it.
+    pub(super) fn new(protocol: &Protocol) -> Result<HostSlot, String> {
+        let bytes = protocol.bytes;
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
         // SAFETY: a context is current (the caller's).
         let host =
             unsafe { result::malloc_host(bytes, flags) }.map_err(|e| fail("cuMemHostAlloc", e))?;
-        let Some(host) = NonNull::new(host.cast::<T>()) else {
+        let Some(host) = NonNull::new(host.cast::<u8>()) else {
             return Err("cuMemHostAlloc returned no memory".into());
         };
-        // SAFETY: page-aligned memory of `bytes` bytes, ours alone until its address is handed out.
-        unsafe { host.cast::<u8>().write_bytes(0, bytes) };
-        init(host);
+        // SAFETY: page-aligned memory of `bytes` bytes, ours alone until its address is handed out: zeroed, it is
+        // what the protocol's `init` sets up.
+        unsafe {
+            host.write_bytes(0, bytes);
+            protocol.init(host);
+        }
         let mut device: sys::CUdeviceptr = 0;
         // SAFETY: `host` came from cuMemHostAlloc with DEVICEMAP; the driver writes one device pointer.
         let mapped =
@@ -50,6 +55,12 @@ impl<T> HostSlot<T> {
     pub(super) unsafe fn free(&self) {
         // SAFETY: per the contract. A failure leaves nothing to do.
         let _ = unsafe { result::free_host(self.host.as_ptr().cast()) };
+    }
+}
+
+impl HostBlock for HostSlot {
+    fn host_address(&self) -> Option<NonNull<u8>> {
+        Some(self.host)
     }
 }
 

@@ -13,8 +13,8 @@
 //! pinned host memory too, drained after each launch.
 //!
 //! One file per concern: `device` (the context, memory and launches), `image` (a loaded module), `rank` (which images
-//! a device runs), `error` (what a failed call says), `host_slot` (mapped host memory an image's global points at),
-//! and the GPU protocols' host sides, `panic` and `print`.
+//! a device runs), `error` (what a failed call says), and `host_slot` (mapped host memory an image's global points
+//! at, the GPU protocols' blocks, whose host sides are `plugin::gpu`'s).
 
 use crate::plugin::discovery::{guarded, opened};
 use crate::plugin::error::PluginError;
@@ -27,8 +27,6 @@ mod device;
 mod error;
 mod host_slot;
 mod image;
-mod panic;
-mod print;
 mod rank;
 #[cfg(test)]
 mod tests;

@@ -2,20 +2,18 @@
 
 use super::error::*;
 use super::host_slot::*;
-use super::panic::*;
-use super::print::*;
 use super::rank::*;
 use super::*;
 use crate::plugin::error::PluginError;
-use crate::plugin::gpu;
+use crate::plugin::gpu::host_block::{HostBlock, PlainBlock};
+use crate::plugin::gpu::panic::{self, PanicReports};
 use crate::registry::Image;
 use cudarc::driver::sys::CUresult;
 use offload_model::device::NVPTX_TRIPLE;
 use offload_model::device_print;
 use offload_model::fatbin::ImageFormat;
-use offload_model::gpu_panic::{self, PanicRecord};
-use std::ptr::NonNull;
-use std::sync::Mutex;
+use offload_model::gpu_panic;
+
 const CUBIN: ImageFormat = ImageFormat::Cubin;
 const PTX: ImageFormat = ImageFormat::Ptx;
 
@@ -157,25 +155,20 @@ fn a_refused_launch_keeps_the_device_and_names_the_error_and_configuration() {
     }
 }
 
-/// A record in plain host memory, as mapped pinned memory is to the host; freed by `free`.
-fn slot() -> PanicSlot {
-    let host = NonNull::from(Box::leak(Box::new(PanicRecord::new())));
-    PanicSlot {
-        slot: HostSlot {
-            host,
-            device: host.as_ptr() as sys::CUdeviceptr,
-        },
-        taking: Mutex::new(()),
-    }
-}
-
-fn free(slot: PanicSlot) {
-    // SAFETY: leaked from a box by `slot`, and no longer used.
-    drop(unsafe { Box::from_raw(slot.slot.host.as_ptr()) });
+/// The device's panic reports with a record in plain host memory, as mapped pinned memory is to the host (the
+/// record's own logic is `plugin::gpu::panic`'s, and tested there), and that memory, to be freed at the end.
+fn reports() -> (PlainBlock, PanicReports<Option<HostSlot>>) {
+    let block = PlainBlock::new(&panic::PROTOCOL);
+    let host = block.host_address().unwrap();
+    let slot = HostSlot {
+        host,
+        device: host.as_ptr() as sys::CUdeviceptr,
+    };
+    (block, PanicReports::new(Some(slot), None))
 }
 
 /// What a GPU's first panicking thread leaves in the record (offload-device's `report_location`).
-fn panic_at(slot: &PanicSlot, line: u32, block: u32, thread: u32) {
+fn panic_at(reports: &PanicReports<Option<HostSlot>>, line: u32, block: u32, thread: u32) {
     let site = gpu_panic::Site {
         file: "examples/saxpy.rs",
         line,
@@ -183,8 +176,9 @@ fn panic_at(slot: &PanicSlot, line: u32, block: u32, thread: u32) {
         block,
         thread,
     };
+    let record = reports.block.as_ref().unwrap().host.cast().as_ptr();
     // SAFETY: the slot's live record, written as the kernel would.
-    assert!(unsafe { gpu_panic::record_str(slot.slot.host.as_ptr(), "", &site) });
+    assert!(unsafe { gpu_panic::record_str(record, "", &site) });
 }
 
 fn trapped() -> PluginError {
@@ -193,172 +187,56 @@ fn trapped() -> PluginError {
 
 #[test]
 fn a_kernel_that_panicked_reports_where_from_its_record_and_loses_the_device() {
-    let reports = PanicReports::new(Some(slot()), None);
-    panic_at(reports.slot.as_ref().unwrap(), 12, 3, 17);
-    let e = reports.failed(trapped());
+    let (block, reports) = reports();
+    panic_at(&reports, 12, 3, 17);
+    // SAFETY: no kernel runs.
+    let e = unsafe { reports.failed(trapped()) };
     assert!(e.device_lost());
     assert!(matches!(&e, PluginError::Panic { lost: true, .. }), "{e:?}");
-    assert_eq!(e.to_string(), gpu::NO_MESSAGE);
+    assert_eq!(e.to_string(), panic::NO_MESSAGE);
     assert_eq!(
         e.location(),
         Some(&("examples/saxpy.rs".to_string(), 12, 9))
     );
     assert_eq!(e.thread(), Some((3, 17)));
     // Taken once: the next failure without a panic is the driver's trap.
-    let again = reports.failed(trapped());
+    // SAFETY: as above.
+    let again = unsafe { reports.failed(trapped()) };
     assert!(matches!(again, PluginError::Trap { .. }), "{again:?}");
     assert!(again.to_string().starts_with("the kernel trapped"));
-    free(reports.slot.unwrap());
+    // SAFETY: nothing uses the record any more.
+    unsafe { block.free(&panic::PROTOCOL) };
 }
 
 #[test]
 fn a_refused_launch_leaves_the_record_alone() {
-    let reports = PanicReports::new(Some(slot()), None);
-    panic_at(reports.slot.as_ref().unwrap(), 5, 0, 1);
+    let (block, reports) = reports();
+    panic_at(&reports, 5, 0, 1);
     let refused = launch_failure(CUresult::CUDA_ERROR_INVALID_VALUE, Stage::Launch, "cfg");
+    // SAFETY: no kernel runs.
     assert!(matches!(
-        reports.failed(refused),
+        unsafe { reports.failed(refused) },
         PluginError::Launch { .. }
     ));
-    // SAFETY: the live record; no kernel writes it.
-    assert!(
-        unsafe { gpu_panic::take(reports.slot.as_ref().unwrap().slot.host.as_ptr()) }.is_some()
-    );
-    free(reports.slot.unwrap());
+    // SAFETY: as above.
+    assert!(unsafe { reports.take() }.is_some());
+    // SAFETY: nothing uses the record any more.
+    unsafe { block.free(&panic::PROTOCOL) };
 }
 
 #[test]
 fn without_a_record_a_trap_says_why_there_is_none() {
-    let why = "no panic record (cuMemHostAlloc failed: CUDA_ERROR_OUT_OF_MEMORY)";
-    let reports = PanicReports::new(None, Some(why.into()));
-    let e = reports.failed(trapped());
+    let reports = PanicReports::<Option<HostSlot>>::open(Err("cuMemHostAlloc failed".into()));
+    // SAFETY: there is no record.
+    let e = unsafe { reports.failed(trapped()) };
     assert!(e.device_lost());
     assert!(
-        e.to_string().ends_with(&format!("marked lost ({why})")),
+        e.to_string().ends_with(
+            "marked lost (no panic record (cuMemHostAlloc failed): a panic in region code traps without its \
+             location)"
+        ),
         "{e}"
     );
-    // An image that could not point at the record is noted once, after the first reason.
-    let reports = PanicReports::new(Some(slot()), None);
-    reports.note_unrecorded("first".into());
-    reports.note_unrecorded("second".into());
-    assert_eq!(reports.unrecorded().as_deref(), Some("first"));
-    let e = reports.failed(trapped());
-    assert!(e.to_string().ends_with("(first)"), "{e}");
-    free(reports.slot.unwrap());
-}
-
-/// A print buffer in plain host memory, as mapped pinned memory is to the host, set up as the plugin sets up
-/// its own; freed by `free_prints`.
-fn print_slot() -> HostSlot<device_print::Header> {
-    let words = Box::leak(vec![0u32; PRINT_BUFFER_BYTES / 4].into_boxed_slice());
-    let host = NonNull::from(words).cast::<device_print::Header>();
-    // SAFETY: zeroed memory of the buffer's size, aligned for a header (`u32`s), used by no one else yet.
-    unsafe { init_print_buffer(host) };
-    HostSlot {
-        host,
-        device: host.as_ptr() as sys::CUdeviceptr,
-    }
-}
-
-fn free_prints(prints: Prints) {
-    let host = prints.slot.unwrap().host.as_ptr().cast::<u32>();
-    let words = std::ptr::slice_from_raw_parts_mut(host, PRINT_BUFFER_BYTES / 4);
-    // SAFETY: leaked from a box of this many words by `print_slot`, and no longer used.
-    drop(unsafe { Box::from_raw(words) });
-}
-
-/// Whether the buffer's records are all zero, as before any line.
-fn data_is_zero(prints: &Prints) -> bool {
-    let host = prints.slot.as_ref().unwrap().host.as_ptr().cast::<u8>();
-    // SAFETY: the live buffer's data, which no one writes meanwhile.
-    let data = unsafe {
-        std::slice::from_raw_parts(
-            host.add(size_of::<device_print::Header>()),
-            device_print::DATA_BYTES,
-        )
-    };
-    data.iter().all(|&b| b == 0)
-}
-
-/// A line as region code prints it, into the buffer the images' global points at.
-fn print_line(prints: &Prints, line: std::fmt::Arguments<'_>) {
-    let slot = prints.slot.as_ref().unwrap();
-    // SAFETY: the live buffer; no drain runs meanwhile.
-    unsafe { device_print::print(slot.device as *mut device_print::Header, line, true) };
-}
-
-#[test]
-#[cfg_attr(
-    miri,
-    ignore = "a mebibyte print buffer: too slow under Miri (the protocol runs under Miri in offload-model)"
-)]
-fn a_print_buffer_holds_a_header_and_a_mebibyte_with_the_room_in_its_header() {
-    assert_eq!(PRINT_BUFFER_BYTES, 16 + (1 << 20));
-    let prints = Prints::new(Some(print_slot()), None);
-    // SAFETY: the live header.
-    let header = unsafe { &*prints.slot.as_ref().unwrap().host.as_ptr() };
-    assert_eq!(header.cap as usize, device_print::DATA_BYTES);
-    assert_eq!(header.used.load(std::sync::atomic::Ordering::Relaxed), 0);
-    assert_eq!(header.lost.load(std::sync::atomic::Ordering::Relaxed), 0);
-    assert!(data_is_zero(&prints));
-    free_prints(prints);
-}
-
-#[test]
-#[cfg_attr(
-    miri,
-    ignore = "a mebibyte print buffer: too slow under Miri (the protocol runs under Miri in offload-model)"
-)]
-fn what_kernels_print_is_taken_once_after_the_launch() {
-    let prints = Prints::new(Some(print_slot()), None);
-    print_line(&prints, format_args!("team {} says {}", 3, "hello"));
-    print_line(&prints, format_args!("team {} says {}", 4, "bye"));
-    // SAFETY: no kernel runs, and no one else drains.
-    let (out, lost) = unsafe { prints.take() };
-    assert_eq!(
-        String::from_utf8(out).unwrap(),
-        "team 3 says hello\nteam 4 says bye\n"
-    );
-    assert_eq!(lost, 0);
-    // Emptied for the next launch.
-    // SAFETY: as above.
-    assert_eq!(unsafe { prints.take() }, (Vec::new(), 0));
-    assert!(data_is_zero(&prints));
-    // Lines past the buffer's room are counted, and the count is reset once taken.
-    let long = "x".repeat(device_print::LINE_CAP);
-    let fits = device_print::DATA_BYTES / (4 + device_print::LINE_CAP);
-    for _ in 0..fits + 2 {
-        print_line(&prints, format_args!("{}", &long[1..]));
-    }
-    // SAFETY: as above.
-    let (out, lost) = unsafe { prints.take() };
-    assert_eq!(out.len(), fits * device_print::LINE_CAP);
-    assert_eq!(lost, 2);
-    // SAFETY: as above.
-    assert_eq!(unsafe { prints.take() }, (Vec::new(), 0));
-    free_prints(prints);
-}
-
-#[test]
-#[cfg_attr(
-    miri,
-    ignore = "a mebibyte print buffer: too slow under Miri (the protocol runs under Miri in offload-model)"
-)]
-fn without_a_print_buffer_nothing_is_printed_and_the_first_reason_is_kept() {
-    let prints = Prints::new(None, Some("no print buffer (cuMemHostAlloc failed)".into()));
-    // SAFETY: there is no buffer.
-    assert_eq!(unsafe { prints.take() }, (Vec::new(), 0));
-    prints.note_unprinted("later".into());
-    assert_eq!(
-        prints.unprinted().as_deref(),
-        Some("no print buffer (cuMemHostAlloc failed)")
-    );
-    let prints = Prints::new(Some(print_slot()), None);
-    assert_eq!(prints.unprinted(), None);
-    prints.note_unprinted("first".into());
-    prints.note_unprinted("second".into());
-    assert_eq!(prints.unprinted().as_deref(), Some("first"));
-    free_prints(prints);
 }
 
 #[test]

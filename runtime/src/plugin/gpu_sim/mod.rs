@@ -10,19 +10,17 @@ mod grid;
 mod stacks;
 
 use crate::plugin::error::PluginError;
-use crate::plugin::gpu;
+use crate::plugin::gpu::host_block::{HostBlock, PlainBlock, Protocol};
+use crate::plugin::gpu::{self, panic, panic::PanicReports, print, print::Prints};
 use crate::plugin::host_code::image;
 use crate::plugin::host_code::memory::{physical_memory, HostMemory};
 use crate::plugin::interface::{
-    Arg, Device, DeviceDescription, DevicePtr, Discovered, Kernel, LaunchParams, LoadedImage,
+    Arg, Device, DeviceDescription, DeviceMemory, Discovered, Kernel, LaunchParams, LoadedImage,
     Plugin,
 };
 use crate::registry::Image;
 use offload_model::device::{triple_arch, DeviceKind, GPU_SIM_ARCH};
-use offload_model::device_print;
 use offload_model::fatbin::ImageFormat;
-use offload_model::gpu_panic::{self, PanicRecord};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
 
@@ -55,10 +53,11 @@ impl Plugin for GpuSim {
         }
         Ok(Discovered {
             devices: vec![Box::new(GpuSimDevice {
-                memory: HostMemory::new(crate::env::icv().host_memory),
-                // Never freed: images keep its address for the life of the process, as devices live.
-                record: NonNull::from(Box::leak(Box::new(PanicRecord::new()))),
-                prints: print_buffer(),
+                // Aligned as `cudaMalloc` aligns, and no more.
+                memory: HostMemory::new(crate::env::icv().host_memory, ALIGN, ALIGN),
+                // Never freed: images keep their addresses for the life of the process, as devices live.
+                panics: PanicReports::new(PlainBlock::new(&panic::PROTOCOL), None),
+                prints: Prints::new(PlainBlock::new(&print::PROTOCOL), None),
                 stream: Mutex::new(()),
             })],
             notes: Vec::new(),
@@ -70,40 +69,30 @@ struct GpuSimDevice {
     memory: HostMemory,
     /// The panic record every image of this device points at: plain host memory, which the host reads after a
     /// launch as it reads a GPU's mapped pinned memory; written by kernels through this address alone.
-    record: NonNull<PanicRecord>,
+    panics: PanicReports<PlainBlock>,
     /// The print buffer every image of this device points at (`offload::println!`), drained after each launch;
-    /// never freed, as the record.
-    prints: NonNull<device_print::Header>,
+    /// plain host memory, as the record.
+    prints: Prints<PlainBlock>,
     /// Held for a launch: launches on a device run one at a time, as on the CUDA plugin's legacy default stream
     /// (so the record holds the running launch's panic alone).
     stream: Mutex<()>,
 }
 
-/// Points the image's global `symbol` (offload-device's `AtomicPtr<T>`) at `target`, as the CUDA plugin sets a
+/// Points the image's global of `protocol` (offload-device's `AtomicPtr`) at `block`, as the CUDA plugin sets a
 /// module's global; whether the image has it.
 ///
 /// # Safety
-/// `target` outlives the image (which is never unloaded).
-unsafe fn point_global<T>(so: &image::SharedObject, symbol: &str, target: NonNull<T>) -> bool {
-    let name = std::ffi::CString::new(symbol).unwrap_or_default();
-    let global = so.symbol(&name).cast::<AtomicPtr<T>>();
-    if global.is_null() {
+/// `block` outlives the image (which is never unloaded).
+unsafe fn point_global(so: &image::SharedObject, protocol: &Protocol, block: &PlainBlock) -> bool {
+    let name = std::ffi::CString::new(protocol.symbol).unwrap_or_default();
+    let global = so.symbol(&name).cast::<AtomicPtr<u8>>();
+    let (false, Some(target)) = (global.is_null(), block.host_address()) else {
         return false;
-    }
-    // SAFETY: the symbol is offload-device's `AtomicPtr<T>` global, alive as long as the image; `target` per the
+    };
+    // SAFETY: the symbol is offload-device's `AtomicPtr` global, alive as long as the image; `block` per the
     // contract.
     unsafe { (*global).store(target.as_ptr(), Ordering::Release) };
     true
-}
-
-/// A print buffer: its header and [`device_print::DATA_BYTES`] of room, in `u32`s (the header's alignment).
-fn print_buffer() -> NonNull<device_print::Header> {
-    let words = (std::mem::size_of::<device_print::Header>() + device_print::DATA_BYTES) / 4;
-    let buffer: &mut [u32] = Box::leak(vec![0u32; words].into_boxed_slice());
-    let header = NonNull::from(buffer).cast::<device_print::Header>();
-    // SAFETY: the buffer starts with a header's room, zeroed, aligned for it; nothing else refers to it yet.
-    unsafe { (*header.as_ptr()).cap = device_print::DATA_BYTES as u32 };
-    header
 }
 
 // SAFETY: the record and the print buffer are only accessed through their protocols (atomic claims, a writer at a time, the host
@@ -112,10 +101,6 @@ unsafe impl Send for GpuSimDevice {}
 unsafe impl Sync for GpuSimDevice {}
 
 impl Device for GpuSimDevice {
-    fn memory_is_host(&self) -> bool {
-        true
-    }
-
     fn describe(&self) -> DeviceDescription {
         DeviceDescription {
             name: format!(
@@ -155,62 +140,30 @@ impl Device for GpuSimDevice {
     fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError> {
         let so = image::load(image)?;
         // SAFETY: the record is never freed.
-        let record = unsafe { point_global(&so, gpu_panic::SYMBOL, self.record) };
+        let record = unsafe { point_global(&so, &panic::PROTOCOL, &self.panics.block) };
         if !record {
             return Err(PluginError::Load {
                 reason: format!(
                     "the gpu-sim image of {} has no `{}`: it was built by an older offload; rebuild it",
                     image.package,
-                    gpu_panic::SYMBOL
+                    panic::PROTOCOL.symbol
                 ),
             });
         }
         // An image without the print buffer's global (an older build) drops what it prints.
         // SAFETY: the buffer is never freed.
-        unsafe { point_global(&so, device_print::SYMBOL, self.prints) };
+        unsafe { point_global(&so, &print::PROTOCOL, &self.prints.block) };
         Ok(Box::new(so))
     }
 
-    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
-        self.memory.alloc_aligned(size, ALIGN)
-    }
-
-    fn alloc_align(&self) -> usize {
-        ALIGN
-    }
-
-    unsafe fn free(&self, ptr: DevicePtr) {
-        // SAFETY: per the trait's contract.
-        unsafe { self.memory.free(ptr) }
-    }
-
-    unsafe fn copy_to_device(
-        &self,
-        dst: DevicePtr,
-        src: *const u8,
-        size: usize,
-    ) -> Result<(), PluginError> {
-        // SAFETY: per the trait's contract.
-        unsafe { self.memory.copy_to_device(dst, src, size) }
-    }
-
-    unsafe fn copy_from_device(
-        &self,
-        dst: *mut u8,
-        src: DevicePtr,
-        size: usize,
-    ) -> Result<(), PluginError> {
-        // SAFETY: per the trait's contract.
-        unsafe { self.memory.copy_from_device(dst, src, size) }
+    fn memory(&self) -> &dyn DeviceMemory {
+        &self.memory
     }
 
     fn take_printed(&self) -> (Vec<u8>, u32) {
         let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = Vec::new();
-        // SAFETY: no kernel of this device runs (the stream is held); the buffer is live.
-        let lost =
-            unsafe { device_print::drain(self.prints.as_ptr(), |l| out.extend_from_slice(l)) };
-        (out, lost)
+        // SAFETY: no kernel of this device runs (the stream is held).
+        unsafe { self.prints.take() }
     }
 
     unsafe fn launch(
@@ -244,11 +197,10 @@ impl Device for GpuSimDevice {
         // SAFETY: `dyn_ptr` and `args` outlive the call.
         let (_, args) = unsafe { gpu::unpack(&packed) };
         let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
-        let record = self.record.as_ptr();
         // A panic recorded outside a failed launch (one region code caught, a launch that could not finish) is not
         // this launch's.
-        // SAFETY: no kernel of this device runs (the stream is held); the record is live.
-        unsafe { gpu_panic::take(record) };
+        // SAFETY: no kernel of this device runs (the stream is held).
+        unsafe { self.panics.take() };
         // SAFETY: per the trait's contract; the launch has the device (and its record) to itself.
         let trapped = unsafe {
             grid::run(
@@ -265,7 +217,7 @@ impl Device for GpuSimDevice {
             return Ok(());
         }
         // SAFETY: the grid has finished; no kernel writes the record.
-        let taken = unsafe { gpu_panic::take(record) };
+        let taken = unsafe { self.panics.take() };
         // The simulated device's memory survives a trap, so the device stays usable.
         Err(PluginError::from_panic_record(taken, false, || {
             PluginError::Panic {

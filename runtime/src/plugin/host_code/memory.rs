@@ -3,7 +3,7 @@
 //! out-of-memory paths can be exercised.
 
 use crate::plugin::error::PluginError;
-use crate::plugin::interface::DevicePtr;
+use crate::plugin::interface::{DeviceMemory, DevicePtr};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -60,19 +60,28 @@ fn page_size() -> usize {
 }
 
 /// A host-compiled device's memory: blocks from the host's heap (or huge-page mappings), counted against a capacity.
+/// It is the device's [`DeviceMemory`], which is the host's ([`DeviceMemory::memory_is_host`]).
 pub struct HostMemory {
     /// Bytes of device memory allocated (headers included), against `capacity`.
     in_use: AtomicUsize,
     /// `OFFLOAD_HOST_MEMORY`: how much device memory the device offers, like a GPU's memory size (unlimited
     /// unless set, so out-of-memory paths can be exercised).
     capacity: usize,
+    /// The alignment every block has (at least [`ALIGN`]).
+    align: usize,
+    /// The most alignment a block may be asked for (at most [`MAX_ALIGN`]).
+    max_align: usize,
 }
 
 impl HostMemory {
-    pub fn new(capacity: usize) -> Self {
+    /// `capacity` bytes of device memory whose every block is aligned to `align` (at least [`ALIGN`]), and which
+    /// aligns a block to at most `max_align` (at most [`MAX_ALIGN`]; host-elf's, while gpu-sim aligns as CUDA does).
+    pub fn new(capacity: usize, align: usize, max_align: usize) -> Self {
         HostMemory {
             in_use: AtomicUsize::new(0),
             capacity,
+            align: align.max(ALIGN),
+            max_align: max_align.min(MAX_ALIGN),
         }
     }
 
@@ -85,17 +94,17 @@ impl HostMemory {
             .is_ok()
     }
 
-    /// Zero-filled device memory aligned to `align` (at most [`MAX_ALIGN`]). The block starts `head = max(align,
-    /// ALIGN)` bytes into an allocation aligned to `head`; the two words just before it remember the size and the
-    /// head, which `free` needs to rebuild the layout.
-    pub fn alloc_aligned(&self, size: usize, align: usize) -> Result<DevicePtr, PluginError> {
-        if !align.is_power_of_two() || align > MAX_ALIGN {
+    /// Zero-filled device memory aligned to `align` (at most the memory's most). The block starts `head =
+    /// max(align, the memory's alignment)` bytes into an allocation aligned to `head`; the two words just before it
+    /// remember the size and the head, which `free` needs to rebuild the layout.
+    fn block(&self, size: usize, align: usize) -> Result<DevicePtr, PluginError> {
+        if !align.is_power_of_two() || align > self.max_align {
             return Err(PluginError::Alignment {
                 align,
-                max: MAX_ALIGN,
+                max: self.max_align,
             });
         }
-        let head = align.max(ALIGN);
+        let head = align.max(self.align);
         let failed = |reason: String| PluginError::Alloc {
             bytes: size,
             reason,
@@ -136,12 +145,25 @@ impl HostMemory {
             Ok(block as u64)
         }
     }
+}
 
-    /// # Safety
-    /// As `Device::free`: `ptr` came from [`HostMemory::alloc_aligned`] of this memory and is not used afterwards.
-    pub unsafe fn free(&self, ptr: DevicePtr) {
+impl DeviceMemory for HostMemory {
+    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
+        self.block(size, self.align)
+    }
+
+    fn alloc_align(&self) -> usize {
+        self.align
+    }
+
+    fn alloc_aligned(&self, size: usize, align: usize) -> Result<DevicePtr, PluginError> {
+        self.block(size, align)
+    }
+
+    unsafe fn free(&self, ptr: DevicePtr) {
         let block = ptr as *mut u8;
-        // SAFETY: `ptr` came from `alloc_aligned`, which wrote the size and the head just before it.
+        // SAFETY: per the trait's contract `ptr` came from `alloc` or `alloc_aligned`, whose `block` wrote the size
+        // and the head just before it.
         unsafe {
             let size = (block as *const usize).sub(2).read();
             let head = (block as *const usize).sub(1).read();
@@ -156,30 +178,30 @@ impl HostMemory {
         }
     }
 
-    /// # Safety
-    /// As `Device::copy_to_device`.
-    pub unsafe fn copy_to_device(
+    unsafe fn copy_to_device(
         &self,
         dst: DevicePtr,
         src: *const u8,
         size: usize,
     ) -> Result<(), PluginError> {
-        // SAFETY: per `Device::copy_to_device`'s contract; host and device memory never overlap.
+        // SAFETY: per the trait's contract; host and device memory never overlap.
         unsafe { std::ptr::copy_nonoverlapping(src, dst as *mut u8, size) };
         Ok(())
     }
 
-    /// # Safety
-    /// As `Device::copy_from_device`.
-    pub unsafe fn copy_from_device(
+    unsafe fn copy_from_device(
         &self,
         dst: *mut u8,
         src: DevicePtr,
         size: usize,
     ) -> Result<(), PluginError> {
-        // SAFETY: per `Device::copy_from_device`'s contract.
+        // SAFETY: per the trait's contract.
         unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst, size) };
         Ok(())
+    }
+
+    fn memory_is_host(&self) -> bool {
+        true
     }
 }
 
@@ -199,12 +221,13 @@ pub fn physical_memory() -> u64 {
 mod tests {
     use super::{HostMemory, ALIGN, HUGE_PAGE, MAX_ALIGN};
     use crate::plugin::error::PluginError;
+    use crate::plugin::interface::DeviceMemory;
 
     #[test]
     // Miri has no mmap.
     #[cfg_attr(miri, ignore)]
     fn device_memory_is_zeroed_aligned_and_writable_on_both_sides_of_the_huge_page_path() {
-        let device = HostMemory::new(usize::MAX);
+        let device = HostMemory::new(usize::MAX, ALIGN, MAX_ALIGN);
         // Whole huge pages inside a large block may get huge pages wherever the kernel offers THP to this process.
         // Kernels before 5.0 print no `THPeligible`; a container may turn THP off for its processes.
         let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -268,7 +291,7 @@ mod tests {
 
     #[test]
     fn allocations_honour_the_alignment_asked_for_up_to_the_maximum() {
-        let device = HostMemory::new(usize::MAX);
+        let device = HostMemory::new(usize::MAX, ALIGN, MAX_ALIGN);
         // Miri has no mmap: the huge-page path only natively.
         let sizes: &[usize] = if cfg!(miri) {
             &[1, 200]
@@ -295,7 +318,7 @@ mod tests {
 
     #[test]
     fn device_memory_is_limited_to_its_capacity() {
-        let device = HostMemory::new(1000);
+        let device = HostMemory::new(1000, ALIGN, MAX_ALIGN);
         let p = device.alloc_aligned(500, ALIGN).expect("fits");
         assert!(
             matches!(

@@ -8,10 +8,10 @@ use crate::host::geometry::{
 };
 use crate::host::{run_teams, TeamBarrier};
 use crate::plugin::error::PluginError;
-use crate::plugin::host_code::memory::{physical_memory, HostMemory, ALIGN};
+use crate::plugin::host_code::memory::{physical_memory, HostMemory, ALIGN, MAX_ALIGN};
 use crate::plugin::host_code::{call, image};
 use crate::plugin::interface::{
-    Arg, Device, DeviceDescription, DevicePtr, Discovered, Kernel, LaunchParams, LoadedImage,
+    Arg, Device, DeviceDescription, DeviceMemory, Discovered, Kernel, LaunchParams, LoadedImage,
     Plugin,
 };
 use crate::registry::Image;
@@ -55,16 +55,12 @@ struct HostElfDevice {
 impl HostElfDevice {
     fn new(capacity: usize) -> Self {
         HostElfDevice {
-            memory: HostMemory::new(capacity),
+            memory: HostMemory::new(capacity, ALIGN, MAX_ALIGN),
         }
     }
 }
 
 impl Device for HostElfDevice {
-    fn memory_is_host(&self) -> bool {
-        true
-    }
-
     fn describe(&self) -> DeviceDescription {
         DeviceDescription {
             name: format!(
@@ -116,41 +112,8 @@ impl Device for HostElfDevice {
         Ok(Box::new(image::load(image)?))
     }
 
-    fn alloc(&self, size: usize) -> Result<DevicePtr, PluginError> {
-        self.memory.alloc_aligned(size, ALIGN)
-    }
-
-    fn alloc_align(&self) -> usize {
-        ALIGN
-    }
-
-    fn alloc_aligned(&self, size: usize, align: usize) -> Result<DevicePtr, PluginError> {
-        self.memory.alloc_aligned(size, align)
-    }
-
-    unsafe fn free(&self, ptr: DevicePtr) {
-        // SAFETY: per the trait's contract.
-        unsafe { self.memory.free(ptr) }
-    }
-
-    unsafe fn copy_to_device(
-        &self,
-        dst: DevicePtr,
-        src: *const u8,
-        size: usize,
-    ) -> Result<(), PluginError> {
-        // SAFETY: per the trait's contract.
-        unsafe { self.memory.copy_to_device(dst, src, size) }
-    }
-
-    unsafe fn copy_from_device(
-        &self,
-        dst: *mut u8,
-        src: DevicePtr,
-        size: usize,
-    ) -> Result<(), PluginError> {
-        // SAFETY: per the trait's contract.
-        unsafe { self.memory.copy_from_device(dst, src, size) }
+    fn memory(&self) -> &dyn DeviceMemory {
+        &self.memory
     }
 
     unsafe fn launch(

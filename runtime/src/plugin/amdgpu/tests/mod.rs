@@ -5,140 +5,20 @@
 use super::dispatch::header_word;
 use super::failure::on_system_event;
 use super::fake::*;
-use super::image::TRIPLE;
 use super::library::initialise;
 use super::sys::*;
 use super::*;
 use crate::plugin::PluginError;
-use crate::plugin::{Arg, Device, Kernel, LaunchParams};
-use crate::registry::Image;
+use crate::plugin::{Arg, Device, Kernel};
 use offload_model::abi::Construct;
 use offload_model::fatbin::ImageFormat;
 use offload_model::{device_print, gpu_panic};
 use std::sync::atomic::Ordering;
 
+mod fixtures;
 mod protocols;
 
-/// The plugin's own words in an error (the runtime adds its context around them).
-fn reason(e: PluginError) -> String {
-    match e {
-        PluginError::Unavailable { reason }
-        | PluginError::Open { reason, .. }
-        | PluginError::Alloc { reason, .. }
-        | PluginError::Transfer { reason, .. }
-        | PluginError::Load { reason }
-        | PluginError::Lookup { reason, .. }
-        | PluginError::Launch { reason } => reason,
-        PluginError::OutOfMemory { detail, .. } => detail,
-        PluginError::Trap { message } | PluginError::Panic { message, .. } => message,
-        e => e.to_string(),
-    }
-}
-
-/// Fails with the whole trace, so a changed call is seen in context.
-#[track_caller]
-fn assert_trace(expected: &[&str]) {
-    let actual = take_trace();
-    if actual != expected {
-        panic!(
-            "the plugin's calls differ.\nexpected:\n    {}\nactual:\n    {}",
-            expected.join("\n    "),
-            actual
-                .iter()
-                .map(|l| format!("{l:?},"))
-                .collect::<Vec<_>>()
-                .join("\n    ")
-        );
-    }
-}
-
-fn device(config: Config) -> Box<dyn Device> {
-    let hsa = install(config);
-    let mut devices = devices_of(hsa).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(devices.devices.len(), 1);
-    take_trace();
-    devices.devices.remove(0)
-}
-
-fn open_error(config: Config) -> String {
-    let hsa = install(config);
-    match devices_of(hsa) {
-        Ok(_) => panic!("the device opened"),
-        Err(e) => reason(e),
-    }
-}
-
-fn image(bytes: &'static [u8]) -> Image {
-    Image {
-        bytes,
-        format: ImageFormat::Hsaco,
-        triple: TRIPLE,
-        arch: "gfx90a",
-        package: "test",
-        package_tag: 0,
-    }
-}
-
-fn saxpy(dev: &dyn Device) -> Kernel {
-    let loaded = dev.load_image(&image(code_object(true))).unwrap();
-    let k = loaded.kernel(c"saxpy").ok().flatten().expect("saxpy");
-    take_trace();
-    k
-}
-
-fn params(num_teams: u32, num_threads: u32, team_shared: usize) -> LaunchParams {
-    LaunchParams {
-        num_teams,
-        num_threads,
-        team_shared,
-    }
-}
-
-const OPEN: &[&str] = &[
-    "hsa_iterate_agents()",
-    "hsa_agent_get_info(cpu, DEVICE)",
-    "hsa_amd_agent_iterate_memory_pools(cpu)",
-    "hsa_amd_memory_pool_get_info(0x110, SEGMENT)",
-    "hsa_amd_memory_pool_get_info(0x110, GLOBAL_FLAGS)",
-    "hsa_amd_memory_pool_get_info(0x110, RUNTIME_ALLOC_ALLOWED)",
-    "hsa_amd_memory_pool_get_info(0x110, SIZE)",
-    "hsa_amd_memory_pool_get_info(0x111, SEGMENT)",
-    "hsa_amd_memory_pool_get_info(0x111, GLOBAL_FLAGS)",
-    "hsa_amd_memory_pool_get_info(0x111, RUNTIME_ALLOC_ALLOWED)",
-    "hsa_amd_memory_pool_get_info(0x111, SIZE)",
-    "hsa_amd_memory_pool_get_info(0x112, SEGMENT)",
-    "hsa_amd_memory_pool_get_info(0x112, GLOBAL_FLAGS)",
-    "hsa_amd_memory_pool_get_info(0x112, RUNTIME_ALLOC_ALLOWED)",
-    "hsa_amd_memory_pool_get_info(0x112, SIZE)",
-    "hsa_agent_get_info(gpu, DEVICE)",
-    "hsa_agent_get_info(gpu, FEATURE)",
-    "hsa_agent_get_info(dsp, DEVICE)",
-    "hsa_system_get_info(3)",
-    "hsa_agent_get_info(gpu, NAME)",
-    "hsa_agent_get_info(gpu, PRODUCT_NAME)",
-    "hsa_agent_get_info(gpu, PROFILE)",
-    "hsa_agent_get_info(gpu, COMPUTE_UNIT_COUNT)",
-    "hsa_agent_get_info(gpu, WORKGROUP_MAX_SIZE)",
-    "hsa_agent_get_info(gpu, WORKGROUP_MAX_DIM)",
-    "hsa_agent_get_info(gpu, GRID_MAX_DIM)",
-    "hsa_agent_get_info(gpu, QUEUE_MIN_SIZE)",
-    "hsa_agent_get_info(gpu, QUEUE_MAX_SIZE)",
-    "hsa_amd_agent_iterate_memory_pools(gpu)",
-    "hsa_amd_memory_pool_get_info(0x210, SEGMENT)",
-    "hsa_amd_memory_pool_get_info(0x210, GLOBAL_FLAGS)",
-    "hsa_amd_memory_pool_get_info(0x210, RUNTIME_ALLOC_ALLOWED)",
-    "hsa_amd_memory_pool_get_info(0x210, SIZE)",
-    "hsa_amd_memory_pool_get_info(0x211, SEGMENT)",
-    "hsa_amd_memory_pool_get_info(0x211, GLOBAL_FLAGS)",
-    "hsa_amd_memory_pool_get_info(0x211, RUNTIME_ALLOC_ALLOWED)",
-    "hsa_amd_memory_pool_get_info(0x211, SIZE)",
-    "hsa_amd_memory_pool_get_info(0x212, SEGMENT)",
-    "hsa_amd_memory_pool_get_info(0x212, SIZE)",
-    "hsa_amd_agent_memory_pool_get_info(gpu, 0x110, 0)",
-    "hsa_amd_agent_memory_pool_get_info(gpu, 0x110, 0)",
-    "hsa_queue_create(gpu, 1024 packets, type 0, callback set, 0xffffffff, 0xffffffff) -> q0",
-    "hsa_signal_create(0, 0 consumers) -> s1",
-];
+use fixtures::*;
 
 #[test]
 fn discovery_reads_the_gpu_and_picks_its_pools() {
@@ -164,7 +44,7 @@ fn discovery_reads_the_gpu_and_picks_its_pools() {
 #[test]
 fn allocations_come_from_the_coarse_grained_pool_zero_filled_in_words() {
     let d = device(Config::new(0x2002));
-    let p = d.alloc(10).unwrap();
+    let p = d.memory().alloc(10).unwrap();
     assert_trace(&[
         "hsa_amd_memory_pool_allocate(0x210, 12 bytes, flags 0) -> #0",
         "hsa_amd_memory_fill(#0, 0x0, 3 words)",
@@ -173,15 +53,15 @@ fn allocations_come_from_the_coarse_grained_pool_zero_filled_in_words() {
     let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, 12) };
     assert!(bytes.iter().all(|&b| b == 0));
     assert_eq!(p % 16, 0);
-    d.alloc(0).unwrap();
+    d.memory().alloc(0).unwrap();
     assert_trace(&[
         "hsa_amd_memory_pool_allocate(0x210, 4 bytes, flags 0) -> #1",
         "hsa_amd_memory_fill(#1, 0x0, 1 words)",
     ]);
     // SAFETY: allocated above, not used afterwards.
-    unsafe { d.free(p) };
+    unsafe { d.memory().free(p) };
     assert_trace(&["hsa_amd_memory_pool_free(#0)"]);
-    let e = reason(d.alloc(usize::MAX).unwrap_err());
+    let e = reason(d.memory().alloc(usize::MAX).unwrap_err());
     assert_eq!(
         e,
         format!("cannot allocate {} bytes on AMD GPU 0 (gfx90a)", usize::MAX)
@@ -194,11 +74,11 @@ fn allocations_come_from_the_coarse_grained_pool_zero_filled_in_words() {
 fn copies_go_through_a_staging_buffer_in_4_mib_chunks() {
     let d = device(Config::new(0x2003));
     let size = (4 << 20) + 24;
-    let p = d.alloc(size).unwrap();
+    let p = d.memory().alloc(size).unwrap();
     take_trace();
     let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
     // SAFETY: `data` holds `size` bytes, and so does the allocation.
-    unsafe { d.copy_to_device(p, data.as_ptr(), size) }.unwrap();
+    unsafe { d.memory().copy_to_device(p, data.as_ptr(), size) }.unwrap();
     assert_trace(&[
         "hsa_amd_memory_pool_allocate(0x110, 4194304 bytes, flags 0) -> #1",
         "hsa_amd_agents_allow_access([gpu], flags null, #1)",
@@ -212,7 +92,11 @@ fn copies_go_through_a_staging_buffer_in_4_mib_chunks() {
     ]);
     let mut back = vec![0u8; size];
     // SAFETY: as above.
-    unsafe { d.copy_from_device(back.as_mut_ptr(), p + 8, size - 8) }.unwrap();
+    unsafe {
+        d.memory()
+            .copy_from_device(back.as_mut_ptr(), p + 8, size - 8)
+    }
+    .unwrap();
     assert_trace(&[
         "hsa_signal_store_relaxed(s2, 1)",
         "hsa_amd_memory_async_copy(#1, gpu, #0+8, gpu, 4194304 bytes, 0 deps, s2)",
@@ -224,7 +108,7 @@ fn copies_go_through_a_staging_buffer_in_4_mib_chunks() {
     assert_eq!(back[..size - 8], data[8..]);
     // A copy of nothing makes no call (and no staging buffer on a fresh device).
     // SAFETY: zero bytes.
-    unsafe { d.copy_to_device(p, data.as_ptr(), 0) }.unwrap();
+    unsafe { d.memory().copy_to_device(p, data.as_ptr(), 0) }.unwrap();
     assert_trace(&[]);
 }
 
@@ -232,13 +116,15 @@ fn copies_go_through_a_staging_buffer_in_4_mib_chunks() {
 #[test]
 fn a_small_copy_round_trips_through_one_chunk() {
     let d = device(Config::new(0x201A));
-    let p = d.alloc(24).unwrap();
+    let p = d.memory().alloc(24).unwrap();
     let data: [u8; 24] = std::array::from_fn(|i| i as u8 + 1);
     let mut back = [0u8; 20];
     // SAFETY: 24 bytes each way, within the allocation.
     unsafe {
-        d.copy_to_device(p, data.as_ptr(), 24).unwrap();
-        d.copy_from_device(back.as_mut_ptr(), p + 4, 20).unwrap();
+        d.memory().copy_to_device(p, data.as_ptr(), 24).unwrap();
+        d.memory()
+            .copy_from_device(back.as_mut_ptr(), p + 4, 20)
+            .unwrap();
     }
     assert_eq!(back, data[4..]);
 }
@@ -248,10 +134,10 @@ fn a_failed_copy_says_what_its_signal_reads() {
     let mut config = Config::new(0x2004);
     config.copy_leaves = -1;
     let d = device(config);
-    let p = d.alloc(64).unwrap();
+    let p = d.memory().alloc(64).unwrap();
     let mut back = [0u8; 64];
     // SAFETY: 64 bytes each.
-    let e = reason(unsafe { d.copy_from_device(back.as_mut_ptr(), p, 64) }.unwrap_err());
+    let e = reason(unsafe { d.memory().copy_from_device(back.as_mut_ptr(), p, 64) }.unwrap_err());
     assert_eq!(
         e,
         "the copy of 64 bytes failed (hsa_amd_memory_async_copy's signal reads -1) on AMD GPU 0 (gfx90a)"
@@ -262,18 +148,8 @@ fn a_failed_copy_says_what_its_signal_reads() {
 fn images_load_from_an_aligned_copy_and_kernels_are_their_descriptor_symbols() {
     let d = device(Config::new(0x2005));
     let loaded = d.load_image(&image(code_object(false))).unwrap();
-    assert_trace(&[
-        "hsa_code_object_reader_create_from_memory(64 bytes, 16-byte aligned) -> r0",
-        "hsa_executable_create_alt(profile 0, rounding 0, options null) -> e0",
-        "hsa_executable_load_agent_code_object(e0, gpu, r0)",
-        "hsa_executable_freeze(e0)",
-        "hsa_executable_validate(e0)",
-        "hsa_code_object_reader_destroy(r0)",
-        // No panic record's global: an image built before panic reports.
-        "hsa_executable_get_symbol_by_name(e0, \"__offload_panic_record\", gpu) -> HSA_STATUS_ERROR_INVALID_SYMBOL_NAME",
-        // Nor the print buffer's.
-        "hsa_executable_get_symbol_by_name(e0, \"__offload_print_buffer\", gpu) -> HSA_STATUS_ERROR_INVALID_SYMBOL_NAME",
-    ]);
+    // No panic record's global (an image built before panic reports), nor the print buffer's.
+    assert_lines(&[load_trace(), owned(&[NO_PANIC_GLOBAL, NO_PRINT_GLOBAL])].concat());
     assert_eq!(loaded.kernel(c"saxpy").ok().flatten().map(|k| k.0), Some(0));
     assert_trace(&[
         "hsa_executable_get_symbol_by_name(e0, \"saxpy.kd\", gpu)",
@@ -345,14 +221,17 @@ fn failed_loads_release_the_reader_and_the_executable() {
         e,
         "hsa_executable_freeze failed: HSA_STATUS_ERROR_FROZEN_EXECUTABLE on AMD GPU 0 (gfx90a)"
     );
-    assert_trace(&[
-        "hsa_code_object_reader_create_from_memory(64 bytes, 16-byte aligned) -> r0",
-        "hsa_executable_create_alt(profile 0, rounding 0, options null) -> e0",
-        "hsa_executable_load_agent_code_object(e0, gpu, r0)",
-        "hsa_executable_freeze(e0) -> HSA_STATUS_ERROR_FROZEN_EXECUTABLE",
-        "hsa_executable_destroy(e0)",
-        "hsa_code_object_reader_destroy(r0)",
-    ]);
+    assert_trace(
+        &[
+            &LOAD[..3],
+            &[
+                "hsa_executable_freeze(e0) -> HSA_STATUS_ERROR_FROZEN_EXECUTABLE",
+                "hsa_executable_destroy(e0)",
+                "hsa_code_object_reader_destroy(r0)",
+            ],
+        ]
+        .concat(),
+    );
     fail_next(
         "hsa_executable_create_alt",
         HSA_STATUS_ERROR_OUT_OF_RESOURCES,
@@ -393,16 +272,17 @@ fn an_executable_that_does_not_validate_is_destroyed() {
         e,
         "the loaded executable does not validate (hsa_executable_validate reports 0x20) on AMD GPU 0 (gfx90a)"
     );
-    assert_trace(&[
-        "hsa_code_object_reader_create_from_memory(64 bytes, 16-byte aligned) -> r0",
-        "hsa_executable_create_alt(profile 0, rounding 0, options null) -> e0",
-        "hsa_executable_load_agent_code_object(e0, gpu, r0)",
-        "hsa_executable_freeze(e0)",
-        "hsa_executable_validate(e0)",
-        // Owners release in reverse order of creation.
-        "hsa_executable_destroy(e0)",
-        "hsa_code_object_reader_destroy(r0)",
-    ]);
+    // Owners release in reverse order of creation.
+    assert_trace(
+        &[
+            LOAD,
+            &[
+                "hsa_executable_destroy(e0)",
+                "hsa_code_object_reader_destroy(r0)",
+            ],
+        ]
+        .concat(),
+    );
 }
 
 #[test]
@@ -412,15 +292,7 @@ fn a_launch_publishes_one_packet_with_its_kernarg_block_and_waits_for_it() {
     let args = [Arg::new(0x1111), Arg::new(0x2222), Arg::new(0x3333)];
     // SAFETY: the fake runs no code.
     unsafe { d.launch(k, &args, params(4, 64, 256)) }.unwrap();
-    assert_trace(&[
-        "hsa_amd_memory_pool_allocate(0x110, 256 bytes, flags 0) -> #0",
-        "hsa_amd_agents_allow_access([gpu], flags null, #0)",
-        "hsa_signal_store_relaxed(s1, 1)",
-        "hsa_queue_add_write_index_relaxed(q0, 1) -> 0",
-        "hsa_queue_load_read_index_scacquire(q0) -> 0",
-        "hsa_signal_store_screlease(doorbell q0, 0)",
-        "hsa_signal_wait_scacquire(s1, LT 1, 1000 ticks, ACTIVE) -> 0",
-    ]);
+    assert_lines(&[kernarg_block(0, 256).to_vec(), dispatch(0, 0)].concat());
     let sent = dispatched();
     let p = sent[0].packet;
     assert_eq!(header_word(&p), 0x0001_1502);
@@ -447,26 +319,18 @@ fn a_launch_publishes_one_packet_with_its_kernarg_block_and_waits_for_it() {
     // The block is reused while it is large enough, and replaced (the old one freed) when it is not.
     // SAFETY: as above.
     unsafe { d.launch(k, &args[..1], params(1, 1, 0)) }.unwrap();
-    assert_trace(&[
-        "hsa_signal_store_relaxed(s1, 1)",
-        "hsa_queue_add_write_index_relaxed(q0, 1) -> 1",
-        "hsa_queue_load_read_index_scacquire(q0) -> 1",
-        "hsa_signal_store_screlease(doorbell q0, 1)",
-        "hsa_signal_wait_scacquire(s1, LT 1, 1000 ticks, ACTIVE) -> 0",
-    ]);
+    assert_lines(&dispatch(1, 0));
     let many = vec![Arg::new(5); 40];
     // SAFETY: as above.
     unsafe { d.launch(k, &many, params(1, 1, 0)) }.unwrap();
-    assert_trace(&[
-        "hsa_amd_memory_pool_allocate(0x110, 512 bytes, flags 0) -> #1",
-        "hsa_amd_agents_allow_access([gpu], flags null, #1)",
-        "hsa_amd_memory_pool_free(#0)",
-        "hsa_signal_store_relaxed(s1, 1)",
-        "hsa_queue_add_write_index_relaxed(q0, 1) -> 2",
-        "hsa_queue_load_read_index_scacquire(q0) -> 2",
-        "hsa_signal_store_screlease(doorbell q0, 2)",
-        "hsa_signal_wait_scacquire(s1, LT 1, 1000 ticks, ACTIVE) -> 0",
-    ]);
+    assert_lines(
+        &[
+            kernarg_block(1, 512).to_vec(),
+            vec!["hsa_amd_memory_pool_free(#0)".into()],
+            dispatch(2, 0),
+        ]
+        .concat(),
+    );
     let sent = dispatched();
     assert_eq!(sent[2].kernargs.len(), 512);
     assert_eq!(&sent[2].kernargs[8..16], &5u64.to_le_bytes());
@@ -536,15 +400,7 @@ fn a_trap_reported_by_the_queue_fails_the_launch_and_every_later_one() {
         "the kernel trapped (HSA_STATUS_ERROR_EXCEPTION): a panic in region code, such as an index out of \
          bounds; the GPU does not report its message; the HSA queue is unusable, so the device is marked lost"
     );
-    assert_trace(&[
-        "hsa_amd_memory_pool_allocate(0x110, 256 bytes, flags 0) -> #0",
-        "hsa_amd_agents_allow_access([gpu], flags null, #0)",
-        "hsa_signal_store_relaxed(s1, 1)",
-        "hsa_queue_add_write_index_relaxed(q0, 1) -> 0",
-        "hsa_queue_load_read_index_scacquire(q0) -> 0",
-        "hsa_signal_store_screlease(doorbell q0, 0)",
-        "hsa_signal_wait_scacquire(s1, LT 1, 1000 ticks, ACTIVE) -> 1",
-    ]);
+    assert_lines(&[kernarg_block(0, 256).to_vec(), dispatch(0, 1)].concat());
     // SAFETY: as above.
     let again = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
     assert_eq!(reason(again.clone()), reason(e.clone()));
@@ -584,7 +440,7 @@ fn a_memory_fault_event_fails_the_waiting_launch_instead_of_aborting() {
 fn a_failed_fill_or_grant_frees_the_block() {
     let d = device(Config::new(0x200E));
     fail_next("hsa_amd_memory_fill", HSA_STATUS_ERROR_INVALID_ARGUMENT);
-    let e = reason(d.alloc(8).unwrap_err());
+    let e = reason(d.memory().alloc(8).unwrap_err());
     assert_eq!(
         e,
         "hsa_amd_memory_fill failed: HSA_STATUS_ERROR_INVALID_ARGUMENT (An argument is invalid.) on AMD GPU 0 \
@@ -599,19 +455,19 @@ fn a_failed_fill_or_grant_frees_the_block() {
         "hsa_amd_memory_pool_allocate",
         HSA_STATUS_ERROR_OUT_OF_RESOURCES,
     );
-    let e = reason(d.alloc(8).unwrap_err());
+    let e = reason(d.memory().alloc(8).unwrap_err());
     assert_eq!(
         e,
         "hsa_amd_memory_pool_allocate(8 bytes) failed: HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed \
          to allocate the necessary resources. (65536 MiB of device memory in all) on AMD GPU 0 (gfx90a)"
     );
     take_trace();
-    let p = d.alloc(8).unwrap();
+    let p = d.memory().alloc(8).unwrap();
     take_trace();
     fail_next("hsa_amd_agents_allow_access", HSA_STATUS_ERROR);
     let mut back = [0u8; 8];
     // SAFETY: 8 bytes each.
-    let e = reason(unsafe { d.copy_from_device(back.as_mut_ptr(), p, 8) }.unwrap_err());
+    let e = reason(unsafe { d.memory().copy_from_device(back.as_mut_ptr(), p, 8) }.unwrap_err());
     assert_eq!(
         e,
         "hsa_amd_agents_allow_access failed: HSA_STATUS_ERROR on AMD GPU 0 (gfx90a)"
@@ -623,7 +479,7 @@ fn a_failed_fill_or_grant_frees_the_block() {
     ]);
     fail_next("hsa_signal_create", HSA_STATUS_ERROR_OUT_OF_RESOURCES);
     // SAFETY: as above.
-    let e = reason(unsafe { d.copy_from_device(back.as_mut_ptr(), p, 8) }.unwrap_err());
+    let e = reason(unsafe { d.memory().copy_from_device(back.as_mut_ptr(), p, 8) }.unwrap_err());
     assert!(e.starts_with("hsa_signal_create failed: "), "{e}");
     assert_trace(&[
         "hsa_amd_memory_pool_allocate(0x110, 4194304 bytes, flags 0) -> #3",
@@ -633,7 +489,7 @@ fn a_failed_fill_or_grant_frees_the_block() {
     ]);
     // The next copy makes the staging buffer afresh and works.
     // SAFETY: as above.
-    unsafe { d.copy_from_device(back.as_mut_ptr(), p, 8) }.unwrap();
+    unsafe { d.memory().copy_from_device(back.as_mut_ptr(), p, 8) }.unwrap();
     assert_eq!(back, [0; 8]);
 }
 
@@ -770,11 +626,13 @@ fn a_long_wait_spins_a_millisecond_then_blocks_in_one_second_slices() {
 fn a_dropped_device_releases_its_queue_signals_and_buffers() {
     let d = device(Config::new(0x2018));
     let k = saxpy(&*d);
-    let p = d.alloc(8).unwrap();
+    let p = d.memory().alloc(8).unwrap();
     let mut back = [0u8; 8];
     // SAFETY: 8 bytes each; the fake runs no code.
     unsafe {
-        d.copy_from_device(back.as_mut_ptr(), p, 8).unwrap();
+        d.memory()
+            .copy_from_device(back.as_mut_ptr(), p, 8)
+            .unwrap();
         d.launch(k, &[], params(1, 1, 0)).unwrap();
     }
     take_trace();

@@ -1,76 +1,81 @@
 //! The GPU protocols' host side on the fake runtime: the panic record and the print buffer each image's globals
 //! point at, set up once per GPU, read after a failed dispatch, drained after each launch.
 
+use super::fixtures::*;
 use super::*;
 
-/// A machine whose images have the panic record's global.
-fn with_panic_global(gpu: u64) -> Config {
+/// A machine whose images have the global `symbol` (the panic record's or the print buffer's).
+fn with_global(gpu: u64, symbol: &'static str) -> Config {
     let mut config = Config::new(gpu);
-    config
-        .symbols
-        .push((gpu_panic::SYMBOL, HSA_SYMBOL_KIND_VARIABLE));
+    config.symbols.push((symbol, HSA_SYMBOL_KIND_VARIABLE));
     config
 }
 
-/// The record a loaded image's global points at.
-fn pointed_at() -> *mut gpu_panic::PanicRecord {
-    let global = variable(gpu_panic::SYMBOL).expect("the plugin asked the global's address");
+/// What the loaded image's global `symbol` points at.
+fn pointed_at<T>(symbol: &str) -> *mut T {
+    let global = variable(symbol).expect("the plugin asked the global's address");
     // SAFETY: the fake's 8 bytes of the global, which the plugin's copy wrote.
-    (unsafe { *global }) as *mut gpu_panic::PanicRecord
+    (unsafe { *global }) as *mut T
+}
+
+/// The record a loaded image's global points at.
+fn record() -> *mut gpu_panic::PanicRecord {
+    pointed_at(gpu_panic::SYMBOL)
+}
+
+/// The print buffer a loaded image's global points at.
+fn print_buffer() -> *mut device_print::Header {
+    pointed_at(device_print::SYMBOL)
+}
+
+/// Image 0 (symbol `k2`, the machine's third) pointing its global `symbol` at a fresh block `#1` of `bytes` in host
+/// memory: the global looked up, the block allocated from the host's fine-grained pool and granted to the GPU, and
+/// its address copied into the global as any copy to the device (through a staging buffer, `#2`, made for it).
+fn points_global(symbol: &str, bytes: usize) -> Vec<String> {
+    vec![
+        format!("hsa_executable_get_symbol_by_name(e0, {symbol:?}, gpu)"),
+        "hsa_executable_symbol_get_info(k2, TYPE)".into(),
+        "hsa_executable_symbol_get_info(k2, VARIABLE_SIZE)".into(),
+        "hsa_executable_symbol_get_info(k2, VARIABLE_ADDRESS) -> #0".into(),
+        format!("hsa_amd_memory_pool_allocate(0x110, {bytes} bytes, flags 0) -> #1"),
+        "hsa_amd_agents_allow_access([gpu], flags null, #1)".into(),
+        "hsa_amd_memory_pool_allocate(0x110, 4194304 bytes, flags 0) -> #2".into(),
+        "hsa_amd_agents_allow_access([gpu], flags null, #2)".into(),
+        "hsa_signal_create(1, 0 consumers) -> s2".into(),
+        "hsa_signal_store_relaxed(s2, 1)".into(),
+        "hsa_amd_memory_async_copy(#0, gpu, #2, gpu, 8 bytes, 0 deps, s2)".into(),
+        "hsa_signal_wait_scacquire(s2, LT 1, 1000 ticks, ACTIVE) -> 0".into(),
+    ]
+}
+
+/// A second image's global points at the same block `block` as the first's: copied, nothing allocated.
+#[track_caller]
+fn assert_second_image_points_at<T>(d: &dyn Device, symbol: &str, block: *mut T) {
+    d.load_image(&image(code_object(true))).unwrap();
+    let trace = take_trace();
+    assert_nothing_allocated(&trace);
+    assert_eq!(trace.iter().filter(|l| l.contains("async_copy")).count(), 1);
+    assert_eq!(pointed_at::<T>(symbol), block);
 }
 
 #[test]
 fn each_image_points_at_the_gpus_one_panic_record_in_host_memory_it_may_reach() {
-    let d = device(with_panic_global(0x201B));
+    let d = device(with_global(0x201B, gpu_panic::SYMBOL));
     d.load_image(&image(code_object(true))).unwrap();
-    let record = format!(
-        "hsa_amd_memory_pool_allocate(0x110, {} bytes, flags 0) -> #1",
-        std::mem::size_of::<gpu_panic::PanicRecord>()
-    );
-    assert_trace(&[
-        "hsa_code_object_reader_create_from_memory(64 bytes, 16-byte aligned) -> r0",
-        "hsa_executable_create_alt(profile 0, rounding 0, options null) -> e0",
-        "hsa_executable_load_agent_code_object(e0, gpu, r0)",
-        "hsa_executable_freeze(e0)",
-        "hsa_executable_validate(e0)",
-        "hsa_code_object_reader_destroy(r0)",
-        "hsa_executable_get_symbol_by_name(e0, \"__offload_panic_record\", gpu)",
-        "hsa_executable_symbol_get_info(k2, TYPE)",
-        "hsa_executable_symbol_get_info(k2, VARIABLE_SIZE)",
-        "hsa_executable_symbol_get_info(k2, VARIABLE_ADDRESS) -> #0",
-        // The record: the host's fine-grained pool, the GPU granted access.
-        &record,
-        "hsa_amd_agents_allow_access([gpu], flags null, #1)",
-        // Its address copied into the global, as any copy to the device.
-        "hsa_amd_memory_pool_allocate(0x110, 4194304 bytes, flags 0) -> #2",
-        "hsa_amd_agents_allow_access([gpu], flags null, #2)",
-        "hsa_signal_create(1, 0 consumers) -> s2",
-        "hsa_signal_store_relaxed(s2, 1)",
-        "hsa_amd_memory_async_copy(#0, gpu, #2, gpu, 8 bytes, 0 deps, s2)",
-        "hsa_signal_wait_scacquire(s2, LT 1, 1000 ticks, ACTIVE) -> 0",
-        NO_PRINT_GLOBAL,
-    ]);
-    let record = pointed_at();
+    let bytes = std::mem::size_of::<gpu_panic::PanicRecord>();
+    let points = points_global(gpu_panic::SYMBOL, bytes);
+    assert_lines(&[load_trace(), points, owned(&[NO_PRINT_GLOBAL])].concat());
+    let record = record();
     assert_eq!(trace_name(record as usize), "#1");
     // Zero-initialised: EMPTY, nothing written.
     // SAFETY: the plugin's live record; no dispatch runs.
     assert!(unsafe { gpu_panic::take(record) }.is_none());
-    // A second image points at the same record.
-    d.load_image(&image(code_object(true))).unwrap();
-    let trace = take_trace();
-    assert!(
-        !trace
-            .iter()
-            .any(|l| l.contains("hsa_amd_memory_pool_allocate")),
-        "{trace:#?}"
-    );
-    assert_eq!(trace.iter().filter(|l| l.contains("async_copy")).count(), 1);
-    assert_eq!(pointed_at(), record);
+    assert_second_image_points_at(&*d, gpu_panic::SYMBOL, record);
 }
 
 #[test]
 fn a_failed_dispatch_whose_record_is_written_is_the_panic_there() {
-    let d = device(with_panic_global(0x201C));
+    let d = device(with_global(0x201C, gpu_panic::SYMBOL));
     let k = saxpy(&*d);
     // The kernel's first panicking thread, as offload-device's handler writes the record, then the trap.
     let site = gpu_panic::Site {
@@ -81,7 +86,7 @@ fn a_failed_dispatch_whose_record_is_written_is_the_panic_there() {
         thread: 17,
     };
     // SAFETY: the record the image's global points at, written as a GPU thread does.
-    assert!(unsafe { gpu_panic::record_str(pointed_at(), "", &site) });
+    assert!(unsafe { gpu_panic::record_str(record(), "", &site) });
     set_on_dispatch(OnDispatch::QueueError(HSA_STATUS_ERROR_EXCEPTION));
     // SAFETY: the fake runs no code.
     let e = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
@@ -92,7 +97,7 @@ fn a_failed_dispatch_whose_record_is_written_is_the_panic_there() {
             thread,
             lost,
         } => {
-            assert_eq!(message, crate::plugin::gpu::NO_MESSAGE);
+            assert_eq!(message, crate::plugin::gpu::panic::NO_MESSAGE);
             assert_eq!(
                 location.as_ref(),
                 Some(&("examples/saxpy.rs".to_string(), 12, 9))
@@ -105,7 +110,7 @@ fn a_failed_dispatch_whose_record_is_written_is_the_panic_there() {
     assert!(e.device_lost());
     // Taken: the record is EMPTY again, and the dead queue's next launch is the trap alone.
     // SAFETY: as above; no dispatch runs.
-    assert!(unsafe { gpu_panic::take(pointed_at()) }.is_none());
+    assert!(unsafe { gpu_panic::take(record()) }.is_none());
     // SAFETY: as above.
     let again = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
     assert!(matches!(again, PluginError::Trap { .. }), "{again:?}");
@@ -114,7 +119,7 @@ fn a_failed_dispatch_whose_record_is_written_is_the_panic_there() {
 
 #[test]
 fn a_record_that_cannot_be_set_up_fails_no_load_and_the_trap_says_so() {
-    let d = device(with_panic_global(0x201D));
+    let d = device(with_global(0x201D, gpu_panic::SYMBOL));
     fail_next(
         "hsa_amd_memory_pool_allocate",
         HSA_STATUS_ERROR_OUT_OF_RESOURCES,
@@ -138,30 +143,11 @@ fn a_record_that_cannot_be_set_up_fails_no_load_and_the_trap_says_so() {
     // A global of another size is no pointer to the record: refused the same way. (The first device goes before
     // its machine does.)
     drop(d);
-    let mut config = with_panic_global(0x201E);
+    let mut config = with_global(0x201E, gpu_panic::SYMBOL);
     config.variable_size = 4;
     let d = device(config);
     d.load_image(&image(code_object(true))).unwrap();
-    let trace = take_trace();
-    assert!(
-        !trace
-            .iter()
-            .any(|l| l.contains("hsa_amd_memory_pool_allocate")),
-        "{trace:#?}"
-    );
-}
-
-/// An image's lookup of the print buffer's global when it has none (an image built before `offload::println!`).
-const NO_PRINT_GLOBAL: &str =
-    "hsa_executable_get_symbol_by_name(e0, \"__offload_print_buffer\", gpu) -> HSA_STATUS_ERROR_INVALID_SYMBOL_NAME";
-
-/// A machine whose images have the print buffer's global.
-fn with_print_global(gpu: u64) -> Config {
-    let mut config = Config::new(gpu);
-    config
-        .symbols
-        .push((device_print::SYMBOL, HSA_SYMBOL_KIND_VARIABLE));
-    config
+    assert_nothing_allocated(&take_trace());
 }
 
 /// The GPU of a machine as the plugin opens it, for what only the plugin's own type says.
@@ -171,13 +157,6 @@ fn amd_device(config: Config) -> AmdGpuDevice {
     let d = AmdGpuDevice::open(hsa, 0, machine.gpus[0], &machine).unwrap();
     take_trace();
     d
-}
-
-/// The print buffer a loaded image's global points at.
-fn print_buffer() -> *mut device_print::Header {
-    let global = variable(device_print::SYMBOL).expect("the plugin asked the global's address");
-    // SAFETY: the fake's 8 bytes of the global, which the plugin's copy wrote.
-    (unsafe { *global }) as *mut device_print::Header
 }
 
 /// A line as region code prints it, into the buffer the images' global points at.
@@ -192,37 +171,13 @@ fn print_line(line: std::fmt::Arguments<'_>) {
     ignore = "a mebibyte print buffer: too slow under Miri (the protocol runs under Miri in offload-model)"
 )]
 fn each_image_points_at_the_gpus_one_print_buffer_which_each_launch_drains() {
-    let d = device(with_print_global(0x201F));
+    let d = device(with_global(0x201F, device_print::SYMBOL));
     // Before any image: nothing to drain, and no runtime call.
     assert_eq!(d.take_printed(), (Vec::new(), 0));
     let loaded = d.load_image(&image(code_object(true))).unwrap();
-    let buffer = format!(
-        "hsa_amd_memory_pool_allocate(0x110, {} bytes, flags 0) -> #1",
-        std::mem::size_of::<device_print::Header>() + device_print::DATA_BYTES
-    );
-    assert_trace(&[
-        "hsa_code_object_reader_create_from_memory(64 bytes, 16-byte aligned) -> r0",
-        "hsa_executable_create_alt(profile 0, rounding 0, options null) -> e0",
-        "hsa_executable_load_agent_code_object(e0, gpu, r0)",
-        "hsa_executable_freeze(e0)",
-        "hsa_executable_validate(e0)",
-        "hsa_code_object_reader_destroy(r0)",
-        "hsa_executable_get_symbol_by_name(e0, \"__offload_panic_record\", gpu) -> HSA_STATUS_ERROR_INVALID_SYMBOL_NAME",
-        "hsa_executable_get_symbol_by_name(e0, \"__offload_print_buffer\", gpu)",
-        "hsa_executable_symbol_get_info(k2, TYPE)",
-        "hsa_executable_symbol_get_info(k2, VARIABLE_SIZE)",
-        "hsa_executable_symbol_get_info(k2, VARIABLE_ADDRESS) -> #0",
-        // The buffer: the host's fine-grained pool, the GPU granted access.
-        &buffer,
-        "hsa_amd_agents_allow_access([gpu], flags null, #1)",
-        // Its address copied into the global, as any copy to the device.
-        "hsa_amd_memory_pool_allocate(0x110, 4194304 bytes, flags 0) -> #2",
-        "hsa_amd_agents_allow_access([gpu], flags null, #2)",
-        "hsa_signal_create(1, 0 consumers) -> s2",
-        "hsa_signal_store_relaxed(s2, 1)",
-        "hsa_amd_memory_async_copy(#0, gpu, #2, gpu, 8 bytes, 0 deps, s2)",
-        "hsa_signal_wait_scacquire(s2, LT 1, 1000 ticks, ACTIVE) -> 0",
-    ]);
+    let bytes = std::mem::size_of::<device_print::Header>() + device_print::DATA_BYTES;
+    let points = points_global(device_print::SYMBOL, bytes);
+    assert_lines(&[load_trace(), owned(&[NO_PANIC_GLOBAL]), points].concat());
     let buffer = print_buffer();
     assert_eq!(trace_name(buffer as usize), "#1");
     // Zeroed, with the room for lines in its header.
@@ -265,16 +220,7 @@ fn each_image_points_at_the_gpus_one_print_buffer_which_each_launch_drains() {
     assert_eq!(lost, 3);
     assert_eq!(d.take_printed(), (Vec::new(), 0));
     // A second image points at the same buffer.
-    d.load_image(&image(code_object(true))).unwrap();
-    let trace = take_trace();
-    assert!(
-        !trace
-            .iter()
-            .any(|l| l.contains("hsa_amd_memory_pool_allocate")),
-        "{trace:#?}"
-    );
-    assert_eq!(trace.iter().filter(|l| l.contains("async_copy")).count(), 1);
-    assert_eq!(print_buffer(), buffer);
+    assert_second_image_points_at(&*d, device_print::SYMBOL, buffer);
 }
 
 #[test]
@@ -283,7 +229,7 @@ fn each_image_points_at_the_gpus_one_print_buffer_which_each_launch_drains() {
     ignore = "a mebibyte print buffer: too slow under Miri (the protocol runs under Miri in offload-model)"
 )]
 fn a_failed_launch_leaves_its_lines_to_be_drained() {
-    let d = device(with_print_global(0x2020));
+    let d = device(with_global(0x2020, device_print::SYMBOL));
     let k = saxpy(&*d);
     print_line(format_args!("before the trap"));
     set_on_dispatch(OnDispatch::QueueError(HSA_STATUS_ERROR_EXCEPTION));
@@ -302,7 +248,7 @@ fn a_failed_launch_leaves_its_lines_to_be_drained() {
     ignore = "a mebibyte print buffer: too slow under Miri (the protocol runs under Miri in offload-model)"
 )]
 fn a_print_buffer_that_cannot_be_set_up_fails_no_load_and_the_reason_is_kept() {
-    let d = amd_device(with_print_global(0x2021));
+    let d = amd_device(with_global(0x2021, device_print::SYMBOL));
     assert_eq!(d.prints.unprinted(), None);
     fail_next(
         "hsa_amd_memory_pool_allocate",
@@ -324,17 +270,11 @@ fn a_print_buffer_that_cannot_be_set_up_fails_no_load_and_the_reason_is_kept() {
     assert!(print_buffer().is_null());
     drop(d);
     // A global of another size is no pointer to the buffer: refused the same way, nothing allocated.
-    let mut config = with_print_global(0x2022);
+    let mut config = with_global(0x2022, device_print::SYMBOL);
     config.variable_size = 4;
     let d = amd_device(config);
     d.load_image(&image(code_object(true))).unwrap();
-    let trace = take_trace();
-    assert!(
-        !trace
-            .iter()
-            .any(|l| l.contains("hsa_amd_memory_pool_allocate")),
-        "{trace:#?}"
-    );
+    assert_nothing_allocated(&take_trace());
     assert!(
         d.prints
             .unprinted()
