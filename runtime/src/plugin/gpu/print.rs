@@ -79,6 +79,18 @@ impl<B> Prints<Option<B>> {
 }
 
 impl<B: HostBlock> Prints<B> {
+    /// Whether the buffer holds a line or counts a lost one: a look at its header's counters (atomics), safe while
+    /// kernels write it.
+    pub fn pending(&self) -> bool {
+        let Some(buffer) = self.block.host_address() else {
+            return false;
+        };
+        // SAFETY: a buffer as `device_print` lays it out, alive as long as the block; only its atomics are read.
+        let header = unsafe { &*buffer.cast::<device_print::Header>().as_ptr() };
+        header.used.load(std::sync::atomic::Ordering::Acquire) != 0
+            || header.lost.load(std::sync::atomic::Ordering::Acquire) != 0
+    }
+
     /// What the buffer holds, and how many lines did not fit; emptied. Nothing while there is no buffer.
     ///
     /// # Safety

@@ -3,7 +3,8 @@
 //! loop shares, reductions through team-shared slots, the panic record); it runs a launch as a GPU does
 //! ([`grid`]): a grid of blocks, each block's threads all live at once, switched at barriers, with the block's
 //! dynamic shared memory sized at launch, separate device memory, the CUDA plugin's default geometry and argument
-//! packing, and one launch at a time per device (CUDA's legacy default stream). Only `OFFLOAD_PLUGINS` turns it on.
+//! packing, and launches from different host threads (tasks) side by side, as on CUDA streams. Only `OFFLOAD_PLUGINS`
+//! turns it on.
 
 use offload_model::abi::Construct;
 mod grid;
@@ -22,7 +23,7 @@ use crate::registry::Image;
 use offload_model::device::{triple_arch, DeviceKind, GPU_SIM_ARCH};
 use offload_model::fatbin::ImageFormat;
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::Mutex;
+use std::sync::RwLock;
 
 pub struct GpuSim;
 
@@ -58,7 +59,7 @@ impl Plugin for GpuSim {
                 // Never freed: images keep their addresses for the life of the process, as devices live.
                 panics: PanicReports::new(PlainBlock::new(&panic::PROTOCOL), None),
                 prints: Prints::new(PlainBlock::new(&print::PROTOCOL), None),
-                stream: Mutex::new(()),
+                streams: RwLock::new(()),
             })],
             notes: Vec::new(),
         })
@@ -73,9 +74,10 @@ struct GpuSimDevice {
     /// The print buffer every image of this device points at (`offload::println!`), drained after each launch;
     /// plain host memory, as the record.
     prints: Prints<PlainBlock>,
-    /// Held for a launch: launches on a device run one at a time, as on the CUDA plugin's legacy default stream
-    /// (so the record holds the running launch's panic alone).
-    stream: Mutex<()>,
+    /// Shared by running launches, which run side by side (each host thread's launches are a stream of their own);
+    /// held alone to read the panic record or drain the print buffer, which no kernel may write meanwhile. As on a
+    /// GPU, launches that run at once share the record: when two trap together, the first panic is the one recorded.
+    streams: RwLock<()>,
 }
 
 /// Points the image's global of `protocol` (offload-device's `AtomicPtr`) at `block`, as the CUDA plugin sets a
@@ -95,8 +97,8 @@ unsafe fn point_global(so: &image::SharedObject, protocol: &Protocol, block: &Pl
     true
 }
 
-// SAFETY: the record and the print buffer are only accessed through their protocols (atomic claims, a writer at a time, the host
-// reading them under the stream lock after the launch); everything else in the device is `Send + Sync`.
+// SAFETY: the record and the print buffer are only accessed through their protocols (atomic claims, a writer at a time,
+// the host reading them with `streams` held alone); everything else in the device is `Send + Sync`.
 unsafe impl Send for GpuSimDevice {}
 unsafe impl Sync for GpuSimDevice {}
 
@@ -161,8 +163,12 @@ impl Device for GpuSimDevice {
     }
 
     fn take_printed(&self) -> (Vec<u8>, u32) {
-        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: no kernel of this device runs (the stream is held).
+        // Waiting for every running launch only when there is something to drain, so launches stay side by side.
+        if !self.prints.pending() {
+            return (Vec::new(), 0);
+        }
+        let _alone = self.streams.write().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: no kernel of this device runs (the streams are held alone).
         unsafe { self.prints.take() }
     }
 
@@ -196,27 +202,36 @@ impl Device for GpuSimDevice {
         let packed = gpu::kernel_params(&dyn_ptr, args);
         // SAFETY: `dyn_ptr` and `args` outlive the call.
         let (_, args) = unsafe { gpu::unpack(&packed) };
-        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
-        // A panic recorded outside a failed launch (one region code caught, a launch that could not finish) is not
-        // this launch's.
-        // SAFETY: no kernel of this device runs (the stream is held).
-        unsafe { self.panics.take() };
-        // SAFETY: per the trait's contract; the launch has the device (and its record) to itself.
-        let trapped = unsafe {
-            grid::run(
-                kernel,
-                &args,
-                grid::Shape {
-                    blocks,
-                    threads,
-                    shared: params.team_shared,
-                },
-            )
-        }?;
+        let run = {
+            let _stream = self.streams.read().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: per the trait's contract.
+            unsafe {
+                grid::run(
+                    kernel,
+                    &args,
+                    grid::Shape {
+                        blocks,
+                        threads,
+                        shared: params.team_shared,
+                    },
+                )
+            }
+        };
+        let trapped = match run {
+            Ok(trapped) => trapped,
+            Err(e) => {
+                // A launch that could not finish may leave a record: it is not the next failed launch's.
+                let _alone = self.streams.write().unwrap_or_else(|p| p.into_inner());
+                // SAFETY: no kernel of this device runs (the streams are held alone).
+                unsafe { self.panics.take() };
+                return Err(e);
+            }
+        };
         if !trapped {
             return Ok(());
         }
-        // SAFETY: the grid has finished; no kernel writes the record.
+        let _alone = self.streams.write().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: no kernel of this device runs (the streams are held alone).
         let taken = unsafe { self.panics.take() };
         // The simulated device's memory survives a trap, so the device stays usable.
         Err(PluginError::from_panic_record(taken, false, || {
