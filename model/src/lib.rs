@@ -10,7 +10,7 @@
 //!   `gfxNNN`, x86-64 levels);
 //! - [`hash`]: the one stable hash (package tags, image ids, cache keys);
 //! - `clause`, `region`, `data` (feature `syntax`): the clause model, parsed and validated once for the macros and the
-//!   outliner, every phase's mistakes collected by `errors`;
+//!   outliner (`frontend`: the parse, then `validate`), every phase's mistakes collected by `errors`;
 //! - `mapper` (feature `syntax`): the one reading of a `#[derive(Mapper)]` struct's fields, for the derive and the
 //!   outliner.
 #![cfg_attr(not(feature = "syntax"), no_std)]
@@ -25,6 +25,8 @@ pub mod device_print;
 #[cfg(feature = "syntax")]
 pub mod errors;
 pub mod fatbin;
+#[cfg(feature = "syntax")]
+pub mod frontend;
 pub mod gpu_panic;
 pub mod hash;
 pub mod identity;

@@ -80,7 +80,7 @@ pub fn view_elem(p: &crate::region::Param) -> TokenStream {
     }
 }
 
-/// Lowers `func`, which [`Region::parse`] accepted as `region`.
+/// Lowers `func`, which [`crate::frontend::parse_region`] accepted as `region`.
 pub fn lower(region: &Region, func: &ItemFn) -> Lowered {
     let inputs = func
         .sig
@@ -128,7 +128,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
     // stay valid.
     let mut moved = take_uninitialised_privates(region, block);
     let mut errors = crate::errors::Errors::default();
-    // Found again in the copy, so the addresses below are the copy's; `Region::parse` reported what is wrong with it.
+    // Found again in the copy, so the addresses below are the copy's; the front end reported what is wrong with it.
     let ws = worksharing::find(region, block, &mut errors);
     errors.discard();
     let Some(ws) = ws else {

@@ -27,7 +27,7 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             return quote!(#msg #item);
         }
     };
-    match Region::parse(args, &func) {
+    match offload_model::frontend::parse_region(args, &func) {
         Ok(region) => expand_region(&region, func),
         Err(e) => failed(e, &func),
     }
@@ -84,10 +84,12 @@ fn expand_impl(args: TokenStream, mut imp: syn::ItemImpl) -> TokenStream {
             self_ty: &self_ty,
             generics: &imp.generics,
         };
-        items.push(match Region::parse_in(args, &func, Some(in_impl)) {
-            Ok(region) => expand_region(&region, func),
-            Err(e) => failed(e, &func),
-        });
+        items.push(
+            match offload_model::frontend::parse_region_in(args, &func, Some(in_impl)) {
+                Ok(region) => expand_region(&region, func),
+                Err(e) => failed(e, &func),
+            },
+        );
     }
     let errs = errors.iter().map(syn::Error::to_compile_error);
     let (attrs, defaultness, unsafety, generics, trait_, self_ty) = (
