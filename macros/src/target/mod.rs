@@ -1,7 +1,7 @@
 //! `#[target]`: parse and validate the region (the model crate), then expand the host side: the region's function
 //! (a call that picks a device or falls back), its `try_` twin, the entry record and the host fallback.
 
-mod launch;
+mod call;
 mod params;
 
 use offload_model::lower::view_kind;
@@ -190,13 +190,13 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     let maps = params::map_list_expr(region, &slot_ty);
     let (device, if_cond) = crate::data::device_and_if(&region.device, &region.if_cond);
     let section_bounds = params::section_bounds(region);
-    let geometry = launch::geometry(region);
+    let launch_request = call::launch_request(region);
     // The fallback is called with the region's own arguments, so its generic parameters are inferred.
     let call_host = match unsafety {
         Some(_) => quote!(unsafe { #host_path(#(#fallback_args),*) }),
         None => quote!(#host_path(#(#fallback_args),*)),
     };
-    let touch = launch::clause_touches(region, &idents);
+    let touch = call::clause_touches(region, &idents);
     // The one lowering the outliner applies too: views for parallel `&mut` parameters, the work-shared loop as a
     // closure over the thread's share.
     let lowered = offload_model::lower::lower(
@@ -242,7 +242,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         (host_fn, quote!())
     };
     let entries = entries(region, &host_name, tag);
-    let launch = launch::launch(region, &call_host, &slot_ty);
+    let runtime_call = call::runtime_call(region, &call_host, &slot_ty);
     let try_doc = format!("Runs the region [`{name_str}`], returning a device failure as an `Err` instead of panicking.");
 
     quote! {
@@ -269,7 +269,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             // Clauses first: they may read the parameters, which the raw pointers below must not see change.
             let __offload_device = #device;
             let __offload_if = #if_cond;
-            let __offload_launch = #geometry;
+            let __offload_launch = #launch_request;
             #(#section_bounds)*
             #(#raw)*
             let mut __offload_ret_slot = ::core::mem::MaybeUninit::<#slot_ty>::uninit();
@@ -281,7 +281,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             // checked `Firstprivate` above.
             unsafe {
                 let __offload_maps = #maps;
-                (#launch) #finish
+                (#runtime_call) #finish
             }
         }
     }
