@@ -9,7 +9,7 @@
 
 use crate::toolchain::{CudaTools, LlvmTools};
 use crate::{Error, ToolchainError};
-use offload_model::device::{AmdArch, AMDGCN_TRIPLE, NVPTX_TRIPLE};
+use offload_model::device_kind::{AmdArch, AMDGCN_TRIPLE, NVPTX_TRIPLE};
 use offload_model::fatbin::ImageFormat;
 use offload_model::gpu_panic;
 use std::path::{Path, PathBuf};

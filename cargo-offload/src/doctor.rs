@@ -3,7 +3,7 @@
 //! discovery is build support's own, so the doctor sees what a build would.
 
 use offload_build::toolchain::{self, CudaTools};
-use offload_model::device::DeviceKind;
+use offload_model::device_kind::DeviceKind;
 use std::process::Command;
 
 const GPUS: &[DeviceKind] = &[DeviceKind::Nvptx, DeviceKind::Amdgcn];
