@@ -70,43 +70,12 @@ unsafe fn device_rows<'a>(host: &[f64], at: usize, len: usize) -> &'a mut [f64] 
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let direct = args.iter().any(|a| a == "--direct");
-    let nums: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
-    let (nx, ny, iters) = match nums[..] {
-        [nx, ny, iters] if nx >= 3 && ny >= 3 => (nx, ny, iters),
-        [] => (256, 256, 100),
-        _ => {
-            eprintln!("usage: jacobi_mpi [NX NY ITERATIONS] [--direct]  (NX, NY at least 3)");
-            std::process::exit(2);
-        }
-    };
+    let (nx, ny, iters, direct) = parse_args();
     let universe = mpi::initialize().expect("MPI initialises once");
     let world = universe.world();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
-    // A panicking rank must end at once: unwinding drops `universe`, whose MPI_Finalize waits for the other ranks,
-    // which wait for this one, and the job would hang instead of failing.
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        eprintln!("jacobi_mpi: rank {rank} failed:");
-        report(info);
-        std::process::abort();
-    }));
-    if size > ny - 2 {
-        if rank == 0 {
-            eprintln!("{size} ranks for {} interior rows: use fewer ranks", ny - 2);
-        }
-        std::process::exit(2);
-    }
-    if direct && !device_memory_is_host() {
-        if rank == 0 {
-            eprintln!(
-                "--direct passes device memory to MPI, which needs the device's memory to be this process's (host-elf, \
-                 gpu-sim) or a CUDA-aware MPI; the default device is neither, so exchange through the host instead"
-            );
-        }
-        std::process::exit(2);
-    }
+    abort_on_panic(rank);
+    refuse_unless_runnable(rank, size, ny, direct);
     let (first, rows) = slab(ny, rank, size);
     // The slab with its halo rows: global rows first - 1 ..= first + rows. The top edge is held at 1, the others at 0.
     let mut init = vec![0.0f64; (rows + 2) * nx];
@@ -122,40 +91,7 @@ fn main() {
     let start = Instant::now();
     let mut residual = 0.0f64;
     for _ in 0..iters {
-        // Halos: each rank's first interior row goes up, its last goes down.
-        let (top, bottom) = (nx..2 * nx, rows * nx..(rows + 1) * nx);
-        let (halo_top, halo_bottom) = (0..nx, (rows + 1) * nx..(rows + 2) * nx);
-        if direct {
-            // SAFETY: `u` is mapped; the ranges are disjoint rows; no region runs meanwhile.
-            let (t, b, ht, hb) = unsafe {
-                (
-                    device_rows(&u, top.start, nx),
-                    device_rows(&u, bottom.start, nx),
-                    device_rows(&u, halo_top.start, nx),
-                    device_rows(&u, halo_bottom.start, nx),
-                )
-            };
-            exchange(up.as_ref(), down.as_ref(), t, b, ht, hb);
-        } else {
-            target_update!(from: u[top.start..top.end]);
-            target_update!(from: u[bottom.start..bottom.end]);
-            let (t, b) = (u[top.clone()].to_vec(), u[bottom.clone()].to_vec());
-            let (head, tail) = u.split_at_mut(halo_bottom.start);
-            exchange(
-                up.as_ref(),
-                down.as_ref(),
-                &t,
-                &b,
-                &mut head[halo_top],
-                tail,
-            );
-            if up.is_some() {
-                target_update!(to: u[0..nx]);
-            }
-            if down.is_some() {
-                target_update!(to: u[halo_bottom.start..halo_bottom.end]);
-            }
-        }
+        exchange_halos(&mut u, nx, rows, direct, up.as_ref(), down.as_ref());
         let local = sweep(rows, nx, &u, &mut unew);
         std::mem::swap(&mut u, &mut unew);
         world.all_reduce_into(&local, &mut residual, SystemOperation::max());
@@ -184,6 +120,90 @@ fn main() {
         );
     } else {
         root.send(mine);
+    }
+}
+
+/// `[NX NY ITERATIONS] [--direct]`: the grid, the sweeps, and whether halos go to MPI from device memory.
+fn parse_args() -> (usize, usize, usize, bool) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let direct = args.iter().any(|a| a == "--direct");
+    let nums: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    let (nx, ny, iters) = match nums[..] {
+        [nx, ny, iters] if nx >= 3 && ny >= 3 => (nx, ny, iters),
+        [] => (256, 256, 100),
+        _ => {
+            eprintln!("usage: jacobi_mpi [NX NY ITERATIONS] [--direct]  (NX, NY at least 3)");
+            std::process::exit(2);
+        }
+    };
+    (nx, ny, iters, direct)
+}
+
+/// A panicking rank must end at once: unwinding drops `universe`, whose MPI_Finalize waits for the other ranks,
+/// which wait for this one, and the job would hang instead of failing.
+fn abort_on_panic(rank: usize) {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        eprintln!("jacobi_mpi: rank {rank} failed:");
+        report(info);
+        std::process::abort();
+    }));
+}
+
+/// Exits (rank 0 saying why) when every rank cannot have a row, or `--direct` cannot work on the default device.
+fn refuse_unless_runnable(rank: usize, size: usize, ny: usize, direct: bool) {
+    if size > ny - 2 {
+        if rank == 0 {
+            eprintln!("{size} ranks for {} interior rows: use fewer ranks", ny - 2);
+        }
+        std::process::exit(2);
+    }
+    if direct && !device_memory_is_host() {
+        if rank == 0 {
+            eprintln!(
+                "--direct passes device memory to MPI, which needs the device's memory to be this process's (host-elf, \
+                 gpu-sim) or a CUDA-aware MPI; the default device is neither, so exchange through the host instead"
+            );
+        }
+        std::process::exit(2);
+    }
+}
+
+/// Halos: each rank's first interior row of `u` (the slab, `rows` interior rows of `nx`) goes up, its last goes
+/// down, and the neighbours' come back into the halo rows, on the device; straight from device memory if `direct`.
+fn exchange_halos(
+    u: &mut offload::Mapped<Vec<f64>>,
+    nx: usize,
+    rows: usize,
+    direct: bool,
+    up: Option<&mpi::topology::Process<'_>>,
+    down: Option<&mpi::topology::Process<'_>>,
+) {
+    let (top, bottom) = (nx..2 * nx, rows * nx..(rows + 1) * nx);
+    let (halo_top, halo_bottom) = (0..nx, (rows + 1) * nx..(rows + 2) * nx);
+    if direct {
+        // SAFETY: `u` is mapped; the ranges are disjoint rows; no region runs meanwhile.
+        let (t, b, ht, hb) = unsafe {
+            (
+                device_rows(u, top.start, nx),
+                device_rows(u, bottom.start, nx),
+                device_rows(u, halo_top.start, nx),
+                device_rows(u, halo_bottom.start, nx),
+            )
+        };
+        exchange(up, down, t, b, ht, hb);
+    } else {
+        target_update!(from: u[top.start..top.end]);
+        target_update!(from: u[bottom.start..bottom.end]);
+        let (t, b) = (u[top.clone()].to_vec(), u[bottom.clone()].to_vec());
+        let (head, tail) = u.split_at_mut(halo_bottom.start);
+        exchange(up, down, &t, &b, &mut head[halo_top], tail);
+        if up.is_some() {
+            target_update!(to: u[0..nx]);
+        }
+        if down.is_some() {
+            target_update!(to: u[halo_bottom.start..halo_bottom.end]);
+        }
     }
 }
 

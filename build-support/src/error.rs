@@ -2,7 +2,7 @@
 
 use crate::diag::Diagnostic;
 use crate::toolchain::{APT_LLVM, APT_RUST, LLVM_MAJOR};
-use offload_model::device::{DeviceKind, X86_64_LEVELS};
+use offload_model::device_kind::{DeviceKind, X86_64_LEVELS};
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]

@@ -204,65 +204,15 @@ impl Package {
     }
 
     fn from_metadata(meta: &Value, manifest: &Path) -> Result<Package, Error> {
-        let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-        let want = canon(manifest);
-        let pkg = meta["packages"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| {
-                p["manifest_path"]
-                    .as_str()
-                    .is_some_and(|m| canon(Path::new(m)) == want)
-            })
-            .ok_or_else(|| PackageError::NotListed(manifest.to_path_buf()))?;
+        let pkg = find_package(meta, manifest)?;
         let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
-        let mut targets = Vec::new();
-        for t in pkg["targets"].as_array().into_iter().flatten() {
-            let kinds: Vec<&str> = t["kind"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|k| k.as_str())
-                .collect();
-            let kind = if kinds
-                .iter()
-                .any(|k| ["lib", "rlib", "dylib", "cdylib", "staticlib"].contains(k))
-            {
-                Kind::Lib
-            } else if kinds.contains(&"bin") {
-                Kind::Bin
-            } else if kinds.contains(&"example") {
-                Kind::Example
-            } else if kinds.contains(&"test") {
-                Kind::Test
-            } else if kinds.contains(&"bench") {
-                Kind::Bench
-            } else {
-                continue; // build scripts, proc macros
-            };
-            targets.push(Target {
-                kind,
-                name: s(&t["name"]),
-                src_path: PathBuf::from(s(&t["src_path"])),
-            });
-        }
         let metadata_targets = pkg["metadata"]["offload"]["targets"].as_array().map(|a| {
             a.iter()
                 .filter_map(|v| v.as_str().map(String::from))
                 .collect()
         });
         let device_deps = device_deps(pkg, manifest)?;
-        // Dev-dependencies too: tests and examples may name them.
-        let host_crates = pkg["dependencies"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|d| d["kind"].as_str() != Some("build"))
-            .filter(|d| !OURS.contains(&d["name"].as_str().unwrap_or_default()))
-            .map(|d| code_name(d).replace('-', "_"))
-            .filter(|n| !device_deps.iter().any(|d| d.ident == *n))
-            .collect();
+        let host_crates = host_crates(pkg, &device_deps);
         let manifest_dir = manifest.parent().map(canon).unwrap_or_default();
         // The same string the macro sees: cargo's own `CARGO_MANIFEST_DIR` when building this package, else the
         // manifest's directory (a dependency loaded by a dependent's build script).
@@ -291,7 +241,7 @@ impl Package {
             edition: s(&pkg["edition"]),
             manifest_dir,
             workspace_root: canon(Path::new(&s(&meta["workspace_root"]))),
-            targets,
+            targets: targets(pkg),
             metadata_targets,
             tag: offload_model::identity::package_tag(&tag_dir),
             features,
@@ -375,6 +325,75 @@ impl Package {
             .map(Path::to_path_buf)
             .unwrap_or_else(|_| p.to_path_buf())
     }
+}
+/// `p` canonical where it exists, as written otherwise.
+fn canon(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The package of `manifest` among those cargo metadata lists.
+fn find_package<'m>(meta: &'m Value, manifest: &Path) -> Result<&'m Value, Error> {
+    let want = canon(manifest);
+    meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| {
+            p["manifest_path"]
+                .as_str()
+                .is_some_and(|m| canon(Path::new(m)) == want)
+        })
+        .ok_or_else(|| PackageError::NotListed(manifest.to_path_buf()).into())
+}
+
+/// The package's targets a device crate may be written for (not build scripts or proc macros).
+fn targets(pkg: &Value) -> Vec<Target> {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let mut targets = Vec::new();
+    for t in pkg["targets"].as_array().into_iter().flatten() {
+        let kinds: Vec<&str> = t["kind"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k.as_str())
+            .collect();
+        let kind = if kinds
+            .iter()
+            .any(|k| ["lib", "rlib", "dylib", "cdylib", "staticlib"].contains(k))
+        {
+            Kind::Lib
+        } else if kinds.contains(&"bin") {
+            Kind::Bin
+        } else if kinds.contains(&"example") {
+            Kind::Example
+        } else if kinds.contains(&"test") {
+            Kind::Test
+        } else if kinds.contains(&"bench") {
+            Kind::Bench
+        } else {
+            continue; // build scripts, proc macros
+        };
+        targets.push(Target {
+            kind,
+            name: s(&t["name"]),
+            src_path: PathBuf::from(s(&t["src_path"])),
+        });
+    }
+    targets
+}
+
+/// The crates the package depends on that are not built for devices: neither ours nor offload-aware libraries
+/// (`device_deps`). Dev-dependencies too: tests and examples may name them.
+fn host_crates(pkg: &Value, device_deps: &[DeviceDep]) -> Vec<String> {
+    pkg["dependencies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["kind"].as_str() != Some("build"))
+        .filter(|d| !OURS.contains(&d["name"].as_str().unwrap_or_default()))
+        .map(|d| code_name(d).replace('-', "_"))
+        .filter(|n| !device_deps.iter().any(|d| d.ident == *n))
+        .collect()
 }
 
 /// The package's normal dependencies (not dev- or build-dependencies).

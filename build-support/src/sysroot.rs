@@ -54,7 +54,7 @@ pub fn core_sysroot(tc: &Toolchain, triple: &str, cpu: Option<&str>) -> Result<P
             sysroot.display()
         );
         let t = std::time::Instant::now();
-        build(
+        build_core(
             tc,
             triple,
             cpu,
@@ -89,24 +89,52 @@ fn open_lock(path: &Path) -> Result<std::fs::File, Error> {
         )))
 }
 
-fn build(
+/// Builds `core` for `triple` (and `cpu`) in `work`, a scratch directory removed after, into `sysroot`.
+fn build_core(
     tc: &Toolchain,
     triple: &str,
     cpu: &str,
     sysroot: &Path,
     work: &Path,
 ) -> Result<(), Error> {
+    let seed = write_seed(work)?;
+    let mut cmd = cargo_build_std(tc, triple, cpu, &seed, work);
+    set_cargo_home(&mut cmd, tc, work)?;
+    let out = cmd
+        .output()
+        .map_err(Error::io(format!("running {}", tc.cargo.display())))?;
+    if !out.status.success() {
+        return Err(Error::DeviceBuild {
+            image: format!("`core` for {triple} (with {})", tc.rustc.display()),
+            output: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
+    }
+    install_rlibs(&out.stdout, triple, sysroot)?;
+    let _ = std::fs::remove_dir_all(work);
+    Ok(())
+}
+
+fn write_error(what: &Path) -> impl FnOnce(std::io::Error) -> Error {
+    Error::io(format!("writing {}", what.display()))
+}
+
+/// An empty `#![no_std]` package for `-Zbuild-std` to build `core` beside.
+fn write_seed(work: &Path) -> Result<PathBuf, Error> {
     let seed = work.join("seed");
-    let io = |what: &Path| Error::io(format!("writing {}", what.display()));
-    std::fs::create_dir_all(seed.join("src")).map_err(io(&seed))?;
+    std::fs::create_dir_all(seed.join("src")).map_err(write_error(&seed))?;
     std::fs::write(
         seed.join("Cargo.toml"),
         "[package]\nname = \"offload-core-seed\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n[workspace]\n",
     )
-    .map_err(io(&seed))?;
-    std::fs::write(seed.join("src/lib.rs"), "#![no_std]\n").map_err(io(&seed))?;
+    .map_err(write_error(&seed))?;
+    std::fs::write(seed.join("src/lib.rs"), "#![no_std]\n").map_err(write_error(&seed))?;
+    Ok(seed)
+}
+
+/// `cargo build -Zbuild-std=core` of the seed, in a scrubbed environment, optimised and aborting on panic.
+fn cargo_build_std(tc: &Toolchain, triple: &str, cpu: &str, seed: &Path, work: &Path) -> Command {
     let mut cmd = Command::new(&tc.cargo);
-    cmd.current_dir(&seed)
+    cmd.current_dir(seed)
         .args([
             "build",
             "--release",
@@ -137,11 +165,16 @@ fn build(
             cmd.env(k, v);
         }
     }
+    cmd
+}
+
+/// The cargo home the build sees: with a vendored toolchain, one of its own that takes the library's dependencies
+/// from the vendored copies, with no network; else the caller's.
+fn set_cargo_home(cmd: &mut Command, tc: &Toolchain, work: &Path) -> Result<(), Error> {
     match &tc.vendor {
-        // The library's own dependencies from the vendored copies, with no network.
         Some(vendor) => {
             let home = work.join("cargo-home");
-            std::fs::create_dir_all(&home).map_err(io(&home))?;
+            std::fs::create_dir_all(&home).map_err(write_error(&home))?;
             std::fs::write(
                 home.join("config.toml"),
                 format!(
@@ -150,7 +183,7 @@ fn build(
                     vendor.display().to_string()
                 ),
             )
-            .map_err(io(&home))?;
+            .map_err(write_error(&home))?;
             cmd.env("CARGO_HOME", home);
         }
         None => {
@@ -159,20 +192,16 @@ fn build(
             }
         }
     }
-    let out = cmd
-        .output()
-        .map_err(Error::io(format!("running {}", tc.cargo.display())))?;
-    if !out.status.success() {
-        return Err(Error::DeviceBuild {
-            image: format!("`core` for {triple} (with {})", tc.rustc.display()),
-            output: String::from_utf8_lossy(&out.stderr).into_owned(),
-        });
-    }
+    Ok(())
+}
+
+/// Copies the [`CRATES`]' rlibs the build reported (its JSON messages, `stdout`) into a fresh `sysroot`.
+fn install_rlibs(stdout: &[u8], triple: &str, sysroot: &Path) -> Result<(), Error> {
     let lib = sysroot.join("lib/rustlib").join(triple).join("lib");
     let _ = std::fs::remove_dir_all(sysroot);
-    std::fs::create_dir_all(&lib).map_err(io(&lib))?;
+    std::fs::create_dir_all(&lib).map_err(write_error(&lib))?;
     let mut found = 0;
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in String::from_utf8_lossy(stdout).lines() {
         let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
@@ -184,7 +213,7 @@ fn build(
             let f = Path::new(f.as_str().unwrap_or_default());
             if f.extension().is_some_and(|e| e == "rlib") {
                 let to = lib.join(f.file_name().unwrap_or_default());
-                std::fs::copy(f, &to).map_err(io(&to))?;
+                std::fs::copy(f, &to).map_err(write_error(&to))?;
                 found += 1;
             }
         }
@@ -195,7 +224,6 @@ fn build(
             output: "cargo built it but reported no core and compiler_builtins rlibs".into(),
         });
     }
-    let _ = std::fs::remove_dir_all(work);
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 
 use crate::package::Package;
 use crate::{Error, TargetError};
-use offload_model::device::{triple_arch, DeviceKind};
+use offload_model::device_kind::{triple_arch, DeviceKind};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceTarget {
@@ -39,7 +39,7 @@ impl DeviceTarget {
     pub fn arch(&self) -> &str {
         match self {
             DeviceTarget::Nvptx { archs } | DeviceTarget::Amdgcn { archs } => &archs[0],
-            DeviceTarget::GpuSim { .. } => offload_model::device::GPU_SIM_ARCH,
+            DeviceTarget::GpuSim { .. } => offload_model::device_kind::GPU_SIM_ARCH,
             _ => triple_arch(self.triple()),
         }
     }

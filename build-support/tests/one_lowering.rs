@@ -2,8 +2,8 @@
 //! are the same tokens (`offload_model::lower`), for every region of the test suite, and the device crate keeps every
 //! token of the user's body on its original line (errors and panic locations name the user's lines).
 
+use offload_model::frontend;
 use offload_model::lower::lower;
-use offload_model::region::Region;
 use quote::{quote, ToTokens};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -90,7 +90,7 @@ fn the_host_fallback_and_the_device_crate_lower_every_region_alike() {
                 syn::Meta::List(l) => l.tokens.clone(),
                 _ => Default::default(),
             };
-            let region = Region::parse_in(args, &func, imp.as_ref().map(Into::into))
+            let region = frontend::parse_region_in(args, &func, imp.as_ref().map(Into::into))
                 .expect("the suite's regions are valid");
             let r = &site.region;
             forms.insert(

@@ -3,7 +3,7 @@
 //! discovery is build support's own, so the doctor sees what a build would.
 
 use offload_build::toolchain::{self, CudaTools};
-use offload_model::device::DeviceKind;
+use offload_model::device_kind::DeviceKind;
 use std::process::Command;
 
 const GPUS: &[DeviceKind] = &[DeviceKind::Nvptx, DeviceKind::Amdgcn];
@@ -60,21 +60,19 @@ fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_string()
 }
 
+/// What each target and plugin needs, in the order the doctor lists them.
 pub fn checks() -> Vec<Check> {
+    let mut checks = compiler_checks();
+    checks.extend(vendor_tool_checks());
+    checks.extend(plugin_checks());
+    checks
+}
+
+/// The compilers and linkers: rustup for the host targets, the device rustc and LLVM 22 for the GPUs.
+fn compiler_checks() -> Vec<Check> {
     let rust = toolchain::find_rust("GPU");
     let llvm = toolchain::find_llvm("GPU");
-    let cuda = CudaTools::find();
     let rustup = Command::new("rustup").arg("--version").output();
-    let runtime = offload::inventory();
-    let plugin = |kind: DeviceKind| {
-        runtime
-            .iter()
-            .find(|p| p.plugin == kind.plugin())
-            .map_or(Err("not built in".into()), |p| match &p.none_because {
-                None => Ok(format!("{} device(s)", p.devices.len())),
-                Some(w) => Err(w.clone()),
-            })
-    };
     vec![
         Check {
             what: "rustup and a stable toolchain",
@@ -120,6 +118,13 @@ pub fn checks() -> Vec<Check> {
             required: true,
             install: Install::Apt(&["lld-22"]),
         },
+    ]
+}
+
+/// The vendors' tools a GPU build uses where they are installed: ptxas, and the NVIDIA and AMD math libraries.
+fn vendor_tool_checks() -> Vec<Check> {
+    let cuda = CudaTools::find();
+    vec![
         Check {
             what: "ptxas (cubins; without it images are PTX only)",
             found: cuda
@@ -151,6 +156,22 @@ pub fn checks() -> Vec<Check> {
             required: false,
             install: Install::Apt(&["rocm-device-libs"]),
         },
+    ]
+}
+
+/// What the GPU plugins need at run time, as the runtime's inventory reports it.
+fn plugin_checks() -> Vec<Check> {
+    let runtime = offload::inventory();
+    let plugin = |kind: DeviceKind| {
+        runtime
+            .iter()
+            .find(|p| p.plugin == kind.plugin())
+            .map_or(Err("not built in".into()), |p| match &p.none_because {
+                None => Ok(format!("{} device(s)", p.devices.len())),
+                Some(w) => Err(w.clone()),
+            })
+    };
+    vec![
         Check {
             what: "NVIDIA driver (libcuda), to run on NVIDIA GPUs",
             found: plugin(DeviceKind::Nvptx),
@@ -163,7 +184,9 @@ pub fn checks() -> Vec<Check> {
             found: plugin(DeviceKind::Amdgcn),
             for_targets: Need::Plugin(DeviceKind::Amdgcn),
             required: false,
-            install: Install::Manual("ROCm (https://rocm.docs.amd.com), with the amdgpu kernel driver"),
+            install: Install::Manual(
+                "ROCm (https://rocm.docs.amd.com), with the amdgpu kernel driver",
+            ),
         },
     ]
 }

@@ -91,7 +91,7 @@ pub fn command(
 }
 
 /// `cargo build` of `cargo_args` (what `cargo run` takes before `--`): the one program it builds.
-pub fn build(cargo: &str, cargo_args: &[String]) -> Result<PathBuf, String> {
+pub fn build_program(cargo: &str, cargo_args: &[String]) -> Result<PathBuf, String> {
     let out = Command::new(cargo)
         .arg("build")
         .args(cargo_args)

@@ -75,7 +75,7 @@ pub fn run(o: &RunOptions, cargo_args: &[String]) -> Result<std::process::ExitSt
             Some(k) => (&cargo_args[..k], &cargo_args[k + 1..]),
             None => (cargo_args, &[][..]),
         };
-        let program = ranks::build(&cargo, build_args)?;
+        let program = ranks::build_program(&cargo, build_args)?;
         let root = std::fs::metadata("/proc/self").is_ok_and(|m| {
             use std::os::unix::fs::MetadataExt;
             m.uid() == 0

@@ -450,31 +450,91 @@ fn main() {
         1,
         "run with the host-elf device available"
     );
-    // The same inputs as the peer builds.
-    let a: Vec<f64> = (0..GRID * GRID)
-        .map(|k| ((k * 7919) % 1009) as f64 / 1009.0)
-        .collect();
-    let mut anew = vec![0.0f64; GRID * GRID];
-    let pos: Vec<[f32; 4]> = (0..BODIES)
-        .map(|i| {
-            let c = |p: usize| ((i * p) % 1000) as f32 / 100.0;
-            [c(7919), c(104729), c(1299709), 1.0]
-        })
-        .collect();
-    let mut vel = vec![[0.0f32; 4]; BODIES];
-    let hdata: Vec<u32> = (0..HIST_N)
-        .map(|i| (i as u32).wrapping_mul(2654435761) >> 7)
-        .collect();
-    let mut hist: Vec<AtomicU32> = (0..BINS).map(|_| AtomicU32::new(0)).collect();
-    let (mut sa, mut sb, mut sc) = (
-        vec![0.0f64; STREAM_N],
-        vec![0.0f64; STREAM_N],
-        vec![0.0f64; STREAM_N],
-    );
-    stream_init(&mut sa, &mut sb, &mut sc);
+    let Inputs {
+        a,
+        mut anew,
+        pos,
+        mut vel,
+        hdata,
+        mut hist,
+        mut sa,
+        mut sb,
+        mut sc,
+    } = Inputs::new();
     let (teams, threads) = hist_geometry();
+    let mut peer = peer::Session::start("openmp", &[peer_march()], &peer_args(teams, threads));
+    let want = reference(&a, &pos, &hdata);
 
-    let args = [
+    // times[kernel][contender][round], seconds.
+    let mut times = vec![vec![Vec::new(); 3]; KERNELS.len()];
+    let ok;
+    let set_up;
+    target_data!(map(to: a, pos, hdata), map(tofrom: anew, vel, hist, sa, sb, sc) => {
+        let mut d = Data { a, anew, pos, vel, hdata, hist, sa, sb, sc };
+        ok = check_all(&mut d, &mut peer, &want);
+        set_up = started.elapsed().as_secs_f64();
+        measure(&mut d, &mut peer, &picked, &mut times);
+    });
+
+    print_table(&times, &picked, &peer, (teams, threads));
+    print_side_targets(&times, &picked);
+    println!(
+        "({:.0} s, of which {set_up:.0} s setting up and checking)",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(ok, "a kernel computed a wrong result (above)");
+}
+
+/// Every kernel's inputs, the same as the peer builds.
+struct Inputs {
+    a: Vec<f64>,
+    anew: Vec<f64>,
+    pos: Vec<[f32; 4]>,
+    vel: Vec<[f32; 4]>,
+    hdata: Vec<u32>,
+    hist: Vec<AtomicU32>,
+    sa: Vec<f64>,
+    sb: Vec<f64>,
+    sc: Vec<f64>,
+}
+
+impl Inputs {
+    fn new() -> Inputs {
+        let a: Vec<f64> = (0..GRID * GRID)
+            .map(|k| ((k * 7919) % 1009) as f64 / 1009.0)
+            .collect();
+        let pos: Vec<[f32; 4]> = (0..BODIES)
+            .map(|i| {
+                let c = |p: usize| ((i * p) % 1000) as f32 / 100.0;
+                [c(7919), c(104729), c(1299709), 1.0]
+            })
+            .collect();
+        let hdata: Vec<u32> = (0..HIST_N)
+            .map(|i| (i as u32).wrapping_mul(2654435761) >> 7)
+            .collect();
+        let (mut sa, mut sb, mut sc) = (
+            vec![0.0f64; STREAM_N],
+            vec![0.0f64; STREAM_N],
+            vec![0.0f64; STREAM_N],
+        );
+        stream_init(&mut sa, &mut sb, &mut sc);
+        Inputs {
+            a,
+            anew: vec![0.0f64; GRID * GRID],
+            pos,
+            vel: vec![[0.0f32; 4]; BODIES],
+            hdata,
+            hist: (0..BINS).map(|_| AtomicU32::new(0)).collect(),
+            sa,
+            sb,
+            sc,
+        }
+    }
+}
+
+/// The peer's command line: the sizes, the histogram's geometry, the runs per measurement.
+fn peer_args(teams: u32, threads: u32) -> [String; 8] {
+    [
         PI_STEPS.to_string(),
         GRID.to_string(),
         BODIES.to_string(),
@@ -483,56 +543,69 @@ fn main() {
         threads.to_string(),
         STREAM_N.to_string(),
         RUNS.to_string(),
-    ];
-    let mut peer = peer::Session::start("openmp", &[peer_march()], &args);
-    let want = reference(&a, &pos, &hdata);
+    ]
+}
 
-    // times[kernel][contender][round], seconds.
-    let mut times = vec![vec![Vec::new(); 3]; KERNELS.len()];
+/// Every contender's results against the reference: ours on the device and in the fallback, and the peer's.
+fn check_all(d: &mut Data, peer: &mut Result<peer::Session, String>, want: &[f64]) -> bool {
     let mut ok = true;
-    let set_up;
-    target_data!(map(to: a, pos, hdata), map(tofrom: anew, vel, hist, sa, sb, sc) => {
-        let mut d = Data { a, anew, pos, vel, hdata, hist, sa, sb, sc };
-        ok &= verify("ours, host-elf device", &check(true, &mut d), &want);
-        ok &= verify("ours, host fallback", &check(false, &mut d), &want);
-        if let Ok(p) = &mut peer {
-            match p.ask_all("check") {
-                Ok(got) => ok &= verify("clang-22 peer", &got, &want),
-                Err(e) => {
-                    println!("{e}");
-                    ok = false;
-                }
+    ok &= verify("ours, host-elf device", &check(true, d), want);
+    ok &= verify("ours, host fallback", &check(false, d), want);
+    if let Ok(p) = peer {
+        match p.ask_all("check") {
+            Ok(got) => ok &= verify("clang-22 peer", &got, want),
+            Err(e) => {
+                println!("{e}");
+                ok = false;
             }
         }
-        set_up = started.elapsed().as_secs_f64();
-        for round in 0..ROUNDS {
-            for (k, &(name, _)) in KERNELS.iter().enumerate() {
-                if !picked(name) {
-                    continue;
-                }
-                // Alternate who goes first, so neither side always follows the other.
-                let mut order = [DEVICE, FALLBACK, CLANG];
-                if round % 2 == 1 {
-                    order.reverse();
-                }
-                for who in order {
-                    let t = match who {
-                        DEVICE => best(|| run(name, true, &mut d)),
-                        FALLBACK => best(|| run(name, false, &mut d)),
-                        _ => match &mut peer {
-                            Ok(p) => p.ask(name).unwrap_or_else(|e| {
-                                eprintln!("{e}");
-                                f64::NAN
-                            }),
-                            Err(_) => f64::NAN,
-                        },
-                    };
-                    times[k][who].push(t);
-                }
-            }
-        }
-    });
+    }
+    ok
+}
 
+/// [`ROUNDS`] rounds of every picked kernel, the contenders taking turns, into `times[kernel][contender]`.
+fn measure(
+    d: &mut Data,
+    peer: &mut Result<peer::Session, String>,
+    picked: &dyn Fn(&str) -> bool,
+    times: &mut [Vec<Vec<f64>>],
+) {
+    for round in 0..ROUNDS {
+        for (k, &(name, _)) in KERNELS.iter().enumerate() {
+            if !picked(name) {
+                continue;
+            }
+            // Alternate who goes first, so neither side always follows the other.
+            let mut order = [DEVICE, FALLBACK, CLANG];
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for who in order {
+                let t = match who {
+                    DEVICE => best(|| run(name, true, d)),
+                    FALLBACK => best(|| run(name, false, d)),
+                    _ => match peer {
+                        Ok(p) => p.ask(name).unwrap_or_else(|e| {
+                            eprintln!("{e}");
+                            f64::NAN
+                        }),
+                        Err(_) => f64::NAN,
+                    },
+                };
+                times[k][who].push(t);
+            }
+        }
+    }
+}
+
+/// The table of times and ratios per kernel, each against its target, then whether all were met (or why the peer was
+/// not measured).
+fn print_table(
+    times: &[Vec<Vec<f64>>],
+    picked: &dyn Fn(&str) -> bool,
+    peer: &Result<peer::Session, String>,
+    (teams, threads): (u32, u32),
+) {
     println!(
         "OpenMP kernels, ms per call (best of {ROUNDS} rounds of {RUNS} runs); ratios ours/clang, the median round's \
          (lower is better); peer built -O3 {}; histogram {teams} team(s) x {threads} threads",
@@ -575,7 +648,7 @@ fn main() {
             format!("<={target}")
         );
     }
-    if let Err(why) = &peer {
+    if let Err(why) = peer {
         println!("peer not measured: {why}");
     } else {
         println!(
@@ -583,7 +656,11 @@ fn main() {
             if met { "all met" } else { "not all met" }
         );
     }
-    // Issue 14's stencil target: the collapsed nest within 1.2x of sharing the rows, on the device.
+}
+
+/// Ours against ours, on the device: issue 14's stencil target (the collapsed nest within 1.2x of sharing the rows),
+/// and a `u64` loop variable against `usize` (measured here, alternating).
+fn print_side_targets(times: &[Vec<Vec<f64>>], picked: &dyn Fn(&str) -> bool) {
     if picked("jacobi_collapse") && picked("jacobi_rows") {
         let at = |name: &str| KERNELS.iter().position(|k| k.0 == name).expect("a kernel");
         let (c, r) = (at("jacobi_collapse"), at("jacobi_rows"));
@@ -597,7 +674,6 @@ fn main() {
             median(ratios)
         );
     }
-    // A `u64` loop variable against `usize`, alternating, on the device.
     if picked("pi") {
         let ratios: Vec<f64> = (0..ROUNDS)
             .map(|_| {
@@ -615,11 +691,6 @@ fn main() {
             median(ratios)
         );
     }
-    println!(
-        "({:.0} s, of which {set_up:.0} s setting up and checking)",
-        started.elapsed().as_secs_f64()
-    );
-    assert!(ok, "a kernel computed a wrong result (above)");
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

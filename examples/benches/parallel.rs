@@ -89,45 +89,6 @@ fn main() {
     // figures[contender][round], GB/s.
     let mut figures = vec![Vec::new(); CONTENDERS.len()];
     target_data!(map(tofrom: a), map(to: b, c) => {
-        let mut measure = |k: Kernel, who: Who| -> f64 {
-            let bytes = match k {
-                Kernel::Triad => 3 * N * 4,
-                Kernel::Dot => 2 * N * 4,
-            };
-            match (k, who) {
-                (Kernel::Triad, Device) => best(bytes, || triad(true, s, b, c, a)),
-                (Kernel::Triad, Fallback) => best(bytes, || triad(false, s, b, c, a)),
-                (Kernel::Triad, Rayon) => best(bytes, || {
-                    a.par_iter_mut()
-                        .zip(b.par_iter().zip(c))
-                        .for_each(|(a, (b, c))| *a = b + s * c)
-                }),
-                (Kernel::Dot, Device) => best(bytes, || {
-                    black_box(dot(true, b, c));
-                }),
-                (Kernel::Dot, Fallback) => best(bytes, || {
-                    black_box(dot(false, b, c));
-                }),
-                // Sums of 64M f32 are not exact in any order; the figures are bandwidth, the values kept alive only.
-                (Kernel::Dot, Rayon) => best(bytes, || {
-                    black_box(b.par_iter().zip(c).map(|(b, c)| b * c).sum::<f32>());
-                }),
-                (k, who) => {
-                    let what = match (k, who) {
-                        (Kernel::Triad, _) => "triad",
-                        (_, Clang) => "dot",
-                        _ => "dot_simd",
-                    };
-                    match &mut peer {
-                        Ok(p) => p.ask(what).unwrap_or_else(|e| {
-                            eprintln!("{e}");
-                            f64::NAN
-                        }),
-                        Err(_) => f64::NAN,
-                    }
-                }
-            }
-        };
         for round in 0..ROUNDS {
             // Alternate who goes first, so neither side always follows the other.
             let mut order: Vec<usize> = (0..CONTENDERS.len()).collect();
@@ -136,18 +97,66 @@ fn main() {
             }
             for i in order {
                 let (k, who, _) = CONTENDERS[i];
-                figures[i].push(measure(k, who));
+                figures[i].push(measure(k, who, s, a, b, c, &mut peer));
             }
         }
     });
     assert!(a.iter().all(|&v| v == 7.0));
+    print_figures(&figures, &peer);
+    print_ratios(&figures);
+}
 
-    let find = |k: Kernel, who: Who| {
-        CONTENDERS
-            .iter()
-            .position(|&(ck, cw, _)| (ck, cw) == (k, who))
-            .expect("a contender")
+/// One contender's figure for kernel `k` over `a = b + s * c` (triad) or `b . c` (dot), in GB/s.
+fn measure(
+    k: Kernel,
+    who: Who,
+    s: f32,
+    a: &mut [f32],
+    b: &[f32],
+    c: &[f32],
+    peer: &mut Result<peer::Session, String>,
+) -> f64 {
+    let bytes = match k {
+        Kernel::Triad => 3 * N * 4,
+        Kernel::Dot => 2 * N * 4,
     };
+    match (k, who) {
+        (Kernel::Triad, Device) => best(bytes, || triad(true, s, b, c, a)),
+        (Kernel::Triad, Fallback) => best(bytes, || triad(false, s, b, c, a)),
+        (Kernel::Triad, Rayon) => best(bytes, || {
+            a.par_iter_mut()
+                .zip(b.par_iter().zip(c))
+                .for_each(|(a, (b, c))| *a = b + s * c)
+        }),
+        (Kernel::Dot, Device) => best(bytes, || {
+            black_box(dot(true, b, c));
+        }),
+        (Kernel::Dot, Fallback) => best(bytes, || {
+            black_box(dot(false, b, c));
+        }),
+        // Sums of 64M f32 are not exact in any order; the figures are bandwidth, the values kept alive only.
+        (Kernel::Dot, Rayon) => best(bytes, || {
+            black_box(b.par_iter().zip(c).map(|(b, c)| b * c).sum::<f32>());
+        }),
+        (k, who) => {
+            let what = match (k, who) {
+                (Kernel::Triad, _) => "triad",
+                (_, Clang) => "dot",
+                _ => "dot_simd",
+            };
+            match peer {
+                Ok(p) => p.ask(what).unwrap_or_else(|e| {
+                    eprintln!("{e}");
+                    f64::NAN
+                }),
+                Err(_) => f64::NAN,
+            }
+        }
+    }
+}
+
+/// Each kernel's contenders, their best figures.
+fn print_figures(figures: &[Vec<f64>], peer: &Result<peer::Session, String>) {
     for (k, title) in [
         (Kernel::Triad, "STREAM triad, 64M f32"),
         (Kernel::Dot, "dot product, 64M f32"),
@@ -160,9 +169,19 @@ fn main() {
             }
         }
     }
-    if let Err(why) = &peer {
+    if let Err(why) = peer {
         println!("peer not measured: {why}");
     }
+}
+
+/// Ours (device and fallback) over each other contender, per kernel: the median of the rounds' ratios.
+fn print_ratios(figures: &[Vec<f64>]) {
+    let find = |k: Kernel, who: Who| {
+        CONTENDERS
+            .iter()
+            .position(|&(ck, cw, _)| (ck, cw) == (k, who))
+            .expect("a contender")
+    };
     println!("ratios, the median of the rounds' (targets: >= 0.9 rayon, >= 1.0 clang):");
     for (k, kname) in [(Kernel::Triad, "triad"), (Kernel::Dot, "dot")] {
         for ours in [Device, Fallback] {

@@ -19,15 +19,52 @@ pub fn derive(input: TokenStream) -> TokenStream {
 }
 
 fn expand(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
-    let name = &item.ident;
-    let (impl_generics, ty_generics, where_clause) = item.generics.split_for_impl();
-    let p = quote!(::offload::__private);
-    let mut raw_tys = Vec::new();
-    let mut raw_parts = Vec::new();
-    let mut rebuilt = Vec::new();
-    let mut maps = Vec::new();
-    let mut checks = Vec::new();
-    for (k, f) in fields.iter().enumerate() {
+    let parts = FieldParts::new(fields);
+    let no_drop = no_drop(item);
+    let checks = &parts.checks;
+    let mapper = mapper_impl(item, &parts, parallel_error(&item.ident, fields));
+    let sources = source_impls(item);
+    let lifetimes: Vec<_> = item.generics.lifetimes().map(|l| &l.lifetime).collect();
+    let check_fn = format_ident!("__offload_mapper_checks");
+    quote! {
+        const _: () = {
+            #no_drop
+
+            #[allow(dead_code, clippy::extra_unused_lifetimes)]
+            fn #check_fn <#(#lifetimes),*> () {
+                #(#checks)*
+            }
+
+            #mapper
+
+            #sources
+        };
+    }
+}
+
+/// What each field contributes to the impl, in declaration order: its raw pointer's (or value's) type and how it is
+/// taken from the struct, how the struct is rebuilt from it, its map-list entries, and the checks on its type.
+#[derive(Default)]
+struct FieldParts {
+    raw_tys: Vec<TokenStream>,
+    raw_parts: Vec<TokenStream>,
+    rebuilt: Vec<TokenStream>,
+    maps: Vec<TokenStream>,
+    checks: Vec<TokenStream>,
+}
+
+impl FieldParts {
+    fn new(fields: &[Field]) -> FieldParts {
+        let mut parts = FieldParts::default();
+        for (k, f) in fields.iter().enumerate() {
+            parts.push(k, f);
+        }
+        parts
+    }
+
+    /// Field `k`'s parts.
+    fn push(&mut self, k: usize, f: &Field) {
+        let p = quote!(::offload::__private);
         let (id, ty) = (&f.ident, &f.ty);
         let k = syn::Index::from(k);
         let bits = f.map.map_or(0, |m| m.bits());
@@ -41,17 +78,9 @@ fn expand(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
         let bits = quote!(::offload::__private::mapper_field(clause, #bits) #writes);
         match &f.kind {
             FieldKind::Slice { elem, mutable } => {
-                if *mutable {
-                    raw_tys.push(quote!(*mut [#elem]));
-                    raw_parts.push(quote!(&raw mut *(*this).#id));
-                    rebuilt.push(quote!(#id: &mut *raw.#k));
-                } else {
-                    raw_tys.push(quote!(*const [#elem]));
-                    raw_parts.push(quote!(&raw const *(*this).#id));
-                    rebuilt.push(quote!(#id: &*raw.#k));
-                }
+                self.push_reference(id, &k, quote!([#elem]), *mutable);
                 // `DeviceCopy` is checked by `MapArg::slice`, spanned at the element type.
-                maps.push(quote_spanned!(elem.span()=>
+                self.maps.push(quote_spanned!(elem.span()=>
                     out.push(#p::MapArg::slice::<#elem>(raw.#k, #bits));
                     if kernel {
                         out.push(#p::MapArg::literal(raw.#k.len() as u64));
@@ -59,26 +88,20 @@ fn expand(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
                 ));
             }
             FieldKind::Ref { ty: t, mutable } => {
-                if *mutable {
-                    raw_tys.push(quote!(*mut #t));
-                    raw_parts.push(quote!(&raw mut *(*this).#id));
-                    rebuilt.push(quote!(#id: &mut *raw.#k));
-                } else {
-                    raw_tys.push(quote!(*const #t));
-                    raw_parts.push(quote!(&raw const *(*this).#id));
-                    rebuilt.push(quote!(#id: &*raw.#k));
-                }
-                maps.push(quote_spanned!(t.span()=>
+                self.push_reference(id, &k, quote!(#t), *mutable);
+                self.maps.push(quote_spanned!(t.span()=>
                     out.push(#p::MapArg::object::<#t>(raw.#k, #bits));
                 ));
             }
             FieldKind::Value => {
-                raw_tys.push(ty.to_token_stream());
+                self.raw_tys.push(ty.to_token_stream());
                 // Read, not moved: a value that is not `Copy` gets only the `Firstprivate` error below.
-                raw_parts.push(quote!(::core::ptr::read(&raw const (*this).#id)));
-                rebuilt.push(quote!(#id: raw.#k));
-                checks.push(quote_spanned!(ty.span()=> #p::assert_firstprivate::<#ty>();));
-                maps.push(quote!(
+                self.raw_parts
+                    .push(quote!(::core::ptr::read(&raw const (*this).#id)));
+                self.rebuilt.push(quote!(#id: raw.#k));
+                self.checks
+                    .push(quote_spanned!(ty.span()=> #p::assert_firstprivate::<#ty>();));
+                self.maps.push(quote!(
                     if kernel {
                         // SAFETY: `Firstprivate`, checked above; `raw` outlives the entry (the trait's contract).
                         out.push(unsafe { #p::MapArg::value(&raw.#k) });
@@ -87,30 +110,57 @@ fn expand(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
             }
         }
     }
-    let parallel_error = match fields.iter().find(|f| f.mutable()) {
-        Some(f) => {
-            let msg = format!(
-                "field `{id}` of `{name}` is `{ty}`, which every thread of a parallel region would hold (a data \
-                 race): pass it as its own `&mut` parameter (`fn f({lower}: {name}<'_>, {id}: &mut ..)`), which a \
-                 parallel body writes only at each iteration's own elements, and keep `&` slices and values in \
-                 `{name}`",
-                id = f.ident,
-                ty = match &f.kind {
-                    FieldKind::Slice { elem, .. } => format!("&mut [{}]", elem.to_token_stream()),
-                    FieldKind::Ref { ty, .. } => format!("&mut {}", ty.to_token_stream()),
-                    FieldKind::Value => f.ty.to_token_stream().to_string(),
-                },
-                lower = name.to_string().to_lowercase(),
-            );
-            quote!(::core::option::Option::Some(#msg))
+
+    /// A reference field (to `target`, a slice or an object): a raw pointer of its mutability, rebuilt as the same
+    /// kind of reference.
+    fn push_reference(
+        &mut self,
+        id: &syn::Ident,
+        k: &syn::Index,
+        target: TokenStream,
+        mutable: bool,
+    ) {
+        if mutable {
+            self.raw_tys.push(quote!(*mut #target));
+            self.raw_parts.push(quote!(&raw mut *(*this).#id));
+            self.rebuilt.push(quote!(#id: &mut *raw.#k));
+        } else {
+            self.raw_tys.push(quote!(*const #target));
+            self.raw_parts.push(quote!(&raw const *(*this).#id));
+            self.rebuilt.push(quote!(#id: &*raw.#k));
         }
-        None => quote!(::core::option::Option::None),
+    }
+}
+
+/// `Mapper::PARALLEL_ERROR`: why a parallel region cannot take the struct, if a field is `&mut`.
+fn parallel_error(name: &syn::Ident, fields: &[Field]) -> TokenStream {
+    let Some(f) = fields.iter().find(|f| f.mutable()) else {
+        return quote!(::core::option::Option::None);
     };
-    // A struct passed by value is rebuilt from its fields in the host fallback and in the kernel entry, and each
-    // copy is dropped: a `Drop` of the struct's own would run once per copy (freeing or counting twice). This impl
-    // conflicts with the blanket one exactly when the struct implements `Drop`, so that is a compile error (E0119)
-    // at the struct's name, naming the rule (pin-project's `MustNotImplDrop`).
-    let no_drop = quote_spanned! {name.span()=>
+    let msg = format!(
+        "field `{id}` of `{name}` is `{ty}`, which every thread of a parallel region would hold (a data \
+         race): pass it as its own `&mut` parameter (`fn f({lower}: {name}<'_>, {id}: &mut ..)`), which a \
+         parallel body writes only at each iteration's own elements, and keep `&` slices and values in \
+         `{name}`",
+        id = f.ident,
+        ty = match &f.kind {
+            FieldKind::Slice { elem, .. } => format!("&mut [{}]", elem.to_token_stream()),
+            FieldKind::Ref { ty, .. } => format!("&mut {}", ty.to_token_stream()),
+            FieldKind::Value => f.ty.to_token_stream().to_string(),
+        },
+        lower = name.to_string().to_lowercase(),
+    );
+    quote!(::core::option::Option::Some(#msg))
+}
+
+/// A struct passed by value is rebuilt from its fields in the host fallback and in the kernel entry, and each copy
+/// is dropped: a `Drop` of the struct's own would run once per copy (freeing or counting twice). This impl conflicts
+/// with the blanket one exactly when the struct implements `Drop`, so that is a compile error (E0119) at the
+/// struct's name, naming the rule (pin-project's `MustNotImplDrop`).
+fn no_drop(item: &syn::DeriveInput) -> TokenStream {
+    let name = &item.ident;
+    let (impl_generics, ty_generics, where_clause) = item.generics.split_for_impl();
+    quote_spanned! {name.span()=>
         #[allow(non_camel_case_types, dead_code)]
         trait offload_Mapper_structs_must_not_implement_Drop__they_are_rebuilt_per_copy {}
         #[allow(drop_bounds)]
@@ -118,75 +168,90 @@ fn expand(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
             offload_Mapper_structs_must_not_implement_Drop__they_are_rebuilt_per_copy for T {}
         impl #impl_generics offload_Mapper_structs_must_not_implement_Drop__they_are_rebuilt_per_copy
             for #name #ty_generics #where_clause {}
-    };
-    let lifetimes: Vec<_> = item.generics.lifetimes().map(|l| &l.lifetime).collect();
-    let check_fn = format_ident!("__offload_mapper_checks");
+    }
+}
+
+/// The `Mapper` impl: the struct as raw parts and back, and its map list.
+fn mapper_impl(
+    item: &syn::DeriveInput,
+    parts: &FieldParts,
+    parallel_error: TokenStream,
+) -> TokenStream {
+    let name = &item.ident;
+    let (impl_generics, ty_generics, where_clause) = item.generics.split_for_impl();
+    let p = quote!(::offload::__private);
+    let FieldParts {
+        raw_tys,
+        raw_parts,
+        rebuilt,
+        maps,
+        ..
+    } = parts;
     quote! {
-        const _: () = {
-            #no_drop
+        // SAFETY: generated from the fields (offload_model::mapper::fields): each reference field's raw pointer
+        // is derived from the field itself and rebuilt as the same kind of reference, its entries are those
+        // of a parameter of its type with `FROM` only on `&mut` fields, values are checked `Firstprivate`, and
+        // the parallel error names a `&mut` field if there is one.
+        unsafe impl #impl_generics #p::Mapper for #name #ty_generics #where_clause {
+            type Raw = (#(#raw_tys,)*);
+            const PARALLEL_ERROR: ::core::option::Option<&'static str> = #parallel_error;
 
-            #[allow(dead_code, clippy::extra_unused_lifetimes)]
-            fn #check_fn <#(#lifetimes),*> () {
-                #(#checks)*
+            unsafe fn raw(this: *mut Self) -> Self::Raw {
+                // SAFETY: `this` points to a live struct (the caller's contract).
+                unsafe { (#(#raw_parts,)*) }
             }
 
-            // SAFETY: generated from the fields (offload_model::mapper::fields): each reference field's raw pointer
-            // is derived from the field itself and rebuilt as the same kind of reference, its entries are those
-            // of a parameter of its type with `FROM` only on `&mut` fields, values are checked `Firstprivate`, and
-            // the parallel error names a `&mut` field if there is one.
-            unsafe impl #impl_generics #p::Mapper for #name #ty_generics #where_clause {
-                type Raw = (#(#raw_tys,)*);
-                const PARALLEL_ERROR: ::core::option::Option<&'static str> = #parallel_error;
-
-                unsafe fn raw(this: *mut Self) -> Self::Raw {
-                    // SAFETY: `this` points to a live struct (the caller's contract).
-                    unsafe { (#(#raw_parts,)*) }
-                }
-
-                unsafe fn from_raw(raw: Self::Raw) -> Self {
-                    // SAFETY: the pointers came from `raw` of a struct whose borrows outlive the result.
-                    unsafe { #name { #(#rebuilt),* } }
-                }
-
-                #[allow(unused_variables)]
-                unsafe fn maps(
-                    raw: &Self::Raw,
-                    clause: u64,
-                    kernel: bool,
-                    out: &mut ::std::vec::Vec<#p::MapArg>,
-                ) {
-                    #(#maps)*
-                }
+            unsafe fn from_raw(raw: Self::Raw) -> Self {
+                // SAFETY: the pointers came from `raw` of a struct whose borrows outlive the result.
+                unsafe { #name { #(#rebuilt),* } }
             }
 
-            impl #impl_generics #p::MapSource for #name #ty_generics #where_clause {
-                type Target = Self;
-                fn map_ref(&self) -> &Self {
-                    self
-                }
+            #[allow(unused_variables)]
+            unsafe fn maps(
+                raw: &Self::Raw,
+                clause: u64,
+                kernel: bool,
+                out: &mut ::std::vec::Vec<#p::MapArg>,
+            ) {
+                #(#maps)*
             }
+        }
+    }
+}
 
-            impl #impl_generics #p::MapSourceMut for #name #ty_generics #where_clause {
-                fn map_mut(&mut self) -> &mut Self {
-                    self
-                }
+/// The struct as a map source and target of the data constructs (`target_data!` and the others), as a whole.
+fn source_impls(item: &syn::DeriveInput) -> TokenStream {
+    let name = &item.ident;
+    let (impl_generics, ty_generics, where_clause) = item.generics.split_for_impl();
+    let p = quote!(::offload::__private);
+    quote! {
+        impl #impl_generics #p::MapSource for #name #ty_generics #where_clause {
+            type Target = Self;
+            fn map_ref(&self) -> &Self {
+                self
             }
+        }
 
-            // SAFETY: a data construct's entries are the slice and object fields' data, which the fields borrow:
-            // outside the struct, and put while it lives.
-            unsafe impl #impl_generics ::offload::ScopedSource for #name #ty_generics #where_clause {}
-
-            impl #impl_generics #p::MapTarget for #name #ty_generics #where_clause {
-                unsafe fn map_args(
-                    this: *const Self,
-                    section: #p::Section,
-                    map_type: u64,
-                    out: &mut ::std::vec::Vec<#p::MapArg>,
-                ) {
-                    // SAFETY: forwarded (the caller's contract).
-                    unsafe { #p::mapper_data_maps(this, section, map_type, out) }
-                }
+        impl #impl_generics #p::MapSourceMut for #name #ty_generics #where_clause {
+            fn map_mut(&mut self) -> &mut Self {
+                self
             }
-        };
+        }
+
+        // SAFETY: a data construct's entries are the slice and object fields' data, which the fields borrow:
+        // outside the struct, and put while it lives.
+        unsafe impl #impl_generics ::offload::ScopedSource for #name #ty_generics #where_clause {}
+
+        impl #impl_generics #p::MapTarget for #name #ty_generics #where_clause {
+            unsafe fn map_args(
+                this: *const Self,
+                section: #p::Section,
+                map_type: u64,
+                out: &mut ::std::vec::Vec<#p::MapArg>,
+            ) {
+                // SAFETY: forwarded (the caller's contract).
+                unsafe { #p::mapper_data_maps(this, section, map_type, out) }
+            }
+        }
     }
 }

@@ -352,104 +352,49 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
     if let (Construct::Target, Some(word)) = (construct, Word::named(&name)) {
         return Ok(Clause::Construct(word, kw.span()));
     }
+    let target = construct == Construct::Target;
     match name.as_str() {
-        "map" | "device" | "if" => {
+        "map" => {
             if !input.peek(syn::token::Paren) {
-                return Err(syn::Error::new(kw.span(), format!("`{kw}` takes arguments: `{kw}(...)`")));
+                return Err(takes_arguments(&kw));
             }
             let content;
             syn::parenthesized!(content in input);
-            if name == "map" {
-                return parse_map(&content, &kw, construct);
-            }
-            let e: Expr = content.parse()?;
-            if !content.is_empty() {
-                return Err(content.error(format!("`{kw}` takes one expression")));
-            }
-            Ok(if name == "device" { Clause::Device(kw, e) } else { Clause::If(kw, e) })
+            parse_map(&content, &kw, construct)
         }
-        "schedule" if construct == Construct::Target => {
-            let content;
-            syn::parenthesized!(content in input);
-            let kind: Ident = content.call(syn::ext::IdentExt::parse_any)?;
-            let chunk = if content.peek(Token![,]) {
-                content.parse::<Token![,]>()?;
-                Some(content.parse::<Expr>()?)
+        "device" | "if" => {
+            let e = one_expr(input, &kw, takes_arguments(&kw))?;
+            Ok(if name == "device" {
+                Clause::Device(kw, e)
             } else {
-                None
-            };
-            if !content.is_empty() {
-                return Err(content.error("`schedule` takes a kind and an optional chunk size: `schedule(static, 64)`"));
-            }
-            let schedule = match (kind.to_string().as_str(), chunk) {
-                ("static", None) => Schedule::Static,
-                ("static", Some(c)) => Schedule::StaticChunk(c),
-                ("dynamic", c) => Schedule::Dynamic(c),
-                (other, _) => {
-                    return Err(syn::Error::new(
-                        kind.span(),
-                        format!("unknown schedule `{other}`; use `static`, `static, c` or `dynamic, c`"),
-                    ))
-                }
-            };
-            Ok(Clause::Schedule(kw, schedule))
+                Clause::If(kw, e)
+            })
         }
-        "private" if construct == Construct::Target => {
+        "schedule" if target => parse_schedule(input, kw),
+        "private" if target => {
             let content;
             syn::parenthesized!(content in input);
             let vars = Punctuated::<Ident, Token![,]>::parse_separated_nonempty(&content)?;
             Ok(Clause::Private(kw, vars.into_iter().collect()))
         }
-        "instantiate" if construct == Construct::Target => {
-            if !input.peek(syn::token::Paren) {
-                return Err(syn::Error::new(
-                    kw.span(),
-                    "`instantiate` lists the types a generic region is compiled for: `instantiate(f32, f64)`, or \
-                     `instantiate(<f32, u32>, <f64, u64>)` for several parameters",
-                ));
-            }
-            let content;
-            syn::parenthesized!(content in input);
-            let list = Punctuated::<Instance, Token![,]>::parse_terminated_with(&content, parse_instance)
-                .map_err(|e| {
-                    syn::Error::new(
-                        e.span(),
-                        format!(
-                            "{e}; `instantiate` takes types (`instantiate(f32, f64)`), or one `<..>` list per \
-                             kernel for several parameters (`instantiate(<f32, u32>, <f64, u64>)`)"
-                        ),
-                    )
-                })?;
-            if list.is_empty() {
-                return Err(syn::Error::new(kw.span(), "`instantiate()` lists no types; name at least one"));
-            }
-            Ok(Clause::Instantiate(kw, list.into_iter().collect()))
-        }
+        "instantiate" if target => parse_instantiate(input, kw),
         "scope" if construct == Construct::EnterData => {
-            if !input.peek(syn::token::Paren) {
-                return Err(syn::Error::new(kw.span(), "`scope` takes the data scope: `scope(s)`"));
-            }
-            let content;
-            syn::parenthesized!(content in input);
-            let e: Expr = content.parse()?;
-            if !content.is_empty() {
-                return Err(content.error("`scope` takes one expression"));
-            }
+            let e = one_expr(
+                input,
+                &kw,
+                syn::Error::new(kw.span(), "`scope` takes the data scope: `scope(s)`"),
+            )?;
             Ok(Clause::Scope(kw, e))
         }
-        "num_teams" | "thread_limit" | "num_threads" if construct == Construct::Target => {
-            if !input.peek(syn::token::Paren) {
-                return Err(syn::Error::new(kw.span(), format!("`{kw}` takes arguments: `{kw}(...)`")));
-            }
-            let content;
-            syn::parenthesized!(content in input);
-            let e: Expr = content.parse()?;
-            if !content.is_empty() {
-                return Err(content.error(format!("`{kw}` takes one expression")));
-            }
-            Ok(if name == "num_teams" { Clause::NumTeams(kw, e) } else { Clause::ThreadLimit(kw, e) })
+        "num_teams" | "thread_limit" | "num_threads" if target => {
+            let e = one_expr(input, &kw, takes_arguments(&kw))?;
+            Ok(if name == "num_teams" {
+                Clause::NumTeams(kw, e)
+            } else {
+                Clause::ThreadLimit(kw, e)
+            })
         }
-        "reduction" if construct == Construct::Target => {
+        "reduction" if target => {
             let content;
             syn::parenthesized!(content in input);
             let op = parse_reduce_op(&content)?;
@@ -457,25 +402,111 @@ pub fn parse_clause(input: ParseStream, construct: Construct) -> syn::Result<Cla
             let vars = Punctuated::<Ident, Token![,]>::parse_separated_nonempty(&content)?;
             Ok(Clause::Reduction(op.0, op.1, vars.into_iter().collect()))
         }
-        "collapse" if construct == Construct::Target => {
+        "collapse" if target => {
             let content;
             syn::parenthesized!(content in input);
             let n: syn::LitInt = content.parse()?;
             Ok(Clause::Collapse(kw, n.base10_parse()?))
         }
-        "nowait" => Err(syn::Error::new(
+        _ => Err(not_a_clause(&kw, construct)),
+    }
+}
+
+/// The error for a clause written without its parentheses.
+fn takes_arguments(kw: &Ident) -> syn::Error {
+    syn::Error::new(kw.span(), format!("`{kw}` takes arguments: `{kw}(...)`"))
+}
+
+/// `kw(expr)`: the one expression in the parentheses; `missing` when there are none.
+fn one_expr(input: ParseStream, kw: &Ident, missing: syn::Error) -> syn::Result<Expr> {
+    if !input.peek(syn::token::Paren) {
+        return Err(missing);
+    }
+    let content;
+    syn::parenthesized!(content in input);
+    let e: Expr = content.parse()?;
+    if !content.is_empty() {
+        return Err(content.error(format!("`{kw}` takes one expression")));
+    }
+    Ok(e)
+}
+
+/// `schedule(static)`, `schedule(static, c)`, `schedule(dynamic[, c])`.
+fn parse_schedule(input: ParseStream, kw: Ident) -> syn::Result<Clause> {
+    let content;
+    syn::parenthesized!(content in input);
+    let kind: Ident = content.call(syn::ext::IdentExt::parse_any)?;
+    let chunk = if content.peek(Token![,]) {
+        content.parse::<Token![,]>()?;
+        Some(content.parse::<Expr>()?)
+    } else {
+        None
+    };
+    if !content.is_empty() {
+        return Err(content
+            .error("`schedule` takes a kind and an optional chunk size: `schedule(static, 64)`"));
+    }
+    let schedule = match (kind.to_string().as_str(), chunk) {
+        ("static", None) => Schedule::Static,
+        ("static", Some(c)) => Schedule::StaticChunk(c),
+        ("dynamic", c) => Schedule::Dynamic(c),
+        (other, _) => {
+            return Err(syn::Error::new(
+                kind.span(),
+                format!("unknown schedule `{other}`; use `static`, `static, c` or `dynamic, c`"),
+            ))
+        }
+    };
+    Ok(Clause::Schedule(kw, schedule))
+}
+
+/// `instantiate(f32, f64)`, or `instantiate(<f32, u32>, <f64, u64>)` for several parameters: one kernel per list.
+fn parse_instantiate(input: ParseStream, kw: Ident) -> syn::Result<Clause> {
+    if !input.peek(syn::token::Paren) {
+        return Err(syn::Error::new(
+            kw.span(),
+            "`instantiate` lists the types a generic region is compiled for: `instantiate(f32, f64)`, or \
+             `instantiate(<f32, u32>, <f64, u64>)` for several parameters",
+        ));
+    }
+    let content;
+    syn::parenthesized!(content in input);
+    let list = Punctuated::<Instance, Token![,]>::parse_terminated_with(&content, parse_instance)
+        .map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            format!(
+                "{e}; `instantiate` takes types (`instantiate(f32, f64)`), or one `<..>` list per \
+                     kernel for several parameters (`instantiate(<f32, u32>, <f64, u64>)`)"
+            ),
+        )
+    })?;
+    if list.is_empty() {
+        return Err(syn::Error::new(
+            kw.span(),
+            "`instantiate()` lists no types; name at least one",
+        ));
+    }
+    Ok(Clause::Instantiate(kw, list.into_iter().collect()))
+}
+
+/// Why `kw` is no clause of `construct`: an OpenMP clause not supported yet, one the parameter's type stands for, or
+/// none at all.
+fn not_a_clause(kw: &Ident, construct: Construct) -> syn::Error {
+    match kw.to_string().as_str() {
+        "nowait" => syn::Error::new(
             kw.span(),
             format!("`{kw}` is an OpenMP clause this version of offload does not support yet; supported: {CLAUSES}"),
-        )),
-        "is_device_ptr" | "firstprivate" | "defaultmap" | "depend" => Err(syn::Error::new(
+        ),
+        "is_device_ptr" | "firstprivate" | "defaultmap" | "depend" => syn::Error::new(
             kw.span(),
             format!(
                 "`{kw}` is not a clause of `{}`: the parameter's type decides (by-value parameters are firstprivate); \
                  supported: {CLAUSES}",
                 construct.name()
             ),
-        )),
-        _ => Err(syn::Error::new(kw.span(), format!("unknown clause `{kw}`; supported: {CLAUSES}"))),
+        ),
+        _ => syn::Error::new(kw.span(), format!("unknown clause `{kw}`; supported: {CLAUSES}")),
     }
 }
 

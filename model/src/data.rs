@@ -3,6 +3,7 @@
 
 use crate::clause::{parse_clause, parse_clauses, set_once, Clause, Construct, Map, MapItem};
 use crate::errors::Errors;
+use proc_macro2::{Delimiter, Spacing, TokenTree as T};
 use syn::parse::{ParseStream, Parser};
 use syn::{Expr, Ident, Token};
 
@@ -278,108 +279,129 @@ const MUTATING_METHODS: &[&str] = &[
 ];
 
 fn tokens_write(tokens: proc_macro2::TokenStream, id: &Ident) -> bool {
-    use proc_macro2::{Spacing, TokenTree as T};
     let ts: Vec<T> = tokens.into_iter().collect();
-    let punct = |k: usize, c: char| matches!(ts.get(k), Some(T::Punct(p)) if p.as_char() == c);
-    let joint = |k: usize| matches!(ts.get(k), Some(T::Punct(p)) if p.spacing() == Spacing::Joint);
-    let ident_is = |k: usize, s: &str| matches!(ts.get(k), Some(T::Ident(i)) if i == s);
-    for (k, t) in ts.iter().enumerate() {
-        match t {
-            T::Group(g) => {
-                if tokens_write(g.stream(), id) {
-                    return true;
-                }
-                // A nested data construct: `target_update!(from: id)`, `target_data!(map(tofrom: id) => ..)`.
-                let is_macro = |name: &str| k >= 2 && ident_is(k - 2, name) && punct(k - 1, '!');
-                if is_macro("target_update") {
-                    if let Ok(u) = Update::parse(g.stream()) {
-                        if u.items
-                            .iter()
-                            .any(|(m, i)| *m == Motion::From && i.ident == *id)
-                        {
-                            return true;
-                        }
-                    }
-                } else if is_macro("target_data") {
-                    if let Ok(c) = DataConstruct::parse(g.stream(), Construct::Data) {
-                        if c.maps.iter().any(|(m, i)| {
-                            m.map_type != crate::clause::MapType::To && i.ident == *id
-                        }) {
-                            return true;
-                        }
-                    }
-                }
+    let t = Tokens(&ts);
+    ts.iter().enumerate().any(|(k, tok)| match tok {
+        T::Group(g) => tokens_write(g.stream(), id) || t.construct_writes(k, g, id),
+        T::Ident(i) if i == id => t.written_at(k),
+        _ => false,
+    })
+}
+
+/// A token list, read around the variable's occurrences.
+struct Tokens<'a>(&'a [T]);
+
+impl Tokens<'_> {
+    fn punct(&self, k: usize, c: char) -> bool {
+        matches!(self.0.get(k), Some(T::Punct(p)) if p.as_char() == c)
+    }
+
+    fn joint(&self, k: usize) -> bool {
+        matches!(self.0.get(k), Some(T::Punct(p)) if p.spacing() == Spacing::Joint)
+    }
+
+    fn ident_is(&self, k: usize, s: &str) -> bool {
+        matches!(self.0.get(k), Some(T::Ident(i)) if i == s)
+    }
+
+    /// Whether the group at `k` is a nested data construct that writes `id`: `target_update!(from: id)`,
+    /// `target_data!(map(tofrom: id) => ..)`.
+    fn construct_writes(&self, k: usize, g: &proc_macro2::Group, id: &Ident) -> bool {
+        let is_macro = |name: &str| k >= 2 && self.ident_is(k - 2, name) && self.punct(k - 1, '!');
+        if is_macro("target_update") {
+            if let Ok(u) = Update::parse(g.stream()) {
+                return u
+                    .items
+                    .iter()
+                    .any(|(m, i)| *m == Motion::From && i.ident == *id);
             }
-            T::Ident(i) if i == id => {
-                // A field or method named like the variable, a path segment, a macro: not the variable.
-                if (k > 0 && (punct(k - 1, '.') || punct(k - 1, ':')))
-                    || punct(k + 1, '!')
-                    || (punct(k + 1, ':') && punct(k + 2, ':'))
-                {
-                    continue;
-                }
-                // `&mut id`, `&mut *id`.
-                let mut b = k;
-                while b > 0 && punct(b - 1, '*') {
-                    b -= 1;
-                }
-                if b >= 2 && ident_is(b - 1, "mut") && punct(b - 2, '&') {
-                    return true;
-                }
-                // The place `id[..]`, `id.field`, `id.0`, then what is done with it.
-                let mut a = k + 1;
-                loop {
-                    match ts.get(a) {
-                        Some(T::Group(g)) if g.delimiter() == proc_macro2::Delimiter::Bracket => {
-                            a += 1
-                        }
-                        Some(T::Punct(p)) if p.as_char() == '.' && !joint(a) => match ts.get(a + 1)
-                        {
-                            Some(T::Ident(m)) => {
-                                let called = matches!(ts.get(a + 2), Some(T::Group(g)) if g.delimiter() == proc_macro2::Delimiter::Parenthesis)
-                                    || (punct(a + 2, ':') && punct(a + 3, ':'));
-                                if called {
-                                    let m = m.to_string();
-                                    if m.ends_with("_mut") || MUTATING_METHODS.contains(&m.as_str())
-                                    {
-                                        return true;
-                                    }
-                                    break;
-                                }
-                                a += 2;
-                            }
-                            Some(T::Literal(_)) => a += 2,
-                            _ => break,
-                        },
-                        _ => break,
-                    }
-                }
-                // `=` alone is an assignment (`==`, `=>`, `<=`, `>=`, `!=` are joint or follow a joint punct).
-                if punct(a, '=') && !joint(a) {
-                    return true;
-                }
-                // Compound assignment: `+=` .. `|=`, `<<=`, `>>=`.
-                if joint(a) {
-                    let c = match ts.get(a) {
-                        Some(T::Punct(p)) => p.as_char(),
-                        _ => ' ',
-                    };
-                    let op = if "+-*/%^&|".contains(c) {
-                        a + 1
-                    } else if (c == '<' || c == '>') && punct(a + 1, c) && joint(a + 1) {
-                        a + 2
-                    } else {
-                        continue;
-                    };
-                    if punct(op, '=') && !joint(op) {
-                        return true;
-                    }
-                }
+        } else if is_macro("target_data") {
+            if let Ok(c) = DataConstruct::parse(g.stream(), Construct::Data) {
+                return c
+                    .maps
+                    .iter()
+                    .any(|(m, i)| m.map_type != crate::clause::MapType::To && i.ident == *id);
             }
-            _ => {}
+        }
+        false
+    }
+
+    /// Whether the variable's name at `k` is the variable, written: borrowed `&mut`, a mutating method called on
+    /// it or on a place in it, or assigned.
+    fn written_at(&self, k: usize) -> bool {
+        // A field or method named like the variable, a path segment, a macro: not the variable.
+        if (k > 0 && (self.punct(k - 1, '.') || self.punct(k - 1, ':')))
+            || self.punct(k + 1, '!')
+            || (self.punct(k + 1, ':') && self.punct(k + 2, ':'))
+        {
+            return false;
+        }
+        // `&mut id`, `&mut *id`.
+        let mut b = k;
+        while b > 0 && self.punct(b - 1, '*') {
+            b -= 1;
+        }
+        if b >= 2 && self.ident_is(b - 1, "mut") && self.punct(b - 2, '&') {
+            return true;
+        }
+        match self.place_end(k) {
+            Some(a) => self.assigned_at(a),
+            None => true,
         }
     }
-    false
+
+    /// The token after the place `id[..]`, `id.field`, `id.0` that starts at `k`, where what is done with it is;
+    /// `None` if a method that mutates is called on it.
+    fn place_end(&self, k: usize) -> Option<usize> {
+        let ts = self.0;
+        let mut a = k + 1;
+        loop {
+            match ts.get(a) {
+                Some(T::Group(g)) if g.delimiter() == Delimiter::Bracket => a += 1,
+                Some(T::Punct(p)) if p.as_char() == '.' && !self.joint(a) => match ts.get(a + 1) {
+                    Some(T::Ident(m)) => {
+                        let called = matches!(ts.get(a + 2), Some(T::Group(g)) if g.delimiter() == Delimiter::Parenthesis)
+                            || (self.punct(a + 2, ':') && self.punct(a + 3, ':'));
+                        if called {
+                            let m = m.to_string();
+                            if m.ends_with("_mut") || MUTATING_METHODS.contains(&m.as_str()) {
+                                return None;
+                            }
+                            return Some(a);
+                        }
+                        a += 2;
+                    }
+                    Some(T::Literal(_)) => a += 2,
+                    _ => return Some(a),
+                },
+                _ => return Some(a),
+            }
+        }
+    }
+
+    /// Whether the tokens at `a`, after a place, assign it: `=`, or a compound assignment.
+    fn assigned_at(&self, a: usize) -> bool {
+        // `=` alone is an assignment (`==`, `=>`, `<=`, `>=`, `!=` are joint or follow a joint punct).
+        if self.punct(a, '=') && !self.joint(a) {
+            return true;
+        }
+        if !self.joint(a) {
+            return false;
+        }
+        // Compound assignment: `+=` .. `|=`, `<<=`, `>>=`.
+        let c = match self.0.get(a) {
+            Some(T::Punct(p)) => p.as_char(),
+            _ => ' ',
+        };
+        let op = if "+-*/%^&|".contains(c) {
+            a + 1
+        } else if (c == '<' || c == '>') && self.punct(a + 1, c) && self.joint(a + 1) {
+            a + 2
+        } else {
+            return false;
+        };
+        self.punct(op, '=') && !self.joint(op)
+    }
 }
 
 #[cfg(test)]

@@ -6,11 +6,11 @@
 //! - [`reduce`] and [`lanes`]: the reduction operators and the loop drivers work-shared loops are lowered to;
 //! - [`view`]: what a `&mut [T]` parameter is inside a parallel body, and the tokens that make its writes race-free;
 //! - `lower` (feature `syntax`): the one lowering of a region's body, which the macro and the outliner both apply;
-//! - [`device`]: the device kinds, their triples and plugins, and how their architectures are written (`sm_XX`,
+//! - [`device_kind`]: the device kinds, their triples and plugins, and how their architectures are written (`sm_XX`,
 //!   `gfxNNN`, x86-64 levels);
 //! - [`hash`]: the one stable hash (package tags, image ids, cache keys);
 //! - `clause`, `region`, `data` (feature `syntax`): the clause model, parsed and validated once for the macros and the
-//!   outliner, every phase's mistakes collected by `errors`;
+//!   outliner (`frontend`: the parse, then `validate`), every phase's mistakes collected by `errors`;
 //! - `mapper` (feature `syntax`): the one reading of a `#[derive(Mapper)]` struct's fields, for the derive and the
 //!   outliner.
 #![cfg_attr(not(feature = "syntax"), no_std)]
@@ -20,11 +20,13 @@ pub mod abi;
 pub mod clause;
 #[cfg(feature = "syntax")]
 pub mod data;
-pub mod device;
+pub mod device_kind;
 pub mod device_print;
 #[cfg(feature = "syntax")]
 pub mod errors;
 pub mod fatbin;
+#[cfg(feature = "syntax")]
+pub mod frontend;
 pub mod gpu_panic;
 pub mod hash;
 pub mod identity;

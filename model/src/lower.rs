@@ -80,7 +80,7 @@ pub fn view_elem(p: &crate::region::Param) -> TokenStream {
     }
 }
 
-/// Lowers `func`, which [`Region::parse`] accepted as `region`.
+/// Lowers `func`, which [`crate::frontend::parse_region`] accepted as `region`.
 pub fn lower(region: &Region, func: &ItemFn) -> Lowered {
     let inputs = func
         .sig
@@ -128,7 +128,7 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
     // stay valid.
     let mut moved = take_uninitialised_privates(region, block);
     let mut errors = crate::errors::Errors::default();
-    // Found again in the copy, so the addresses below are the copy's; `Region::parse` reported what is wrong with it.
+    // Found again in the copy, so the addresses below are the copy's; the front end reported what is wrong with it.
     let ws = worksharing::find(region, block, &mut errors);
     errors.discard();
     let Some(ws) = ws else {
@@ -144,18 +144,8 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
             .filter(|&k| used.contains(&ws.res.param(k)))
             .collect()
     };
-    let (pats, ranges) = nest_parts(&ws);
-    // What every thread must compute alike, computed from primitive integers only (see the module doc).
-    let safe = !region.is_unsafe;
-    let harden = |e: &Expr| -> Expr {
-        if safe {
-            worksharing::harden(e)
-        } else {
-            e.clone()
-        }
-    };
-    let ranges: Vec<Expr> = ranges.iter().map(harden).collect();
-    let uniform_lets: Vec<*const Expr> = if safe {
+    let driver = DriverArgs::new(region, &ws, lens);
+    let uniform_lets: Vec<*const Expr> = if driver.safe {
         worksharing::uniform_lets(region, &ws)
             .into_iter()
             .map(|e| e as *const Expr)
@@ -163,31 +153,14 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
     } else {
         Vec::new()
     };
-    // No flat index written: strides no inner index is below, so no element is owned.
-    // They are computed before the loop, so they are placed on its line (the outliner keeps tokens on their lines).
-    let at = ws.for_loop.expr.span();
-    let stride = |e: &Expr| {
-        let e = harden(e);
-        relocate(quote!(::offload::__lanes::stride(#e)), at)
-    };
-    let strides: Vec<TokenStream> = match worksharing::nest_strides(region, &ws) {
-        Some(s) => s.into_iter().map(stride).collect(),
-        None => vec![quote!(0); ws.inner.len()],
-    };
-    // A loop whose body writes `y[i * m + e]`: each iteration owns a row of `m`.
-    let rows: Vec<TokenStream> = worksharing::row_length(region, &ws)
-        .map(stride)
-        .into_iter()
-        .collect();
     let mut rewrite = Some(rewrite);
 
-    let mixed = Span::mixed_site();
     for stmt in &mut block.stmts {
         match stmt {
             Stmt::Local(l) => {
                 if let Some(i) = &mut l.init {
                     if uniform_lets.iter().any(|u| std::ptr::eq(*u, &*i.expr)) {
-                        *i.expr = harden(&i.expr);
+                        *i.expr = driver.harden(&i.expr);
                     }
                 }
             }
@@ -199,13 +172,9 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                     continue;
                 }
                 // The innermost body of the nest, rewritten in place (the addresses above point into it).
-                let mut body: &mut Block = &mut f.body;
-                for _ in 1..region.collapse {
-                    let Some(Stmt::Expr(Expr::ForLoop(inner), _)) = body.stmts.first_mut() else {
-                        return;
-                    };
-                    body = &mut inner.body;
-                }
+                let Some(body) = innermost_body(region, f) else {
+                    return;
+                };
                 let Some(mut rw) = rewrite.take() else {
                     return;
                 };
@@ -214,29 +183,110 @@ fn lower_work_shared(region: &Region, block: &mut Block) {
                 let mut prelude = rebind(region, &used_params);
                 prelude.extend(across.rebinds());
                 body.stmts.splice(0..0, prelude);
-                // The thread's share, and what the driver takes besides the share: the lengths and row (one loop) or
-                // the strides (a nest), and the closure's item pattern.
-                let (share_call, args, item) = if region.collapse > 1 {
-                    (
-                        share_call(region, &quote!((#(#ranges),*)), true, &harden),
-                        quote_spanned!(mixed=> [#(#strides),*]),
-                        quote!((#(#pats),*)),
-                    )
-                } else {
-                    let pat = &pats[0];
-                    (
-                        share_call(region, &ranges[0].to_token_stream(), false, &harden),
-                        quote_spanned!(mixed=> [#(#lens.len()),*], [#(#rows),*]),
-                        quote!(#pat),
-                    )
-                };
-                let lowered = drive(region, share_call, args, item, body);
+                let lowered = driver.lower_loop(region, body);
                 *e = syn::parse2(lowered).expect("the lowering's own syntax, around a parsed body");
             }
             _ => {}
         }
     }
     across.place_checks(block);
+}
+
+/// The body of the `collapse(n)` nest's innermost loop, `f`'s own for one loop.
+fn innermost_body<'f>(region: &Region, f: &'f mut syn::ExprForLoop) -> Option<&'f mut Block> {
+    let mut body: &mut Block = &mut f.body;
+    for _ in 1..region.collapse {
+        let Some(Stmt::Expr(Expr::ForLoop(inner), _)) = body.stmts.first_mut() else {
+            return None;
+        };
+        body = &mut inner.body;
+    }
+    Some(body)
+}
+
+/// What the loop driver takes besides the body, computed once every thread alike: the nest's patterns and ranges,
+/// the lengths and row of one loop, the strides of a nest.
+struct DriverArgs {
+    /// A safe region's: what every thread must compute alike, computed from primitive integers only (see the module
+    /// doc).
+    safe: bool,
+    pats: Vec<Pat>,
+    ranges: Vec<Expr>,
+    lens: Vec<Ident>,
+    strides: Vec<TokenStream>,
+    rows: Vec<TokenStream>,
+}
+
+impl DriverArgs {
+    fn new(region: &Region, ws: &WorkShared, lens: Vec<Ident>) -> DriverArgs {
+        let (pats, ranges) = nest_parts(ws);
+        let mut driver = DriverArgs {
+            safe: !region.is_unsafe,
+            pats,
+            ranges: Vec::new(),
+            lens,
+            strides: Vec::new(),
+            rows: Vec::new(),
+        };
+        driver.ranges = ranges.iter().map(|e| driver.harden(e)).collect();
+        // No flat index written: strides no inner index is below, so no element is owned.
+        // They are computed before the loop, so they are placed on its line (the outliner keeps tokens on their lines).
+        let at = ws.for_loop.expr.span();
+        let stride = |e: &Expr| {
+            let e = driver.harden(e);
+            relocate(quote!(::offload::__lanes::stride(#e)), at)
+        };
+        let strides: Vec<TokenStream> = match worksharing::nest_strides(region, ws) {
+            Some(s) => s.into_iter().map(stride).collect(),
+            None => vec![quote!(0); ws.inner.len()],
+        };
+        // A loop whose body writes `y[i * m + e]`: each iteration owns a row of `m`.
+        let rows: Vec<TokenStream> = worksharing::row_length(region, ws)
+            .map(stride)
+            .into_iter()
+            .collect();
+        driver.strides = strides;
+        driver.rows = rows;
+        driver
+    }
+
+    /// `e` computed from primitive integers only, in a safe region.
+    fn harden(&self, e: &Expr) -> Expr {
+        if self.safe {
+            worksharing::harden(e)
+        } else {
+            e.clone()
+        }
+    }
+
+    /// The loop, lowered to the driver's call over the thread's share, with what the driver takes besides the
+    /// share: the lengths and row (one loop) or the strides (a nest), and the closure's item pattern.
+    fn lower_loop(&self, region: &Region, body: &Block) -> TokenStream {
+        let mixed = Span::mixed_site();
+        let harden = |e: &Expr| self.harden(e);
+        let (pats, ranges, lens, strides, rows) = (
+            &self.pats,
+            &self.ranges,
+            &self.lens,
+            &self.strides,
+            &self.rows,
+        );
+        let (share_call, args, item) = if region.collapse > 1 {
+            (
+                share_call(region, &quote!((#(#ranges),*)), true, &harden),
+                quote_spanned!(mixed=> [#(#strides),*]),
+                quote!((#(#pats),*)),
+            )
+        } else {
+            let pat = &pats[0];
+            (
+                share_call(region, &ranges[0].to_token_stream(), false, &harden),
+                quote_spanned!(mixed=> [#(#lens.len()),*], [#(#rows),*]),
+                quote!(#pat),
+            )
+        };
+        drive(region, share_call, args, item, body)
+    }
 }
 
 /// Removes the `private(x)` locals declared without a value (`let mut x: f64;`, C's `double x;`) from the body's

@@ -74,6 +74,37 @@ pub fn derives_mapper(attrs: &[syn::Attribute]) -> bool {
 /// The fields of a mapper struct, in declaration order, or every error in it.
 pub fn fields(item: &syn::DeriveInput) -> Result<Vec<Field>, syn::Error> {
     let mut errors: Vec<syn::Error> = Vec::new();
+    let named = named_fields(item, &mut errors)?;
+    let mut out = Vec::new();
+    for f in &named.named {
+        let ident = f.ident.clone().expect("named field");
+        let ty = f.ty.clone();
+        let Some(kind) = field_kind(&ident, &ty, &mut errors) else {
+            continue;
+        };
+        let map = field_map_type(f, &ident, &kind, &mut errors);
+        out.push(Field {
+            ident,
+            ty,
+            kind,
+            map,
+        });
+    }
+    match errors.into_iter().reduce(|mut a, b| {
+        a.combine(b);
+        a
+    }) {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// The struct's named fields; a struct of another shape is an error, and generics other than lifetimes are pushed
+/// to `errors`.
+fn named_fields<'i>(
+    item: &'i syn::DeriveInput,
+    errors: &mut Vec<syn::Error>,
+) -> Result<&'i syn::FieldsNamed, syn::Error> {
     let data = match &item.data {
         syn::Data::Struct(s) => s,
         _ => {
@@ -96,89 +127,83 @@ pub fn fields(item: &syn::DeriveInput) -> Result<Vec<Field>, syn::Error> {
             "a mapper struct takes lifetime parameters only",
         ));
     }
-    let named = match &data.fields {
-        Fields::Named(n) => n,
-        other => {
-            return Err(syn::Error::new(
-                other.span(),
-                "`#[derive(Mapper)]` needs named fields: the region reads them by name",
-            ))
+    match &data.fields {
+        Fields::Named(n) => Ok(n),
+        other => Err(syn::Error::new(
+            other.span(),
+            "`#[derive(Mapper)]` needs named fields: the region reads them by name",
+        )),
+    }
+}
+
+/// How field `ident: ty` crosses, by its type; `None` (and an error) for a raw pointer.
+fn field_kind(ident: &Ident, ty: &Type, errors: &mut Vec<syn::Error>) -> Option<FieldKind> {
+    Some(match ty {
+        Type::Reference(r) => {
+            let mutable = r.mutability.is_some();
+            match &*r.elem {
+                Type::Slice(s) => FieldKind::Slice {
+                    elem: (*s.elem).clone(),
+                    mutable,
+                },
+                elem => FieldKind::Ref {
+                    ty: elem.clone(),
+                    mutable,
+                },
+            }
         }
+        Type::Ptr(_) => {
+            errors.push(syn::Error::new(
+                ty.span(),
+                format!(
+                    "field `{ident}` is a raw pointer, which means nothing on a device; hold the data as a slice \
+                     (`&'a mut [T]`, the port of C's `T *p` with its length) and the mapper maps it"
+                ),
+            ));
+            return None;
+        }
+        _ => FieldKind::Value,
+    })
+}
+
+/// A slice or object field's map type: `to` for `&`, `tofrom` for `&mut`, or its `#[map(..)]`; `None` for a value.
+fn field_map_type(
+    f: &syn::Field,
+    ident: &Ident,
+    kind: &FieldKind,
+    errors: &mut Vec<syn::Error>,
+) -> Option<MapType> {
+    let mutable = matches!(
+        kind,
+        FieldKind::Slice { mutable: true, .. } | FieldKind::Ref { mutable: true, .. }
+    );
+    let mut map = match kind {
+        FieldKind::Value => None,
+        _ if mutable => Some(MapType::ToFrom),
+        _ => Some(MapType::To),
     };
-    let mut out = Vec::new();
-    for f in &named.named {
-        let ident = f.ident.clone().expect("named field");
-        let ty = f.ty.clone();
-        let kind = match &ty {
-            Type::Reference(r) => {
-                let mutable = r.mutability.is_some();
-                match &*r.elem {
-                    Type::Slice(s) => FieldKind::Slice {
-                        elem: (*s.elem).clone(),
-                        mutable,
-                    },
-                    elem => FieldKind::Ref {
-                        ty: elem.clone(),
-                        mutable,
-                    },
-                }
-            }
-            Type::Ptr(_) => {
-                errors.push(syn::Error::new(
-                    ty.span(),
-                    format!(
-                        "field `{ident}` is a raw pointer, which means nothing on a device; hold the data as a slice \
-                         (`&'a mut [T]`, the port of C's `T *p` with its length) and the mapper maps it"
-                    ),
-                ));
-                continue;
-            }
-            _ => FieldKind::Value,
-        };
-        let mutable = matches!(
-            kind,
-            FieldKind::Slice { mutable: true, .. } | FieldKind::Ref { mutable: true, .. }
-        );
-        let mut map = match kind {
-            FieldKind::Value => None,
-            _ if mutable => Some(MapType::ToFrom),
-            _ => Some(MapType::To),
-        };
-        for a in f.attrs.iter().filter(|a| a.path().is_ident("map")) {
-            match field_map(a) {
-                Err(e) => errors.push(e),
-                Ok(_) if map.is_none() => errors.push(syn::Error::new(
-                    a.span(),
-                    format!(
-                        "field `{ident}` is a value (firstprivate: the region gets a copy), so it takes no map type; \
-                         `#[map(..)]` goes on slice and reference fields"
-                    ),
-                )),
-                Ok((t, span)) if t != MapType::To && !mutable => errors.push(syn::Error::new(
-                    span,
-                    format!(
-                        "field `{ident}` is a shared reference, which the region cannot write, so it cannot be mapped \
-                         `{}`; map it `to`, or declare it `&'a mut` to receive device values",
-                        t.name()
-                    ),
-                )),
-                Ok((t, _)) => map = Some(t),
-            }
+    for a in f.attrs.iter().filter(|a| a.path().is_ident("map")) {
+        match field_map(a) {
+            Err(e) => errors.push(e),
+            Ok(_) if map.is_none() => errors.push(syn::Error::new(
+                a.span(),
+                format!(
+                    "field `{ident}` is a value (firstprivate: the region gets a copy), so it takes no map type; \
+                     `#[map(..)]` goes on slice and reference fields"
+                ),
+            )),
+            Ok((t, span)) if t != MapType::To && !mutable => errors.push(syn::Error::new(
+                span,
+                format!(
+                    "field `{ident}` is a shared reference, which the region cannot write, so it cannot be mapped \
+                     `{}`; map it `to`, or declare it `&'a mut` to receive device values",
+                    t.name()
+                ),
+            )),
+            Ok((t, _)) => map = Some(t),
         }
-        out.push(Field {
-            ident,
-            ty,
-            kind,
-            map,
-        });
     }
-    match errors.into_iter().reduce(|mut a, b| {
-        a.combine(b);
-        a
-    }) {
-        Some(e) => Err(e),
-        None => Ok(out),
-    }
+    map
 }
 
 /// `#[map(from)]`: the map type and its span.

@@ -4,7 +4,7 @@
 use super::cargo::{dep_info, RLIBS};
 use super::recipe::{GpuMath, Variant};
 use super::workspace::{device_crate_name, ImageGroup};
-use super::{Build, BuiltImage};
+use super::{BuiltImage, NestedBuild};
 use crate::devlink::Linked;
 use crate::outline::Outlined;
 use crate::targets::DeviceTarget;
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 /// The images of one group: one per variant and format (a GPU target may have several architectures, NVIDIA a
 /// cubin beside each PTX). `fresh`: the device crates were not rebuilt, so an earlier link may be reused.
 pub(super) fn group_images(
-    b: &Build,
+    b: &NestedBuild,
     outlined: &Outlined,
     group: &ImageGroup,
     fresh: bool,
@@ -86,7 +86,7 @@ pub(super) fn group_images(
 /// What an AMD variant's device link reads: the image's rlib and its dependencies' (the target needs LTO to link a
 /// staticlib), only this group's device crates among them, and the sysroot's `core`.
 fn amdgcn_archives(
-    b: &Build,
+    b: &NestedBuild,
     outlined: &Outlined,
     group: &ImageGroup,
     v: &Variant,

@@ -73,7 +73,7 @@ pub fn build_images(
         &dir.join("src"),
         &device_std_dir()?,
     );
-    let build = Build {
+    let build = NestedBuild {
         pkg,
         target,
         recipe: &recipe,
@@ -98,7 +98,7 @@ pub fn build_images(
 }
 
 /// One target's nested build: the generated workspace, how it is compiled, and where.
-struct Build<'a> {
+struct NestedBuild<'a> {
     pkg: &'a Package,
     target: &'a DeviceTarget,
     recipe: &'a Recipe,
@@ -107,7 +107,7 @@ struct Build<'a> {
     ws: &'a Workspace,
 }
 
-impl Build<'_> {
+impl NestedBuild<'_> {
     /// Writes the workspace's changed files and compiles it, once per variant, unless the last build's stamp says
     /// nothing changed. Returns whether it was fresh.
     fn compile(&self) -> Result<bool, Error> {

@@ -18,7 +18,7 @@ pub(super) struct ImageGroup {
     externs: String,
 }
 
-/// Every generated file (path and text), in memory until [`super::Build::compile`] writes what changed.
+/// Every generated file (path and text), in memory until [`super::NestedBuild::compile`] writes what changed.
 pub(super) struct Workspace {
     /// The directory of the workspace's `Cargo.toml`.
     pub root: PathBuf,

@@ -4,7 +4,7 @@
 
 use offload_model::lower::{view_kind, ViewKind};
 use offload_model::mapper::{Field, FieldKind};
-use offload_model::region::{KernelArg, ParamKind, Region};
+use offload_model::region::{KernelArg, Param, ParamKind, Region};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, ToTokens};
 
@@ -34,29 +34,71 @@ pub fn entry(
     mappers: &Mappers,
 ) -> TokenStream {
     let args = region.kernel_args();
-    // A mapper struct's fields take as many arguments as its definition gives them.
-    let widths: Vec<usize> =
-        args.iter()
-            .map(|a| {
-                let mapper = match a {
-                    KernelArg::Mapper(p) => mapper_fields(p, mappers)
-                        .map_or(0, |f| f.iter().map(Field::kernel_args).sum()),
-                    _ => 0,
-                };
-                a.width(mapper)
-            })
-            .collect();
+    let widths = widths(&args, mappers);
     let arg_names: Vec<_> = (0..widths.iter().sum())
         .map(|i| format_ident!("__offload_a{}", i))
         .collect();
-    let mut call_args = Vec::new();
-    let mut ret = None;
-    let mut lets = Vec::new();
+    let mut unpacked = Unpacked::default();
     // Each kernel argument takes its `width` names, in order: the map list pushed as many entries for it.
     let mut next = 0;
     for (i, (arg, w)) in args.iter().zip(&widths).enumerate() {
         let names = &arg_names[next..next + w];
         next += w;
+        unpacked.push(region, i, *arg, names, mappers);
+    }
+    let Unpacked {
+        lets,
+        call_args,
+        ret,
+    } = unpacked;
+    let call = quote!(#(#lets)* #[allow(unused_unsafe)] let __offload_r = unsafe { #callee(#(#call_args),*) };);
+    let store = ret.map(|r| store_return(region, &r));
+    // The region's kind reaches offload-device, so `barrier()` and team-shared memory fail outside SPMD regions.
+    let kind = region.construct.launch_kind();
+    declare(
+        abi,
+        symbol,
+        &kernel_name,
+        &arg_names,
+        kind,
+        quote!(#call #store),
+    )
+}
+
+/// How many kernel arguments each of `args` takes: a mapper struct's fields as many as its definition gives them.
+fn widths(args: &[KernelArg], mappers: &Mappers) -> Vec<usize> {
+    args.iter()
+        .map(|a| {
+            let mapper = match a {
+                KernelArg::Mapper(p) => {
+                    mapper_fields(p, mappers).map_or(0, |f| f.iter().map(Field::kernel_args).sum())
+                }
+                _ => 0,
+            };
+            a.width(mapper)
+        })
+        .collect()
+}
+
+/// The kernel arguments turned back into the region's parameters: the entry's `let`s, the region call's arguments,
+/// and the return slot's argument.
+#[derive(Default)]
+struct Unpacked {
+    lets: Vec<TokenStream>,
+    call_args: Vec<TokenStream>,
+    ret: Option<syn::Ident>,
+}
+
+impl Unpacked {
+    /// Kernel argument `i`, `arg`, from its kernel arguments `names`.
+    fn push(
+        &mut self,
+        region: &Region,
+        i: usize,
+        arg: KernelArg,
+        names: &[syn::Ident],
+        mappers: &Mappers,
+    ) {
         let one = || match names {
             [a] => a,
             _ => unreachable!("a one-argument kind"),
@@ -65,12 +107,12 @@ pub fn entry(
             [a, len] => (a, len),
             _ => unreachable!("a two-argument kind"),
         };
-        match *arg {
+        match arg {
             KernelArg::Mapper(p) => {
                 let value = rebuild_mapper(p, mappers, names);
                 let m = format_ident!("__offload_m{}", i);
-                lets.push(quote!(let mut #m = #value;));
-                call_args.push(match p.kind {
+                self.lets.push(quote!(let mut #m = #value;));
+                self.call_args.push(match p.kind {
                     ParamKind::Mapper { by_ref: Some(_) } => quote!(&mut #m),
                     _ => quote!(#m),
                 });
@@ -83,7 +125,7 @@ pub fn entry(
                     (None, ParamKind::Slice { mutable: true, .. }) => quote!(slice_mut),
                     _ => quote!(slice),
                 };
-                call_args.push(quote!(::offload::__rt::#f(#a, #len)));
+                self.call_args.push(quote!(::offload::__rt::#f(#a, #len)));
             }
             KernelArg::Ref(p) => {
                 let a = one();
@@ -91,61 +133,85 @@ pub fn entry(
                     ParamKind::Ref { mutable: true, .. } => quote!(object_mut),
                     _ => quote!(object),
                 };
-                call_args.push(quote!(::offload::__rt::#f(#a)));
+                self.call_args.push(quote!(::offload::__rt::#f(#a)));
             }
             KernelArg::Value(_) => {
                 let a = one();
-                call_args.push(quote!(::offload::__rt::value(#a)))
+                self.call_args.push(quote!(::offload::__rt::value(#a)))
             }
             KernelArg::DevicePtr(_) => {
                 let a = one();
-                call_args.push(quote!(::offload::__rt::device_ptr(#a)))
+                self.call_args.push(quote!(::offload::__rt::device_ptr(#a)))
             }
             KernelArg::Buffer(p) => {
                 let (a, len) = two();
-                match view_kind(region, &p.kind) {
-                    // A parallel region's `&mut DeviceBuffer<T>` is a view, as a `&mut [T]` is.
-                    Some(ViewKind::Checked) => {
-                        call_args.push(quote!(::offload::__rt::view(#a, #len)))
-                    }
-                    Some(ViewKind::Unchecked) => {
-                        call_args.push(quote!(::offload::__rt::unsafe_view(#a, #len)))
-                    }
-                    // The region takes `&DeviceBuffer<T>`: the view lives in the entry's frame.
-                    None => {
-                        let b = format_ident!("__offload_buf{}", i);
-                        lets.push(
-                            quote!(let mut #b = unsafe { ::offload::__rt::device_buffer(#a, #len) };),
-                        );
-                        call_args.push(match p.kind {
-                            ParamKind::DeviceBuffer { mutable: true } => quote!(&mut #b),
-                            _ => quote!(&#b),
-                        });
-                    }
-                }
+                self.push_buffer(region, i, p, a, len);
             }
-            KernelArg::Return => ret = Some(one().clone()),
+            KernelArg::Return => self.ret = Some(one().clone()),
         }
     }
-    let call = quote!(#(#lets)* #[allow(unused_unsafe)] let __offload_r = unsafe { #callee(#(#call_args),*) };);
-    // Every thread of a parallel region computes the value; team 0, thread 0's is returned.
-    let store = ret.map(|r| match (region.reduce_op(), region.reduce_wire()) {
+
+    /// A `&DeviceBuffer<T>` / `&mut ..` parameter (kernel argument `i`) from its address `a` and length `len`.
+    fn push_buffer(
+        &mut self,
+        region: &Region,
+        i: usize,
+        p: &Param,
+        a: &syn::Ident,
+        len: &syn::Ident,
+    ) {
+        match view_kind(region, &p.kind) {
+            // A parallel region's `&mut DeviceBuffer<T>` is a view, as a `&mut [T]` is.
+            Some(ViewKind::Checked) => self.call_args.push(quote!(::offload::__rt::view(#a, #len))),
+            Some(ViewKind::Unchecked) => self
+                .call_args
+                .push(quote!(::offload::__rt::unsafe_view(#a, #len))),
+            // The region takes `&DeviceBuffer<T>`: the view lives in the entry's frame.
+            None => {
+                let b = format_ident!("__offload_buf{}", i);
+                self.lets.push(
+                    quote!(let mut #b = unsafe { ::offload::__rt::device_buffer(#a, #len) };),
+                );
+                self.call_args.push(match p.kind {
+                    ParamKind::DeviceBuffer { mutable: true } => quote!(&mut #b),
+                    _ => quote!(&#b),
+                });
+            }
+        }
+    }
+}
+
+/// Stores the region's value `__offload_r` through the return slot `r`: every thread of a parallel region computes
+/// the value; team 0, thread 0's is returned.
+fn store_return(region: &Region, r: &syn::Ident) -> TokenStream {
+    match (region.reduce_op(), region.reduce_wire()) {
         // Each thread's partial joins its team's; the host combines the teams with the initial value. Several
         // variables cross as their `#[repr(C)]` tuple.
         (Some(op), Some(wire)) => quote!(unsafe {
             ::offload::__rt::reduce_team::<#op, #wire>(::core::convert::Into::into(__offload_r), #r)
         };),
-        _ => quote!(if ::offload::__first_thread() { ::offload::__rt::write_return(#r, __offload_r); }),
-    });
-    // The region's kind reaches offload-device, so `barrier()` and team-shared memory fail outside SPMD regions.
-    let kind = region.construct.launch_kind();
+        _ => {
+            quote!(if ::offload::__first_thread() { ::offload::__rt::write_return(#r, __offload_r); })
+        }
+    }
+}
+
+/// The entry function itself, in `abi`, running `body` as a region of `kind`.
+fn declare(
+    abi: KernelAbi,
+    symbol: &str,
+    kernel_name: &proc_macro2::Ident,
+    arg_names: &[syn::Ident],
+    kind: u32,
+    body: TokenStream,
+) -> TokenStream {
     match abi {
         KernelAbi::Host => quote! {
             #[doc(hidden)]
             #[unsafe(export_name = #symbol)]
             #[allow(non_snake_case)]
             pub unsafe extern "C" fn #kernel_name(__offload_dyn: *mut ::core::ffi::c_void #(, #arg_names: u64)*) {
-                unsafe { ::offload::__rt::entry(__offload_dyn, #kind, move || { #call #store }) }
+                unsafe { ::offload::__rt::entry(__offload_dyn, #kind, move || { #body }) }
             }
         },
         KernelAbi::Amdgpu => quote! {
@@ -154,7 +220,7 @@ pub fn entry(
             #[allow(non_snake_case)]
             pub unsafe extern "gpu-kernel" fn #kernel_name(__offload_dyn: u64 #(, #arg_names: u64)*) {
                 ::offload::__rt::enter(#kind);
-                #call #store
+                #body
             }
         },
         KernelAbi::Nvptx => quote! {
@@ -163,7 +229,7 @@ pub fn entry(
             #[allow(non_snake_case)]
             pub unsafe extern "ptx-kernel" fn #kernel_name(__offload_dyn: u64 #(, #arg_names: u64)*) {
                 ::offload::__rt::enter(#kind);
-                #call #store
+                #body
             }
         },
     }

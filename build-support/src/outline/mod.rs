@@ -24,6 +24,7 @@ use names::*;
 use crate::diag::Diagnostic;
 use crate::package::{DepSource, Kind, Package};
 use mirror::Mirror;
+use offload_model::frontend;
 use offload_model::identity::mangle_string;
 use offload_model::lower::lower;
 use offload_model::region::Region;
@@ -408,7 +409,7 @@ impl<'a> Outliner<'a> {
         module_path: &[String],
         m: &mut Mirror,
     ) -> Option<String> {
-        let Ok(region) = Region::parse(target_args(&func.attrs), func) else {
+        let Ok(region) = frontend::parse_region(target_args(&func.attrs), func) else {
             keep_item(m, func, &func.attrs);
             return None;
         };
@@ -473,9 +474,11 @@ impl<'a> Outliner<'a> {
                         sig: method.sig.clone(),
                         block: Box::new(method.block.clone()),
                     };
-                    let Ok(region) =
-                        Region::parse_in(target_args(&method.attrs), &func, Some(i.into()))
-                    else {
+                    let Ok(region) = frontend::parse_region_in(
+                        target_args(&method.attrs),
+                        &func,
+                        Some(i.into()),
+                    ) else {
                         blank_attrs(m, &method.attrs);
                         continue;
                     };

@@ -16,7 +16,7 @@ use crate::diag::Diagnostic;
 use crate::package::Package;
 use proc_macro2::{TokenStream, TokenTree};
 use quote::ToTokens;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use syn::spanned::Spanned;
 use syn::visit::Visit;
 use syn::Item;
@@ -63,20 +63,118 @@ struct Entry<'a> {
 }
 
 pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
-    let mut entries: Vec<Entry> = Vec::new();
-    for (file, f) in tree.files.iter().enumerate() {
-        index(&f.ast.items, file, &mut entries);
-    }
-    let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
-    let mut impls_of: HashMap<String, Vec<usize>> = HashMap::new();
-    // Item-level invocations of the package's macros, by the identifiers in their arguments: `make_scale!(triple,
-    // 3.0)` likely writes `fn triple`, which no item of the source is named.
-    let mut by_argument: HashMap<String, Vec<usize>> = HashMap::new();
-    for (k, e) in entries.iter().enumerate() {
-        if let Some(n) = name(e.item) {
-            by_name.entry(n).or_default().push(k);
+    let items = Items::new(tree);
+    // Names a file imports from outside the package (`use core::cmp::max;`) name no item of it.
+    let external: Vec<HashMap<String, String>> = tree
+        .files
+        .iter()
+        .map(|f| imported_from_outside(&f.ast.items))
+        .collect();
+    let hc = HostCrates::new(pkg, &external);
+    let mut walk = Walk {
+        pkg,
+        tree,
+        items: &items,
+        external: &external,
+        hc: &hc,
+        from: HashMap::new(),
+        queue: VecDeque::new(),
+        out: Reach::default(),
+        diags: Vec::new(),
+    };
+    // Breadth first from the roots, remembering who reached whom (for the chain in messages).
+    for (k, e) in items.entries.iter().enumerate() {
+        if is_root(e.item) {
+            walk.from.insert(k, None);
+            walk.queue.push_back(k);
         }
     }
+    while let Some(k) = walk.queue.pop_front() {
+        walk.visit(k);
+    }
+    (walk.out, walk.diags)
+}
+
+/// The package's items, and the names that reach them.
+struct Items<'a> {
+    entries: Vec<Entry<'a>>,
+    /// The items each name names.
+    by_name: HashMap<String, Vec<usize>>,
+    /// The impls of each type or trait, by its name.
+    impls_of: HashMap<String, Vec<usize>>,
+    /// Item-level invocations of the package's macros, by the identifiers in their arguments: `make_scale!(triple,
+    /// 3.0)` likely writes `fn triple`, which no item of the source is named.
+    by_argument: HashMap<String, Vec<usize>>,
+}
+
+impl<'a> Items<'a> {
+    fn new(tree: &'a ModuleTree) -> Items<'a> {
+        let mut entries: Vec<Entry> = Vec::new();
+        for (file, f) in tree.files.iter().enumerate() {
+            index(&f.ast.items, file, &mut entries);
+        }
+        let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        for (k, e) in entries.iter().enumerate() {
+            if let Some(n) = name(e.item) {
+                by_name.entry(n).or_default().push(k);
+            }
+        }
+        let by_argument = macro_arguments(&entries, &by_name);
+        let impls_of = impls_of(&entries);
+        Items {
+            entries,
+            by_name,
+            impls_of,
+            by_argument,
+        }
+    }
+
+    /// The items `uses`, the names entry `e`'s code uses, reach: the items they name (or the package's macro
+    /// invocations that mention them, for a name no item has), and the impls of the types and traits among them
+    /// and of `e` itself.
+    fn reached_by(
+        &self,
+        e: &Entry,
+        uses: &Uses,
+        external: &[HashMap<String, String>],
+    ) -> Vec<usize> {
+        let mut next: Vec<usize> = Vec::new();
+        let names = uses.names.iter().filter(|n| {
+            // A name the file imports from outside names no item of it, unless the file also defines one so
+            // named (in another of its modules: imports are tracked per file).
+            let defined_here = || {
+                self.by_name
+                    .get(*n)
+                    .is_some_and(|v| v.iter().any(|&j| self.entries[j].file == e.file))
+            };
+            !uses.locals.contains(*n) && (!external[e.file].contains_key(*n) || defined_here())
+        });
+        for n in names.chain(&uses.paths) {
+            next.extend(self.by_name.get(n).into_iter().flatten());
+            if !self.by_name.contains_key(n) {
+                next.extend(self.by_argument.get(n).into_iter().flatten());
+            }
+            if matches!(
+                self.by_name
+                    .get(n)
+                    .map(|v| v.iter().any(|&j| is_type_or_trait(self.entries[j].item))),
+                Some(true)
+            ) {
+                next.extend(self.impls_of.get(n).into_iter().flatten());
+            }
+        }
+        if let Some(n) = name(e.item).filter(|_| is_type_or_trait(e.item)) {
+            next.extend(self.impls_of.get(&n).into_iter().flatten());
+        }
+        next
+    }
+}
+
+/// Item-level invocations of the package's own macros, by the identifiers in their arguments.
+fn macro_arguments(
+    entries: &[Entry],
+    by_name: &HashMap<String, Vec<usize>>,
+) -> HashMap<String, Vec<usize>> {
     let package_macro = |m: &syn::ItemMacro| {
         m.mac.path.get_ident().is_some_and(|i| {
             by_name.get(&i.to_string()).is_some_and(|v| {
@@ -85,6 +183,7 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
             })
         })
     };
+    let mut by_argument: HashMap<String, Vec<usize>> = HashMap::new();
     for (k, e) in entries.iter().enumerate() {
         if let Item::Macro(m) = e.item {
             if m.ident.is_none() && package_macro(m) {
@@ -95,6 +194,14 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
                 }
             }
         }
+    }
+    by_argument
+}
+
+/// The impls of each type and trait, by its name.
+fn impls_of(entries: &[Entry]) -> HashMap<String, Vec<usize>> {
+    let mut impls_of: HashMap<String, Vec<usize>> = HashMap::new();
+    for (k, e) in entries.iter().enumerate() {
         if let Item::Impl(i) = e.item {
             // offload-device has every type `DeviceCopy` and `Firstprivate` (the host checks them): the host's impls
             // of them stay out.
@@ -111,139 +218,117 @@ pub fn reach(pkg: &Package, tree: &ModuleTree) -> (Reach, Vec<Diagnostic>) {
             }
         }
     }
-    // Breadth first from the roots, remembering who reached whom (for the chain in messages).
-    let mut from: HashMap<usize, Option<usize>> = HashMap::new();
-    let mut queue: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
-    for (k, e) in entries.iter().enumerate() {
-        if is_root(e.item) {
-            from.insert(k, None);
-            queue.push_back(k);
-        }
-    }
-    // Names a file imports from outside the package (`use core::cmp::max;`) name no item of it.
-    let external: Vec<HashMap<String, String>> = tree
-        .files
-        .iter()
-        .map(|f| imported_from_outside(&f.ast.items))
-        .collect();
-    let hc = HostCrates {
-        crates: &pkg.host_crates,
-        imported: external
-            .iter()
-            .map(|names| {
-                names
-                    .iter()
-                    .filter(|(_, c)| pkg.host_crates.contains(c))
-                    .map(|(n, c)| (n.clone(), c.clone()))
-                    .collect()
-            })
-            .collect(),
-    };
-    let mut out = Reach::default();
-    let mut diags = Vec::new();
-    while let Some(k) = queue.pop_front() {
-        let e = &entries[k];
+    impls_of
+}
+
+/// The walk from the roots: who reached whom, what is still to visit, and what it found.
+struct Walk<'w, 'a> {
+    pkg: &'w Package,
+    tree: &'w ModuleTree,
+    items: &'w Items<'a>,
+    external: &'w [HashMap<String, String>],
+    hc: &'w HostCrates<'w>,
+    from: HashMap<usize, Option<usize>>,
+    queue: VecDeque<usize>,
+    out: Reach,
+    diags: Vec<Diagnostic>,
+}
+
+impl Walk<'_, '_> {
+    /// Entry `k`: kept if a device can have it (else an error or left out), and what its code uses queued.
+    fn visit(&mut self, k: usize) {
+        let items = self.items;
+        let e = &items.entries[k];
         let root = is_root(e.item);
         let mut uses = Uses::default();
-        match e.item {
-            Item::Impl(i) => {
-                // A reached impl keeps the methods a device can have; its header must be device code.
-                uses.visit_type(&i.self_ty);
-                if let Some((_, p, _)) = &i.trait_ {
-                    uses.visit_path(p);
-                }
-                uses.visit_generics(&i.generics);
-                let header_host_only = host_only(&i.self_ty.to_token_stream(), &hc, e.file)
-                    .is_some()
-                    || i.trait_.as_ref().is_some_and(|(_, p, _)| {
-                        host_only(&p.to_token_stream(), &hc, e.file).is_some()
-                    });
-                if !root && header_host_only {
-                    continue;
-                }
-                // A `#[declare_target]` impl goes as written; a `#[target]` impl (regions in it) keeps its regions
-                // and, as a reached impl does, the methods a device can have.
-                let whole = root && !has_attr(&i.attrs, "target");
-                for it in &i.items {
-                    let region = matches!(it, syn::ImplItem::Fn(f) if has_attr(&f.attrs, "target"));
-                    let why = (!whole && !region)
-                        .then(|| host_only(&it.to_token_stream(), &hc, e.file))
-                        .flatten();
-                    if let Some(why) = why {
-                        out.dropped.insert(site(e.file, it));
-                        if let syn::ImplItem::Fn(f) = it {
-                            out.left_out.push(LeftOut {
-                                name: f.sig.ident.to_string(),
-                                what: format!("{}::{}", i.self_ty.to_token_stream(), f.sig.ident)
-                                    .replace(' ', ""),
-                                why: why.what,
-                            });
-                        }
-                    } else {
-                        uses.visit_impl_item(it);
-                    }
-                }
-            }
-            item => {
-                if let Some(why) = not_device(item, root, &hc, e.file) {
-                    // Reached by a name another item of the package shares: region code may mean the other one,
-                    // so this one stays out, and a device build that needed it says why.
-                    let shared = name(item).filter(|n| by_name.get(n).is_some_and(|v| v.len() > 1));
-                    match shared {
-                        Some(n) if !root => out.left_out.push(LeftOut {
-                            name: n,
-                            what: e.what.clone(),
-                            why: why.what,
-                        }),
-                        _ => diags.push(cannot_go(pkg, tree, &entries, &from, k, &why)),
-                    }
-                    continue;
-                }
-                uses.visit_item(item);
-            }
+        let kept = match e.item {
+            Item::Impl(i) => self.visit_impl(e, i, root, &mut uses),
+            item => self.visit_item(k, item, root, &mut uses),
+        };
+        if !kept {
+            return;
         }
         if !root {
-            out.kept.insert(site(e.file, e.item));
+            self.out.kept.insert(site(e.file, e.item));
         }
         if let Some(n) = name(e.item) {
-            out.names.insert(n);
+            self.out.names.insert(n);
         }
-        let mut next: Vec<usize> = Vec::new();
-        let names = uses.names.iter().filter(|n| {
-            // A name the file imports from outside names no item of it, unless the file also defines one so
-            // named (in another of its modules: imports are tracked per file).
-            let defined_here = || {
-                by_name
-                    .get(*n)
-                    .is_some_and(|v| v.iter().any(|&j| entries[j].file == e.file))
-            };
-            !uses.locals.contains(*n) && (!external[e.file].contains_key(*n) || defined_here())
-        });
-        for n in names.chain(&uses.paths) {
-            next.extend(by_name.get(n).into_iter().flatten());
-            if !by_name.contains_key(n) {
-                next.extend(by_argument.get(n).into_iter().flatten());
-            }
-            if matches!(
-                by_name
-                    .get(n)
-                    .map(|v| v.iter().any(|&j| is_type_or_trait(entries[j].item))),
-                Some(true)
-            ) {
-                next.extend(impls_of.get(n).into_iter().flatten());
-            }
-        }
-        if let Some(n) = name(e.item).filter(|_| is_type_or_trait(e.item)) {
-            next.extend(impls_of.get(&n).into_iter().flatten());
-        }
-        for j in next {
-            if j != k && !from.contains_key(&j) {
-                from.insert(j, Some(k));
-                queue.push_back(j);
+        for j in items.reached_by(e, &uses, self.external) {
+            if j != k && !self.from.contains_key(&j) {
+                self.from.insert(j, Some(k));
+                self.queue.push_back(j);
             }
         }
     }
-    (out, diags)
+
+    /// A reached impl keeps the methods a device can have; its header must be device code. Whether it is kept.
+    fn visit_impl(&mut self, e: &Entry, i: &syn::ItemImpl, root: bool, uses: &mut Uses) -> bool {
+        let hc = self.hc;
+        uses.visit_type(&i.self_ty);
+        if let Some((_, p, _)) = &i.trait_ {
+            uses.visit_path(p);
+        }
+        uses.visit_generics(&i.generics);
+        let header_host_only = host_only(&i.self_ty.to_token_stream(), hc, e.file).is_some()
+            || i.trait_
+                .as_ref()
+                .is_some_and(|(_, p, _)| host_only(&p.to_token_stream(), hc, e.file).is_some());
+        if !root && header_host_only {
+            return false;
+        }
+        // A `#[declare_target]` impl goes as written; a `#[target]` impl (regions in it) keeps its regions
+        // and, as a reached impl does, the methods a device can have.
+        let whole = root && !has_attr(&i.attrs, "target");
+        for it in &i.items {
+            let region = matches!(it, syn::ImplItem::Fn(f) if has_attr(&f.attrs, "target"));
+            let why = (!whole && !region)
+                .then(|| host_only(&it.to_token_stream(), hc, e.file))
+                .flatten();
+            if let Some(why) = why {
+                self.out.dropped.insert(site(e.file, it));
+                if let syn::ImplItem::Fn(f) = it {
+                    self.out.left_out.push(LeftOut {
+                        name: f.sig.ident.to_string(),
+                        what: format!("{}::{}", i.self_ty.to_token_stream(), f.sig.ident)
+                            .replace(' ', ""),
+                        why: why.what,
+                    });
+                }
+            } else {
+                uses.visit_impl_item(it);
+            }
+        }
+        true
+    }
+
+    /// Any other reached item (entry `k`) goes whole or not at all. Whether it is kept.
+    fn visit_item(&mut self, k: usize, item: &Item, root: bool, uses: &mut Uses) -> bool {
+        let e = &self.items.entries[k];
+        let Some(why) = not_device(item, root, self.hc, e.file) else {
+            uses.visit_item(item);
+            return true;
+        };
+        // Reached by a name another item of the package shares: region code may mean the other one, so this one
+        // stays out, and a device build that needed it says why.
+        let shared = name(item).filter(|n| self.items.by_name.get(n).is_some_and(|v| v.len() > 1));
+        match shared {
+            Some(n) if !root => self.out.left_out.push(LeftOut {
+                name: n,
+                what: e.what.clone(),
+                why: why.what,
+            }),
+            _ => self.diags.push(cannot_go(
+                self.pkg,
+                self.tree,
+                &self.items.entries,
+                &self.from,
+                k,
+                &why,
+            )),
+        }
+        false
+    }
 }
 
 fn index<'a>(items: &'a [Item], file: usize, out: &mut Vec<Entry<'a>>) {
@@ -396,6 +481,25 @@ struct HostCrates<'p> {
     crates: &'p [String],
     /// Per file: a name `use`d from one of them, and its crate.
     imported: Vec<HashMap<String, String>>,
+}
+
+impl<'p> HostCrates<'p> {
+    /// `external`: per file, the names it imports from outside the package, and their crates.
+    fn new(pkg: &'p Package, external: &[HashMap<String, String>]) -> HostCrates<'p> {
+        HostCrates {
+            crates: &pkg.host_crates,
+            imported: external
+                .iter()
+                .map(|names| {
+                    names
+                        .iter()
+                        .filter(|(_, c)| pkg.host_crates.contains(c))
+                        .map(|(n, c)| (n.clone(), c.clone()))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Why code cannot go to a device, and what to do instead, as the error says them.

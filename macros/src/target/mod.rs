@@ -1,7 +1,7 @@
 //! `#[target]`: parse and validate the region (the model crate), then expand the host side: the region's function
 //! (a call that picks a device or falls back), its `try_` twin, the entry record and the host fallback.
 
-mod launch;
+mod call;
 mod nowait;
 mod params;
 
@@ -28,7 +28,7 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             return quote!(#msg #item);
         }
     };
-    match Region::parse(args, &func) {
+    match offload_model::frontend::parse_region(args, &func) {
         Ok(region) => expand_region(&region, func),
         Err(e) => failed(e, &func),
     }
@@ -85,10 +85,12 @@ fn expand_impl(args: TokenStream, mut imp: syn::ItemImpl) -> TokenStream {
             self_ty: &self_ty,
             generics: &imp.generics,
         };
-        items.push(match Region::parse_in(args, &func, Some(in_impl)) {
-            Ok(region) => expand_region(&region, func),
-            Err(e) => failed(e, &func),
-        });
+        items.push(
+            match offload_model::frontend::parse_region_in(args, &func, Some(in_impl)) {
+                Ok(region) => expand_region(&region, func),
+                Err(e) => failed(e, &func),
+            },
+        );
     }
     let errs = errors.iter().map(syn::Error::to_compile_error);
     let (attrs, defaultness, unsafety, generics, trait_, self_ty) = (
@@ -191,13 +193,13 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     let maps = params::map_list_expr(region, &slot_ty);
     let (device, if_cond) = crate::data::device_and_if(&region.device, &region.if_cond);
     let section_bounds = params::section_bounds(region);
-    let geometry = launch::geometry(region);
+    let launch_request = call::launch_request(region);
     // The fallback is called with the region's own arguments, so its generic parameters are inferred.
     let call_host = match unsafety {
         Some(_) => quote!(unsafe { #host_path(#(#fallback_args),*) }),
         None => quote!(#host_path(#(#fallback_args),*)),
     };
-    let touch = launch::clause_touches(region, &idents);
+    let touch = call::clause_touches(region, &idents);
     // The one lowering the outliner applies too: views for parallel `&mut` parameters, the work-shared loop as a
     // closure over the thread's share.
     let lowered = offload_model::lower::lower(
@@ -243,7 +245,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         (host_fn, quote!())
     };
     let entries = entries(region, &host_name, tag);
-    let launch = launch::launch(region, &call_host, &slot_ty);
+    let runtime_call = call::runtime_call(region, &call_host, &slot_ty);
     let try_doc = format!("Runs the region [`{name_str}`], returning a device failure as an `Err` instead of panicking.");
     let nowait = nowait::nowait(
         &vis,
@@ -279,7 +281,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             // Clauses first: they may read the parameters, which the raw pointers below must not see change.
             let __offload_device = #device;
             let __offload_if = #if_cond;
-            let __offload_launch = #geometry;
+            let __offload_launch = #launch_request;
             #(#section_bounds)*
             #(#raw)*
             let mut __offload_ret_slot = ::core::mem::MaybeUninit::<#slot_ty>::uninit();
@@ -291,7 +293,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             // checked `Firstprivate` above.
             unsafe {
                 let __offload_maps = #maps;
-                (#launch) #finish
+                (#runtime_call) #finish
             }
         }
     }

@@ -1,8 +1,9 @@
-//! The clause model: a `#[target]` region parsed and validated against its signature, once, for both the macro (which
-//! expands the host side) and the outliner (which writes the kernel entry). Two phases, as serde_derive has them:
-//! `parse` reads the clauses and the signature into a [`Region`] (what each word and parameter is), then
-//! [`crate::validate`] checks the region against the rules (construct combinations, race freedom, uniform bounds, reductions); both push
-//! spanned errors into one collection, so a user sees every mistake at once.
+//! The clause model: a `#[target]` region as parsed and validated against its signature, once, for both the macro
+//! (which expands the host side) and the outliner (which writes the kernel entry). [`crate::frontend`] makes one:
+//! `parse` reads the clauses and the signature into a [`Region`], then `crate::validate` checks it against the rules.
+//!
+//! Here: what a region is ([`Region`], its parameters and the kernel ABI's [`KernelArg`]) and everything asked of it,
+//! in one `impl Region`; the parse phase (`parse`); and a generic region's instance machinery (`generic`).
 
 pub(crate) mod generic;
 pub(crate) mod parse;
@@ -200,5 +201,47 @@ impl Region {
                 ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. }
             )
         })
+    }
+
+    /// Whether the region has type or const parameters (it then has a kernel per `instantiate(..)` list).
+    pub fn is_generic(&self) -> bool {
+        !self.generic_params.is_empty()
+    }
+
+    /// The region's name after its module path: `triad`, `Grid::step` for a method region.
+    pub fn local_name(&self) -> String {
+        match &self.self_ty {
+            Some(t) => format!("{}::{}", canonical_tokens(t.to_token_stream()), self.ident),
+            None => self.ident.to_string(),
+        }
+    }
+
+    /// The name of instance `k` after the module path: `triad<f32>`, `axpy<f64,4>`.
+    pub fn instance_name(&self, k: usize) -> String {
+        let args = &self.instances[k].args;
+        format!(
+            "{}<{}>",
+            self.local_name(),
+            canonical_tokens(quote::quote!(#(#args),*))
+        )
+    }
+
+    /// The region with instance `k`'s arguments put for its parameters (and the impl's type for `Self`) in every
+    /// type it declares: what a kernel entry, which is not generic, must name.
+    pub fn instance(&self, k: Option<usize>) -> Region {
+        generic::instance(self, k)
+    }
+
+    /// Instance `k`'s arguments as a turbofish (`::<f32, 4>`), for the kernel entry's call: the function's own (a
+    /// generic impl's go in its type, [`Region::instance_self_ty`]); none if it has none.
+    pub fn turbofish(&self, k: usize) -> Option<TokenStream> {
+        let args = &self.instances[k].args[self.impl_params.min(self.instances[k].args.len())..];
+        (!args.is_empty()).then(|| quote::quote!(::<#(#args),*>))
+    }
+
+    /// The impl's type with instance `k`'s arguments put for the impl's parameters (`Grid<f32>` of `impl<T>
+    /// Grid<T>`), for the kernel entry's call `<Grid<f32>>::step`.
+    pub fn instance_self_ty(&self, k: Option<usize>) -> Option<Type> {
+        generic::instance_self_ty(self, k)
     }
 }

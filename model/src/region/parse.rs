@@ -85,208 +85,223 @@ pub(crate) fn parse(
         instances: Vec::new(),
         self_ty: self_ty.cloned(),
     };
-    let words = region.apply_clauses(clauses, errors);
+    let words = apply_clauses(&mut region, clauses, errors);
     (region, words)
 }
 
-impl Region {
-    fn apply_clauses(&mut self, clauses: Vec<Clause>, errors: &mut Errors) -> Words {
-        let mut words: Vec<(Word, proc_macro2::Span)> = Vec::new();
-        let mut collapse_kw: Option<Ident> = None;
-        let (mut schedule_kw, mut private_kw): (Option<Ident>, Option<Ident>) = (None, None);
-        for clause in clauses {
-            match clause {
-                Clause::Map { map, items } => {
-                    for item in items {
-                        self.apply_map(&map, item, errors);
-                    }
-                }
-                Clause::Device(kw, e) => set_once(&mut self.device, kw, e, errors),
-                Clause::If(kw, e) => set_once(&mut self.if_cond, kw, e, errors),
-                Clause::NumTeams(kw, e) => set_once(&mut self.num_teams, kw, e, errors),
-                Clause::ThreadLimit(kw, e) => set_once(&mut self.thread_limit, kw, e, errors),
-                Clause::Construct(word, span) => words.push((word, span)),
-                Clause::Schedule(kw, sched) => {
-                    if schedule_kw.is_some() {
-                        errors.push(syn::Error::new(kw.span(), "`schedule` is given twice"));
-                    }
-                    self.schedule = Some(sched);
-                    schedule_kw = Some(kw);
-                }
-                Clause::Scope(..) => {
-                    unreachable!("parse_clause yields it for target_enter_data! only")
-                }
-                Clause::Instantiate(kw, list) => {
-                    if !self.instances.is_empty() {
-                        errors.push(syn::Error::new(kw.span(), "`instantiate` is given twice"));
-                    }
-                    self.instances.extend(list);
-                }
-                Clause::Private(kw, vars) => {
-                    self.private.extend(vars);
-                    private_kw = Some(kw);
-                }
-                Clause::Collapse(kw, n) => {
-                    if !(1..=crate::abi::MAX_COLLAPSE).contains(&n) {
-                        errors.push(syn::Error::new(
-                            kw.span(),
-                            format!(
-                                "`collapse(n)` takes 1 to {} loops",
-                                crate::abi::MAX_COLLAPSE
-                            ),
-                        ));
-                    } else {
-                        self.collapse = n;
-                        collapse_kw = Some(kw);
-                    }
-                }
-                Clause::Reduction(op, span, vars) => {
-                    for v in vars {
-                        if self.reductions.iter().any(|(_, w)| *w == v) {
-                            errors
-                                .push(syn::Error::new(v.span(), format!("`{v}` is reduced twice")));
-                        } else {
-                            self.reductions.push((op.clone(), v));
-                        }
-                    }
-                    if self.reductions.len() > crate::reduce::MAX_VARS {
-                        errors.push(syn::Error::new(
-                            span,
-                            format!(
-                                "at most {} reduction variables per region",
-                                crate::reduce::MAX_VARS
-                            ),
-                        ));
-                    }
-                }
+/// Records each clause on the region, then what its construct words make it; the words and keywords as written, for
+/// the validation's messages.
+fn apply_clauses(region: &mut Region, clauses: Vec<Clause>, errors: &mut Errors) -> Words {
+    let mut words = Words {
+        words: Vec::new(),
+        collapse: None,
+        schedule: None,
+        private: None,
+        thread_limit: None,
+    };
+    for clause in clauses {
+        apply_clause(region, clause, &mut words, errors);
+    }
+    // As written: the construct below may supply one.
+    words.thread_limit = region.thread_limit.clone();
+    set_construct(region, &words.words);
+    words
+}
+
+/// Records one clause on the region (a construct word or keyword on `words`); a clause given twice is an error.
+fn apply_clause(region: &mut Region, clause: Clause, words: &mut Words, errors: &mut Errors) {
+    match clause {
+        Clause::Map { map, items } => {
+            for item in items {
+                apply_map(region, &map, item, errors);
             }
         }
-        let thread_limit = self.thread_limit.clone();
-        let has = |w: Word| words.iter().any(|(k, _)| *k == w);
-        let loops: Vec<Word> = words
-            .iter()
-            .map(|(w, _)| *w)
-            .filter(|w| w.is_loop())
-            .collect();
-        use crate::abi::Construct;
-        self.construct = match loops.first() {
-            // OpenMP `target parallel for`: one team.
-            Some(Word::ParallelFor | Word::ParallelForSimd) => Construct::ParallelFor,
-            // OpenMP `target teams distribute`: the iterations go to the teams, one thread each (unless the
-            // validation finds a `thread_limit` written).
-            Some(Word::TeamsDistribute) => {
-                if self.thread_limit.is_none() {
-                    self.thread_limit = Some(syn::parse_quote!(1u32));
-                }
-                Construct::TeamsDistribute
+        Clause::Device(kw, e) => set_once(&mut region.device, kw, e, errors),
+        Clause::If(kw, e) => set_once(&mut region.if_cond, kw, e, errors),
+        Clause::NumTeams(kw, e) => set_once(&mut region.num_teams, kw, e, errors),
+        Clause::ThreadLimit(kw, e) => set_once(&mut region.thread_limit, kw, e, errors),
+        Clause::Construct(word, span) => words.words.push((word, span)),
+        Clause::Schedule(kw, sched) => {
+            if words.schedule.is_some() {
+                errors.push(syn::Error::new(kw.span(), "`schedule` is given twice"));
             }
-            Some(_) => Construct::TeamsDistributeParallelFor,
-            None if has(Word::Teams) && has(Word::Parallel) => Construct::Spmd,
-            None => Construct::Serial,
-        };
-        Words {
-            words,
-            collapse: collapse_kw,
-            schedule: schedule_kw,
-            private: private_kw,
-            thread_limit,
+            region.schedule = Some(sched);
+            words.schedule = Some(kw);
+        }
+        Clause::Scope(..) => {
+            unreachable!("parse_clause yields it for target_enter_data! only")
+        }
+        Clause::Instantiate(kw, list) => {
+            if !region.instances.is_empty() {
+                errors.push(syn::Error::new(kw.span(), "`instantiate` is given twice"));
+            }
+            region.instances.extend(list);
+        }
+        Clause::Private(kw, vars) => {
+            region.private.extend(vars);
+            words.private = Some(kw);
+        }
+        Clause::Collapse(kw, n) => {
+            if !(1..=crate::abi::MAX_COLLAPSE).contains(&n) {
+                errors.push(syn::Error::new(
+                    kw.span(),
+                    format!(
+                        "`collapse(n)` takes 1 to {} loops",
+                        crate::abi::MAX_COLLAPSE
+                    ),
+                ));
+            } else {
+                region.collapse = n;
+                words.collapse = Some(kw);
+            }
+        }
+        Clause::Reduction(op, span, vars) => add_reductions(region, op, span, vars, errors),
+    }
+}
+
+/// `reduction(op: vars)`: each variable once, at most [`crate::reduce::MAX_VARS`] of them.
+fn add_reductions(
+    region: &mut Region,
+    op: crate::clause::ReduceOp,
+    span: Span,
+    vars: Vec<Ident>,
+    errors: &mut Errors,
+) {
+    for v in vars {
+        if region.reductions.iter().any(|(_, w)| *w == v) {
+            errors.push(syn::Error::new(v.span(), format!("`{v}` is reduced twice")));
+        } else {
+            region.reductions.push((op.clone(), v));
         }
     }
+    if region.reductions.len() > crate::reduce::MAX_VARS {
+        errors.push(syn::Error::new(
+            span,
+            format!(
+                "at most {} reduction variables per region",
+                crate::reduce::MAX_VARS
+            ),
+        ));
+    }
+}
 
-    fn apply_map(&mut self, map: &Map, item: MapItem, errors: &mut Errors) {
-        let span = item.ident.span();
-        let Some(param) = self.params.iter_mut().find(|p| p.ident == item.ident) else {
-            let names: Vec<String> = self
-                .params
-                .iter()
-                .map(|p| format!("`{}`", p.ident))
-                .collect();
+/// What the region's teams and threads do, from its construct words (the validation checks their combination).
+fn set_construct(region: &mut Region, words: &[(Word, Span)]) {
+    use crate::abi::Construct;
+    let has = |w: Word| words.iter().any(|(k, _)| *k == w);
+    let loops: Vec<Word> = words
+        .iter()
+        .map(|(w, _)| *w)
+        .filter(|w| w.is_loop())
+        .collect();
+    region.construct = match loops.first() {
+        // OpenMP `target parallel for`: one team.
+        Some(Word::ParallelFor | Word::ParallelForSimd) => Construct::ParallelFor,
+        // OpenMP `target teams distribute`: the iterations go to the teams, one thread each (unless the
+        // validation finds a `thread_limit` written).
+        Some(Word::TeamsDistribute) => {
+            if region.thread_limit.is_none() {
+                region.thread_limit = Some(syn::parse_quote!(1u32));
+            }
+            Construct::TeamsDistribute
+        }
+        Some(_) => Construct::TeamsDistributeParallelFor,
+        None if has(Word::Teams) && has(Word::Parallel) => Construct::Spmd,
+        None => Construct::Serial,
+    };
+}
+
+fn apply_map(region: &mut Region, map: &Map, item: MapItem, errors: &mut Errors) {
+    let span = item.ident.span();
+    let Some(param) = region.params.iter_mut().find(|p| p.ident == item.ident) else {
+        let names: Vec<String> = region
+            .params
+            .iter()
+            .map(|p| format!("`{}`", p.ident))
+            .collect();
+        errors.push(syn::Error::new(
+            span,
+            format!(
+                "`{}` is not a parameter of this region; map clauses name parameters ({})",
+                item.ident,
+                if names.is_empty() {
+                    "this region has none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ),
+        ));
+        return;
+    };
+    let (mutable, what) = match &param.kind {
+        ParamKind::Slice { mutable, .. } => (*mutable, if *mutable { "&mut [T]" } else { "&[T]" }),
+        ParamKind::Ref { mutable, .. } => (*mutable, if *mutable { "&mut T" } else { "&T" }),
+        // A clause combines with each field's own map type (`to` leaves a `from` field uncopied both ways).
+        ParamKind::Mapper { .. } => (true, "a mapper struct"),
+        ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. } => {
             errors.push(syn::Error::new(
                 span,
                 format!(
-                    "`{}` is not a parameter of this region; map clauses name parameters ({})",
-                    item.ident,
-                    if names.is_empty() {
-                        "this region has none".to_string()
-                    } else {
-                        names.join(", ")
-                    }
-                ),
-            ));
-            return;
-        };
-        let (mutable, what) = match &param.kind {
-            ParamKind::Slice { mutable, .. } => {
-                (*mutable, if *mutable { "&mut [T]" } else { "&[T]" })
-            }
-            ParamKind::Ref { mutable, .. } => (*mutable, if *mutable { "&mut T" } else { "&T" }),
-            // A clause combines with each field's own map type (`to` leaves a `from` field uncopied both ways).
-            ParamKind::Mapper { .. } => (true, "a mapper struct"),
-            ParamKind::DevicePtr | ParamKind::DeviceBuffer { .. } => {
-                errors.push(syn::Error::new(
-                    span,
-                    format!(
-                        "`{}` is device memory, passed to the region as is; it takes no map clause",
-                        param.ident
-                    ),
-                ));
-                return;
-            }
-            ParamKind::Value => {
-                errors.push(syn::Error::new(
-                    span,
-                    format!(
-                        "`{id}` is passed by value (firstprivate: the region gets its own copy), so it cannot be \
-                         mapped `{ty}`; to get a value back, take `{id}: &mut {t}` or return it from the region",
-                        id = param.ident,
-                        ty = map.map_type.name(),
-                        t = param.ty.to_token_stream(),
-                    ),
-                ));
-                return;
-            }
-        };
-        if let Some(Map {
-            clause_span: Some(_),
-            ..
-        }) = &param.map
-        {
-            errors.push(syn::Error::new(
-                span,
-                format!(
-                    "`{}` is mapped twice; a parameter takes one map clause",
+                    "`{}` is device memory, passed to the region as is; it takes no map clause",
                     param.ident
                 ),
             ));
             return;
         }
-        if let (Some(sec), ParamKind::Ref { .. } | ParamKind::Mapper { .. }) =
-            (&item.section, &param.kind)
-        {
-            errors.push(syn::Error::new(
-                sec.span,
-                format!("`{}` is not a slice; sections apply to slices", param.ident),
-            ));
-            return;
-        }
-        if map.map_type != MapType::To && !mutable {
+        ParamKind::Value => {
             errors.push(syn::Error::new(
                 span,
                 format!(
-                    "`{id}` is `{what}`, which the region cannot write, so it cannot be mapped `{ty}`; map it `to`, \
-                     or declare it `&mut` to receive device values",
+                    "`{id}` is passed by value (firstprivate: the region gets its own copy), so it cannot be \
+                     mapped `{ty}`; to get a value back, take `{id}: &mut {t}` or return it from the region",
                     id = param.ident,
                     ty = map.map_type.name(),
+                    t = param.ty.to_token_stream(),
                 ),
             ));
             return;
         }
-        param.map = Some(Map {
-            clause_span: Some(span),
-            ..map.clone()
-        });
-        param.section = item.section;
+    };
+    if let Some(Map {
+        clause_span: Some(_),
+        ..
+    }) = &param.map
+    {
+        errors.push(syn::Error::new(
+            span,
+            format!(
+                "`{}` is mapped twice; a parameter takes one map clause",
+                param.ident
+            ),
+        ));
+        return;
     }
+    if let (Some(sec), ParamKind::Ref { .. } | ParamKind::Mapper { .. }) =
+        (&item.section, &param.kind)
+    {
+        errors.push(syn::Error::new(
+            sec.span,
+            format!("`{}` is not a slice; sections apply to slices", param.ident),
+        ));
+        return;
+    }
+    if map.map_type != MapType::To && !mutable {
+        errors.push(syn::Error::new(
+            span,
+            format!(
+                "`{id}` is `{what}`, which the region cannot write, so it cannot be mapped `{ty}`; map it `to`, \
+                 or declare it `&mut` to receive device values",
+                id = param.ident,
+                ty = map.map_type.name(),
+            ),
+        ));
+        return;
+    }
+    param.map = Some(Map {
+        clause_span: Some(span),
+        ..map.clone()
+    });
+    param.section = item.section;
 }
 
 fn classify_param(arg: &FnArg, self_ty: Option<&Type>, errors: &mut Errors) -> Option<Param> {

@@ -351,7 +351,7 @@ fn loaded_kernel(
                 "no image loaded on device {d} ({}) has the kernel {}{}",
                 dev.plugin,
                 entry_symbol(region.entry).to_string_lossy(),
-                offload_model::device::DeviceKind::ALL
+                offload_model::device_kind::DeviceKind::ALL
                     .into_iter()
                     .find(|k| k.plugin() == dev.plugin)
                     .map_or(String::new(), |k| format!(

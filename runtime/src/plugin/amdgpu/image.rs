@@ -5,7 +5,7 @@
 use super::error::{Error, ImageError};
 use super::safe::{info, Info, KeptExecutable, KeptSymbol, OwnedExecutable, OwnedReader};
 use super::sys::*;
-use offload_model::device::{AmdArch, AMDGCN_TRIPLE};
+use offload_model::device_kind::{AmdArch, AMDGCN_TRIPLE};
 use offload_model::fatbin::ImageFormat;
 use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, RwLock};

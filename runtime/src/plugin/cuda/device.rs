@@ -13,7 +13,7 @@ use crate::registry::Image;
 use cudarc::driver::result::{self};
 use cudarc::driver::sys::{self, CUresult};
 use offload_model::abi::Construct;
-use offload_model::device::{NvidiaArch, NVPTX_TRIPLE};
+use offload_model::device_kind::{NvidiaArch, NVPTX_TRIPLE};
 use std::ffi::{c_void, CStr};
 use std::sync::Mutex;
 

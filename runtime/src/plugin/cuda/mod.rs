@@ -21,7 +21,7 @@ use crate::plugin::error::PluginError;
 use crate::plugin::interface::{Device, Discovered, Plugin};
 use cudarc::driver::result;
 use cudarc::driver::sys;
-use offload_model::device::DeviceKind;
+use offload_model::device_kind::DeviceKind;
 
 mod device;
 mod error;

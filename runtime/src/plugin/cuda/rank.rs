@@ -1,7 +1,7 @@
 //! Which images a device can run, and how well: a cubin for its architecture before PTX the driver must compile.
 
 use crate::registry::Image;
-use offload_model::device::{NvidiaArch, NvidiaVariant};
+use offload_model::device_kind::{NvidiaArch, NvidiaVariant};
 use offload_model::fatbin::ImageFormat;
 
 /// How well an image of `image_arch` (`sm_XY`, or `sm_XYa` for an architecture-specific image) and `format` suits a

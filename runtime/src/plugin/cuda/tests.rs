@@ -9,7 +9,7 @@ use crate::plugin::gpu::host_block::{HostBlock, PlainBlock};
 use crate::plugin::gpu::panic::{self, PanicReports};
 use crate::registry::Image;
 use cudarc::driver::sys::CUresult;
-use offload_model::device::NVPTX_TRIPLE;
+use offload_model::device_kind::NVPTX_TRIPLE;
 use offload_model::device_print;
 use offload_model::fatbin::ImageFormat;
 use offload_model::gpu_panic;

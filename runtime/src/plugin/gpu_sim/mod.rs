@@ -20,7 +20,7 @@ use crate::plugin::interface::{
     Plugin,
 };
 use crate::registry::Image;
-use offload_model::device::{triple_arch, DeviceKind, GPU_SIM_ARCH};
+use offload_model::device_kind::{triple_arch, DeviceKind, GPU_SIM_ARCH};
 use offload_model::fatbin::ImageFormat;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::RwLock;

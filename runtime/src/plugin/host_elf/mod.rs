@@ -17,7 +17,7 @@ use crate::plugin::interface::{
 use crate::registry::Image;
 use offload_model::abi::Construct;
 use offload_model::abi::{HostFailure, HostLaunchEnv};
-use offload_model::device::DeviceKind;
+use offload_model::device_kind::DeviceKind;
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::sync::atomic::AtomicU32;
@@ -84,7 +84,7 @@ impl Device for HostElfDevice {
         {
             return None;
         }
-        match offload_model::device::x86_64_level(image.arch) {
+        match offload_model::device_kind::x86_64_level(image.arch) {
             Some((level, mut features)) => features
                 .all(|f| cpu_has(f) == Some(true))
                 .then_some(1 + level as u32),
@@ -265,7 +265,7 @@ unsafe fn read_failure(p: *const HostFailure) -> (String, String, u32, u32) {
     }
 }
 
-/// Whether this CPU has a feature of [`offload_model::device::X86_64_LEVELS`] (which `is_x86_feature_detected!` needs
+/// Whether this CPU has a feature of [`offload_model::device_kind::X86_64_LEVELS`] (which `is_x86_feature_detected!` needs
 /// spelled out); `None` for a feature this table does not know, whose image is then not run.
 fn cpu_has(feature: &str) -> Option<bool> {
     #[cfg(target_arch = "x86_64")]
@@ -307,7 +307,7 @@ mod tests {
     #[test]
     fn every_level_feature_is_detected() {
         // A feature `cpu_has` does not spell out would make its level unloadable everywhere.
-        for (level, features) in offload_model::device::X86_64_LEVELS {
+        for (level, features) in offload_model::device_kind::X86_64_LEVELS {
             for f in features {
                 assert!(
                     super::cpu_has(f).is_some(),

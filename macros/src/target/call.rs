@@ -1,13 +1,14 @@
-//! How a region call launches: its geometry, its host fallback (on teams of host threads for a parallel region), and
-//! the runtime call that picks a device or falls back.
+//! The region call, as the macro expands it: the `Launch` request (device, `if`, construct and geometry clauses), the
+//! parameters only clauses use, and the runtime call that picks a device or falls back to the host (on teams of host
+//! threads for a parallel region).
 
 use offload_model::region::Region;
 use proc_macro2::TokenStream;
 use quote::{quote, ToTokens};
 use syn::Ident;
 
-/// The `Launch` value: device, `if`, construct and geometry clauses.
-pub fn geometry(region: &Region) -> TokenStream {
+/// The `Launch` request: device, `if`, construct and geometry clauses.
+pub fn launch_request(region: &Region) -> TokenStream {
     let count = |e: &Option<syn::Expr>| match e {
         Some(e) => quote!(::core::option::Option::Some(::offload::__private::count(#e))),
         None => quote!(::core::option::Option::None),
@@ -53,7 +54,11 @@ pub fn clause_touches(region: &Region, idents: &[&Ident]) -> Vec<TokenStream> {
 
 /// The runtime call that runs the region on a device or falls back to `call_host` (the lowered body; on teams of
 /// host threads for a parallel region).
-pub fn launch(region: &Region, call_host: &TokenStream, slot_ty: &TokenStream) -> TokenStream {
+pub fn runtime_call(
+    region: &Region,
+    call_host: &TokenStream,
+    slot_ty: &TokenStream,
+) -> TokenStream {
     // A parallel region's host fallback runs the body on teams of host threads too. Only shared data (atomics for
     // writes) reaches such a body in safe code, so sharing the call across threads is sound.
     let reduce = match region.reduce_op() {
