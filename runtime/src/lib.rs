@@ -196,14 +196,14 @@ pub use task::{spawn, task_scope, Task, TaskScope};
 pub mod __private {
     pub use crate::api::buffer::{host_slice, host_slice_mut};
     pub use crate::host::{run_fallback, run_fallback_reduce, Launch};
+    pub use crate::region::call::{
+        fail, instance_key, target, target_device_memory, target_on_device, target_without_kernel,
+        GenericRegion, Instance, RegionInfo,
+    };
     pub use crate::region::data::{
         enter_data, exit_data, update_from, update_to, DataDevice, EnterTo, MapSource,
         MapSourceMut, MapTarget, MapToExcl, MapToShared, MapWrite, MapWriteAtomic, MappedMut,
         MappedRef, Section,
-    };
-    pub use crate::region::launch::{
-        fail, instance_key, target, target_device_memory, target_on_device, target_without_kernel,
-        GenericRegion, Instance, RegionInfo,
     };
     pub use crate::region::maplist::MapArg;
     pub use crate::region::mapper::{mapper_data_maps, parallel_mapper, Mapper, MapperRaw};
