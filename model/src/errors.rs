@@ -7,6 +7,7 @@
 #[derive(Default)]
 pub struct Errors {
     found: Option<syn::Error>,
+    count: usize,
     finished: bool,
 }
 
@@ -16,7 +17,13 @@ impl Errors {
         self.found.is_none()
     }
 
+    /// How many were found so far.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
     pub fn push(&mut self, e: syn::Error) {
+        self.count += 1;
         match &mut self.found {
             Some(all) => all.combine(e),
             None => self.found = Some(e),

@@ -26,7 +26,24 @@ pub fn parse_region_in(
     imp: Option<InImpl<'_>>,
 ) -> syn::Result<Region> {
     let mut errors = Errors::default();
-    let (region, words) = crate::region::parse::parse(args, func, imp, &mut errors);
+    let (mut region, words) = crate::region::parse::parse(args, func, imp, &mut errors);
     crate::validate::validate(&region, &words, func, &mut errors);
+    if errors.is_empty() {
+        region.reduce_tys = reduce_tys(&region, func);
+    }
     errors.finish(region)
+}
+
+/// The reduction variables' types where the tail is an expression of them ([`Region::reduce_tys`]).
+fn reduce_tys(region: &Region, func: &ItemFn) -> Option<Vec<syn::Type>> {
+    if region.reductions.is_empty() || !region.construct.is_work_shared() {
+        return None;
+    }
+    // Validated: what the search reports was reported there.
+    let mut errors = Errors::default();
+    let ws = crate::worksharing::find(region, &func.block, &mut errors);
+    let tail =
+        ws.and_then(|ws| crate::worksharing::reduction_tail(region, &func.block, &ws, &mut errors));
+    errors.discard();
+    tail.map(|t| t.tys)
 }

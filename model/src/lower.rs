@@ -29,7 +29,12 @@ use syn::{Block, Expr, FnArg, Ident, ItemFn, Pat, Stmt, Type};
 pub struct Lowered {
     /// The parameters, views where the region runs in parallel.
     pub inputs: Vec<FnArg>,
+    /// The return type: the reduction's wire type (`Region::reduce_wire`) where the tail is an expression of the
+    /// variables, which the lowered body returns instead.
+    pub output: syn::ReturnType,
     pub block: Block,
+    /// That tail, which the host evaluates once after the reduction.
+    pub tail: Option<worksharing::Tail>,
 }
 
 /// How a parameter reaches a parallel body.
@@ -116,10 +121,53 @@ pub fn lower(region: &Region, func: &ItemFn) -> Lowered {
         })
         .collect();
     let mut block = (*func.block).clone();
+    let mut output = func.sig.output.clone();
+    let mut tail = None;
     if region.construct.is_work_shared() {
+        tail = reduction_tail(region, &mut block);
+        if tail.is_some() {
+            let wire = region.reduce_wire();
+            output = syn::parse_quote_spanned!(output.span()=> -> #wire);
+        }
         lower_work_shared(region, &mut block);
     }
-    Lowered { inputs, block }
+    Lowered {
+        inputs,
+        output,
+        block,
+        tail,
+    }
+}
+
+/// A reduction tail that is an expression of the variables (`sum * step`): replaced by the variables (their
+/// `TupleK` for several), and returned for the host to evaluate. The `let`s only the tail read stay used.
+fn reduction_tail(region: &Region, block: &mut Block) -> Option<worksharing::Tail> {
+    if region.reductions.is_empty() || region.reduce_tys.is_none() {
+        return None;
+    }
+    let mut errors = crate::errors::Errors::default();
+    let tail = worksharing::find(region, block, &mut errors)
+        .and_then(|ws| worksharing::reduction_tail(region, block, &ws, &mut errors));
+    errors.discard();
+    let tail = tail?;
+    let vars: Vec<&Ident> = region.reductions.iter().map(|(_, v)| v).collect();
+    let value: Expr = match vars.as_slice() {
+        [one] => syn::parse_quote_spanned!(one.span()=> #one),
+        more => {
+            let tuple = format_ident!("Tuple{}", more.len());
+            syn::parse_quote!(::offload::__reduce::#tuple(#(#more),*))
+        }
+    };
+    // The `let`s only the tail reads are unused on the device.
+    for &k in &tail.let_stmts {
+        if let Some(Stmt::Local(l)) = block.stmts.get_mut(k) {
+            l.attrs.push(syn::parse_quote!(#[allow(unused_variables)]));
+        }
+    }
+    if let Some(last) = block.stmts.last_mut() {
+        *last = Stmt::Expr(value, None);
+    }
+    Some(tail)
 }
 
 fn lower_work_shared(region: &Region, block: &mut Block) {

@@ -16,7 +16,7 @@ pub(crate) fn validate(region: &Region, words: &Words, func: &ItemFn, errors: &m
     check_signature(func, errors);
     check_generic(region, &func.sig, errors);
     check_constructs(region, words, errors);
-    check_reduction_return(region, errors);
+    check_reduction_return(region, func, errors);
     check_body(region, func, errors);
     // A mapper struct counts one here: its fields are checked where its definition is known.
     let n: usize = region.kernel_args().iter().map(|a| a.width(1)).sum();
@@ -46,7 +46,7 @@ fn check_body(region: &Region, func: &ItemFn, errors: &mut Errors) {
             crate::worksharing::check_uniform(region, &ws, errors);
             crate::worksharing::check_across(region, &ws, errors);
             if !region.reductions.is_empty() {
-                crate::worksharing::check_reduction(&func.block, &ws, &region.reductions, errors);
+                crate::worksharing::check_reduction(region, &func.block, &ws, errors);
             }
         }
     } else if let Some((_, var)) = region.reductions.first() {
@@ -201,9 +201,21 @@ fn check_shared_writes(region: &Region, errors: &mut Errors) {
     }
 }
 
-/// Several reduction variables return as a tuple of as many; any other tuple is rejected.
-fn check_reduction_return(region: &Region, errors: &mut Errors) {
+/// Several reduction variables return as a tuple of as many; any other tuple is rejected. A tail that is an
+/// expression of the variables is evaluated on the host, so its value crosses nothing and may be of any type.
+fn check_reduction_return(region: &Region, func: &ItemFn, errors: &mut Errors) {
     let k = region.reductions.len();
+    let var = |e: &syn::Expr, j: usize| matches!(e, syn::Expr::Path(p) if p.path.is_ident(&region.reductions[j].1));
+    let plain = match func.block.stmts.last() {
+        Some(syn::Stmt::Expr(syn::Expr::Tuple(t), None)) if k >= 2 => {
+            t.elems.len() == k && t.elems.iter().enumerate().all(|(j, e)| var(e, j))
+        }
+        Some(syn::Stmt::Expr(e, None)) if k == 1 => var(e, 0),
+        _ => true,
+    };
+    if k > 0 && !plain {
+        return;
+    }
     match &region.ret {
         Some(Type::Tuple(t)) if k < 2 || t.elems.len() != k => {
             errors.push(syn::Error::new(

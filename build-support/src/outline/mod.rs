@@ -628,6 +628,7 @@ impl<'a> Outliner<'a> {
             .then(|| quote::quote!(#[inline(never)]));
         let mut sig = func.sig.clone();
         sig.inputs = lowered.inputs.into_iter().collect();
+        sig.output = lowered.output;
         let (vis, block) = (&func.vis, &lowered.block);
         let tokens = quote::quote!(#(#attrs)* #inline #vis #sig #block);
         let r = m.range(func.span());

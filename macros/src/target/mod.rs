@@ -231,13 +231,22 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             })
         })
         .collect();
-    // Several reduction variables come back from their `#[repr(C)]` tuple.
-    let finish = (region.reductions.len() > 1).then(|| quote!(.map(::core::convert::Into::into)));
+    // Several reduction variables come back from their `#[repr(C)]` tuple; a tail that is an expression of them is
+    // evaluated here, once, with the variables bound to their combined values.
+    // Outside the `unsafe` block: it is the user's code.
+    let (finish, tail) = match &lowered.tail {
+        Some(tail) => (None, Some(tail_closure(region, tail, &slot_ty))),
+        None => (
+            (region.reductions.len() > 1).then(|| quote!(.map(::core::convert::Into::into))),
+            None,
+        ),
+    };
+    let host_output = &lowered.output;
     let host_fn = quote!(
         #(#lint_attrs)*
         #[doc(hidden)]
         #[allow(clippy::too_many_arguments)]
-        #unsafety fn #host_name #generics (#(#host_inputs),*) #output #where_clause #host_body
+        #unsafety fn #host_name #generics (#(#host_inputs),*) #host_output #where_clause #host_body
     );
     let (host_fn_inside, host_fn_beside) = if in_impl {
         (quote!(), host_fn)
@@ -291,12 +300,34 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             // SAFETY: the map list describes live parameters (raw pointers taken above, used only by this call) and
             // the return slot, in the kernel argument order the outliner's entry unpacks; by-value types were
             // checked `Firstprivate` above.
-            unsafe {
+            let __offload_result = unsafe {
                 let __offload_maps = #maps;
                 (#runtime_call) #finish
-            }
+            };
+            __offload_result #tail
         }
     }
+}
+
+/// `.map(|w| TAIL)`: the reduction tail evaluated on the combined value `w` of the wire type `wire`, with the variables
+/// bound to it (to its fields, for several) and the `let`s before the loop that it reads computed again.
+fn tail_closure(
+    region: &Region,
+    tail: &offload_model::worksharing::Tail,
+    wire: &TokenStream,
+) -> TokenStream {
+    let w = format_ident!("__offload_w", span = proc_macro2::Span::mixed_site());
+    let binds = region.reductions.iter().enumerate().map(|(k, (_, v))| {
+        if region.reductions.len() == 1 {
+            quote!(#[allow(unused_variables)] let #v = #w;)
+        } else {
+            let k = syn::Index::from(k);
+            quote!(#[allow(unused_variables)] let #v = #w.#k;)
+        }
+    });
+    let lets = &tail.lets;
+    let expr = &tail.expr;
+    quote!(.map(|#w: #wire| { #(#binds)* #(#lets)* #expr }))
 }
 
 /// The region's offload entries, statics in its `try_` function: one, or one per `instantiate(..)` list of a generic

@@ -127,7 +127,13 @@ pub fn params(region: &Region) -> Params {
         }
     }
 
-    if let Some(t) = &region.ret {
+    // A reduction tail that is an expression of the variables is evaluated on the host: the variables cross.
+    let crossing = match &region.reduce_tys {
+        Some(tys) if tys.len() == 1 => Some(tys[0].clone()),
+        Some(tys) => Some(syn::Type::Tuple(syn::parse_quote!((#(#tys),*)))),
+        None => region.ret.clone(),
+    };
+    if let Some(t) = &crossing {
         // The kernel entry writes a typed `R` into the return slot, so any by-value type may come back (several
         // reduction variables: a tuple of such types, crossing as a `#[repr(C)]` tuple).
         match t {

@@ -106,6 +106,9 @@ pub(super) fn instance(region: &Region, k: Option<usize>) -> Region {
     if let Some(t) = &mut r.ret {
         subst.visit_type_mut(t);
     }
+    for t in r.reduce_tys.iter_mut().flatten() {
+        subst.visit_type_mut(t);
+    }
     r
 }
 

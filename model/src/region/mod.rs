@@ -115,6 +115,10 @@ pub struct Region {
     pub instances: Vec<crate::clause::Instance>,
     /// A region in an `impl` block: the type the impl is for (`Type` of the identity `module::Type::method`).
     pub self_ty: Option<Type>,
+    /// A reduction region whose tail is an expression of its variables (`sum * step`): the variables' types, in
+    /// clause order. The device and the fallback's threads return the variables, which cross as these types; the
+    /// host evaluates the tail once, after the reduction (`worksharing::reduction_tail`, set by the front end).
+    pub reduce_tys: Option<Vec<Type>>,
 }
 
 /// The `impl` block a method region is in: the type it is for, and its generics (a generic impl's regions list
@@ -159,8 +163,17 @@ impl Region {
     }
 
     /// The reduction value's type as it crosses to and from the device: the return type, or for several variables
-    /// the `#[repr(C)]` `TupleK` of the returned tuple's types.
+    /// the `#[repr(C)]` `TupleK` of the returned tuple's types; the variables' types where the tail is an expression
+    /// of them (`reduce_tys`).
     pub fn reduce_wire(&self) -> Option<TokenStream> {
+        match self.reduce_tys.as_deref() {
+            Some([one]) => return Some(one.to_token_stream()),
+            Some(tys) => {
+                let tuple = quote::format_ident!("Tuple{}", tys.len());
+                return Some(quote::quote!(::offload::__reduce::#tuple<#(#tys),*>));
+            }
+            None => {}
+        }
         match (&self.ret, self.reductions.len()) {
             (_, 0) | (None, _) => None,
             (Some(Type::Tuple(t)), k) if k >= 2 => {

@@ -83,6 +83,7 @@ pub(crate) fn parse(
             .chain(super::generic::params(&func.sig.generics))
             .collect(),
         instances: Vec::new(),
+        reduce_tys: None,
         self_ty: self_ty.cloned(),
     };
     let words = apply_clauses(&mut region, clauses, errors);

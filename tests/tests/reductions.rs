@@ -1,0 +1,69 @@
+//! Reductions as C programmers write them (issue 27): a tail that is an expression of the reduction variables and of
+//! values computed before the loop, evaluated once after the reduction; on host-elf (or gpu-sim under
+//! `OFFLOAD_PLUGINS=gpu-sim`) and in the host fallback (`if(on_device)` false).
+
+use offload::target;
+
+/// pi as the OpenMP tutorials write it: the tail scales the sum by a value computed before the loop.
+#[target(teams_distribute_parallel_for, reduction(+: sum), if(on_device))]
+fn pi(on_device: bool, n: u64) -> f64 {
+    let step = 1.0 / n as f64;
+    let mut sum = 0.0;
+    for i in 0..n {
+        let x = (i as f64 + 0.5) * step;
+        sum += 4.0 / (1.0 + x * x);
+    }
+    sum * step
+}
+
+/// Mean and maximum: the tail divides by a parameter and passes the other variable through.
+#[target(teams_distribute_parallel_for, reduction(+: s), reduction(max: m), if(on_device))]
+fn mean_max(on_device: bool, n: usize, x: &[f64]) -> (f64, f64) {
+    let mut s = 0.0;
+    let mut m = f64::NEG_INFINITY;
+    for i in 0..n {
+        s += x[i];
+        m = m.max(x[i]);
+    }
+    (s / n as f64, m)
+}
+
+/// An integer count with an annotated type, the tail a comparison (a type the reduction does not have).
+#[target(teams_distribute_parallel_for, reduction(+: hits), if(on_device))]
+fn mostly_even(on_device: bool, n: u32) -> bool {
+    let half = n / 2;
+    let mut hits: u32 = 0;
+    for i in 0..n {
+        if i % 2 == 0 {
+            hits += 1;
+        }
+    }
+    hits >= half
+}
+
+#[test]
+fn pi_tail_is_scaled_once_after_the_reduction() {
+    for on_device in [true, false] {
+        let p = pi(on_device, 1_000_000);
+        assert!((p - std::f64::consts::PI).abs() < 1e-9, "{on_device}: {p}");
+    }
+}
+
+#[test]
+fn tuple_tail_of_expressions() {
+    let x: Vec<f64> = (0..1000).map(|i| i as f64).collect();
+    for on_device in [true, false] {
+        assert_eq!(
+            mean_max(on_device, x.len(), &x),
+            (499.5, 999.0),
+            "{on_device}"
+        );
+    }
+}
+
+#[test]
+fn tail_of_another_type() {
+    for on_device in [true, false] {
+        assert!(mostly_even(on_device, 1001), "{on_device}");
+    }
+}
