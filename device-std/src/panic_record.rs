@@ -30,15 +30,15 @@ fn site<'a>(location: Option<&core::panic::Location<'a>>) -> Site<'a> {
 #[inline(never)]
 pub fn report(message: &dyn core::fmt::Display, location: Option<&core::panic::Location<'_>>) {
     let site = site(location);
-    // SAFETY: the plugin stores the address of its record, which outlives every launch, before it launches a
-    // kernel of this image; the record is written only by this protocol.
-    unsafe {
-        gpu_panic::record(
-            __offload_panic_record.load(Ordering::Relaxed),
-            message,
-            &site,
-        )
-    };
+    // The launch's own record where the plugin passes one (launches side by side keep their panics apart), else the
+    // image's.
+    let record = crate::host_env::env()
+        .map(|e| e.panic_record)
+        .filter(|p| !p.is_null())
+        .unwrap_or_else(|| __offload_panic_record.load(Ordering::Relaxed));
+    // SAFETY: the plugin's record (the launch's, alive until its grid has finished, or the image's, which outlives
+    // every launch, stored before it launches a kernel of this image) is written only by this protocol.
+    unsafe { gpu_panic::record(record, message, &site) };
 }
 
 /// Reads of the record's state a thread that lost the claim makes while the winner writes, at most: each crosses

@@ -245,6 +245,9 @@ pub struct HostLaunchEnv {
     /// ([`shared_atomics`]). Null where the team has no team-shared memory.
     pub team_shared_claim: *const core::sync::atomic::AtomicU32,
     pub failure: *mut HostFailure,
+    /// gpu-sim: this launch's own panic record, so launches running side by side keep their panics apart (null on
+    /// the host image, whose entries catch panics themselves).
+    pub panic_record: *mut crate::gpu_panic::PanicRecord,
     /// The team's barrier: returns a [`barrier_status`] (anything but `DONE` means the barrier can never
     /// complete, and the caller must fail). `None` for a team of one thread.
     pub barrier: Option<unsafe extern "C" fn(ctx: *const c_void) -> u32>,

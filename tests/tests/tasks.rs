@@ -170,3 +170,28 @@ fn two_tasks_run_their_launches_on_one_device_side_by_side() {
     });
     assert_eq!(met, (true, true), "both kernels ran at once");
 }
+
+/// Meets the other kernel (as `meet`), then panics naming itself.
+#[target]
+fn meet_and_fail(flags: &[AtomicU32], me: usize) {
+    if meet(flags, me) {
+        panic!("kernel {me} failed after meeting");
+    }
+}
+
+#[test]
+fn two_launches_that_fail_together_each_report_their_own_panic() {
+    if offload_tests::default_device_is_gpu() {
+        return;
+    }
+    let mut flags = [AtomicU32::new(0), AtomicU32::new(0)];
+    let (a, b) = offload::target_data!(map(tofrom: flags) => {
+        task_scope(|s| {
+            let a = nowait_meet_and_fail(s, flags, 0);
+            let b = nowait_meet_and_fail(s, flags, 1);
+            (a.wait().unwrap_err().to_string(), b.wait().unwrap_err().to_string())
+        })
+    });
+    assert!(a.contains("kernel 0 failed after meeting"), "{a}");
+    assert!(b.contains("kernel 1 failed after meeting"), "{b}");
+}

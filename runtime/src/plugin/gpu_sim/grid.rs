@@ -14,6 +14,7 @@ use crate::plugin::interface::{Arg, Kernel};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use offload_model::abi::{barrier_status, HostFailure, HostLaunchEnv};
+use offload_model::gpu_panic::PanicRecord;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -24,6 +25,8 @@ pub struct Shape {
     pub blocks: u32,
     pub threads: u32,
     pub shared: usize,
+    /// The address of the launch's own panic record, which its threads write (see `HostLaunchEnv::panic_record`).
+    pub record: usize,
 }
 
 /// A GPU thread, resumed with a `barrier_status` and yielding when it reaches a barrier.
@@ -168,6 +171,7 @@ impl Block {
                         std::ptr::null()
                     },
                     failure: failures.add(t),
+                    panic_record: self.shape.record as *mut PanicRecord,
                     barrier: Some(barrier_wait),
                     barrier_ctx: &self.fibers[t] as *const Fiber as *const c_void,
                     chunks: std::ptr::null(),

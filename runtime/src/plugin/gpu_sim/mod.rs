@@ -22,6 +22,7 @@ use crate::plugin::interface::{
 use crate::registry::Image;
 use offload_model::device_kind::{triple_arch, DeviceKind, GPU_SIM_ARCH};
 use offload_model::fatbin::ImageFormat;
+use offload_model::gpu_panic::{self, PanicRecord};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::RwLock;
 
@@ -75,8 +76,9 @@ struct GpuSimDevice {
     /// plain host memory, as the record.
     prints: Prints<PlainBlock>,
     /// Shared by running launches, which run side by side (each host thread's launches are a stream of their own);
-    /// held alone to read the panic record or drain the print buffer, which no kernel may write meanwhile. As on a
-    /// GPU, launches that run at once share the record: when two trap together, the first panic is the one recorded.
+    /// held alone to drain the print buffer, which no kernel may write meanwhile. Each launch has a panic record of
+    /// its own (`HostLaunchEnv::panic_record`), so two that trap together each report their own panic; the image's
+    /// record (`panics`) is only for images whose threads cannot find their launch's.
     streams: RwLock<()>,
 }
 
@@ -202,9 +204,11 @@ impl Device for GpuSimDevice {
         let packed = gpu::kernel_params(&dyn_ptr, args);
         // SAFETY: `dyn_ptr` and `args` outlive the call.
         let (_, args) = unsafe { gpu::unpack(&packed) };
-        let run = {
+        // This launch's own panic record: launches running side by side keep their panics apart.
+        let mut record = PanicRecord::new();
+        let trapped = {
             let _stream = self.streams.read().unwrap_or_else(|p| p.into_inner());
-            // SAFETY: per the trait's contract.
+            // SAFETY: per the trait's contract; the record outlives the grid.
             unsafe {
                 grid::run(
                     kernel,
@@ -213,26 +217,16 @@ impl Device for GpuSimDevice {
                         blocks,
                         threads,
                         shared: params.team_shared,
+                        record: &raw mut record as usize,
                     },
                 )
             }
-        };
-        let trapped = match run {
-            Ok(trapped) => trapped,
-            Err(e) => {
-                // A launch that could not finish may leave a record: it is not the next failed launch's.
-                let _alone = self.streams.write().unwrap_or_else(|p| p.into_inner());
-                // SAFETY: no kernel of this device runs (the streams are held alone).
-                unsafe { self.panics.take() };
-                return Err(e);
-            }
-        };
+        }?;
         if !trapped {
             return Ok(());
         }
-        let _alone = self.streams.write().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: no kernel of this device runs (the streams are held alone).
-        let taken = unsafe { self.panics.take() };
+        // SAFETY: the grid has finished; nothing else knows this record.
+        let taken = unsafe { gpu_panic::take(&raw mut record) };
         // The simulated device's memory survives a trap, so the device stays usable.
         Err(PluginError::from_panic_record(taken, false, || {
             PluginError::Panic {

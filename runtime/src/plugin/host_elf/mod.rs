@@ -203,6 +203,7 @@ unsafe fn run_thread(
         team_shared_len: shared.1,
         team_shared_claim: shared.2,
         failure: failure.as_mut_ptr(),
+        panic_record: std::ptr::null_mut(),
         barrier: barrier.map(|_| TeamBarrier::wait_c as unsafe extern "C" fn(*const c_void) -> u32),
         barrier_ctx: barrier.map_or(std::ptr::null(), |b| {
             b as *const TeamBarrier as *const c_void
