@@ -31,10 +31,10 @@ fn per_thread_bound(w: Wrapper, y: &mut [u32]) {
     }
 }
 
-// A `mut` struct parameter may be changed by its thread.
+// A `let` that shadows the parameter is each thread's own value.
 #[target(teams_distribute_parallel_for)]
-fn assigned(mut inp: Inputs, y: &mut [u32]) {
-    inp.lookups += 1;
+fn shadowed(inp: Inputs, y: &mut [u32]) {
+    let inp = Inputs { lookups: inp.lookups + omp_get_thread_num() as usize };
     for i in 0..inp.lookups {
         y[i] = 1;
     }

@@ -266,9 +266,7 @@ pub(super) fn flat_strides<'a>(
 ) -> Option<Vec<&'a Expr>> {
     let mut strides = Vec::new();
     let mut e = e;
-    let Some(first) = vars.first() else {
-        return None;
-    };
+    let first = vars.first()?;
     for j in vars[1..].iter().rev() {
         let (x, m, y) = mul_add(e)?;
         if j.is_none() || copy_of(res, y) != *j {

@@ -332,7 +332,7 @@ impl Races<'_> {
             )
         } else {
             format!(
-                "a column of it, `{n}[k * plane + {}]` (the flat index below `plane`)",
+                "a column of it, `{n}[x * plane + {}]` (the flat index below `plane`)",
                 self.flat_index()
             )
         };
