@@ -499,32 +499,57 @@ pub fn each<I: Lanes, const K: usize, const S: usize>(
     share.0.run(lens, |i| body(i, unsafe { i.own(&rows) }))
 }
 
-/// A reduction over a `collapse(n)` nest, lowered: `var = reduce_nest(Op, share, [m, ..], var, |(i, j), s, __t|
-/// BODY)`, one private copy.
+/// A reduction over a `collapse(n)` nest, lowered: `var = reduce_nest(Op, share, [m, ..], [plane?], var, |(i, j), s,
+/// __t| BODY)`, one private copy.
 #[inline(always)]
-pub fn reduce_nest<Op: ReduceOp<T>, T: Copy, I: NestShare, const S: usize>(
+pub fn reduce_nest<Op: ReduceOp<T>, T: Copy, I: NestShare, const S: usize, const P: usize>(
     _op: Op,
     share: Exclusive<I>,
     strides: [usize; S],
+    planes: [usize; P],
     start: T,
     mut body: impl for<'t> FnMut(I::Item, &mut T, Own<'t>),
 ) -> T {
     let mut acc = start;
-    // SAFETY: this thread's exclusive share; the lowering computes `strides` from uniform values.
-    unsafe { share.0.walk(&strides, |i, t| body(i, &mut acc, t)) };
+    // SAFETY: this thread's exclusive share; the lowering computes `strides` and `planes` from uniform values.
+    unsafe {
+        share.0.walk(&strides, |i, t: Own<'_>| {
+            body(i, &mut acc, in_column(t, &planes))
+        })
+    };
     acc
 }
 
-/// A `collapse(n)` nest, lowered: `each_nest(share, [m, p, ..], |(i, j, ..), __t| BODY)`, over the thread's tuples;
-/// `[m, p, ..]` are the strides of the flat index the body writes, `(i * m + j) * p + k`, computed once.
+/// A `collapse(n)` nest, lowered: `each_nest(share, [m, p, ..], [plane?], |(i, j, ..), __t| BODY)`, over the
+/// thread's tuples; `[m, p, ..]` are the strides of the flat index the body writes, `(i * m + j) * p + k`, and
+/// `plane` (where the body writes a column of it, `x * plane + flat`) the column's, computed once.
 #[inline(always)]
-pub fn each_nest<I: NestShare, const S: usize>(
+pub fn each_nest<I: NestShare, const S: usize, const P: usize>(
     share: Exclusive<I>,
     strides: [usize; S],
-    body: impl for<'t> FnMut(I::Item, Own<'t>),
+    planes: [usize; P],
+    mut body: impl for<'t> FnMut(I::Item, Own<'t>),
 ) {
     // SAFETY: as in `reduce_nest`.
-    unsafe { share.0.walk(&strides, body) };
+    unsafe {
+        share
+            .0
+            .walk(&strides, |i, t: Own<'_>| body(i, in_column(t, &planes)))
+    };
+}
+
+/// A nest's token, owning its column where the body writes one (`planes` is `[plane]`).
+///
+/// # Safety
+/// `t` is a nest's walk's token for an item of the calling thread's exclusive share, and `planes` the same in every
+/// thread of the launch.
+#[inline(always)]
+unsafe fn in_column<'t, const P: usize>(t: Own<'t>, planes: &[usize; P]) -> Own<'t> {
+    match planes.first() {
+        // SAFETY: the caller's contract.
+        Some(&plane) => unsafe { t.column(plane) },
+        None => t,
+    }
 }
 
 /// A thread's share of a `collapse(n)` nest, as [`each_nest`] and [`reduce_nest`] walk it.

@@ -6,7 +6,8 @@
 //! - A work-shared loop becomes a closure run by a driver of [`crate::lanes`] over the thread's share:
 //!   `for i in A { BODY }` -> `{ let s = __share(A); let s = unsafe { Exclusive::new(s) }; each(s, [x.len(), ..],
 //!   [m?], |i, t| BODY) }` (`reduce` with the private copies for a reduction, `each_nest`/`reduce_nest` over the
-//!   tuples of a `collapse(n)` nest, with the strides of its flat index; `[m]` when each iteration owns a row). In
+//!   tuples of a `collapse(n)` nest, with the strides of its flat index and `[plane]` where it writes a column of it;
+//!   `[m]` when each iteration owns a row). In
 //!   `BODY`, `y[E]` on a view becomes `y[Own::at(&t, E)]`, a reduction variable the private copy `*__offload_s` (a
 //!   field of it for several), and the loop's `continue` a `return`.
 //! - A reduction variable's initial value is recorded and the private copy starts at the identity.
@@ -262,7 +263,11 @@ struct DriverArgs {
     ranges: Vec<Expr>,
     lens: Vec<Ident>,
     strides: Vec<TokenStream>,
+    /// A nest whose body writes a column of its flat index (`x * plane + flat`): `[plane]`.
+    planes: Vec<TokenStream>,
     rows: Vec<TokenStream>,
+    /// The by-value struct parameters whose fields may be uniform, read through their patterns.
+    structs: Vec<(Ident, syn::Path)>,
 }
 
 impl DriverArgs {
@@ -274,7 +279,9 @@ impl DriverArgs {
             ranges: Vec::new(),
             lens,
             strides: Vec::new(),
+            planes: Vec::new(),
             rows: Vec::new(),
+            structs: worksharing::value_structs(region),
         };
         driver.ranges = ranges.iter().map(|e| driver.harden(e)).collect();
         // No flat index written: strides no inner index is below, so no element is owned.
@@ -293,6 +300,10 @@ impl DriverArgs {
             .map(stride)
             .into_iter()
             .collect();
+        driver.planes = worksharing::nest_plane(region, ws)
+            .map(stride)
+            .into_iter()
+            .collect();
         driver.strides = strides;
         driver.rows = rows;
         driver
@@ -301,7 +312,7 @@ impl DriverArgs {
     /// `e` computed from primitive integers only, in a safe region.
     fn harden(&self, e: &Expr) -> Expr {
         if self.safe {
-            worksharing::harden(e)
+            worksharing::harden(e, &self.structs)
         } else {
             e.clone()
         }
@@ -312,17 +323,18 @@ impl DriverArgs {
     fn lower_loop(&self, region: &Region, body: &Block) -> TokenStream {
         let mixed = Span::mixed_site();
         let harden = |e: &Expr| self.harden(e);
-        let (pats, ranges, lens, strides, rows) = (
+        let (pats, ranges, lens, strides, planes, rows) = (
             &self.pats,
             &self.ranges,
             &self.lens,
             &self.strides,
+            &self.planes,
             &self.rows,
         );
         let (share_call, args, item) = if region.collapse > 1 {
             (
                 share_call(region, &quote!((#(#ranges),*)), true, &harden),
-                quote_spanned!(mixed=> [#(#strides),*]),
+                quote_spanned!(mixed=> [#(#strides),*], [#(#planes),*]),
                 quote!((#(#pats),*)),
             )
         } else {
@@ -614,13 +626,33 @@ impl VisitMut for Rewrite {
             Expr::Continue(c) if self.continues.contains(&(&*c as *const _)) => {
                 *e = syn::parse_quote_spanned!(c.span()=> return);
             }
+            // `y[lo..][..n]`: the row's sub-slice `lo..lo + n`, checked as one.
+            Expr::Index(outer)
+                if worksharing::slice_chain(outer)
+                    .is_some_and(|(inner, _, _)| self.is_view(&inner.expr)) =>
+            {
+                let Some((inner, lo, n)) = worksharing::slice_chain(outer) else {
+                    return;
+                };
+                let (y, mut lo, mut n) = (inner.expr.clone(), lo.clone(), n.clone());
+                self.visit_expr_mut(&mut lo);
+                self.visit_expr_mut(&mut n);
+                let token = format_ident!("__offload_t", span = mixed);
+                let span = outer.span();
+                *e = syn::parse_quote_spanned!(span=> #y[::offload::__view::Own::range_len(&#token, #lo, #n)]);
+            }
             Expr::Index(ix) if self.is_view(&ix.expr) => {
                 // The index first: it may hold other rewrites.
                 syn::visit_mut::visit_expr_mut(self, &mut ix.index);
                 let token = format_ident!("__offload_t", span = mixed);
                 let index = &ix.index;
-                // By its path: no method a user gives `Own` can stand in for the check.
-                *ix.index = syn::parse_quote_spanned!(index.span()=> ::offload::__view::Own::at(&#token, #index));
+                // By its path: no method a user gives `Own` can stand in for the check. A sub-slice `lo..hi` of
+                // the row is checked as one.
+                *ix.index = if matches!(&**index, Expr::Range(_)) {
+                    syn::parse_quote_spanned!(index.span()=> ::offload::__view::Own::range(&#token, #index))
+                } else {
+                    syn::parse_quote_spanned!(index.span()=> ::offload::__view::Own::at(&#token, #index))
+                };
             }
             _ => syn::visit_mut::visit_expr_mut(self, e),
         }

@@ -30,6 +30,8 @@ use core::ops::{Index, IndexMut};
 pub struct Own<'t> {
     own: usize,
     len: usize,
+    /// Not 0: the iteration owns the column `{ e : e % plane == own }` too ([`Own::column`]).
+    plane: usize,
     _iteration: PhantomData<(&'t mut (), *const ())>,
 }
 
@@ -55,6 +57,10 @@ impl<'t> Run<'t> {
     }
 }
 
+/// A sub-slice of the elements an iteration owns (a part of its row); only [`Own`] makes one.
+#[derive(Clone, Copy)]
+pub struct OwnedRange<'t>(usize, usize, PhantomData<(&'t mut (), *const ())>);
+
 /// An element index an iteration owns; only [`Own`] makes one.
 #[derive(Clone, Copy)]
 pub struct Owned<'t>(usize, PhantomData<(&'t mut (), *const ())>);
@@ -63,6 +69,7 @@ impl<'t> Own<'t> {
     const NONE: Own<'static> = Own {
         own: 0,
         len: 0,
+        plane: 0,
         _iteration: PhantomData,
     };
 
@@ -70,7 +77,26 @@ impl<'t> Own<'t> {
         Own {
             own,
             len,
+            plane: 0,
             _iteration: PhantomData,
+        }
+    }
+
+    /// The token of a `collapse(n)` iteration that writes its column `x * plane + flat` (hotspot3D's
+    /// `t[k * plane + j * m + i]`): where its flat index `f` (this token's one element) is below `plane`, it owns
+    /// every element `e` with `e % plane == f`, `f` among them; otherwise nothing. Distinct iterations have distinct
+    /// flat indices, so distinct residues below `plane`: their columns are disjoint, and an iteration whose flat index
+    /// is not below the plane (the nest is larger than the plane) fails at its first access.
+    ///
+    /// # Safety
+    /// `self` is [`Iteration::own`]'s token (or [`Run::own`]'s) for an item of the calling thread's [`Exclusive`]
+    /// share of a `collapse(n)` nest, and `plane` is the same in every thread of the launch.
+    #[inline(always)]
+    pub unsafe fn column(self, plane: usize) -> Own<'t> {
+        if self.len == 1 && self.own < plane {
+            Own { plane, ..self }
+        } else {
+            Own::NONE
         }
     }
 
@@ -94,12 +120,56 @@ impl<'t> Own<'t> {
     #[inline(always)]
     #[track_caller]
     pub fn at(&self, e: usize) -> Owned<'t> {
-        // One comparison: `e == own` for a single element.
-        if e.wrapping_sub(self.own) >= self.len {
+        // One comparison: `e == own` for a single element; a column's other elements are asked after it.
+        if e.wrapping_sub(self.own) >= self.len && (self.plane == 0 || e % self.plane != self.own) {
             not_owned(e, self.own, self.len);
         }
         Owned(e, PhantomData)
     }
+}
+
+impl<'t> Own<'t> {
+    /// `y[lo..hi]`: a sub-slice of the row this iteration owns (miniBUDE's `&mut energies[g * w..g * w + w]`).
+    /// (The lowering calls it by its path, as [`Own::at`].)
+    #[inline(always)]
+    #[track_caller]
+    pub fn range(&self, r: core::ops::Range<usize>) -> OwnedRange<'t> {
+        // An empty range reaches no element, but must still lie in the row (`lo` no further than its end).
+        let (lo, hi) = (r.start, r.end);
+        let inside = lo <= hi && lo >= self.own && hi - self.own <= self.len;
+        if !inside {
+            not_owned_range(lo, hi, self.own, self.len);
+        }
+        OwnedRange(lo, hi, PhantomData)
+    }
+
+    /// `y[lo..][..n]`: the sub-slice `lo..lo + n` of the row this iteration owns.
+    #[inline(always)]
+    #[track_caller]
+    pub fn range_len(&self, lo: usize, n: usize) -> OwnedRange<'t> {
+        match lo.checked_add(n) {
+            Some(hi) => self.range(lo..hi),
+            None => not_owned_range(lo, usize::MAX, self.own, self.len),
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn not_owned_range(lo: usize, hi: usize, own: usize, len: usize) -> ! {
+    if len == 0 {
+        panic!(
+            "offload: elements {lo}..{hi} of a `&mut` parameter are not this iteration's, which owns none: in a \
+             work-shared loop writing `y[i * m + e]` or `&mut y[i * m..i * m + m]` each iteration may take a \
+             sub-slice of its own row only"
+        )
+    }
+    panic!(
+        "offload: elements {lo}..{hi} of a `&mut` parameter are not this iteration's, which owns the row of {len} \
+         from {own}: in a work-shared loop writing `y[i * m + e]` or `&mut y[i * m..i * m + m]` each iteration may \
+         take a sub-slice of its own row only"
+    )
 }
 
 #[cold]
@@ -110,11 +180,13 @@ fn not_owned(e: usize, own: usize, len: usize) -> ! {
         0 => panic!(
             "offload: element {e} of a `&mut` parameter is not this iteration's: in a work-shared loop an iteration \
              owns its index (under `collapse(n)`, its flat index `(i * m + j) * p + k`, each inner index below its \
-             stride; in a loop writing `y[i * m + e]`, the row `i * m ..`, `e` below `m`)"
+             stride, and in a nest writing `y[x * plane + flat]`, the flat index's column, the flat index below \
+             `plane`; in a loop writing `y[i * m + e]`, the row `i * m ..`, `e` below `m`)"
         ),
         1 => panic!(
-            "offload: element {e} of a `&mut` parameter is not this iteration's, which owns element {own}: in a \
-             work-shared loop each iteration may touch only its own element",
+            "offload: element {e} of a `&mut` parameter is not this iteration's, which owns element {own} (and, \
+             written `y[x * plane + flat]`, its column): in a work-shared loop each iteration may touch only its own \
+             element",
         ),
         n => panic!(
             "offload: element {e} of a `&mut` parameter is not this iteration's, which owns the row of {n} from {own}: \
@@ -303,6 +375,47 @@ impl<'t, T> IndexMut<Owned<'t>> for View<'_, T> {
         // SAFETY: as for `index`; `&mut self` keeps this thread from holding two references to it.
         unsafe { &mut *self.ptr.add(i.0) }
     }
+}
+
+impl<'t, T> Index<OwnedRange<'t>> for View<'_, T> {
+    type Output = [T];
+    #[inline(always)]
+    #[track_caller]
+    fn index(&self, r: OwnedRange<'t>) -> &[T] {
+        if r.1 > self.len {
+            out_of_bounds_range(r.0, r.1, self.len);
+        }
+        if r.0 == r.1 {
+            // The view's address may be any value where it is empty.
+            return &[];
+        }
+        // SAFETY: in bounds (`r.0 < r.1`, `Own::range`); the elements are this iteration's (its row's), so no other
+        // thread touches them.
+        unsafe { core::slice::from_raw_parts(self.ptr.add(r.0), r.1 - r.0) }
+    }
+}
+
+impl<'t, T> IndexMut<OwnedRange<'t>> for View<'_, T> {
+    #[inline(always)]
+    #[track_caller]
+    fn index_mut(&mut self, r: OwnedRange<'t>) -> &mut [T] {
+        if r.1 > self.len {
+            out_of_bounds_range(r.0, r.1, self.len);
+        }
+        if r.0 == r.1 {
+            return &mut [];
+        }
+        // SAFETY: as for `index`; `&mut self` keeps this thread from holding two references into the row.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.add(r.0), r.1 - r.0) }
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn out_of_bounds_range(lo: usize, hi: usize, len: usize) -> ! {
+    // The words of a slice's own message.
+    panic!("range end index {hi} out of range for slice of length {len} (the range starts at {lo})")
 }
 
 /// A thread's view of a `&mut [T]` parameter in an `unsafe fn` parallel region: any element by `usize` (bounds

@@ -20,7 +20,7 @@ where
     let mut walked = Vec::new();
     // SAFETY: each thread's block of one partition, the strides the same for all.
     let share = unsafe { Exclusive::new(flat_share(nest.clone(), g, total)) };
-    each_nest(share, strides, |item, t: Own<'_>| {
+    each_nest(share, strides, [], |item, t: Own<'_>| {
         // SAFETY (of the test): the tokens are only compared, never used for an access.
         walked.push((item, unsafe {
             std::mem::transmute::<Own<'_>, Own<'static>>(t)

@@ -64,14 +64,82 @@ pub(super) fn copy_of(res: &Resolved, e: &Expr) -> Option<BindingId> {
 }
 
 /// Under `collapse(n)`: the strides `[m, p, ..]` of the first view index in the nest's body written as the flat
-/// index `(i * m + j) * p + k`. The lowering computes them once, before the loop, and an iteration owns the element
-/// at its flat index with these strides; `None` when no view index is written so (then no element is owned).
+/// index `(i * m + j) * p + k` (or in a column of it, `x * plane + flat`). The lowering computes them once, before the
+/// loop, and an iteration owns the element at its flat index with these strides; `None` when no view index is
+/// written so (then no element is owned).
 pub fn nest_strides<'a>(region: &Region, ws: &WorkShared<'a>) -> Option<Vec<&'a Expr>> {
     if ws.inner.is_empty() {
         return None;
     }
     let vars = ws.nest_vars();
-    first_view_index(region, ws, |e| flat_strides(&ws.res, e, &vars))
+    first_view_index(region, ws, |e| {
+        flat_parts(&ws.res, e, &vars).map(|(s, _)| s)
+    })
+}
+
+/// Under `collapse(n)`: the `plane` of the first view index in the nest's body written as a column of the flat
+/// index, `x * plane + flat` (hotspot3D's `t[k * plane + j * m + i]` for an inner serial `k`). The lowering computes
+/// it once, before the loop; an iteration whose flat index `f` is below it then owns the column `{ e : e % plane ==
+/// f }` (its element `f` among them), and one whose flat index is not owns nothing: columns of distinct residues are
+/// disjoint.
+pub fn nest_plane<'a>(region: &Region, ws: &WorkShared<'a>) -> Option<&'a Expr> {
+    if ws.inner.is_empty() {
+        return None;
+    }
+    let vars = ws.nest_vars();
+    first_view_index(region, ws, |e| {
+        flat_parts(&ws.res, e, &vars).and_then(|(_, p)| p)
+    })
+}
+
+/// The strides of `e` written as the flat index of the nest's variables `vars`, and its plane when it is written as
+/// a column of it: `x * plane + flat`, `flat + x * plane`, or (as `+` groups) `x * plane + (..) * m + j`. `x` may be
+/// anything: the column is checked against the plane at run time.
+pub(super) fn flat_parts<'a>(
+    res: &Resolved,
+    e: &'a Expr,
+    vars: &[Option<BindingId>],
+) -> Option<(Vec<&'a Expr>, Option<&'a Expr>)> {
+    if let Some(s) = flat_strides(res, e, vars) {
+        return Some((s, None));
+    }
+    let Expr::Binary(add) = strip(e) else {
+        return None;
+    };
+    if !matches!(add.op, syn::BinOp::Add(_)) {
+        return None;
+    }
+    // `x * plane + flat` and `flat + x * plane`.
+    if let (Some((_, plane)), Some(s)) = (mul(&add.left), flat_strides(res, &add.right, vars)) {
+        return Some((s, Some(plane)));
+    }
+    if let (Some(s), Some((_, plane))) = (flat_strides(res, &add.left, vars), mul(&add.right)) {
+        return Some((s, Some(plane)));
+    }
+    // `x * plane + outer * m + j`: `((x * plane) + (outer * m)) + j`.
+    let Expr::Binary(left) = strip(&add.left) else {
+        return None;
+    };
+    if !matches!(left.op, syn::BinOp::Add(_)) {
+        return None;
+    }
+    let (_, plane) = mul(&left.left)?;
+    let (outer, m) = mul(&left.right)?;
+    let (last, before) = vars.split_last()?;
+    if last.is_none() || copy_of(res, &add.right) != *last {
+        return None;
+    }
+    let mut s = flat_strides(res, outer, before)?;
+    s.push(m);
+    Some((s, Some(plane)))
+}
+
+/// `(x, m)` when `e` is written `x * m`.
+fn mul(e: &Expr) -> Option<(&Expr, &Expr)> {
+    match strip(e) {
+        Expr::Binary(b) if matches!(b.op, syn::BinOp::Mul(_)) => Some((&b.left, &b.right)),
+        _ => None,
+    }
 }
 
 /// Without `collapse`: the row length `m` of the first view index in the loop's body written `i * m + e` (each
@@ -81,8 +149,46 @@ pub fn row_length<'a>(region: &Region, ws: &WorkShared<'a>) -> Option<&'a Expr> 
         return None;
     }
     let i = ws.res.loop_var(ws.for_loop)?;
-    first_view_index(region, ws, |e| row_stride(&ws.res, e, i).map(|m| vec![m]))
-        .and_then(|v| v.into_iter().next())
+    first_view_index(region, ws, |e| {
+        row_stride(&ws.res, e, i)
+            .or_else(|| row_slice(&ws.res, e, i))
+            .map(|m| vec![m])
+    })
+    .and_then(|v| v.into_iter().next())
+}
+
+/// `m` when `e` is a sub-slice of the row: `lo..hi` or `lo..` (the start of `y[lo..][..n]`) with `lo` written
+/// `i * m` or `i * m + e2`. Which elements it reaches is checked against the row at run time ([`crate::view::Own`]'s
+/// `range`, `range_len`).
+pub fn row_slice<'a>(res: &Resolved, e: &'a Expr, index: BindingId) -> Option<&'a Expr> {
+    let Expr::Range(r) = strip(e) else {
+        return None;
+    };
+    if !matches!(r.limits, syn::RangeLimits::HalfOpen(_)) {
+        return None;
+    }
+    let lo = r.start.as_deref()?;
+    row_stride(res, lo, index).or_else(|| match strip(lo) {
+        Expr::Binary(b) if matches!(b.op, syn::BinOp::Mul(_)) => {
+            (copy_of(res, &b.left) == Some(index)).then_some(&*b.right)
+        }
+        _ => None,
+    })
+}
+
+/// `(lo, n)` when `outer` is `y[lo..][..n]` (the view `y` itself is `outer`'s base's base).
+pub fn slice_chain(outer: &syn::ExprIndex) -> Option<(&syn::ExprIndex, &Expr, &Expr)> {
+    let Expr::Index(inner) = strip(&outer.expr) else {
+        return None;
+    };
+    let (Expr::Range(from), Expr::Range(to)) = (strip(&inner.index), strip(&outer.index)) else {
+        return None;
+    };
+    let half_open = |r: &syn::ExprRange| matches!(r.limits, syn::RangeLimits::HalfOpen(_));
+    match (&from.start, &from.end, &to.start, &to.end) {
+        (Some(lo), None, None, Some(n)) if half_open(from) && half_open(to) => Some((inner, lo, n)),
+        _ => None,
+    }
 }
 
 /// `m` when `e` is written `i * m + e2` (`i` the loop variable's binding).
@@ -160,6 +266,7 @@ pub(super) fn flat_strides<'a>(
 ) -> Option<Vec<&'a Expr>> {
     let mut strides = Vec::new();
     let mut e = e;
+    let first = vars.first()?;
     for j in vars[1..].iter().rev() {
         let (x, m, y) = mul_add(e)?;
         if j.is_none() || copy_of(res, y) != *j {
@@ -168,7 +275,7 @@ pub(super) fn flat_strides<'a>(
         strides.push(m);
         e = x;
     }
-    (vars[0].is_some() && copy_of(res, e) == vars[0]).then(|| {
+    (first.is_some() && copy_of(res, e) == *first).then(|| {
         strides.reverse();
         strides
     })

@@ -134,15 +134,20 @@ impl Races<'_> {
     }
 
     /// Whether `ix` is an index this iteration owns: its element, its flat index under `collapse(n)` (any strides:
-    /// the lowering computes them once and checks each inner index against its stride), or a row `i * m + e`.
+    /// the lowering computes them once and checks each inner index against its stride) or a column of it
+    /// (`x * plane + flat`, checked against the plane the lowering computes), or a row `i * m + e`.
     fn owned(&self, ix: &Expr) -> bool {
         let Some(Some(i)) = self.vars.first() else {
             return false;
         };
         if self.vars.len() == 1 {
-            loop_index(self.res, ix) == Some(*i) || row_stride(self.res, ix, *i).is_some()
+            loop_index(self.res, ix) == Some(*i)
+                || row_stride(self.res, ix, *i).is_some()
+                // A sub-slice `lo..hi` of the row (`lo..` only in `y[lo..][..n]`, below).
+                || (row_slice(self.res, ix, *i).is_some()
+                    && matches!(strip(ix), Expr::Range(r) if r.end.is_some()))
         } else {
-            flat_strides(self.res, ix, &self.vars).is_some()
+            flat_parts(self.res, ix, &self.vars).is_some()
         }
     }
 }
@@ -166,6 +171,26 @@ impl<'ast> Visit<'ast> for Races<'_> {
                     && m.args.is_empty()
                     && self.is(&m.receiver, self.exclusive)
                     && !self.is(&m.receiver, self.objects) => {}
+            // `y[lo..][..n]`: the sub-slice `lo..lo + n` of the row, which the lowering checks as one.
+            Expr::Index(outer)
+                if slice_chain(outer).is_some_and(|(inner, _, _)| {
+                    self.is(&inner.expr, self.exclusive) && !self.is(&inner.expr, self.objects)
+                }) =>
+            {
+                let (inner, lo, n) = slice_chain(outer).unwrap_or_else(|| unreachable!());
+                let row = match self.vars.as_slice() {
+                    [Some(i)] => row_slice(self.res, &inner.index, *i).is_some(),
+                    _ => false,
+                };
+                if !(self.in_loop && row) {
+                    let msg = self.not_owned_message(&inner.expr);
+                    self.errors.push((inner.expr.span(), msg));
+                }
+                let was = std::mem::replace(&mut self.writing, false);
+                self.visit_expr(lo);
+                self.visit_expr(n);
+                self.writing = was;
+            }
             Expr::Index(ix)
                 if self.is(&ix.expr, self.exclusive) && !self.is(&ix.expr, self.objects) =>
             {
@@ -187,18 +212,8 @@ impl<'ast> Visit<'ast> for Races<'_> {
                              iteration's; index with the loop variable itself, or declare the region `unsafe fn`",
                             i = self.index
                         )
-                    } else if self.in_loop {
-                        format!(
-                            "`{n}` is `&mut` and every thread has it: index it with the loop variable (`{n}[{}]`) so \
-                             each element is written by one thread only, or declare the region `unsafe fn`",
-                            self.flat_index()
-                        )
                     } else {
-                        format!(
-                            "`{n}` is `&mut` and every thread runs this part of the body: touch it only inside the \
-                             work-shared loop, as `{n}[{}]`",
-                            self.index
-                        )
+                        self.not_owned_message(&ix.expr)
                     };
                     self.errors.push((ix.expr.span(), msg));
                 }
@@ -299,6 +314,35 @@ pub fn check_reserved(block: &Block, errors: &mut Errors) {
 }
 
 impl Races<'_> {
+    /// Why `y` (a `&mut` parameter indexed with what the iteration does not own) may not be indexed so.
+    fn not_owned_message(&self, y: &Expr) -> String {
+        let n = name(y).unwrap_or_default();
+        if !self.in_loop {
+            return format!(
+                "`{n}` is `&mut` and every thread runs this part of the body: touch it only inside the work-shared \
+                 loop, as `{n}[{}]`",
+                self.index
+            );
+        }
+        let i = &self.index;
+        let forms = if self.collapsed.is_empty() {
+            format!(
+                "its row, `{n}[{i} * m + e]` (`e` below `m`), or a sub-slice of the row, `&mut {n}[{i} * m..{i} * m + \
+                 m]` or `&mut {n}[{i} * m..][..m]`"
+            )
+        } else {
+            format!(
+                "a column of it, `{n}[x * plane + {}]` (the flat index below `plane`)",
+                self.flat_index()
+            )
+        };
+        format!(
+            "`{n}` is `&mut` and every thread has it: index it with the loop variable (`{n}[{}]`) or {forms}, so each \
+             element is written by one thread only, or declare the region `unsafe fn`",
+            self.flat_index()
+        )
+    }
+
     /// The flat index as the user should write it, for messages.
     fn flat_index(&self) -> String {
         self.collapsed

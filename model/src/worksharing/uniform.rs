@@ -47,12 +47,13 @@ pub(super) fn chunk(region: &Region) -> Option<&Expr> {
     }
 }
 
-/// What every thread must compute alike: the nest's ranges, the strides of its flat index, the row length, and the
-/// chunk size (a clause's, resolved where the loop starts).
+/// What every thread must compute alike: the nest's ranges, the strides of its flat index and its column's plane,
+/// the row length, and the chunk size (a clause's, resolved where the loop starts).
 pub(super) fn uniform_parts<'b>(region: &'b Region, ws: &'b WorkShared) -> Vec<&'b Expr> {
     let loops = std::iter::once(&*ws.for_loop.expr).chain(ws.inner.iter().map(|l| &*l.0.expr));
     let mut parts: Vec<&Expr> = loops.flat_map(range_parts).collect();
     parts.extend(nest_strides(region, ws).unwrap_or_default());
+    parts.extend(nest_plane(region, ws));
     parts.extend(row_length(region, ws));
     parts.extend(chunk(region));
     parts
@@ -62,9 +63,25 @@ pub(super) fn uniform_parts<'b>(region: &'b Region, ws: &'b WorkShared) -> Vec<&
 /// `__lanes::int` (so only the built-in operators apply to it), a slice's `len()` through `__lanes::len`, and
 /// `(a..b).step_by(s)` is `Iterator::step_by`: no operator, method or trait of the user's can make it differ between
 /// threads.
-pub fn harden(e: &Expr) -> Expr {
-    let h = |e: &Expr| Box::new(harden(e));
+///
+/// A field of a by-value struct parameter (`structs`: [`value_structs`]) is read through its struct's own pattern,
+/// `{ let Inputs { n: f, .. } = inp; int(f) }`: a pattern never goes through `Deref`, so `inp.n` is the struct's own
+/// field (every thread's copy holds the same bits), not what a user's `deref` returns.
+pub fn harden(e: &Expr, structs: &[(syn::Ident, syn::Path)]) -> Expr {
+    let h = |e: &Expr| Box::new(harden(e, structs));
     match e {
+        Expr::Field(f) if value_field(f, structs).is_some() => {
+            let (ty, member) = (
+                value_field(f, structs).unwrap_or_else(|| unreachable!()),
+                &f.member,
+            );
+            let base = &f.base;
+            let v = syn::Ident::new("__offload_f", Span::mixed_site());
+            syn::parse_quote_spanned!(e.span()=> {
+                let #ty { #member: #v, .. } = #base;
+                ::offload::__lanes::int(#v)
+            })
+        }
         // A mapper struct's field (the uniformity rule admits no other field).
         Expr::Lit(_) | Expr::Path(_) | Expr::Field(_) => {
             syn::parse_quote_spanned!(e.span()=> ::offload::__lanes::int(#e))
@@ -116,11 +133,48 @@ pub fn harden(e: &Expr) -> Expr {
         }
         Expr::MethodCall(m) => Expr::MethodCall(syn::ExprMethodCall {
             receiver: h(&m.receiver),
-            args: m.args.iter().map(harden).collect(),
+            args: m.args.iter().map(|a| harden(a, structs)).collect(),
             ..m.clone()
         }),
         e => e.clone(),
     }
+}
+
+/// The by-value struct parameters (`inp: Inputs`, not `mut`) whose named fields are uniform, with their types'
+/// paths as a pattern names them (no generic arguments).
+pub fn value_structs(region: &Region) -> Vec<(syn::Ident, syn::Path)> {
+    region
+        .params
+        .iter()
+        .filter(|p| {
+            matches!(p.kind, ParamKind::Value) && !p.mut_binding && !is_primitive_type(&p.ty)
+        })
+        .filter_map(|p| match &p.ty {
+            syn::Type::Path(t) if t.qself.is_none() => {
+                let mut path = t.path.clone();
+                for s in &mut path.segments {
+                    s.arguments = syn::PathArguments::None;
+                }
+                Some((p.ident.clone(), path))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The type path of `f`'s base when `f` is `inp.n`, a named field of a by-value struct parameter.
+fn value_field<'s>(
+    f: &syn::ExprField,
+    structs: &'s [(syn::Ident, syn::Path)],
+) -> Option<&'s syn::Path> {
+    let syn::Member::Named(_) = f.member else {
+        return None;
+    };
+    let Expr::Path(p) = strip(&f.base) else {
+        return None;
+    };
+    let id = p.path.get_ident()?;
+    structs.iter().find(|(n, _)| n == id).map(|(_, t)| t)
 }
 
 /// The uniform bindings, and the uniform `let`s' values in order.
@@ -135,7 +189,9 @@ pub(super) fn uniform_env<'a, 'r>(
         ints: BTreeSet::new(),
         slices: BTreeSet::new(),
         mappers: BTreeSet::new(),
+        structs: BTreeSet::new(),
     };
+    let structs = value_structs(region);
     for (k, p) in region.params.iter().enumerate() {
         let id = ws.res.param(k);
         match &p.kind {
@@ -151,6 +207,12 @@ pub(super) fn uniform_env<'a, 'r>(
             // cannot assign, so `g.n` and `g.x.len()` are uniform.
             ParamKind::Mapper { by_ref: None } => {
                 env.mappers.insert(id);
+            }
+            // A struct taken by value (a `#[declare_target]` one, `Copy`): every thread gets the same bits, which
+            // its body cannot assign, so its named fields are uniform (read through its pattern, never a `Deref`:
+            // see `harden`).
+            ParamKind::Value if structs.iter().any(|(n, _)| *n == p.ident) => {
+                env.structs.insert(id);
             }
             // Other values, references and device pointers: only their own methods could read them, and those are
             // not known to be pure.
@@ -237,6 +299,8 @@ pub(super) struct Uniform<'r> {
     slices: BTreeSet<BindingId>,
     /// By-value mapper struct parameters: their fields (`g.n`) and slice fields' `len()` are uniform.
     mappers: BTreeSet<BindingId>,
+    /// Other by-value struct parameters: their named fields (`inp.lookups`) are uniform.
+    structs: BTreeSet<BindingId>,
 }
 
 impl Uniform<'_> {
@@ -287,7 +351,7 @@ impl Uniform<'_> {
                 }
             }
             Expr::Path(p) if p.qself.is_none() => Ok(()),
-            Expr::Field(_) if self.mapper_field(e) => Ok(()),
+            Expr::Field(_) if self.mapper_field(e) || self.struct_field(e) => Ok(()),
             Expr::MethodCall(m)
                 if m.method == "len" && m.args.is_empty() && self.mapper_field(&m.receiver) =>
             {
@@ -329,6 +393,18 @@ impl Uniform<'_> {
         }
     }
 
+    /// `inp.f`: a named field of a by-value struct parameter.
+    fn struct_field(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Field(f) => {
+                matches!(f.member, syn::Member::Named(_))
+                    && self.local(&f.base, &self.structs) == Some(true)
+            }
+            Expr::Paren(p) => self.struct_field(&p.expr),
+            _ => false,
+        }
+    }
+
     /// As [`Uniform::check`], for a method receiver: its type must be an integer's, so the method is the integer
     /// type's own.
     fn check_int(&self, e: &Expr) -> Result<(), Span> {
@@ -336,7 +412,7 @@ impl Uniform<'_> {
             Expr::Lit(l) if matches!(l.lit, syn::Lit::Int(_)) => Ok(()),
             Expr::Paren(p) => self.check_int(&p.expr),
             Expr::Path(_) if self.local(e, &self.ints) == Some(true) => Ok(()),
-            Expr::Field(_) if self.mapper_field(e) => Ok(()),
+            Expr::Field(_) if self.mapper_field(e) || self.struct_field(e) => Ok(()),
             Expr::Cast(c) if is_int_type(&c.ty) => self.check(&c.expr),
             Expr::MethodCall(m) if m.method == "len" => self.check(e),
             _ => Err(e.span()),
