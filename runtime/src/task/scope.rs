@@ -15,7 +15,8 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 ///
 /// Tasks borrow for `'scope`, so none can outlive the data it uses, and while a task holds `&mut y` the host cannot
 /// touch `y`: both are compile errors. A task that failed (a panic, a region's error) and whose result nobody took
-/// makes `task_scope` panic at its end with the task's message; a panic in `f` itself is re-raised after the tasks
+/// makes `task_scope` panic at its end with the task's message, and so does a panic after a task stored its
+/// result (a waker's `wake`, the result's `Drop` run by the task); a panic in `f` itself is re-raised after the tasks
 /// have ended.
 ///
 /// ```
@@ -53,15 +54,16 @@ where
     };
     let out = catch_unwind(AssertUnwindSafe(|| f(&scope)));
     scope.wait_all();
-    let failures: Vec<String> = scope
+    let mut failures: Vec<String> = scope
         .tasks()
         .iter()
         .filter_map(|t| t.status.untaken_failure())
         .collect();
+    failures.append(&mut scope.running.late.lock().unwrap_or_else(PoisonError::into_inner));
     match out {
         Err(p) => resume_unwind(p),
         Ok(_) if !failures.is_empty() => panic!(
-            "offload: {} task(s) of a task_scope failed and nobody took the result: {}",
+            "offload: {} failure(s) in the tasks of a task_scope that nobody took: {}",
             failures.len(),
             failures.join("; ")
         ),
@@ -87,11 +89,13 @@ struct Spawned {
 }
 
 /// How many of a scope's tasks have not ended; `'static`, so a task's last act (counting itself out) touches
-/// nothing the scope's borrows could have freed.
+/// nothing the scope's borrows could have freed. Also the panics of its tasks' wakers and results' drops, which
+/// happen after a task stored its outcome, for the scope to report.
 #[derive(Default)]
 struct Running {
     n: Mutex<usize>,
     zero: Condvar,
+    late: Mutex<Vec<String>>,
 }
 
 impl Running {
@@ -247,10 +251,20 @@ where
             })
         });
         crate::env::set_default_device(own);
-        cell.finish(out);
+        // Nothing may unwind past here before the task counts itself out: a waker's `wake` (in `finish`) or the
+        // result's `Drop` that panics would otherwise leave the scope waiting forever (on a helper thread, which
+        // the panic would also end) or unwind it early, out of the scope's end that runs this task (`wait_all`),
+        // while other tasks still use what it borrows. Such a panic becomes a failure the scope reports.
+        let mut late = Vec::new();
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| cell.finish(out))) {
+            late.push(format!("a waker of the task panicked: {}", panic_message(p)));
+        }
         // Before counting out: once counted out, the scope may end and free what this task's result borrows.
-        drop(cell);
+        if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(cell))) {
+            late.push(format!("the task's result panicked when dropped: {}", panic_message(p)));
+        }
         if let Some(r) = running {
+            r.late.lock().unwrap_or_else(PoisonError::into_inner).extend(late);
             r.done();
         }
     }
