@@ -6,9 +6,19 @@ use super::handle::Task;
 use super::pool::{self, Ticket};
 use crate::region::Error;
 use std::any::Any;
+use std::cell::Cell as ThreadCell;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+/// The next task's number (0 is no task).
+static NEXT_TASK: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The number of the task this thread runs (the innermost, when a waiting task runs another), 0 outside tasks.
+    static CURRENT_TASK: ThreadCell<u64> = const { ThreadCell::new(0) };
+}
 
 /// Runs `f` with a scope for tasks (OpenMP's `taskgroup`) and returns what `f` returns once every task spawned in it
 /// has ended, whatever became of its handle (waited for, dropped, forgotten).
@@ -82,10 +92,12 @@ pub struct TaskScope<'scope, 'env: 'scope> {
 }
 
 /// A task of the scope: its work, to run if it is still queued, and its status, to wait for and check for a failure.
-/// Both are `'static` types: the scope holds nothing that borrows.
+/// Both are `'static` types: the scope holds nothing that borrows. `parent`: the task that spawned it (0: code outside
+/// tasks), whose `taskwait` waits for it.
 struct Spawned {
     ticket: Arc<Ticket>,
     status: Arc<Status>,
+    parent: u64,
 }
 
 /// How many of a scope's tasks have not ended; `'static`, so a task's last act (counting itself out) touches
@@ -140,6 +152,7 @@ impl<'scope, 'env> TaskScope<'scope, 'env> {
         let running = self.running.clone();
         running.add();
         let work = work(f, cell.clone(), Some(running));
+        let parent = CURRENT_TASK.get();
         // SAFETY: the work borrows for 'scope; the scope outlives every run and drop of it: `task_scope` does not
         // return (nor unwind) before `wait_all` has claimed every ticket and seen every task count itself out,
         // which a task does after its last use of anything it borrows (`work`).
@@ -147,6 +160,7 @@ impl<'scope, 'env> TaskScope<'scope, 'env> {
         self.tasks().push(Spawned {
             ticket: ticket.clone(),
             status: cell.status.clone(),
+            parent,
         });
         self.forget_finished();
         pool::submit(ticket.clone());
@@ -157,12 +171,17 @@ impl<'scope, 'env> TaskScope<'scope, 'env> {
         }
     }
 
-    /// Waits for every task spawned in the scope so far (OpenMP's `taskwait`); tasks still queued run on this
-    /// thread. Their results stay with their handles.
+    /// Waits for the tasks spawned in the scope so far (OpenMP's `taskwait`): called from code outside tasks (the
+    /// scope's closure), for every one; called from a task (or from a scope's closure that runs in a task), for the
+    /// tasks that task spawned, its children, as OpenMP's `taskwait` does: never for itself, nor for a sibling or an
+    /// enclosing task that may be waiting for it. Tasks still queued run on this thread. Their results stay with
+    /// their handles.
     pub fn taskwait(&self) {
+        let me = CURRENT_TASK.get();
         let so_far: Vec<(Arc<Ticket>, Arc<Status>)> = self
             .tasks()
             .iter()
+            .filter(|t| me == 0 || t.parent == me)
             .map(|t| (t.ticket.clone(), t.status.clone()))
             .collect();
         for (ticket, _) in &so_far {
@@ -241,15 +260,18 @@ where
     R: Send,
 {
     let device = crate::env::default_device();
+    let id = NEXT_TASK.fetch_add(1, Relaxed);
     move || {
-        // The thread may be a waiter running the task itself: its own default device comes back afterwards.
+        // The thread may be a waiter running the task itself: its own default device and task come back afterwards.
         let own = crate::env::default_device();
         crate::env::set_default_device(device);
+        let outer = CURRENT_TASK.replace(id);
         let out = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
             Err(Error::TaskPanicked {
                 message: panic_message(p),
             })
         });
+        CURRENT_TASK.set(outer);
         crate::env::set_default_device(own);
         // Nothing may unwind past here before the task counts itself out: a waker's `wake` (in `finish`) or the
         // result's `Drop` that panics would otherwise leave the scope waiting forever (on a helper thread, which
