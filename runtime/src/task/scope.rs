@@ -195,12 +195,17 @@ impl<'scope, 'env> TaskScope<'scope, 'env> {
     /// The end of the scope: runs every task still queued here (those spawned meanwhile too), then waits for the
     /// rest.
     fn wait_all(&self) {
-        let mut k = 0;
+        // Passes over the list until one runs nothing: a task run here may spawn more, and a spawn may shorten the
+        // list (`forget_finished`), so walking it by index would skip queued tasks.
         loop {
-            let next = self.tasks().get(k).map(|t| t.ticket.clone());
-            let Some(ticket) = next else { break };
-            ticket.claim();
-            k += 1;
+            let listed: Vec<Arc<Ticket>> = self.tasks().iter().map(|t| t.ticket.clone()).collect();
+            let mut ran = false;
+            for ticket in &listed {
+                ran |= ticket.claim();
+            }
+            if !ran {
+                break;
+            }
         }
         self.running.wait_zero();
     }
