@@ -69,13 +69,17 @@ static READY: Condvar = Condvar::new();
 /// exists and none can be started (the process is at its thread limit), the work runs here, now: a task is never
 /// left with no thread to run it.
 pub(crate) fn submit(ticket: Arc<Ticket>) {
+    submit_to(ticket, crate::env::icv().task_threads);
+}
+
+/// [`submit`] with at most `limit` helper threads.
+fn submit_to(ticket: Arc<Ticket>, limit: usize) {
     let mut q = QUEUE.lock().unwrap_or_else(PoisonError::into_inner);
     q.tickets.push_back(ticket.clone());
-    let start =
-        (q.idle < q.tickets.len() && q.started < crate::env::icv().task_threads).then(|| {
-            q.started += 1;
-            q.started - 1
-        });
+    let start = (q.idle < q.tickets.len() && q.started < limit).then(|| {
+        q.started += 1;
+        q.started - 1
+    });
     let no_helpers = q.started == 0;
     drop(q);
     READY.notify_one();
@@ -111,5 +115,22 @@ fn helper() {
             }
         };
         ticket.claim();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+
+    #[test]
+    fn with_no_helper_threads_a_task_runs_when_submitted_and_stays_in_no_queue() {
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        // SAFETY: the work is 'static.
+        let ticket = unsafe { Ticket::new(Box::new(move || r.store(true, SeqCst))) };
+        submit_to(ticket.clone(), 0);
+        assert!(ran.load(SeqCst), "it ran on the submitting thread");
+        assert_eq!(Arc::strong_count(&ticket), 1, "the queue keeps no copy of it");
     }
 }
