@@ -81,6 +81,10 @@ fn submit_to(ticket: Arc<Ticket>, limit: usize) {
         q.started - 1
     });
     let no_helpers = q.started == 0;
+    if no_helpers {
+        // Never queued: no helper would ever take it off the queue.
+        q.tickets.pop_back();
+    }
     drop(q);
     READY.notify_one();
     if let Some(k) = start {
@@ -91,8 +95,13 @@ fn submit_to(ticket: Arc<Ticket>, limit: usize) {
             let mut q = QUEUE.lock().unwrap_or_else(PoisonError::into_inner);
             q.started -= 1;
             if q.started == 0 {
+                // No helper exists: this ticket, and any other thread queued meanwhile counting on the helper
+                // this one was to start, run here.
+                let stranded = std::mem::take(&mut q.tickets);
                 drop(q);
-                ticket.claim();
+                for t in stranded {
+                    t.claim();
+                }
             }
         }
     } else if no_helpers {
