@@ -3,7 +3,7 @@
 //! scope's end that skips queued tasks) or to lose a failure. Every test runs with one helper thread
 //! (`OFFLOAD_TASK_THREADS=1`), so which task is still queued when is deterministic.
 
-use offload::task_scope;
+use offload::{target, task_scope, Mapper};
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -253,4 +253,38 @@ fn a_result_that_borrows_is_dropped_before_what_it_borrows() {
         });
     }
     assert_eq!(dropped.load(SeqCst), 6);
+}
+
+#[derive(Mapper)]
+pub struct Grid<'a> {
+    u: &'a mut [u32],
+    n: usize,
+}
+
+#[target]
+fn bump_grid(g: &mut Grid<'_>) {
+    for i in 0..g.n {
+        g.u[i] += 1;
+    }
+}
+
+#[target]
+fn bump_grid_by_value(g: Grid<'_>) {
+    for i in 0..g.n {
+        g.u[i] += 1;
+    }
+}
+
+#[test]
+fn a_mapper_struct_built_outside_the_scope_goes_to_nowait_by_reference() {
+    one_helper();
+    let mut u = vec![0u32; 4];
+    let mut g = Grid { u: &mut u, n: 4 };
+    task_scope(|s| nowait_bump_grid(s, &mut g).wait().unwrap());
+    task_scope(|s| {
+        nowait_bump_grid_by_value(s, Grid { u: &mut *g.u, n: 4 })
+            .wait()
+            .unwrap()
+    });
+    assert_eq!(u, [2; 4]);
 }
