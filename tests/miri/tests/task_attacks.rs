@@ -288,3 +288,63 @@ fn a_mapper_struct_built_outside_the_scope_goes_to_nowait_by_reference() {
     });
     assert_eq!(u, [2; 4]);
 }
+
+/// A generic region's element type.
+trait Num: offload::DeviceCopy + Copy + PartialEq + core::fmt::Debug + core::ops::Add<Output = Self> {}
+impl Num for u32 {}
+impl Num for u64 {}
+
+#[target(instantiate(u32, u64))]
+fn add_to<T: Num>(y: &mut [T], k: T) {
+    for i in 0..y.len() {
+        y[i] = y[i] + k;
+    }
+}
+
+#[target]
+fn copy_named<'a, 'b>(x: &'a [u32], y: &'b mut [u32]) {
+    for i in 0..y.len() {
+        y[i] = x[i];
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+#[offload::declare_target]
+struct Counter {
+    n: u32,
+}
+
+#[target]
+impl Counter {
+    #[target(map(tofrom: self))]
+    fn bump(&mut self, by: u32) {
+        self.n += by;
+    }
+
+    #[target(map(to: self))]
+    fn get(&self) -> u32 {
+        self.n
+    }
+}
+
+#[test]
+fn generic_named_lifetime_and_method_regions_go_to_nowait() {
+    one_helper();
+    let (mut a, mut b) = (vec![1u32; 4], vec![1u64; 4]);
+    let x = vec![9u32; 4];
+    let mut y = vec![0u32; 4];
+    let mut c = Counter { n: 1 };
+    task_scope(|s| {
+        let ta = nowait_add_to::<u32>(s, &mut a, 2);
+        let tb = nowait_add_to(s, &mut b, 3u64);
+        let tc = nowait_copy_named(s, &x, &mut y);
+        let td = c.nowait_bump(s, 4);
+        ta.wait().unwrap();
+        tb.wait().unwrap();
+        tc.wait().unwrap();
+        td.wait().unwrap();
+    });
+    let got = task_scope(|s| c.nowait_get(s).wait().unwrap());
+    assert_eq!((a, b, y, got), (vec![3; 4], vec![4; 4], vec![9; 4], 5));
+}
