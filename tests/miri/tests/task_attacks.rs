@@ -24,6 +24,25 @@ fn message(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_default()
 }
 
+/// A minimal executor: polls `f` on this thread, parking until woken.
+fn block_on<F: Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
 /// A task's result whose drop panics.
 struct PanicOnDrop;
 
@@ -126,6 +145,21 @@ fn a_task_that_taskwaits_waits_for_its_children_not_for_itself() {
         .unwrap()
     });
     assert_eq!(seen, 1, "its child ended before its taskwait returned");
+}
+
+#[test]
+fn a_task_on_the_only_helper_may_await_a_task_it_spawned() {
+    one_helper();
+    let (tx, rx) = mpsc::channel();
+    let r = task_scope(|s| {
+        let t = s.spawn(move || {
+            tx.send(()).unwrap();
+            block_on(s.spawn(|| 1)).unwrap() + 1 // queued: no helper is free to run it
+        });
+        rx.recv().unwrap(); // on the helper
+        t.wait().unwrap()
+    });
+    assert_eq!(r, 2);
 }
 
 #[test]
