@@ -2,7 +2,8 @@
 //! started as tasks arrive and then kept, taking tickets from one queue in the order they were spawned.
 //!
 //! A ticket's work runs once, on whichever thread takes it first: a helper, or a thread that waits for it (the
-//! task's `wait`, `taskwait`, the end of its scope), which runs it itself instead of blocking while it is queued.
+//! task's `wait`, `taskwait`, the end of its scope, a task polling it as a future), which runs it itself instead of
+//! blocking while it is queued.
 //! So a task that waits for a task never waits for a helper thread to free up: however few helpers there are,
 //! waiting cannot deadlock.
 

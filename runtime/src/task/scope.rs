@@ -91,6 +91,11 @@ pub struct TaskScope<'scope, 'env: 'scope> {
     env: PhantomData<&'env mut &'env ()>,
 }
 
+/// Whether this thread runs a task now.
+pub(crate) fn in_task() -> bool {
+    CURRENT_TASK.get() != 0
+}
+
 /// A task of the scope: its work, to run if it is still queued, and its status, to wait for and check for a failure.
 /// Both are `'static` types: the scope holds nothing that borrows. `parent`: the task that spawned it (0: code outside
 /// tasks), whose `taskwait` waits for it.
