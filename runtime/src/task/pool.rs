@@ -141,6 +141,10 @@ mod tests {
         let ticket = unsafe { Ticket::new(Box::new(move || r.store(true, SeqCst))) };
         submit_to(ticket.clone(), 0);
         assert!(ran.load(SeqCst), "it ran on the submitting thread");
-        assert_eq!(Arc::strong_count(&ticket), 1, "the queue keeps no copy of it");
+        assert_eq!(
+            Arc::strong_count(&ticket),
+            1,
+            "the queue keeps no copy of it"
+        );
     }
 }

@@ -69,7 +69,13 @@ where
         .iter()
         .filter_map(|t| t.status.untaken_failure())
         .collect();
-    failures.append(&mut scope.running.late.lock().unwrap_or_else(PoisonError::into_inner));
+    failures.append(
+        &mut scope
+            .running
+            .late
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner),
+    );
     match out {
         Err(p) => resume_unwind(p),
         Ok(_) if !failures.is_empty() => panic!(
@@ -289,14 +295,23 @@ where
         // while other tasks still use what it borrows. Such a panic becomes a failure the scope reports.
         let mut late = Vec::new();
         if let Err(p) = catch_unwind(AssertUnwindSafe(|| cell.finish(out))) {
-            late.push(format!("a waker of the task panicked: {}", panic_message(p)));
+            late.push(format!(
+                "a waker of the task panicked: {}",
+                panic_message(p)
+            ));
         }
         // Before counting out: once counted out, the scope may end and free what this task's result borrows.
         if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(cell))) {
-            late.push(format!("the task's result panicked when dropped: {}", panic_message(p)));
+            late.push(format!(
+                "the task's result panicked when dropped: {}",
+                panic_message(p)
+            ));
         }
         if let Some(r) = running {
-            r.late.lock().unwrap_or_else(PoisonError::into_inner).extend(late);
+            r.late
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend(late);
             r.done();
         }
     }

@@ -64,7 +64,9 @@ impl Wake for PanicWake {
 /// Runs `queued(s)` in a scope whose only helper thread is busy with a task that keeps reading `data` for a while
 /// after the closure returned, so the scope's end runs what `queued` spawned on its own thread. The scope may not
 /// end, nor unwind, while that first task still reads.
-fn with_the_helper_busy_reading(queued: impl for<'s, 'e> FnOnce(&'s offload::TaskScope<'s, 'e>)) -> String {
+fn with_the_helper_busy_reading(
+    queued: impl for<'s, 'e> FnOnce(&'s offload::TaskScope<'s, 'e>),
+) -> String {
     one_helper();
     let r = catch_unwind(AssertUnwindSafe(|| {
         let data = vec![1u64; 4];
@@ -122,7 +124,11 @@ fn a_result_whose_drop_panics_on_a_helper_neither_hangs_the_scope_nor_kills_the_
         })
     }))
     .expect_err("the panic is reported when the scope ends");
-    assert!(message(&*p).contains("a result's drop panics"), "{}", message(&*p));
+    assert!(
+        message(&*p).contains("a result's drop panics"),
+        "{}",
+        message(&*p)
+    );
     // The helper still takes tasks.
     let t = offload::spawn(|| 7);
     while !t.is_finished() {
@@ -261,7 +267,11 @@ fn a_failure_in_a_task_spawned_after_the_closure_returned_is_reported() {
         })
     }))
     .expect_err("reported");
-    assert!(message(&*p).contains("late child fails"), "{}", message(&*p));
+    assert!(
+        message(&*p).contains("late child fails"),
+        "{}",
+        message(&*p)
+    );
 }
 
 #[test]
@@ -270,7 +280,8 @@ fn a_result_that_borrows_is_dropped_before_what_it_borrows() {
     struct Touch<'a>(&'a [u64], &'a AtomicUsize);
     impl Drop for Touch<'_> {
         fn drop(&mut self) {
-            self.1.fetch_add(self.0.iter().sum::<u64>() as usize, SeqCst);
+            self.1
+                .fetch_add(self.0.iter().sum::<u64>() as usize, SeqCst);
         }
     }
     let dropped = AtomicUsize::new(0);
@@ -324,7 +335,10 @@ fn a_mapper_struct_built_outside_the_scope_goes_to_nowait_by_reference() {
 }
 
 /// A generic region's element type.
-trait Num: offload::DeviceCopy + Copy + PartialEq + core::fmt::Debug + core::ops::Add<Output = Self> {}
+trait Num:
+    offload::DeviceCopy + Copy + PartialEq + core::fmt::Debug + core::ops::Add<Output = Self>
+{
+}
 impl Num for u32 {}
 impl Num for u64 {}
 
