@@ -69,6 +69,7 @@ fn with_the_helper_busy_reading(
 ) -> String {
     one_helper();
     let r = catch_unwind(AssertUnwindSafe(|| {
+        #[allow(clippy::useless_vec)] // on the heap: freed as this closure unwinds
         let data = vec![1u64; 4];
         let (tx, rx) = mpsc::channel();
         task_scope(|s| {
@@ -344,15 +345,15 @@ impl Num for u64 {}
 
 #[target(instantiate(u32, u64))]
 fn add_to<T: Num>(y: &mut [T], k: T) {
-    for i in 0..y.len() {
-        y[i] = y[i] + k;
+    for v in y.iter_mut() {
+        *v = *v + k;
     }
 }
 
 #[target]
 fn copy_named<'a, 'b>(x: &'a [u32], y: &'b mut [u32]) {
-    for i in 0..y.len() {
-        y[i] = x[i];
+    for (i, v) in y.iter_mut().enumerate() {
+        *v = x[i];
     }
 }
 
