@@ -1,7 +1,8 @@
 //! `nowait_f(s, args..)` (a method's `x.nowait_m(s, args..)`): the region `f` as a task of the task scope `s`
 //! (OpenMP's `target nowait`), beside `f` and `try_f`. Its parameters are `f`'s with every elided lifetime (`&[T]`,
-//! `Grid<'_>`) made the scope's, and every named one and every type parameter bound to outlive it, so the task
-//! borrows exactly what the call lends it.
+//! `Grid<'_>`) made a lifetime of its own that outlives the scope (not the scope's itself: `&mut Grid<'_>` is
+//! invariant in the struct's lifetime, so a caller's `&mut Grid<'a>` fits only `&'scope mut Grid<'a>`), and every
+//! named one and every type parameter bound to outlive it, so the task borrows exactly what the call lends it.
 
 use offload_model::region::Region;
 use proc_macro2::TokenStream;
@@ -21,7 +22,16 @@ pub(super) fn nowait(
     let name = format_ident!("nowait_{}", sig.ident);
     let scope = Lifetime::new("'__offload_scope", sig.ident.span());
     let env = Lifetime::new("'__offload_env", sig.ident.span());
-    let inputs: Vec<TokenStream> = sig.inputs.iter().map(|a| scoped_input(a, &scope)).collect();
+    let mut elided = ScopeElided {
+        span: sig.ident.span(),
+        fresh: Vec::new(),
+    };
+    let inputs: Vec<TokenStream> = sig
+        .inputs
+        .iter()
+        .map(|a| scoped_input(a, &scope, &mut elided))
+        .collect();
+    let fresh = &elided.fresh;
     // A method's receiver stays first (`x.nowait_m(s, ..)`); the scope comes before the other parameters.
     let split = usize::from(matches!(sig.inputs.first(), Some(FnArg::Receiver(_))));
     let (receiver, inputs) = inputs.split_at(split);
@@ -29,10 +39,9 @@ pub(super) fn nowait(
     let mut bounds: Vec<TokenStream> = sig
         .generics
         .lifetimes()
-        .map(|l| {
-            let l = &l.lifetime;
-            quote!(#l: #scope)
-        })
+        .map(|l| &l.lifetime)
+        .chain(fresh)
+        .map(|l| quote!(#l: #scope))
         .collect();
     // A method's `Self` may name the impl's lifetimes; its type parameters are the region's generic parameters.
     if let Some(self_ty) = region.and_then(|r| r.self_ty.as_ref()) {
@@ -74,7 +83,7 @@ pub(super) fn nowait(
     quote! {
         #[doc = #doc]
         #[allow(dead_code, unused_variables, clippy::too_many_arguments, clippy::multiple_bound_locations)]
-        #vis #unsafety fn #name <#scope, #env, #params> (
+        #vis #unsafety fn #name <#scope, #env, #(#fresh,)* #params> (
             #(#receiver,)*
             __offload_scope: &#scope ::offload::TaskScope<#scope, #env>,
             #(#inputs),*
@@ -88,15 +97,15 @@ pub(super) fn nowait(
     }
 }
 
-/// A parameter as written (without `mut`), every elided lifetime in its type the scope's.
-fn scoped_input(arg: &FnArg, scope: &Lifetime) -> TokenStream {
+/// A parameter as written (without `mut`), every elided lifetime in its type a fresh one (a receiver's, the scope's).
+fn scoped_input(arg: &FnArg, scope: &Lifetime, elided: &mut ScopeElided) -> TokenStream {
     match arg {
         FnArg::Typed(pt) => {
             let mut pt = pt.clone();
             if let syn::Pat::Ident(pi) = &mut *pt.pat {
                 pi.mutability = None;
             }
-            ScopeElided(scope).visit_type_mut(&mut pt.ty);
+            elided.visit_type_mut(&mut pt.ty);
             quote!(#pt)
         }
         FnArg::Receiver(r) => match &r.reference {
@@ -113,19 +122,31 @@ fn scoped_input(arg: &FnArg, scope: &Lifetime) -> TokenStream {
     }
 }
 
-/// Makes every elided lifetime (`&T`, `'_`) `'scope`.
-struct ScopeElided<'a>(&'a Lifetime);
+/// Names every elided lifetime (`&T`, `'_`) with a fresh lifetime of its own, which `nowait_f` declares and bounds
+/// to outlive the scope.
+struct ScopeElided {
+    span: proc_macro2::Span,
+    fresh: Vec<Lifetime>,
+}
 
-impl VisitMut for ScopeElided<'_> {
+impl ScopeElided {
+    fn fresh(&mut self) -> Lifetime {
+        let l = Lifetime::new(&format!("'__offload_l{}", self.fresh.len()), self.span);
+        self.fresh.push(l.clone());
+        l
+    }
+}
+
+impl VisitMut for ScopeElided {
     fn visit_type_reference_mut(&mut self, r: &mut syn::TypeReference) {
         if r.lifetime.is_none() {
-            r.lifetime = Some(self.0.clone());
+            r.lifetime = Some(self.fresh());
         }
         syn::visit_mut::visit_type_reference_mut(self, r);
     }
     fn visit_lifetime_mut(&mut self, l: &mut Lifetime) {
         if l.ident == "_" {
-            *l = self.0.clone();
+            *l = self.fresh();
         }
     }
 }

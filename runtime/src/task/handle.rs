@@ -39,11 +39,16 @@ impl<R> Task<'_, R> {
 }
 
 /// A task as a future: ready with the task's result when it ends. The runtime wakes the last waker that polled when
-/// the task ends, so an executor polls it only when it may be ready.
+/// the task ends, so an executor polls it only when it may be ready. Polled from inside a task, a task still queued
+/// runs there and then, as `wait` runs it: a task that blocks on an executor holds its thread, and if every helper
+/// thread did so, a queued task would have no thread left to run it.
 impl<R> Future for Task<'_, R> {
     type Output = Result<R, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if super::scope::in_task() {
+            self.ticket.claim();
+        }
         match self.cell.poll_take(cx.waker()) {
             None => Poll::Pending,
             Some(Some(out)) => Poll::Ready(out),

@@ -2,7 +2,8 @@
 //! started as tasks arrive and then kept, taking tickets from one queue in the order they were spawned.
 //!
 //! A ticket's work runs once, on whichever thread takes it first: a helper, or a thread that waits for it (the
-//! task's `wait`, `taskwait`, the end of its scope), which runs it itself instead of blocking while it is queued.
+//! task's `wait`, `taskwait`, the end of its scope, a task polling it as a future), which runs it itself instead of
+//! blocking while it is queued.
 //! So a task that waits for a task never waits for a helper thread to free up: however few helpers there are,
 //! waiting cannot deadlock.
 
@@ -69,14 +70,22 @@ static READY: Condvar = Condvar::new();
 /// exists and none can be started (the process is at its thread limit), the work runs here, now: a task is never
 /// left with no thread to run it.
 pub(crate) fn submit(ticket: Arc<Ticket>) {
+    submit_to(ticket, crate::env::icv().task_threads);
+}
+
+/// [`submit`] with at most `limit` helper threads.
+fn submit_to(ticket: Arc<Ticket>, limit: usize) {
     let mut q = QUEUE.lock().unwrap_or_else(PoisonError::into_inner);
     q.tickets.push_back(ticket.clone());
-    let start =
-        (q.idle < q.tickets.len() && q.started < crate::env::icv().task_threads).then(|| {
-            q.started += 1;
-            q.started - 1
-        });
+    let start = (q.idle < q.tickets.len() && q.started < limit).then(|| {
+        q.started += 1;
+        q.started - 1
+    });
     let no_helpers = q.started == 0;
+    if no_helpers {
+        // Never queued: no helper would ever take it off the queue.
+        q.tickets.pop_back();
+    }
     drop(q);
     READY.notify_one();
     if let Some(k) = start {
@@ -87,8 +96,13 @@ pub(crate) fn submit(ticket: Arc<Ticket>) {
             let mut q = QUEUE.lock().unwrap_or_else(PoisonError::into_inner);
             q.started -= 1;
             if q.started == 0 {
+                // No helper exists: this ticket, and any other thread queued meanwhile counting on the helper
+                // this one was to start, run here.
+                let stranded = std::mem::take(&mut q.tickets);
                 drop(q);
-                ticket.claim();
+                for t in stranded {
+                    t.claim();
+                }
             }
         }
     } else if no_helpers {
@@ -111,5 +125,26 @@ fn helper() {
             }
         };
         ticket.claim();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+
+    #[test]
+    fn with_no_helper_threads_a_task_runs_when_submitted_and_stays_in_no_queue() {
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        // SAFETY: the work is 'static.
+        let ticket = unsafe { Ticket::new(Box::new(move || r.store(true, SeqCst))) };
+        submit_to(ticket.clone(), 0);
+        assert!(ran.load(SeqCst), "it ran on the submitting thread");
+        assert_eq!(
+            Arc::strong_count(&ticket),
+            1,
+            "the queue keeps no copy of it"
+        );
     }
 }

@@ -6,16 +6,27 @@ use super::handle::Task;
 use super::pool::{self, Ticket};
 use crate::region::Error;
 use std::any::Any;
+use std::cell::Cell as ThreadCell;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+/// The next task's number (0 is no task).
+static NEXT_TASK: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The number of the task this thread runs (the innermost, when a waiting task runs another), 0 outside tasks.
+    static CURRENT_TASK: ThreadCell<u64> = const { ThreadCell::new(0) };
+}
 
 /// Runs `f` with a scope for tasks (OpenMP's `taskgroup`) and returns what `f` returns once every task spawned in it
 /// has ended, whatever became of its handle (waited for, dropped, forgotten).
 ///
 /// Tasks borrow for `'scope`, so none can outlive the data it uses, and while a task holds `&mut y` the host cannot
 /// touch `y`: both are compile errors. A task that failed (a panic, a region's error) and whose result nobody took
-/// makes `task_scope` panic at its end with the task's message; a panic in `f` itself is re-raised after the tasks
+/// makes `task_scope` panic at its end with the task's message, and so does a panic after a task stored its
+/// result (a waker's `wake`, the result's `Drop` run by the task); a panic in `f` itself is re-raised after the tasks
 /// have ended.
 ///
 /// ```
@@ -53,15 +64,22 @@ where
     };
     let out = catch_unwind(AssertUnwindSafe(|| f(&scope)));
     scope.wait_all();
-    let failures: Vec<String> = scope
+    let mut failures: Vec<String> = scope
         .tasks()
         .iter()
         .filter_map(|t| t.status.untaken_failure())
         .collect();
+    failures.append(
+        &mut scope
+            .running
+            .late
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner),
+    );
     match out {
         Err(p) => resume_unwind(p),
         Ok(_) if !failures.is_empty() => panic!(
-            "offload: {} task(s) of a task_scope failed and nobody took the result: {}",
+            "offload: {} failure(s) in the tasks of a task_scope that nobody took: {}",
             failures.len(),
             failures.join("; ")
         ),
@@ -79,19 +97,28 @@ pub struct TaskScope<'scope, 'env: 'scope> {
     env: PhantomData<&'env mut &'env ()>,
 }
 
+/// Whether this thread runs a task now.
+pub(crate) fn in_task() -> bool {
+    CURRENT_TASK.get() != 0
+}
+
 /// A task of the scope: its work, to run if it is still queued, and its status, to wait for and check for a failure.
-/// Both are `'static` types: the scope holds nothing that borrows.
+/// Both are `'static` types: the scope holds nothing that borrows. `parent`: the task that spawned it (0: code outside
+/// tasks), whose `taskwait` waits for it.
 struct Spawned {
     ticket: Arc<Ticket>,
     status: Arc<Status>,
+    parent: u64,
 }
 
 /// How many of a scope's tasks have not ended; `'static`, so a task's last act (counting itself out) touches
-/// nothing the scope's borrows could have freed.
+/// nothing the scope's borrows could have freed. Also the panics of its tasks' wakers and results' drops, which
+/// happen after a task stored its outcome, for the scope to report.
 #[derive(Default)]
 struct Running {
     n: Mutex<usize>,
     zero: Condvar,
+    late: Mutex<Vec<String>>,
 }
 
 impl Running {
@@ -136,6 +163,7 @@ impl<'scope, 'env> TaskScope<'scope, 'env> {
         let running = self.running.clone();
         running.add();
         let work = work(f, cell.clone(), Some(running));
+        let parent = CURRENT_TASK.get();
         // SAFETY: the work borrows for 'scope; the scope outlives every run and drop of it: `task_scope` does not
         // return (nor unwind) before `wait_all` has claimed every ticket and seen every task count itself out,
         // which a task does after its last use of anything it borrows (`work`).
@@ -143,6 +171,7 @@ impl<'scope, 'env> TaskScope<'scope, 'env> {
         self.tasks().push(Spawned {
             ticket: ticket.clone(),
             status: cell.status.clone(),
+            parent,
         });
         self.forget_finished();
         pool::submit(ticket.clone());
@@ -153,12 +182,17 @@ impl<'scope, 'env> TaskScope<'scope, 'env> {
         }
     }
 
-    /// Waits for every task spawned in the scope so far (OpenMP's `taskwait`); tasks still queued run on this
-    /// thread. Their results stay with their handles.
+    /// Waits for the tasks spawned in the scope so far (OpenMP's `taskwait`): called from code outside tasks (the
+    /// scope's closure), for every one; called from a task (or from a scope's closure that runs in a task), for the
+    /// tasks that task spawned, its children, as OpenMP's `taskwait` does: never for itself, nor for a sibling or an
+    /// enclosing task that may be waiting for it. Tasks still queued run on this thread. Their results stay with
+    /// their handles.
     pub fn taskwait(&self) {
+        let me = CURRENT_TASK.get();
         let so_far: Vec<(Arc<Ticket>, Arc<Status>)> = self
             .tasks()
             .iter()
+            .filter(|t| me == 0 || t.parent == me)
             .map(|t| (t.ticket.clone(), t.status.clone()))
             .collect();
         for (ticket, _) in &so_far {
@@ -172,12 +206,17 @@ impl<'scope, 'env> TaskScope<'scope, 'env> {
     /// The end of the scope: runs every task still queued here (those spawned meanwhile too), then waits for the
     /// rest.
     fn wait_all(&self) {
-        let mut k = 0;
+        // Passes over the list until one runs nothing: a task run here may spawn more, and a spawn may shorten the
+        // list (`forget_finished`), so walking it by index would skip queued tasks.
         loop {
-            let next = self.tasks().get(k).map(|t| t.ticket.clone());
-            let Some(ticket) = next else { break };
-            ticket.claim();
-            k += 1;
+            let listed: Vec<Arc<Ticket>> = self.tasks().iter().map(|t| t.ticket.clone()).collect();
+            let mut ran = false;
+            for ticket in &listed {
+                ran |= ticket.claim();
+            }
+            if !ran {
+                break;
+            }
         }
         self.running.wait_zero();
     }
@@ -237,20 +276,42 @@ where
     R: Send,
 {
     let device = crate::env::default_device();
+    let id = NEXT_TASK.fetch_add(1, Relaxed);
     move || {
-        // The thread may be a waiter running the task itself: its own default device comes back afterwards.
+        // The thread may be a waiter running the task itself: its own default device and task come back afterwards.
         let own = crate::env::default_device();
         crate::env::set_default_device(device);
+        let outer = CURRENT_TASK.replace(id);
         let out = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
             Err(Error::TaskPanicked {
                 message: panic_message(p),
             })
         });
+        CURRENT_TASK.set(outer);
         crate::env::set_default_device(own);
-        cell.finish(out);
+        // Nothing may unwind past here before the task counts itself out: a waker's `wake` (in `finish`) or the
+        // result's `Drop` that panics would otherwise leave the scope waiting forever (on a helper thread, which
+        // the panic would also end) or unwind it early, out of the scope's end that runs this task (`wait_all`),
+        // while other tasks still use what it borrows. Such a panic becomes a failure the scope reports.
+        let mut late = Vec::new();
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| cell.finish(out))) {
+            late.push(format!(
+                "a waker of the task panicked: {}",
+                panic_message(p)
+            ));
+        }
         // Before counting out: once counted out, the scope may end and free what this task's result borrows.
-        drop(cell);
+        if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(cell))) {
+            late.push(format!(
+                "the task's result panicked when dropped: {}",
+                panic_message(p)
+            ));
+        }
         if let Some(r) = running {
+            r.late
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend(late);
             r.done();
         }
     }
