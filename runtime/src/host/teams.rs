@@ -81,3 +81,35 @@ pub fn run_teams<R: Send, E: Send + From<SpawnError>>(
             .collect()),
     }
 }
+
+#[cfg(test)]
+// The pool's threads outlive a test by design, which Miri reports as a leak.
+#[cfg(not(miri))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_team_runs_once_in_order_and_a_panic_hangs_no_later_team() {
+        let (teams, threads) = (4 * hardware_threads(), hardware_threads().min(2));
+        let all = run_teams::<(u32, u32), SpawnError>(teams, threads, &|t, i, b| {
+            assert_eq!(b.wait(), offload_model::abi::barrier_status::DONE);
+            Ok((t, i))
+        })
+        .unwrap();
+        let want: Vec<(u32, u32)> = (0..teams)
+            .flat_map(|t| (0..threads).map(move |i| (t, i)))
+            .collect();
+        assert_eq!(all, want);
+        // Team 0's thread 0 panics: the others of its group meet broken barriers in the teams it skips.
+        let r = std::panic::catch_unwind(|| {
+            run_teams::<(), SpawnError>(teams, threads, &|t, i, b| {
+                if (t, i) == (0, 0) {
+                    panic!("team zero");
+                }
+                b.wait();
+                Ok(())
+            })
+        });
+        assert!(r.is_err());
+    }
+}
