@@ -1,8 +1,13 @@
 //! The team barrier of the host's teams (host-elf launches and the host fallback): a team gets all its threads at
 //! once, so a barrier never waits for a thread that is not running; a thread that fails, or finishes the region
 //! without reaching a barrier the others wait at, breaks it, so the others fail instead of waiting forever.
+//!
+//! A thread waiting at it spins a while on the barrier's generation before it sleeps, as the pool's threads do
+//! ([`super::wait`]: briefly on a crowded machine); the last to arrive wakes only threads that sleep.
 
+use super::wait::spin_until;
 use offload_model::abi::barrier_status;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Condvar, Mutex};
 
 /// A team barrier that can be poisoned, and that knows when a thread of its team has finished the region: a
@@ -12,6 +17,10 @@ pub struct TeamBarrier {
     state: Mutex<BarrierState>,
     cv: Condvar,
     threads: u32,
+    /// `state`'s generation, for spinning threads to watch (written under the lock).
+    generation: AtomicU64,
+    /// `state` is broken (poisoned, or a thread finished), for spinning threads to watch (written under the lock).
+    broken: AtomicBool,
 }
 
 #[derive(Default)]
@@ -21,6 +30,8 @@ struct BarrierState {
     poisoned: bool,
     /// The first thread of the team that finished the region.
     finished: Option<u32>,
+    /// Threads asleep on `cv`.
+    sleeping: u32,
 }
 
 impl TeamBarrier {
@@ -29,6 +40,8 @@ impl TeamBarrier {
             state: Mutex::new(BarrierState::default()),
             cv: Condvar::new(),
             threads,
+            generation: AtomicU64::new(0),
+            broken: AtomicBool::new(false),
         }
     }
 
@@ -43,12 +56,22 @@ impl TeamBarrier {
         if s.arrived == self.threads {
             s.arrived = 0;
             s.generation += 1;
-            self.cv.notify_all();
+            self.generation.store(s.generation, Release);
+            if s.sleeping > 0 {
+                self.cv.notify_all();
+            }
             return barrier_status::DONE;
         }
         let generation = s.generation;
+        drop(s);
+        spin_until(|| self.generation.load(Acquire) != generation || self.broken.load(Acquire));
+        // Whatever the spin saw, the lock's state decides; a thread that changes it after this check sees this one
+        // asleep (under the same lock) and wakes it.
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         while s.generation == generation && s.broken().is_none() {
+            s.sleeping += 1;
             s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+            s.sleeping -= 1;
         }
         if s.generation != generation {
             barrier_status::DONE
@@ -59,10 +82,9 @@ impl TeamBarrier {
 
     /// Releases every waiting thread for good: a thread of the team failed.
     pub fn poison(&self) {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .poisoned = true;
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.poisoned = true;
+        self.broken.store(true, Release);
         self.cv.notify_all();
     }
 
@@ -71,8 +93,9 @@ impl TeamBarrier {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if s.finished.is_none() {
             s.finished = Some(thread);
-            // Only threads waiting at a barrier need waking (a wake costs a system call every launch otherwise).
-            if s.arrived > 0 {
+            self.broken.store(true, Release);
+            // Only threads asleep at a barrier need waking (a wake costs a system call every launch otherwise).
+            if s.sleeping > 0 {
                 self.cv.notify_all();
             }
         }

@@ -11,6 +11,7 @@ pub mod reduce;
 pub mod share;
 pub mod teams;
 pub mod thread;
+pub(crate) mod wait;
 
 pub use barrier::TeamBarrier;
 pub use fallback::{run_fallback, run_fallback_reduce};

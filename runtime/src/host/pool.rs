@@ -6,22 +6,28 @@
 //! once, as a team barrier needs) and runs index 0 on the calling thread. It returns only after every index has
 //! finished, so the work may borrow from the caller.
 
+use super::wait::spin_until;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::Instant;
 
 /// Work for a worker; it calls its argument (which parks the worker again) once it no longer runs user code, before
 /// it releases its caller.
 type Task = Box<dyn FnOnce(Requeue) + Send + 'static>;
 type Requeue = Box<dyn FnOnce()>;
 
-/// A parked worker: it waits on its slot (spinning a while first, as `OMP_WAIT_POLICY` says), runs what lands there,
-/// and parks again.
+/// A parked worker: it waits on its slot (spinning a while first, as `OMP_WAIT_POLICY` and the machine's load say:
+/// [`super::wait`]), runs what lands there, and parks again.
 struct Worker {
-    slot: Mutex<Option<Task>>,
+    slot: Mutex<Slot>,
     /// The slot is full: what a spinning worker watches.
     full: AtomicBool,
     wake: Condvar,
+}
+
+struct Slot {
+    task: Option<Task>,
+    /// The worker sleeps on `wake` (a spinning one needs no system call to wake it).
+    asleep: bool,
 }
 
 /// Workers waiting for work.
@@ -30,7 +36,8 @@ static IDLE: Mutex<Vec<Arc<Worker>>> = Mutex::new(Vec::new());
 /// Counts finished indices; the caller waits (spinning a while first) for all of them.
 struct Latch {
     left: AtomicUsize,
-    lock: Mutex<()>,
+    /// The caller sleeps on `done`.
+    asleep: Mutex<bool>,
     done: Condvar,
 }
 
@@ -38,8 +45,10 @@ impl Latch {
     fn count_down(&self) {
         if self.left.fetch_sub(1, AcqRel) == 1 {
             // Under the lock, so a waiter between its check and its sleep cannot miss this.
-            let _g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
-            self.done.notify_all();
+            let asleep = self.asleep.lock().unwrap_or_else(PoisonError::into_inner);
+            if *asleep {
+                self.done.notify_all();
+            }
         }
     }
 
@@ -47,30 +56,15 @@ impl Latch {
         if spin_until(|| self.left.load(Acquire) == 0) {
             return;
         }
-        let mut g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut asleep = self.asleep.lock().unwrap_or_else(PoisonError::into_inner);
         while self.left.load(Acquire) > 0 {
-            g = self.done.wait(g).unwrap_or_else(PoisonError::into_inner);
+            *asleep = true;
+            asleep = self
+                .done
+                .wait(asleep)
+                .unwrap_or_else(PoisonError::into_inner);
         }
-    }
-}
-
-/// Spins until `ready()` or the wait policy's spin time has passed; whether it became ready.
-fn spin_until(ready: impl Fn() -> bool) -> bool {
-    let limit = crate::env::icv().spin;
-    if limit.is_zero() {
-        return ready();
-    }
-    let start = Instant::now();
-    loop {
-        for _ in 0..64 {
-            if ready() {
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        if start.elapsed() >= limit {
-            return ready();
-        }
+        *asleep = false;
     }
 }
 
@@ -96,7 +90,7 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) -> Result<(), SpawnError> {
     }
     let latch = Arc::new(Latch {
         left: AtomicUsize::new(n - 1),
-        lock: Mutex::new(()),
+        asleep: Mutex::new(false),
         done: Condvar::new(),
     });
     let panicked: Arc<Mutex<Option<Box<dyn std::any::Any + Send>>>> = Arc::new(Mutex::new(None));
@@ -197,7 +191,10 @@ fn idle_or_new() -> Result<Arc<Worker>, SpawnError> {
         return Ok(w);
     }
     let w = Arc::new(Worker {
-        slot: Mutex::new(None),
+        slot: Mutex::new(Slot {
+            task: None,
+            asleep: false,
+        }),
         full: AtomicBool::new(false),
         wake: Condvar::new(),
     });
@@ -214,9 +211,11 @@ fn idle_or_new() -> Result<Arc<Worker>, SpawnError> {
 impl Worker {
     fn give(&self, task: Task) {
         let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
-        *slot = Some(task);
+        slot.task = Some(task);
         self.full.store(true, Release);
-        self.wake.notify_one();
+        if slot.asleep {
+            self.wake.notify_one();
+        }
     }
 }
 
@@ -227,11 +226,14 @@ fn park(me: Arc<Worker>) {
         let task = {
             let mut slot = me.slot.lock().unwrap_or_else(PoisonError::into_inner);
             loop {
-                if let Some(t) = slot.take() {
+                if let Some(t) = slot.task.take() {
                     // Under the lock that `give` sets it under, so the flag always tells whether the slot is full.
                     me.full.store(false, Relaxed);
+                    slot.asleep = false;
                     break t;
                 }
+                // Under the lock `give` fills the slot under: it sees this before it decides whether to wake.
+                slot.asleep = true;
                 slot = me.wake.wait(slot).unwrap_or_else(PoisonError::into_inner);
             }
         };
