@@ -227,7 +227,7 @@ impl TailReads<'_, '_> {
             Expr::Group(x) => self.let_value(&x.expr),
             Expr::Cast(c) => self.let_value(&c.expr),
             Expr::Unary(u) if !matches!(u.op, syn::UnOp::Deref(_)) => self.let_value(&u.expr),
-            Expr::Binary(b) if !is_assign(&b.op) => {
+            Expr::Binary(b) if !is_compound_assign(&b.op) => {
                 self.let_value(&b.left);
                 self.let_value(&b.right);
             }
@@ -276,23 +276,6 @@ impl TailReads<'_, '_> {
             ));
         }
     }
-}
-
-fn is_assign(op: &syn::BinOp) -> bool {
-    use syn::BinOp::*;
-    matches!(
-        op,
-        AddAssign(_)
-            | SubAssign(_)
-            | MulAssign(_)
-            | DivAssign(_)
-            | RemAssign(_)
-            | BitXorAssign(_)
-            | BitAndAssign(_)
-            | BitOrAssign(_)
-            | ShlAssign(_)
-            | ShrAssign(_)
-    )
 }
 
 impl<'a> Visit<'a> for TailReads<'_, '_> {
