@@ -46,7 +46,7 @@ impl<R> Future for Task<'_, R> {
     type Output = Result<R, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if super::scope::in_task() {
+        if super::current::in_task() {
             self.ticket.claim();
         }
         match self.cell.poll_take(cx.waker()) {

@@ -22,6 +22,7 @@
 //! ([`pool::Ticket::new`]); its contract is exactly the waiting above.
 
 mod cell;
+mod current;
 mod handle;
 mod pool;
 mod scope;

@@ -2,23 +2,14 @@
 //! `'static` tasks.
 
 use super::cell::{Cell, Status};
+use super::current;
 use super::handle::Task;
 use super::pool::{self, Ticket};
 use crate::region::Error;
 use std::any::Any;
-use std::cell::Cell as ThreadCell;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-
-/// The next task's number (0 is no task).
-static NEXT_TASK: AtomicU64 = AtomicU64::new(1);
-
-thread_local! {
-    /// The number of the task this thread runs (the innermost, when a waiting task runs another), 0 outside tasks.
-    static CURRENT_TASK: ThreadCell<u64> = const { ThreadCell::new(0) };
-}
 
 /// Runs `f` with a scope for tasks (OpenMP's `taskgroup`) and returns what `f` returns once every task spawned in it
 /// has ended, whatever became of its handle (waited for, dropped, forgotten).
@@ -97,11 +88,6 @@ pub struct TaskScope<'scope, 'env: 'scope> {
     env: PhantomData<&'env mut &'env ()>,
 }
 
-/// Whether this thread runs a task now.
-pub(crate) fn in_task() -> bool {
-    CURRENT_TASK.get() != 0
-}
-
 /// A task of the scope: its work, to run if it is still queued, and its status, to wait for and check for a failure.
 /// Both are `'static` types: the scope holds nothing that borrows. `parent`: the task that spawned it (0: code outside
 /// tasks), whose `taskwait` waits for it.
@@ -163,7 +149,7 @@ impl<'scope, 'env> TaskScope<'scope, 'env> {
         let running = self.running.clone();
         running.add();
         let work = work(f, cell.clone(), Some(running));
-        let parent = CURRENT_TASK.get();
+        let parent = current::current();
         // SAFETY: the work borrows for 'scope; the scope outlives every run and drop of it: `task_scope` does not
         // return (nor unwind) before `wait_all` has claimed every ticket and seen every task count itself out,
         // which a task does after its last use of anything it borrows (`work`).
@@ -188,7 +174,7 @@ impl<'scope, 'env> TaskScope<'scope, 'env> {
     /// enclosing task that may be waiting for it. Tasks still queued run on this thread. Their results stay with
     /// their handles.
     pub fn taskwait(&self) {
-        let me = CURRENT_TASK.get();
+        let me = current::current();
         let so_far: Vec<(Arc<Ticket>, Arc<Status>)> = self
             .tasks()
             .iter()
@@ -276,18 +262,18 @@ where
     R: Send,
 {
     let device = crate::env::default_device();
-    let id = NEXT_TASK.fetch_add(1, Relaxed);
+    let id = current::new_task();
     move || {
         // The thread may be a waiter running the task itself: its own default device and task come back afterwards.
         let own = crate::env::default_device();
         crate::env::set_default_device(device);
-        let outer = CURRENT_TASK.replace(id);
+        let outer = current::enter(id);
         let out = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
             Err(Error::TaskPanicked {
                 message: panic_message(p),
             })
         });
-        CURRENT_TASK.set(outer);
+        current::enter(outer);
         crate::env::set_default_device(own);
         // Nothing may unwind past here before the task counts itself out: a waker's `wake` (in `finish`) or the
         // result's `Drop` that panics would otherwise leave the scope waiting forever (on a helper thread, which
