@@ -127,7 +127,9 @@ pub fn lower(region: &Region, func: &ItemFn) -> Lowered {
     if region.construct.is_work_shared() {
         tail = reduction_tail(region, &mut block);
         if tail.is_some() {
-            let wire = region.reduce_wire();
+            // Shown where the written return type was: the wire type's own tokens (a variable's annotation further
+            // down) would push the device crate's body off its lines.
+            let wire = region.reduce_wire().map(|w| relocate(w, output.span()));
             output = syn::parse_quote_spanned!(output.span()=> -> #wire);
         }
         lower_work_shared(region, &mut block);
