@@ -4,8 +4,13 @@
 use super::barrier::TeamBarrier;
 use super::geometry::{hardware_threads, host_max_threads};
 use super::pool::{self, SpawnError};
-use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::*};
 use std::sync::Mutex;
+
+/// A team's state in [`run_teams`].
+const UNSTARTED: u8 = 0;
+const STARTED: u8 = 1;
+const SKIPPED: u8 = 2;
 
 /// Runs `f(team, thread)` for every thread of `teams` x `threads` on the thread pool: each team's threads at once,
 /// as many teams at a time as the host has hardware threads for (`threads` is at most [`host_max_threads`], so a
@@ -16,8 +21,8 @@ use std::sync::Mutex;
 /// The waves are one hand-out to the pool: a group of `threads` pool threads runs teams `g`, `g + groups`, .. one
 /// after the other, so a launch wakes its threads once rather than once a wave (8 waves took 8 wake-ups, each tens of
 /// microseconds on a busy machine). A thread moves to its group's next team without waiting for the others (each
-/// team has its own barrier). After a failure, a thread starts no further team: it breaks the barrier of each it
-/// skips, so the others of its group, had they started one, fail there rather than wait for it.
+/// team has its own barrier). After a failure no team starts that no thread has started: a thread breaks the barrier
+/// of each it skips; a team one of whose threads started runs all of them, as a GPU's block does.
 pub fn run_teams<R: Send, E: Send + From<SpawnError>>(
     teams: u32,
     threads: u32,
@@ -28,6 +33,8 @@ pub fn run_teams<R: Send, E: Send + From<SpawnError>>(
     let first_failure: Mutex<Option<E>> = Mutex::new(None);
     let failed = AtomicBool::new(false);
     let barriers: Vec<TeamBarrier> = (0..teams).map(|_| TeamBarrier::new(threads)).collect();
+    // Each team's state: not started, started (a thread of it runs, so all of them run), or skipped after a failure.
+    let states: Vec<AtomicU8> = (0..teams).map(|_| AtomicU8::new(UNSTARTED)).collect();
     // One slot per thread, each set by its thread alone (a `Mutex` because results are only `Send`).
     let results: Vec<Mutex<Option<R>>> = (0..teams as usize * threads as usize)
         .map(|_| Mutex::new(None))
@@ -39,7 +46,19 @@ pub fn run_teams<R: Send, E: Send + From<SpawnError>>(
         let mut panicked = None;
         for t in (group..teams).step_by(groups as usize) {
             let b = &barriers[t as usize];
-            if panicked.is_some() || failed.load(Acquire) {
+            // After a failure no new team starts, but a team one of whose threads started runs all of them, as a
+            // GPU's block does.
+            let state = &states[t as usize];
+            let skip = if panicked.is_some() || failed.load(Acquire) {
+                state
+                    .compare_exchange(UNSTARTED, SKIPPED, AcqRel, Acquire)
+                    .map_or_else(|now| now == SKIPPED, |_| true)
+            } else {
+                state
+                    .compare_exchange(UNSTARTED, STARTED, AcqRel, Acquire)
+                    .map_or_else(|now| now == SKIPPED, |_| false)
+            };
+            if skip || panicked.is_some() {
                 b.poison();
                 continue;
             }
