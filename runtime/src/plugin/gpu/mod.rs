@@ -3,9 +3,11 @@
 //! (here). And, shared by the CUDA and AMD plugins and gpu-sim, the host sides of the GPU protocols, each written
 //! once over how a plugin gets at the host memory its images point at ([`host_block`]): the panic record, taken and
 //! reset after a failed launch and turned into its failure ([`panic`](mod@panic)), and the print buffer, drained
-//! after each launch ([`print`](mod@print)).
+//! after each launch ([`print`](mod@print)). And the CUDA and AMD plugins' pools of [`lanes`]: a stream or queue
+//! per host thread using a device at once, so that tasks overlap on one GPU.
 
 pub mod host_block;
+pub mod lanes;
 pub mod panic;
 pub mod print;
 
