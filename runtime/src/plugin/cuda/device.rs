@@ -1,21 +1,23 @@
 //! A CUDA device: its primary context, its memory and its launches.
 
 use super::error::{fail, launch_failure, Stage};
-use super::host_slot::{point_global, HostSlot};
+use super::host_slot::{global_pointer, HostSlot};
 use super::image::CudaImage;
+use super::lane::Lane;
 use super::rank::{check_image, rank_for};
 use crate::plugin::error::PluginError;
+use crate::plugin::gpu::lanes::{Lanes, LANES_PER_DEVICE};
 use crate::plugin::gpu::{self, panic, panic::PanicReports, print, print::Prints};
 use crate::plugin::interface::{
     Arg, Device, DeviceDescription, DeviceMemory, DevicePtr, Kernel, LaunchParams, LoadedImage,
 };
 use crate::registry::Image;
-use cudarc::driver::result::{self};
+use cudarc::driver::result::{self, stream};
 use cudarc::driver::sys::{self, CUresult};
 use offload_model::abi::Construct;
 use offload_model::device_kind::{NvidiaArch, NVPTX_TRIPLE};
 use std::ffi::{c_void, CStr};
-use std::sync::Mutex;
+use std::sync::RwLock;
 
 /// Dynamic shared memory a kernel may use without opting in (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`),
 /// counting its static shared memory.
@@ -39,15 +41,19 @@ pub(super) struct CudaDevice {
     /// The panic record and the print buffer: mapped pinned host memory, where it could be allocated.
     pub(super) panics: PanicReports<Option<HostSlot>>,
     pub(super) prints: Prints<Option<HostSlot>>,
-    /// Held for a launch and for draining the print buffer: launches on a device run one at a time (the legacy
-    /// default stream runs its kernels one at a time anyway), so no kernel writes the buffer while it is drained.
-    pub(super) stream: Mutex<()>,
+    /// Held shared by each launch until its kernel has ended, and alone to drain the print buffer, so no kernel
+    /// writes the buffer while it is drained.
+    pub(super) running: RwLock<()>,
+    /// A stream (and pinned staging) per thread using the device at once: every allocation's fill, copy and launch
+    /// runs on one, and waits for it, so tasks overlap here.
+    pub(super) lanes: Lanes<Lane>,
 }
 
 // SAFETY: the driver API is thread-safe, and a primary context may be current on any number of threads at once;
-// every method makes it current on its own thread before calling the driver. The panic record and the print buffer
-// are pinned host memory that kernels write and the host reads only once they have ended: the record one failed
-// launch at a time, the buffer under the stream lock, which launches hold.
+// every method makes it current on its own thread before calling the driver; a lane is used by one thread at a time.
+// The panic record and the print buffer are pinned host memory that kernels write and the host reads only once they
+// have ended: the record once a kernel's trap has stopped every kernel of the context, the buffer while no launch
+// holds `running`.
 unsafe impl Send for CudaDevice {}
 unsafe impl Sync for CudaDevice {}
 
@@ -122,7 +128,8 @@ impl CudaDevice {
             total_mem,
             panics,
             prints,
-            stream: Mutex::new(()),
+            running: RwLock::new(()),
+            lanes: Lanes::new(LANES_PER_DEVICE),
         })
     }
 
@@ -130,6 +137,33 @@ impl CudaDevice {
     pub(super) fn make_current(&self) -> Result<(), String> {
         // SAFETY: `ctx` is a retained primary context, never released.
         unsafe { result::ctx::set_current(self.ctx) }.map_err(|e| fail("cuCtxSetCurrent", e))
+    }
+
+    /// `f` on a lane no other thread holds (made if none is idle); the context is current. A lane that cannot be
+    /// made is `f`'s error.
+    fn on_lane<R>(&self, f: impl FnOnce(&mut Lane) -> Result<R, String>) -> Result<R, String> {
+        self.make_current()?;
+        self.lanes.with(Lane::new, f).and_then(|r| r)
+    }
+
+    /// Points `module`'s global `symbol` (a device address) at `address`, through a lane, so the copy has ended
+    /// before any stream launches a kernel of the module; an image without the global is left alone.
+    ///
+    /// # Safety
+    /// `module` is loaded in this device's context, which is current.
+    unsafe fn point_global(
+        &self,
+        module: sys::CUmodule,
+        symbol: &str,
+        address: sys::CUdeviceptr,
+    ) -> Result<(), String> {
+        // SAFETY: per the contract.
+        let Some(global) = (unsafe { global_pointer(module, symbol) })? else {
+            return Ok(());
+        };
+        let bytes = address.to_ne_bytes();
+        // SAFETY: `global` is the module's 8-byte variable.
+        self.on_lane(|lane| unsafe { lane.copy_in(global, bytes.as_ptr(), bytes.len()) })
     }
 
     /// `what` on this device: for messages.
@@ -268,14 +302,18 @@ impl Device for CudaDevice {
         if let Some(slot) = &self.panics.block {
             // An image that cannot point at the record still runs; its panics trap without a record.
             // SAFETY: loaded just now in the current context.
-            if let Err(e) = unsafe { point_global(module, panic::PROTOCOL.symbol, slot.device) } {
+            if let Err(e) =
+                unsafe { self.point_global(module, panic::PROTOCOL.symbol, slot.device) }
+            {
                 self.panics.note_unpointed(e);
             }
         }
         if let Some(slot) = &self.prints.block {
             // An image that cannot point at the buffer still runs; what it prints is dropped.
             // SAFETY: loaded just now in the current context.
-            if let Err(e) = unsafe { point_global(module, print::PROTOCOL.symbol, slot.device) } {
+            if let Err(e) =
+                unsafe { self.point_global(module, print::PROTOCOL.symbol, slot.device) }
+            {
                 self.prints.note_unpointed(e);
             }
         }
@@ -290,10 +328,13 @@ impl Device for CudaDevice {
     }
 
     fn take_printed(&self) -> (Vec<u8>, u32) {
+        // Waiting for every running launch only when there is something to drain, so launches stay side by side.
         // No driver call: the buffer is host memory, readable whatever became of the context.
-        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: launches hold the stream lock until they have synchronised or failed, so no kernel of this device
-        // runs; drains hold it too.
+        if !self.prints.pending() {
+            return (Vec::new(), 0);
+        }
+        let _alone = self.running.write().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: launches hold `running` until they have synchronised or failed, so no kernel of this device runs.
         unsafe { self.prints.take() }
     }
 
@@ -304,7 +345,7 @@ impl Device for CudaDevice {
         params: LaunchParams,
     ) -> Result<(), PluginError> {
         let refused = |reason: String| PluginError::Launch { reason };
-        let _stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        let _running = self.running.read().unwrap_or_else(|p| p.into_inner());
         self.make_current().map_err(refused)?;
         let f = kernel.0 as sys::CUfunction;
         let (teams, threads) = (params.num_teams.max(1), params.num_threads.max(1));
@@ -324,29 +365,38 @@ impl Device for CudaDevice {
         }
         // A failed call's error: a kernel that died is the panic its record holds.
         let failed = |code: CUresult, stage: Stage| {
-            // SAFETY: a kernel that died has ended (its launch failed, and the context that ran it is unusable),
-            // and no other launch runs (the stream lock is held), so no kernel writes the record.
+            // SAFETY: the record is read only for a kernel that died, and a kernel that dies takes the context, and
+            // every kernel running in it, with it (CUDA's sticky error), so no kernel writes the record; takers are
+            // serialised. (Kernels of other threads that were running fail with the same error, and whichever
+            // failed launch takes the record first reports its panic.)
             unsafe { self.panics.failed(launch_failure(code, stage, &config())) }
         };
         // CUDA passes no dynamic pointer.
         let dyn_ptr: u64 = 0;
         let mut params_ptrs = gpu::kernel_params(&dyn_ptr, args);
-        let stream = result::stream::null();
-        // SAFETY: per the contract, `args` match the kernel's parameters; they and `dyn_ptr` outlive the call,
-        // which copies them.
-        unsafe {
-            result::launch_kernel(
-                f,
-                (teams, 1, 1),
-                (threads, 1, 1),
-                shared,
-                stream,
-                &mut params_ptrs,
+        self.lanes
+            .with(
+                || Lane::new().map_err(|e| refused(self.on(e))),
+                |lane| {
+                    // SAFETY: per the contract, `args` match the kernel's parameters; they and `dyn_ptr` outlive the
+                    // call, which copies them. The lane's stream is this context's.
+                    unsafe {
+                        result::launch_kernel(
+                            f,
+                            (teams, 1, 1),
+                            (threads, 1, 1),
+                            shared,
+                            lane.stream,
+                            &mut params_ptrs,
+                        )
+                    }
+                    .map_err(|e| failed(e.0, Stage::Launch))?;
+                    // SAFETY: as above.
+                    unsafe { stream::synchronize(lane.stream) }
+                        .map_err(|e| failed(e.0, Stage::Wait))
+                },
             )
-        }
-        .map_err(|e| failed(e.0, Stage::Launch))?;
-        // SAFETY: the legacy default stream of the current context.
-        unsafe { result::stream::synchronize(stream) }.map_err(|e| failed(e.0, Stage::Wait))
+            .and_then(|r| r)
     }
 }
 
@@ -369,12 +419,17 @@ impl DeviceMemory for CudaDevice {
                 failed(self.on(fail("cuMemAlloc", e)))
             }
         })?;
-        // SAFETY: `p` is a live allocation of `bytes` bytes. The memset is ordered before every later copy and
-        // launch, all of which use the legacy default stream.
-        if let Err(e) = unsafe { result::memset_d8_sync(p, 0, bytes) } {
-            // SAFETY: allocated above and not handed out.
+        let filled = self.on_lane(|lane| {
+            // SAFETY: `p` is a live allocation of `bytes` bytes. Waited for, so the fill is done before the memory
+            // is handed out (and so before any copy or launch on any stream uses it).
+            unsafe { result::memset_d8_async(p, 0, bytes, lane.stream) }
+                .map_err(|e| fail("cuMemsetD8Async", e))?;
+            lane.wait("cuStreamSynchronize")
+        });
+        if let Err(e) = filled {
+            // SAFETY: allocated above and not handed out; nothing runs on it (waited for, or never started).
             let _ = unsafe { result::free_sync(p) };
-            return Err(failed(self.on(fail("cuMemsetD8", e))));
+            return Err(failed(self.on(e)));
         }
         Ok(p)
     }
@@ -400,10 +455,9 @@ impl DeviceMemory for CudaDevice {
             bytes: size,
             reason,
         };
-        self.make_current().map_err(failed)?;
-        // SAFETY: per the trait's contract; the copy is synchronous, so `src` need not outlive the call.
-        unsafe { result::memcpy_htod_sync(dst, std::slice::from_raw_parts(src, size)) }
-            .map_err(|e| failed(self.on(fail("cuMemcpyHtoD", e))))
+        // SAFETY: per the trait's contract, `copy_in`'s; the copy is waited for, so `src` need not outlive the call.
+        self.on_lane(|lane| unsafe { lane.copy_in(dst, src, size) })
+            .map_err(|e| failed(self.on(e)))
     }
 
     unsafe fn copy_from_device(
@@ -420,9 +474,8 @@ impl DeviceMemory for CudaDevice {
             bytes: size,
             reason,
         };
-        self.make_current().map_err(failed)?;
-        // SAFETY: per the trait's contract.
-        unsafe { result::memcpy_dtoh_sync(std::slice::from_raw_parts_mut(dst, size), src) }
-            .map_err(|e| failed(self.on(fail("cuMemcpyDtoH", e))))
+        // SAFETY: per the trait's contract, `copy_out`'s.
+        self.on_lane(|lane| unsafe { lane.copy_out(dst, src, size) })
+            .map_err(|e| failed(self.on(e)))
     }
 }

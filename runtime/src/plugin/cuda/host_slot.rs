@@ -1,5 +1,5 @@
 //! Mapped pinned host memory a device's images point at (the panic record, the print buffer: [`crate::plugin::gpu`]'s
-//! protocols, whose host sides read it through [`HostBlock`]), and pointing an image's global at it: the host reads
+//! protocols, whose host sides read it through [`HostBlock`]), and finding the image's global that points at it: the host reads
 //! it without the context, which a trap leaves unusable.
 
 use super::error::fail;
@@ -70,27 +70,24 @@ pub(super) fn not_a_pointer(symbol: &str, bytes: usize) -> Option<String> {
         .then(|| format!("the image's {symbol} is {bytes} bytes, not a device address"))
 }
 
-/// Points `module`'s global `symbol` (a device address) at `address`: `Ok(false)` if the image has none (built
-/// before that global existed).
+/// The device address of `module`'s global `symbol`, which holds a device address: `None` if the image has none
+/// (built before that global existed). The device points it with a copy ([`super::device`]'s `point_global`).
 ///
 /// # Safety
 /// `module` is loaded in the current context.
-pub(super) unsafe fn point_global(
+pub(super) unsafe fn global_pointer(
     module: sys::CUmodule,
     symbol: &str,
-    address: sys::CUdeviceptr,
-) -> Result<bool, String> {
+) -> Result<Option<sys::CUdeviceptr>, String> {
     let name = CString::new(symbol).map_err(|e| e.to_string())?;
     // SAFETY: per the contract.
     let (global, bytes) = match unsafe { result::module::get_global(module, name) } {
         Ok(found) => found,
-        Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_FOUND => return Ok(false),
+        Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_FOUND => return Ok(None),
         Err(e) => return Err(fail("cuModuleGetGlobal", e)),
     };
-    if let Some(why) = not_a_pointer(symbol, bytes) {
-        return Err(why);
+    match not_a_pointer(symbol, bytes) {
+        Some(why) => Err(why),
+        None => Ok(Some(global)),
     }
-    // SAFETY: `global` is the module's 8-byte variable; the copy is synchronous.
-    unsafe { result::memcpy_htod_sync(global, &[address]) }.map_err(|e| fail("cuMemcpyHtoD", e))?;
-    Ok(true)
 }

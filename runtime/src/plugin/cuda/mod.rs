@@ -5,14 +5,18 @@
 //! Layered as cudarc is: its `sys` (raw FFI) and `result` (each call a `Result<_, DriverError>`) underneath, and here
 //! messages naming the driver call that failed and its error, in the [`PluginError`] of the device method. Every device uses its primary
 //! context, made current on the calling thread at the start of each method (a region may be called from any host
-//! thread), and the legacy default stream, so allocation, zero-fill, copies and launches are ordered with each other.
+//! thread). Each zero-fill, copy and launch runs on a lane (`lane`: a non-blocking stream with pinned staging) that
+//! the calling thread holds alone for it, and waits for it, so threads (tasks) using one device overlap on it while
+//! each thread's operations stay in order. Allocating and freeing use the driver's synchronous calls, which may wait
+//! for the device: tasks that overlap map their data before (`target_data!`, `target_enter_data!`).
 //!
 //! A panic in region code traps, which leaves the context unusable; what panicked is read from the device's panic
 //! record ([`offload_model::gpu_panic`]), which lives in mapped pinned host memory, so the host reads it without the
 //! context. What region code prints goes to the device's print buffer ([`offload_model::device_print`]), mapped
 //! pinned host memory too, drained after each launch.
 //!
-//! One file per concern: `device` (the context, memory and launches), `image` (a loaded module), `rank` (which images
+//! One file per concern: `device` (the context, memory and launches), `lane` (a stream and its staging buffer),
+//! `image` (a loaded module), `rank` (which images
 //! a device runs), `error` (what a failed call says), and `host_slot` (mapped host memory an image's global points
 //! at, the GPU protocols' blocks, whose host sides are `plugin::gpu`'s).
 
@@ -27,6 +31,7 @@ mod device;
 mod error;
 mod host_slot;
 mod image;
+mod lane;
 mod rank;
 #[cfg(test)]
 mod tests;
@@ -54,12 +59,18 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuFuncGetAttribute",
     "cuFuncSetAttribute",
     "cuLaunchKernel",
+    "cuStreamCreate",
     "cuStreamSynchronize",
+    "cuStreamDestroy_v2",
+    "cuEventCreate",
+    "cuEventRecord",
+    "cuEventSynchronize",
+    "cuEventDestroy_v2",
     "cuMemAlloc_v2",
-    "cuMemsetD8_v2",
+    "cuMemsetD8Async",
     "cuMemFree_v2",
-    "cuMemcpyHtoD_v2",
-    "cuMemcpyDtoH_v2",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
     // The panic record and the print buffer (all in every driver since CUDA 3.2).
     "cuMemHostAlloc",
     "cuMemHostGetDevicePointer_v2",
