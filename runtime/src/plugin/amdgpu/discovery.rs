@@ -2,7 +2,7 @@
 //!
 //! One device per GPU agent that can dispatch kernels. Each has device memory from the GPU's coarse-grained pool and
 //! two kinds of host memory from a CPU agent's fine-grained pools the GPU may reach: kernel-argument blocks (a
-//! kernarg pool, as LLVM's plugin uses; else the GPU's own) and a staging buffer for copies.
+//! kernarg pool, as LLVM's plugin uses; else the GPU's own) and staging buffers for copies.
 
 use super::dispatch::Limits;
 use super::error::Error;
@@ -138,7 +138,7 @@ pub struct Gpu {
     /// Kernel-argument blocks; `kernarg_from_host`: a CPU agent's pool, which the GPU needs access granted to.
     pub kernarg_pool: MemoryPool,
     pub kernarg_from_host: bool,
-    /// Fine-grained host memory the GPU can reach: the staging buffer.
+    /// Fine-grained host memory the GPU can reach: the staging buffers.
     pub host_pool: MemoryPool,
     /// A wait slice, in timestamp ticks.
     pub wait_ticks: u64,

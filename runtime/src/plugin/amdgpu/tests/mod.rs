@@ -16,6 +16,7 @@ use offload_model::{device_print, gpu_panic};
 use std::sync::atomic::Ordering;
 
 mod fixtures;
+mod lanes;
 mod protocols;
 
 use fixtures::*;
