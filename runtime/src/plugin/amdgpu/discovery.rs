@@ -10,8 +10,8 @@ use super::image::base_arch;
 use super::safe::{agent, info, system_get_info, HsaError};
 use super::sys::*;
 
-/// Packets in each device's queue (fewer if the agent allows fewer). Launches wait for each other, so one would do;
-/// this is what the runtime would round small sizes up to anyway.
+/// Packets in each of a device's queues (fewer if the agent allows fewer). A queue's launches wait for each other,
+/// so one would do; this is what the runtime would round small sizes up to anyway.
 const QUEUE_PACKETS: u32 = 1024;
 
 /// Local data share per workgroup where the agent reports no group-segment pool: 64 KiB on every GCN, CDNA and
@@ -130,7 +130,7 @@ pub struct Gpu {
     pub profile: u32,
     pub compute_units: u32,
     pub limits: Limits,
-    /// Packets in its queue (see [`queue_size`]).
+    /// Packets in each of its queues (see [`queue_size`]).
     pub queue_packets: u32,
     pub total_mem: usize,
     /// Coarse-grained device memory: allocations.
