@@ -1,20 +1,20 @@
-//! One GPU as a device, composed of its parts: [`Loader`] (images and the kernel table), [`Dispatcher`] (launches),
-//! [`Memory`] (allocations and copies), [`PanicReports`] (the panic record) and [`Prints`] (the print buffer), each
-//! in a [`HostGlobal`], and the queue the dispatcher launches on. Discovery says what the GPU is; opening it makes the runtime objects its parts own.
+//! One GPU as a device, composed of its parts: [`Loader`] (images and the kernel table), [`Dispatcher`] (launches,
+//! on its launch lanes' queues), [`Memory`] (allocations and copies), [`PanicReports`] (the panic record) and
+//! [`Prints`] (the print buffer), each in a [`HostGlobal`]. Discovery says what the GPU is; opening it makes the
+//! runtime objects its parts own, the first launch lane's queue included (a GPU that cannot make one does not open).
 
 use super::discovery::{self, Machine};
-use super::dispatch::{Dispatcher, Limits};
+use super::dispatch::{Dispatcher, LaneMaker, Limits};
 use super::error::Error;
 use super::failure::{self, Watcher};
 use super::host_global::HostGlobal;
 use super::image::Loader;
-use super::kernargs::Kernargs;
 use super::memory::Memory;
-use super::safe::{OwnedQueue, OwnedSignal};
 use super::sys::{Agent, Hsa};
 use crate::plugin::gpu::{panic, panic::PanicReports, print, print::Prints};
 
-/// One GPU. Launches are serialised by its dispatcher, copies by its memory's staging buffer.
+/// One GPU. Host threads using it at once each launch on a lane of its dispatcher's and copy through a staging
+/// buffer of its memory's, so their kernels and copies overlap.
 pub struct AmdGpuDevice {
     /// The GPU's position among the runtime's GPU agents, for messages.
     pub ordinal: usize,
@@ -25,8 +25,8 @@ pub struct AmdGpuDevice {
     pub limits: Limits,
     pub total_mem: usize,
     pub images: Loader,
-    /// Released first: the launch state (its signal and kernel-argument buffer), then the staging buffer, then the
-    /// queue the dispatches went to (none is left running anyway).
+    /// Released first: the launch lanes (each its signal, its kernel-argument buffer, then the queue they went to),
+    /// then the staging buffers (none is left running anyway).
     pub dispatch: Dispatcher,
     /// Before the memory whose copies pointed the images at it; no dispatch that could write it runs any more. An
     /// image without the global (built before panic reports) runs as before, and a record that cannot be set up
@@ -35,12 +35,10 @@ pub struct AmdGpuDevice {
     /// Likewise; a buffer that cannot be set up drops what region code prints.
     pub prints: Prints<HostGlobal>,
     pub memory: Memory,
-    /// Last, so it is destroyed after the launch state that dispatched to it.
-    pub queue: OwnedQueue,
 }
 
 impl AmdGpuDevice {
-    /// Reads a GPU's properties, picks its memory pools and creates its queue and launch signal.
+    /// Reads a GPU's properties, picks its memory pools and makes its first launch lane (a queue and its signal).
     pub fn open(
         hsa: &'static Hsa,
         ordinal: usize,
@@ -48,12 +46,17 @@ impl AmdGpuDevice {
         machine: &Machine,
     ) -> Result<Self, Error> {
         let found = discovery::describe(hsa, gpu, machine)?;
-        let queue = OwnedQueue::new(hsa, gpu, found.queue_packets)?;
-        let signal = OwnedSignal::new(hsa, 0)?;
+        let maker = LaneMaker {
+            hsa,
+            agent: gpu,
+            packets: found.queue_packets,
+            kernarg_pool: found.kernarg_pool,
+            kernarg_from_host: found.kernarg_from_host,
+        };
+        let first = maker.make()?;
         failure::watch(gpu);
         let watcher = Watcher::new(gpu, found.wait_ticks);
         let images = Loader::new(hsa, gpu, found.profile);
-        let kernargs = Kernargs::new(hsa, gpu, found.kernarg_pool, found.kernarg_from_host);
         Ok(AmdGpuDevice {
             ordinal,
             arch: found.arch,
@@ -61,7 +64,7 @@ impl AmdGpuDevice {
             compute_units: found.compute_units,
             limits: found.limits,
             total_mem: found.total_mem,
-            dispatch: Dispatcher::new(found.limits, images.kernels(), watcher, signal, kernargs),
+            dispatch: Dispatcher::new(found.limits, images.kernels(), watcher, maker, first),
             images,
             panics: PanicReports::new(
                 HostGlobal::new(hsa, gpu, found.host_pool, panic::PROTOCOL),
@@ -79,7 +82,6 @@ impl AmdGpuDevice {
                 found.host_pool,
                 watcher,
             ),
-            queue,
         })
     }
 

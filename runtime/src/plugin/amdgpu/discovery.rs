@@ -2,7 +2,7 @@
 //!
 //! One device per GPU agent that can dispatch kernels. Each has device memory from the GPU's coarse-grained pool and
 //! two kinds of host memory from a CPU agent's fine-grained pools the GPU may reach: kernel-argument blocks (a
-//! kernarg pool, as LLVM's plugin uses; else the GPU's own) and a staging buffer for copies.
+//! kernarg pool, as LLVM's plugin uses; else the GPU's own) and staging buffers for copies.
 
 use super::dispatch::Limits;
 use super::error::Error;
@@ -10,8 +10,8 @@ use super::image::base_arch;
 use super::safe::{agent, info, system_get_info, HsaError};
 use super::sys::*;
 
-/// Packets in each device's queue (fewer if the agent allows fewer). Launches wait for each other, so one would do;
-/// this is what the runtime would round small sizes up to anyway.
+/// Packets in each of a device's queues (fewer if the agent allows fewer). A queue's launches wait for each other,
+/// so one would do; this is what the runtime would round small sizes up to anyway.
 const QUEUE_PACKETS: u32 = 1024;
 
 /// Local data share per workgroup where the agent reports no group-segment pool: 64 KiB on every GCN, CDNA and
@@ -130,7 +130,7 @@ pub struct Gpu {
     pub profile: u32,
     pub compute_units: u32,
     pub limits: Limits,
-    /// Packets in its queue (see [`queue_size`]).
+    /// Packets in each of its queues (see [`queue_size`]).
     pub queue_packets: u32,
     pub total_mem: usize,
     /// Coarse-grained device memory: allocations.
@@ -138,7 +138,7 @@ pub struct Gpu {
     /// Kernel-argument blocks; `kernarg_from_host`: a CPU agent's pool, which the GPU needs access granted to.
     pub kernarg_pool: MemoryPool,
     pub kernarg_from_host: bool,
-    /// Fine-grained host memory the GPU can reach: the staging buffer.
+    /// Fine-grained host memory the GPU can reach: the staging buffers.
     pub host_pool: MemoryPool,
     /// A wait slice, in timestamp ticks.
     pub wait_ticks: u64,

@@ -1,7 +1,8 @@
-//! Launching a kernel: the launch checked against the GPU's limits, the dispatch packet, publishing it on the
-//! device's queue, and waiting for its completion signal. A [`Dispatcher`] launches on one GPU: its launches are
-//! serialised by its launch mutex, and each waits for its dispatch to complete, so the kernel-argument buffer and
-//! the completion signal are reused from launch to launch.
+//! Launching a kernel: the launch checked against the GPU's limits, the dispatch packet, publishing it on a queue of
+//! the device, and waiting for its completion signal. A [`Dispatcher`] launches on one GPU through its launch lanes
+//! ([`LaunchLane`]: a queue, a completion signal and a kernel-argument buffer), one per host thread launching at
+//! once, so launches from several threads overlap on the GPU; a lane is held for one launch, which waits for its
+//! dispatch to complete, so the lane's buffer and signal are reused from launch to launch.
 
 use super::error::{Error, Lost, TooBig};
 use super::failure::Watcher;
@@ -9,10 +10,11 @@ use super::image::{KernelInfo, KernelTable};
 use super::kernargs::{kernarg_bytes, Kernargs};
 use super::safe::{OwnedQueue, OwnedSignal};
 use super::sys::*;
+use crate::plugin::gpu::lanes::Lanes;
 use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 
 /// Private segment (stack) bytes per work-item for a kernel whose stack size the compiler could not bound
 /// (recursion, indirect calls): LLVM's plugin's default.
@@ -176,55 +178,94 @@ pub enum LaunchError {
     Lost(Lost),
 }
 
-/// The launch state, used under the launch mutex: one launch at a time per queue.
-struct LaunchState {
-    /// The completion signal of every dispatch (each waits for the one before it to finish).
+/// What a launch needs to itself: a queue, the completion signal of its dispatches and the kernel-argument buffer,
+/// held by one launch at a time. Released in field order: the signal and the buffer, then the queue they were
+/// dispatched on (none is left running anyway).
+pub struct LaunchLane {
+    /// The completion signal of every dispatch on the lane (each waits for the one before it to finish).
     signal: OwnedSignal,
     /// The kernel-argument buffer, reused and replaced as kernels need.
     kernargs: Kernargs,
+    /// This lane's AQL queue: only the lane's holder launches on it.
+    queue: OwnedQueue,
 }
 
-/// Launches kernels of one GPU's kernel table on its queue, one at a time, each waited for.
+/// What making a launch lane takes: GPU `agent`'s queues of `packets` packets, kernel arguments from
+/// `kernarg_pool` (of the host: `kernarg_from_host`).
+#[derive(Clone, Copy)]
+pub struct LaneMaker {
+    pub hsa: &'static Hsa,
+    pub agent: Agent,
+    pub packets: u32,
+    pub kernarg_pool: MemoryPool,
+    pub kernarg_from_host: bool,
+}
+
+impl LaneMaker {
+    /// A new lane: its queue, then its signal (the queue is destroyed if the signal cannot be made); the
+    /// kernel-argument buffer is allocated by the lane's first launch.
+    pub fn make(&self) -> Result<LaunchLane, Error> {
+        let queue = OwnedQueue::new(self.hsa, self.agent, self.packets)?;
+        let signal = OwnedSignal::new(self.hsa, 0)?;
+        Ok(LaunchLane {
+            signal,
+            kernargs: Kernargs::new(
+                self.hsa,
+                self.agent,
+                self.kernarg_pool,
+                self.kernarg_from_host,
+            ),
+            queue,
+        })
+    }
+}
+
+/// Launches kernels of one GPU's kernel table, each on a lane of its own and waited for.
 pub struct Dispatcher {
     limits: Limits,
     kernels: Arc<KernelTable>,
     watcher: Watcher,
-    launch: Mutex<LaunchState>,
+    maker: LaneMaker,
+    /// The lanes made so far, each held by one launch at a time (at most `LANES_PER_DEVICE`).
+    lanes: Lanes<LaunchLane>,
+    /// Held shared by each launch for its whole dispatch and wait, so launches run side by side; held alone by
+    /// [`Dispatcher::between_launches`].
+    running: RwLock<()>,
 }
 
 impl Dispatcher {
-    /// Launches within `limits` of the kernels in `kernels`, each completing `signal`, their arguments in
-    /// `kernargs`' buffer, waited for with `watcher`.
+    /// Launches within `limits` of the kernels in `kernels`, waited for with `watcher`, on `first` and the lanes
+    /// `maker` makes when every lane is busy.
     pub fn new(
         limits: Limits,
         kernels: Arc<KernelTable>,
         watcher: Watcher,
-        signal: OwnedSignal,
-        kernargs: Kernargs,
+        maker: LaneMaker,
+        first: LaunchLane,
     ) -> Dispatcher {
         Dispatcher {
             limits,
             kernels,
             watcher,
-            launch: Mutex::new(LaunchState { signal, kernargs }),
+            maker,
+            lanes: Lanes::with_first(first),
+            running: RwLock::new(()),
         }
     }
 
-    /// `f`, while no dispatch runs (holding the launch mutex, which each launch holds until its dispatch ends).
+    /// `f`, while no dispatch runs: holding alone what each launch holds shared until its dispatch has ended.
     pub fn between_launches<R>(&self, f: impl FnOnce() -> R) -> R {
-        let _launch = self.launch.lock().unwrap_or_else(|p| p.into_inner());
+        let _alone = self.running.write().unwrap_or_else(|p| p.into_inner());
         f()
     }
 
-    /// Runs kernel `kernel` of the kernel table on `queue` with the calling convention `(dyn_ptr, args..)`, and
-    /// waits.
+    /// Runs kernel `kernel` of the kernel table on a lane's queue with the calling convention `(dyn_ptr, args..)`,
+    /// and waits.
     ///
     /// # Safety
-    /// `args` match the kernel's parameters (the addresses in them are this GPU's memory); `queue` is this GPU's,
-    /// and only this dispatcher launches on it.
+    /// `args` match the kernel's parameters (the addresses in them are this GPU's memory).
     pub unsafe fn run(
         &self,
-        queue: &OwnedQueue,
         kernel: usize,
         args: &[MaybeUninit<u64>],
         teams: u32,
@@ -251,33 +292,40 @@ impl Dispatcher {
             })?;
         let block = kernarg_bytes(args, info.kernarg_size as usize);
 
-        let mut state = self.launch.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = queue.error() {
-            return Err(LaunchError::Lost(Lost::Queue(s)));
-        }
-        let state = &mut *state;
-        let kernargs = state.kernargs.buffer(block.len()).map_err(refused)?;
-        // SAFETY: no dispatch reads the buffer: the last one completed.
-        unsafe { kernargs.write(&block) };
-        let packet = dispatch_packet(
-            dispatch,
-            info.object,
-            kernargs.as_ptr() as u64,
-            state.signal.handle(),
-        );
-        // Nothing waits on the signal: the launch mutex is held.
-        state.signal.store_relaxed(1);
-        // SAFETY: the kernarg buffer and signal stay valid (and unused by anyone else) until the wait below returns;
-        // per the contract, only this launch (under the mutex) uses the queue.
-        unsafe { submit(queue, &packet) }.map_err(LaunchError::Lost)?;
-        self.watcher
-            .wait(&state.signal, Some(queue))
-            .map_err(LaunchError::Lost)
+        // A lane that cannot be made refuses the launch; the device stays usable.
+        self.lanes
+            .with(
+                || self.maker.make(),
+                |lane| {
+                    let _running = self.running.read().unwrap_or_else(|p| p.into_inner());
+                    if let Some(s) = lane.queue.error() {
+                        return Err(LaunchError::Lost(Lost::Queue(s)));
+                    }
+                    let kernargs = lane.kernargs.buffer(block.len()).map_err(refused)?;
+                    // SAFETY: no dispatch reads the buffer: the lane's last one completed.
+                    unsafe { kernargs.write(&block) };
+                    let packet = dispatch_packet(
+                        dispatch,
+                        info.object,
+                        kernargs.as_ptr() as u64,
+                        lane.signal.handle(),
+                    );
+                    // Nothing waits on the signal: the lane is held.
+                    lane.signal.store_relaxed(1);
+                    // SAFETY: the kernarg buffer and signal stay valid (and unused by anyone else) until the wait
+                    // below returns; only this launch (holding the lane) uses the lane's queue.
+                    unsafe { submit(&lane.queue, &packet) }.map_err(LaunchError::Lost)?;
+                    self.watcher
+                        .wait(&lane.signal, Some(&lane.queue))
+                        .map_err(LaunchError::Lost)
+                },
+            )
+            .map_err(refused)?
     }
 }
 
-/// Hands `packet` to `queue`: reserves a slot, publishes the packet, and rings the doorbell. Called under the
-/// launch mutex.
+/// Hands `packet` to `queue`: reserves a slot, publishes the packet, and rings the doorbell. Called by the holder of
+/// the queue's lane.
 ///
 /// # Safety
 /// The packet's kernarg block and signal stay valid until the dispatch completes; only the caller launches on
@@ -287,8 +335,8 @@ unsafe fn submit(queue: &OwnedQueue, packet: &KernelDispatchPacket) -> Result<()
         return Err(Lost::Queue(HSA_STATUS_ERROR_INVALID_QUEUE));
     };
     let index = queue.reserve();
-    // The slot is free once the packet processor has read past the packet `size` slots back. Launches wait for
-    // each other, so this holds at once unless the queue died.
+    // The slot is free once the packet processor has read past the packet `size` slots back. Each launch on a lane
+    // waits for its dispatch before the lane takes another, so this holds at once unless the queue died.
     while index.wrapping_sub(queue.read_index()) >= ring.size {
         if let Some(s) = queue.error() {
             return Err(Lost::Queue(s));
@@ -298,7 +346,8 @@ unsafe fn submit(queue: &OwnedQueue, packet: &KernelDispatchPacket) -> Result<()
     // The size is a power of two.
     let slot = ring.base.wrapping_add((index & (ring.size - 1)) as usize);
     // SAFETY: the slot is one of the ring's, reserved above and no longer read by the packet processor, and only
-    // this launch (under the mutex) writes it; the packet's references stay valid per the contract.
+    // this launch (the one launching on the queue, per the contract) writes it; the packet's references stay valid
+    // per the contract.
     unsafe {
         publish(slot, packet);
         queue.ring_doorbell(ring, index);

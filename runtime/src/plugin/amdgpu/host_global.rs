@@ -1,5 +1,5 @@
 //! A block of fine-grained host memory the GPU may reach (a CPU agent's pool, access granted), which each loaded
-//! image's global of a GPU protocol points at, so the host reads it whatever became of the queue: the panic record and
+//! image's global of a GPU protocol points at, so the host reads it whatever became of the queues: the panic record and
 //! the print buffer, whose host sides are [`crate::plugin::gpu`]'s, reading the block through [`HostBlock`]. It is
 //! allocated when the first image that has the global is loaded. An image without the global runs as before, and a
 //! block that cannot be set up fails no load: the caller keeps the reason.

@@ -28,8 +28,8 @@ pub fn buffer_size(len: usize) -> usize {
     len.max(256).next_power_of_two()
 }
 
-/// A GPU's kernel-argument buffer: allocated from its kernarg pool on the first launch, reused while it is large
-/// enough. Used under the launch mutex, so only one launch at a time writes it.
+/// A launch lane's kernel-argument buffer: allocated from the GPU's kernarg pool on the lane's first launch, reused
+/// while it is large enough. Used by the lane's holder, so only one launch at a time writes it.
 pub struct Kernargs {
     hsa: &'static Hsa,
     agent: Agent,
@@ -51,9 +51,9 @@ impl Kernargs {
         }
     }
 
-    /// The kernel-argument buffer for a block of `len` bytes: the one the launches before used while it is large
-    /// enough, else a new one. The old one is then freed (its last dispatch completed: every launch waits under the
-    /// launch mutex that `self` is borrowed from); if no new one can be had, the old one stays.
+    /// The kernel-argument buffer for a block of `len` bytes: the one the lane's launches before used while it is large
+    /// enough, else a new one. The old one is then freed (its last dispatch completed: every launch waits for its
+    /// dispatch while holding the lane that `self` is borrowed from); if no new one can be had, the old one stays.
     pub fn buffer(&mut self, len: usize) -> Result<&PoolBlock, Error> {
         let buffer = match self.buffer.take() {
             Some(b) if b.len() >= len => b,

@@ -2,16 +2,18 @@
 //! through a staging buffer in fine-grained host memory the GPU can reach, in chunks: the CPU copies between the
 //! caller's memory and the staging buffer, and the GPU's copy engine (`hsa_amd_memory_async_copy`, waited for on a
 //! signal) between it and device memory. So any host memory works (read-only, stack, unaligned) without pinning
-//! it, as LLVM's plugin does for transfers below its pinning threshold.
+//! it, as LLVM's plugin does for transfers below its pinning threshold. Each staging buffer and its signal is a copy
+//! lane (`plugin::gpu::lanes`): host threads copying at once each hold one, so their copies overlap.
 
 use super::error::{Error, Lost};
 use super::failure::Watcher;
 use super::safe::{self, HsaError, OwnedSignal, PoolBlock};
 use super::sys::{Agent, Hsa, MemoryPool};
+use crate::plugin::gpu::lanes::{Lanes, LANES_PER_DEVICE};
 use std::ptr;
-use std::sync::Mutex;
 
-/// The staging buffer each device copies through, allocated on its first copy.
+/// The size of each staging buffer a device copies through (one per copy running at once, made when a copy finds
+/// none idle).
 pub const STAGING_BYTES: usize = 4 << 20;
 
 /// Allocates `bytes` from `pool` and, for a pool of another agent (`grant`), lets GPU `agent` use them.
@@ -29,14 +31,14 @@ pub fn allocate(
     Ok(block)
 }
 
-/// The staging buffer and the signal its copies complete, used under the staging mutex.
+/// A copy lane: a staging buffer and the signal its copies complete, used by one copy at a time (the lane's holder).
 struct Staging {
     buffer: PoolBlock,
     signal: OwnedSignal,
 }
 
-/// One GPU's memory: allocations from its device pool, and copies through its staging buffer (serialised by the
-/// staging mutex).
+/// One GPU's memory: allocations from its device pool, and copies through its staging buffers (a copy at a time
+/// through each).
 pub struct Memory {
     hsa: &'static Hsa,
     agent: Agent,
@@ -44,15 +46,15 @@ pub struct Memory {
     device_pool: MemoryPool,
     /// The device pool's size, for messages.
     total: usize,
-    /// Fine-grained host memory the GPU can reach: the staging buffer.
+    /// Fine-grained host memory the GPU can reach: the staging buffers.
     host_pool: MemoryPool,
     watcher: Watcher,
-    staging: Mutex<Option<Staging>>,
+    staging: Lanes<Staging>,
 }
 
 impl Memory {
-    /// The memory of GPU `agent`: device memory from `device_pool` (`total` bytes), copies through a staging
-    /// buffer from `host_pool` (made on the first copy), waited for with `watcher`.
+    /// The memory of GPU `agent`: device memory from `device_pool` (`total` bytes), copies through staging buffers
+    /// from `host_pool` (the first made by the first copy), waited for with `watcher`.
     pub fn new(
         hsa: &'static Hsa,
         agent: Agent,
@@ -68,7 +70,7 @@ impl Memory {
             total,
             host_pool,
             watcher,
-            staging: Mutex::new(None),
+            staging: Lanes::new(LANES_PER_DEVICE),
         }
     }
 
@@ -101,8 +103,8 @@ impl Memory {
     /// Copies `size` bytes between device memory and the staging buffer with the GPU's copy engine, and waits.
     ///
     /// # Safety
-    /// One of `dst` and `src` is the staging buffer and the other `size` bytes of one allocation of this GPU;
-    /// `size` is at most [`STAGING_BYTES`].
+    /// One of `dst` and `src` is `staging`'s buffer and the other `size` bytes of one allocation of this GPU;
+    /// `size` is at most [`STAGING_BYTES`]; the caller holds the lane `staging`.
     unsafe fn engine_copy(
         &self,
         staging: &Staging,
@@ -110,7 +112,7 @@ impl Memory {
         src: *const u8,
         size: usize,
     ) -> Result<(), Error> {
-        // Nothing else waits on the signal: the staging mutex is held.
+        // Nothing else waits on the signal: the lane is held.
         staging.signal.store_relaxed(1);
         // SAFETY: per the contract; this GPU can reach both buffers (the staging buffer by the access granted), and
         // both stay valid until the wait below says the copy is done.
@@ -122,8 +124,8 @@ impl Memory {
         }
     }
 
-    /// Runs `chunk(staging, offset, len)` over `size` bytes in staging-buffer-sized chunks, holding the staging
-    /// buffer (made on first use) throughout; a copy of nothing needs none.
+    /// Runs `chunk(staging, offset, len)` over `size` bytes in staging-buffer-sized chunks, holding a copy lane (an
+    /// idle one, or one made for it) throughout; a copy of nothing needs none.
     fn staged(
         &self,
         size: usize,
@@ -132,22 +134,21 @@ impl Memory {
         if size == 0 {
             return Ok(());
         }
-        let mut guard = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        let staging = match guard.take() {
-            Some(s) => s,
-            None => Staging {
+        let make = || -> Result<Staging, Error> {
+            Ok(Staging {
                 buffer: allocate(self.hsa, self.agent, self.host_pool, STAGING_BYTES, true)?,
                 signal: OwnedSignal::new(self.hsa, 1)?,
-            },
+            })
         };
-        let staging = guard.insert(staging);
-        let mut done = 0;
-        while done < size {
-            let n = (size - done).min(STAGING_BYTES);
-            chunk(staging, done, n)?;
-            done += n;
-        }
-        Ok(())
+        self.staging.with(make, |staging| {
+            let mut done = 0;
+            while done < size {
+                let n = (size - done).min(STAGING_BYTES);
+                chunk(staging, done, n)?;
+                done += n;
+            }
+            Ok(())
+        })?
     }
 
     /// # Safety
@@ -155,10 +156,11 @@ impl Memory {
     pub unsafe fn copy_in(&self, dst: u64, src: *const u8, size: usize) -> Result<(), Error> {
         self.staged(size, |staging, done, n| {
             // SAFETY: per the contract `src..src+size` is readable; the staging buffer holds STAGING_BYTES and is
-            // ours while the mutex is held (the previous chunk's copy has completed).
+            // ours while its lane is held (the previous chunk's copy has completed).
             unsafe { ptr::copy_nonoverlapping(src.add(done), staging.buffer.as_ptr(), n) };
             let to = (dst as usize + done) as *mut u8;
-            // SAFETY: `to..to+n` lies in the caller's device allocation; `n` fits the staging buffer.
+            // SAFETY: `to..to+n` lies in the caller's device allocation; `n` fits the staging buffer, whose lane is
+            // held.
             unsafe { self.engine_copy(staging, to, staging.buffer.as_ptr(), n) }
         })
     }
@@ -168,7 +170,8 @@ impl Memory {
     pub unsafe fn copy_out(&self, dst: *mut u8, src: u64, size: usize) -> Result<(), Error> {
         self.staged(size, |staging, done, n| {
             let from = (src as usize + done) as *const u8;
-            // SAFETY: `from..from+n` lies in the caller's device allocation; `n` fits the staging buffer.
+            // SAFETY: `from..from+n` lies in the caller's device allocation; `n` fits the staging buffer, whose lane
+            // is held.
             unsafe { self.engine_copy(staging, staging.buffer.as_ptr(), from, n) }?;
             // SAFETY: per the contract `dst..dst+size` is writable; the copy into the staging buffer has completed
             // (its signal was waited for with acquire ordering).

@@ -24,9 +24,10 @@
 //! tests, `fake` (a fake HSA runtime) names `sys` only, and `tests` (the plugin against it), which only this file
 //! declares, names what it needs.
 //!
-//! One device per GPU agent: one AQL queue (launches are serialised on it and each waits for its completion
-//! signal), device memory from the GPU's coarse-grained pool, and host memory the GPU can reach for kernel
-//! arguments and for a staging buffer that copies go through.
+//! One device per GPU agent: device memory from the GPU's coarse-grained pool, and lanes (`plugin::gpu::lanes`) for
+//! the host threads using it at once, so their work overlaps: a launch lane is an AQL queue with its completion
+//! signal and kernel-argument buffer (host memory the GPU can reach), a copy lane a staging buffer copies go through
+//! with its signal. Each launch and copy waits for its signal; the print buffer is drained while no dispatch runs.
 
 use offload_model::abi::Construct;
 mod device;
@@ -153,9 +154,14 @@ impl Device for AmdGpuDevice {
     }
 
     fn take_printed(&self) -> (Vec<u8>, u32) {
-        // No runtime call: the buffer is host memory, readable whatever became of the queue.
+        // Waiting for every running launch only when there is something to drain, so launches stay side by side.
+        if !self.prints.pending() {
+            return (Vec::new(), 0);
+        }
+        // No runtime call: the buffer is host memory, readable whatever became of the queues.
         self.dispatch.between_launches(|| {
-            // SAFETY: no dispatch runs: each launch holds the launch mutex until its dispatch has ended.
+            // SAFETY: no dispatch runs: each launch holds what this holds alone until its dispatch has ended (or
+            // failed).
             unsafe { self.prints.take() }
         })
     }
@@ -171,24 +177,20 @@ impl Device for AmdGpuDevice {
             num_threads,
             team_shared,
         } = params;
-        // SAFETY: per the trait's contract the arguments match the kernel's parameters; the queue is this GPU's,
-        // and only its dispatcher launches on it.
+        // SAFETY: per the trait's contract the arguments match the kernel's parameters.
         unsafe {
-            self.dispatch.run(
-                &self.queue,
-                kernel.0,
-                args,
-                num_teams,
-                num_threads,
-                team_shared,
-            )
+            self.dispatch
+                .run(kernel.0, args, num_teams, num_threads, team_shared)
         }
         .map_err(|e| match e {
             LaunchError::Refused(e) => PluginError::Launch { reason: self.on(e) },
-            // The GPU failed: the device is lost. A panicking thread left its record.
-            // SAFETY: the dispatch that could write the record has ended (it failed, and the GPU's launches are
-            // serialised).
-            LaunchError::Lost(lost) => unsafe { self.panics.failure(lost.to_string()) },
+            // The GPU failed: the device is lost. A panicking thread left its record, read once the launches
+            // running beside this one (on other queues, which a trap on this one need not stop) have ended too.
+            LaunchError::Lost(lost) => self.dispatch.between_launches(|| {
+                // SAFETY: no dispatch runs: this one failed, and every other launch holds what this holds alone
+                // until its dispatch has ended (or failed); takers are serialised by the record's own mutex.
+                unsafe { self.panics.failure(lost.to_string()) }
+            }),
         })
     }
 }

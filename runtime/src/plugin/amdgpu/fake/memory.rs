@@ -1,6 +1,6 @@
 //! Memory: pool blocks (not zeroed, as device memory is not), access grants, fills and the copy engine.
 
-use super::state::{addr, agent_name, enter, result, set_signal, signal_name, with, Block};
+use super::state::{addr, agent_name, enter, meet, result, set_signal, signal_name, with, Block};
 use crate::plugin::amdgpu::sys::*;
 use std::ffi::c_void;
 
@@ -120,6 +120,7 @@ pub(super) unsafe extern "C" fn hsa_amd_memory_async_copy(
     if status != HSA_STATUS_SUCCESS {
         return status;
     }
+    meet();
     // SAFETY: the plugin copies between two blocks of this machine.
     unsafe { std::ptr::copy_nonoverlapping(src.cast::<u8>(), dst.cast::<u8>(), size) };
     with(|s| {

@@ -4,7 +4,8 @@
 //! allocation, copies, image loading, kernel lookup and dispatch run here without a GPU, and each failure path can
 //! be taken by making one call fail.
 //!
-//! State is per thread (each test has its own machine); the plugin calls the runtime only from the calling thread.
+//! State is per thread (each test has its own machine); the plugin calls the runtime from the thread that calls it,
+//! so a test whose threads use one device at once lets them share its machine (`shared`).
 //! It names the raw interface (`sys`) only; the tests that run the plugin on it are in `super::tests`.
 //!
 //! One file per concern: `machine` (what the machine is: agents, pools, code objects, events), `state` (the
@@ -41,7 +42,8 @@ use self::queues::{
     hsa_signal_store_relaxed, hsa_signal_store_screlease, hsa_signal_wait_scacquire,
 };
 pub use self::state::{
-    dispatched, done_after_waits, fail_next, set_on_dispatch, take_trace, trace_name, variable,
+    apart, dispatched, done_after_waits, fail_next, set_on_dispatch, shared, take_trace, together,
+    trace_name, variable,
 };
 use super::sys::Hsa;
 use std::sync::OnceLock;

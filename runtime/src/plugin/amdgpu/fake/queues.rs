@@ -2,8 +2,8 @@
 
 use super::machine::OnDispatch;
 use super::state::{
-    agent_name, enter, new_signal, queue_index, result, set_signal, signal_name, with, Dispatched,
-    FakeQueue,
+    agent_name, enter, meet, new_signal, queue_index, result, set_signal, signal_name, with,
+    Dispatched, FakeQueue,
 };
 use crate::plugin::amdgpu::sys::*;
 use std::ffi::c_void;
@@ -196,7 +196,7 @@ pub(super) unsafe extern "C" fn hsa_queue_load_read_index_scacquire(queue: *cons
 }
 
 /// The packet processor: takes packet `index` of queue `q` (published, or it would not have been rung), records
-/// it, and completes it or fails the queue.
+/// it, waits for the others it should be in flight with (`together`), and completes it or fails the queue.
 ///
 /// # Safety
 /// The packet's kernarg address is a block of this machine.
@@ -224,8 +224,13 @@ unsafe fn process(q: usize, index: u64) {
         (packet, block, s.config.on_dispatch)
     });
     with(|s| {
-        s.dispatched.push(Dispatched { packet, kernargs });
+        s.dispatched.push(Dispatched {
+            queue: q,
+            packet,
+            kernargs,
+        });
     });
+    meet();
     match on_dispatch {
         OnDispatch::Complete => with(|s| set_signal(s, packet.completion_signal, 0)),
         OnDispatch::Hang => {}

@@ -1,11 +1,16 @@
-//! The fake machine's state (per thread: each test has its own machine), the controls a test has over it, and how
-//! the trace names what a call touches.
+//! The fake machine's state (per thread: each test has its own machine, which threads it starts may share), the
+//! controls a test has over it, and how the trace names what a call touches.
 
 use super::machine::{Config, OnDispatch};
 use crate::plugin::amdgpu::sys::*;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::fmt::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a dispatch or copy waits for the others it should be in flight with ([`together`]).
+pub const TOGETHER_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(super) struct Block {
     pub(super) storage: Vec<u128>,
@@ -31,10 +36,15 @@ pub(super) struct FakeQueue {
     pub(super) data: *mut c_void,
 }
 
+// SAFETY: the queue struct and ring are the fake's own allocations, touched through raw pointers only (by the plugin
+// and the packet processor, from whichever thread launches); `data` is the plugin's queue error cell, an atomic the
+// plugin shares between threads itself.
+unsafe impl Send for FakeQueue {}
+
 impl Drop for FakeQueue {
     fn drop(&mut self) {
         // SAFETY: both came from `Box::into_raw` in `hsa_queue_create`, the ring with `size` packets; the plugin's
-        // device (which holds the pointers) is gone before its test's thread ends.
+        // device (which holds the pointers) is gone before the last thread using its machine ends.
         unsafe {
             drop(Box::from_raw(self.queue));
             drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
@@ -45,9 +55,11 @@ impl Drop for FakeQueue {
     }
 }
 
-/// A dispatch the packet processor saw: the packet as published, and the kernel-argument block's bytes.
+/// A dispatch the packet processor saw: the queue it was published on, the packet as published, and the
+/// kernel-argument block's bytes.
 #[derive(Clone, Debug)]
 pub struct Dispatched {
+    pub queue: usize,
     pub packet: KernelDispatchPacket,
     pub kernargs: Vec<u8>,
 }
@@ -69,20 +81,62 @@ pub(super) struct State {
     pub(super) variables: Vec<(usize, usize)>,
     /// Waits left until a hanging signal drops to 0 (a slow kernel).
     pub(super) done_after_waits: Option<usize>,
+    /// Dispatches and copies to be in flight together: (how many, how many have started).
+    pub(super) together: Option<(usize, usize)>,
+    /// Dispatches and copies that gave up waiting for the others to be in flight with them.
+    pub(super) apart: usize,
 }
 
 thread_local! {
-    static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
+    static STATE: RefCell<Option<Arc<Mutex<State>>>> = const { RefCell::new(None) };
+    /// Inside `with` on this thread: a call within it would wait on itself.
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
 }
 
 pub(super) fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
-    STATE.with(|s| f(s.borrow_mut().as_mut().expect("fake::install first")))
+    let machine = STATE
+        .with(|s| s.borrow().clone())
+        .expect("fake::install first");
+    assert!(
+        !INSIDE.replace(true),
+        "the fake's state is used within itself"
+    );
+    struct Outside;
+    impl Drop for Outside {
+        fn drop(&mut self) {
+            INSIDE.set(false);
+        }
+    }
+    let _outside = Outside;
+    let mut state = machine.lock().unwrap_or_else(|p| p.into_inner());
+    f(&mut state)
+}
+
+/// A thread's machine, which other threads may use too: the plugin is called from every thread that uses its
+/// device.
+#[derive(Clone)]
+pub struct Shared(Arc<Mutex<State>>);
+
+/// This thread's machine, for threads it starts to use ([`Shared::use_here`]).
+pub fn shared() -> Shared {
+    Shared(
+        STATE
+            .with(|s| s.borrow().clone())
+            .expect("fake::install first"),
+    )
+}
+
+impl Shared {
+    /// Makes this thread's calls go to the machine.
+    pub fn use_here(&self) {
+        STATE.with(|s| *s.borrow_mut() = Some(Arc::clone(&self.0)));
+    }
 }
 
 /// Makes this thread's machine afresh.
 pub(super) fn reset(config: Config) {
     STATE.with(|s| {
-        *s.borrow_mut() = Some(State {
+        *s.borrow_mut() = Some(Arc::new(Mutex::new(State {
             config,
             trace: Vec::new(),
             failures: Vec::new(),
@@ -95,7 +149,9 @@ pub(super) fn reset(config: Config) {
             executables: 0,
             variables: Vec::new(),
             done_after_waits: None,
-        })
+            together: None,
+            apart: 0,
+        })))
     });
 }
 
@@ -130,6 +186,40 @@ pub fn variable(name: &str) -> Option<*mut u64> {
 /// The signal waited for drops to 0 during the `n`th wait from now.
 pub fn done_after_waits(n: usize) {
     with(|s| s.done_after_waits = Some(n));
+}
+
+/// The next `n` dispatches and copies each wait before they complete until all `n` have started, so they are in
+/// flight together; one that has waited [`TOGETHER_TIMEOUT`] gives up and completes, counted by [`apart`].
+pub fn together(n: usize) {
+    with(|s| s.together = Some((n, 0)));
+}
+
+/// Dispatches and copies that gave up waiting for the others to be in flight with them ([`together`]).
+pub fn apart() -> usize {
+    with(|s| s.apart)
+}
+
+/// A dispatch or copy started: with [`together`], waits (not holding the state) until the others have started too.
+pub(super) fn meet() {
+    let started = with(|s| {
+        let (n, started) = s.together.as_mut()?;
+        *started += 1;
+        if *started >= *n {
+            s.together = None;
+        }
+        Some(())
+    });
+    if started.is_none() {
+        return;
+    }
+    let deadline = Instant::now() + TOGETHER_TIMEOUT;
+    while with(|s| s.together.is_some()) {
+        if Instant::now() >= deadline {
+            with(|s| s.apart += 1);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// What the packet processor does with the next dispatches.

@@ -16,6 +16,7 @@ use offload_model::{device_print, gpu_panic};
 use std::sync::atomic::Ordering;
 
 mod fixtures;
+mod lanes;
 mod protocols;
 
 use fixtures::*;
@@ -637,12 +638,14 @@ fn a_dropped_device_releases_its_queue_signals_and_buffers() {
     }
     take_trace();
     drop(d);
+    // The launch lane (its signal, its kernel-argument buffer, then its queue), then the staging buffer and its
+    // signal.
     assert_trace(&[
         "hsa_signal_destroy(s1)",
         "hsa_amd_memory_pool_free(#2)",
+        "hsa_queue_destroy(q0)",
         "hsa_amd_memory_pool_free(#1)",
         "hsa_signal_destroy(s2)",
-        "hsa_queue_destroy(q0)",
     ]);
 }
 
