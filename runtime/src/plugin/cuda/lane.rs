@@ -4,9 +4,10 @@
 //! returns, so to the host every copy, fill and launch is as synchronous as on the legacy default stream, and
 //! operations of one thread stay in program order.
 //!
-//! Copies go through the staging buffer, as libomptarget's CUDA plugin does below its pinning threshold: the driver
-//! copies asynchronously only from pinned memory (from pageable memory it stages itself, and overlaps nothing). The
-//! host fills one half while the copy engine drains the other.
+//! Copies go through the staging buffer: the driver's copies from pageable memory stage through a buffer of its own
+//! and return only when the host side is done, so a thread's copy would hold its host thread through the driver's
+//! staging; here the host fills one half while the copy engine drains the other. Where pinned memory cannot be had
+//! (a capped container), copies go straight from the caller's memory on the lane's stream, as the driver allows.
 
 use super::error::fail;
 use cudarc::driver::result::{self, event, stream};
@@ -16,15 +17,22 @@ use std::ptr::NonNull;
 /// Bytes in each half of a lane's staging buffer.
 pub(super) const STAGING_HALF: usize = 2 << 20;
 
-/// Must be made and used with its device's context current (so must its drop: the device's drop makes the context
-/// current before its lanes go).
+/// Must be made and used with its device's context current; its drop runs after the device's drop made the context
+/// current (where it could: otherwise the driver's calls fail, and nothing is left to do).
 pub(super) struct Lane {
     pub(super) stream: sys::CUstream,
-    staging: Option<Staging>,
+    staging: Staging,
 }
 
-struct Staging {
-    /// Pinned host memory: two halves of [`STAGING_HALF`] bytes.
+/// The staging buffer: not made yet, made, or not to be had (copies then go direct).
+enum Staging {
+    Unmade,
+    Made(Buffer),
+    Unavailable,
+}
+
+struct Buffer {
+    /// Pinned host memory, zero-filled: two halves of [`STAGING_HALF`] bytes.
     host: NonNull<u8>,
     /// Recorded after the copy that uses each half.
     events: [sys::CUevent; 2],
@@ -41,16 +49,22 @@ impl Lane {
             .map_err(|e| fail("cuStreamCreate", e))?;
         Ok(Lane {
             stream,
-            staging: None,
+            staging: Staging::Unmade,
         })
     }
 
-    /// The staging buffer, made on first use.
-    fn staging(&mut self) -> Result<&Staging, String> {
-        if self.staging.is_none() {
-            self.staging = Some(Staging::new()?);
+    /// The staging buffer, made on first use; `None` where pinned memory cannot be had (tried once per lane).
+    fn staging(&mut self) -> Option<&Buffer> {
+        if let Staging::Unmade = self.staging {
+            self.staging = match Buffer::new() {
+                Ok(b) => Staging::Made(b),
+                Err(_) => Staging::Unavailable,
+            };
         }
-        Ok(self.staging.as_ref().expect("made above"))
+        match &self.staging {
+            Staging::Made(b) => Some(b),
+            _ => None,
+        }
     }
 
     /// Waits for everything on the stream; `call` names the operation for a failure.
@@ -70,36 +84,12 @@ impl Lane {
         size: usize,
     ) -> Result<(), String> {
         let stream = self.stream;
-        let staging = self.staging()?;
-        let copied = (|| {
-            for (k, (at, n)) in chunks(size).enumerate() {
-                let half = k % 2;
-                if k >= 2 {
-                    // The copy out of this half, two chunks back, has ended before the host refills it.
-                    // SAFETY: the event was recorded on this stream.
-                    unsafe { event::synchronize(staging.events[half]) }
-                        .map_err(|e| fail("cuEventSynchronize", e))?;
-                }
-                let buf = staging.half(half);
-                // SAFETY: per the contract `src..src+size` is readable; the half holds STAGING_HALF >= n bytes and no
-                // copy reads it (waited for above, or never used).
-                unsafe { std::ptr::copy_nonoverlapping(src.add(at), buf.as_ptr(), n) };
-                // SAFETY: the half is pinned and stays valid and unwritten until its event says the copy has ended;
-                // `dst + at .. + n` lies in the caller's allocation.
-                unsafe {
-                    result::memcpy_htod_async(
-                        dst + at as u64,
-                        std::slice::from_raw_parts(buf.as_ptr(), n),
-                        stream,
-                    )
-                }
-                .map_err(|e| fail("cuMemcpyHtoDAsync", e))?;
-                // SAFETY: the event and the stream are live.
-                unsafe { event::record(staging.events[half], stream) }
-                    .map_err(|e| fail("cuEventRecord", e))?;
-            }
-            Ok(())
-        })();
+        let copied = match self.staging() {
+            // SAFETY: per the contract; the stream is waited for below, before `src` may go.
+            None => unsafe { direct_htod(dst, src, size, stream) },
+            // SAFETY: per the contract.
+            Some(staging) => unsafe { staging.copy_in(dst, src, size, stream) },
+        };
         // Also after a failure: no copy may still read the staging buffer when the lane is handed on.
         let waited = self.wait("cuStreamSynchronize");
         copied.and(waited)
@@ -116,54 +106,133 @@ impl Lane {
         size: usize,
     ) -> Result<(), String> {
         let stream = self.stream;
-        let staging = self.staging()?;
+        let copied = match self.staging() {
+            // SAFETY: per the contract; the stream is waited for below, before `dst` may go.
+            None => unsafe { direct_dtoh(dst, src, size, stream) },
+            // SAFETY: per the contract.
+            Some(staging) => unsafe { staging.copy_out(dst, src, size, stream) },
+        };
+        // Also after a failure: no copy may still write the staging buffer (or `dst`) when the lane is handed on.
+        let waited = self.wait("cuStreamSynchronize");
+        copied.and(waited)
+    }
+}
+
+/// `cuMemcpyHtoDAsync` of `n` bytes; raw pointers, so no slice is made over memory that may be uninitialised.
+///
+/// # Safety
+/// `src` is readable for `n` bytes until the stream has been waited for; `dst..dst+n` lies in one allocation.
+unsafe fn direct_htod(
+    dst: sys::CUdeviceptr,
+    src: *const u8,
+    n: usize,
+    stream: sys::CUstream,
+) -> Result<(), String> {
+    // SAFETY: per the contract.
+    unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.cast(), n, stream) }
+        .result()
+        .map_err(|e| fail("cuMemcpyHtoDAsync", e))
+}
+
+/// `cuMemcpyDtoHAsync` of `n` bytes.
+///
+/// # Safety
+/// `dst` is writable for `n` bytes, and nothing else uses it, until the stream has been waited for; `src..src+n`
+/// lies in one allocation.
+unsafe fn direct_dtoh(
+    dst: *mut u8,
+    src: sys::CUdeviceptr,
+    n: usize,
+    stream: sys::CUstream,
+) -> Result<(), String> {
+    // SAFETY: per the contract.
+    unsafe { sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, n, stream) }
+        .result()
+        .map_err(|e| fail("cuMemcpyDtoHAsync", e))
+}
+
+impl Buffer {
+    /// Copies in through the halves; the caller waits for the stream.
+    ///
+    /// # Safety
+    /// As [`Lane::copy_in`]; `stream` is the lane's.
+    unsafe fn copy_in(
+        &self,
+        dst: sys::CUdeviceptr,
+        src: *const u8,
+        size: usize,
+        stream: sys::CUstream,
+    ) -> Result<(), String> {
+        for (k, (at, n)) in chunks(size).enumerate() {
+            let half = k % 2;
+            if k >= 2 {
+                // The copy out of this half, two chunks back, has ended before the host refills it.
+                // SAFETY: the event was recorded on this stream.
+                unsafe { event::synchronize(self.events[half]) }
+                    .map_err(|e| fail("cuEventSynchronize", e))?;
+            }
+            let buf = self.half(half);
+            // SAFETY: per the contract `src..src+size` is readable; the half holds STAGING_HALF >= n bytes and no
+            // copy reads it (waited for above, or never used).
+            unsafe { std::ptr::copy_nonoverlapping(src.add(at), buf.as_ptr(), n) };
+            // SAFETY: the half is pinned and stays valid and unwritten until its event says the copy has ended;
+            // `dst + at .. + n` lies in the caller's allocation.
+            unsafe { direct_htod(dst + at as u64, buf.as_ptr(), n, stream) }?;
+            // SAFETY: the event and the stream are live.
+            unsafe { event::record(self.events[half], stream) }
+                .map_err(|e| fail("cuEventRecord", e))?;
+        }
+        Ok(())
+    }
+
+    /// Copies out through the halves; the caller waits for the stream.
+    ///
+    /// # Safety
+    /// As [`Lane::copy_out`]; `stream` is the lane's.
+    unsafe fn copy_out(
+        &self,
+        dst: *mut u8,
+        src: sys::CUdeviceptr,
+        size: usize,
+        stream: sys::CUstream,
+    ) -> Result<(), String> {
         let parts: Vec<(usize, usize)> = chunks(size).collect();
         // Starts the copy of part `k` into its half.
         let start = |k: usize| -> Result<(), String> {
             let (at, n) = parts[k];
-            let buf = staging.half(k % 2);
+            let buf = self.half(k % 2);
             // SAFETY: the half is pinned, holds STAGING_HALF >= n bytes, and the host reads it only after its event;
             // `src + at .. + n` lies in the caller's allocation.
-            unsafe {
-                result::memcpy_dtoh_async(
-                    std::slice::from_raw_parts_mut(buf.as_ptr(), n),
-                    src + at as u64,
-                    stream,
-                )
-            }
-            .map_err(|e| fail("cuMemcpyDtoHAsync", e))?;
+            unsafe { direct_dtoh(buf.as_ptr(), src + at as u64, n, stream) }?;
             // SAFETY: the event and the stream are live.
-            unsafe { event::record(staging.events[k % 2], stream) }
+            unsafe { event::record(self.events[k % 2], stream) }
                 .map_err(|e| fail("cuEventRecord", e))
         };
-        let copied = (|| {
-            for k in 0..parts.len().min(2) {
-                start(k)?;
+        for k in 0..parts.len().min(2) {
+            start(k)?;
+        }
+        for (k, &(at, n)) in parts.iter().enumerate() {
+            // SAFETY: recorded after this part's copy.
+            unsafe { event::synchronize(self.events[k % 2]) }
+                .map_err(|e| fail("cuEventSynchronize", e))?;
+            // SAFETY: the copy into the half has ended; per the contract `dst..dst+size` is writable.
+            unsafe { std::ptr::copy_nonoverlapping(self.half(k % 2).as_ptr(), dst.add(at), n) };
+            if k + 2 < parts.len() {
+                start(k + 2)?;
             }
-            for (k, &(at, n)) in parts.iter().enumerate() {
-                // SAFETY: recorded after this part's copy.
-                unsafe { event::synchronize(staging.events[k % 2]) }
-                    .map_err(|e| fail("cuEventSynchronize", e))?;
-                // SAFETY: the copy into the half has ended; per the contract `dst..dst+size` is writable.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(staging.half(k % 2).as_ptr(), dst.add(at), n)
-                };
-                if k + 2 < parts.len() {
-                    start(k + 2)?;
-                }
-            }
-            Ok(())
-        })();
-        let waited = self.wait("cuStreamSynchronize");
-        copied.and(waited)
+        }
+        Ok(())
     }
 }
 
 impl Drop for Lane {
     fn drop(&mut self) {
         // Failures (a lost context) leave nothing to do.
-        if let Some(s) = self.staging.take() {
-            // SAFETY: the stream was synchronised by the last operation; nothing uses the buffer or the events.
+        if let Staging::Made(s) = std::mem::replace(&mut self.staging, Staging::Unavailable) {
+            // Whatever became of the last operation's wait, nothing may run on the buffer once it is freed.
+            // SAFETY: the stream is live.
+            let _ = unsafe { stream::synchronize(self.stream) };
+            // SAFETY: nothing uses the buffer or the events any more.
             unsafe {
                 for e in s.events {
                     let _ = event::destroy(e);
@@ -176,14 +245,16 @@ impl Drop for Lane {
     }
 }
 
-impl Staging {
-    fn new() -> Result<Staging, String> {
+impl Buffer {
+    fn new() -> Result<Buffer, String> {
         // SAFETY: the context is current (the lane's contract); the memory is ours alone.
         let host = unsafe { result::malloc_host(2 * STAGING_HALF, 0) }
             .map_err(|e| fail("cuMemHostAlloc", e))?;
         let Some(host) = NonNull::new(host.cast::<u8>()) else {
             return Err("cuMemHostAlloc returned no memory".into());
         };
+        // SAFETY: ours alone; zeroed once, so the halves are always initialised bytes.
+        unsafe { host.write_bytes(0, 2 * STAGING_HALF) };
         let mut events = [std::ptr::null_mut(); 2];
         for i in 0..2 {
             match event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING) {
@@ -200,7 +271,7 @@ impl Staging {
                 }
             }
         }
-        Ok(Staging { host, events })
+        Ok(Buffer { host, events })
     }
 
     fn half(&self, half: usize) -> NonNull<u8> {

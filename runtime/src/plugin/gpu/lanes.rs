@@ -67,14 +67,14 @@ impl<L> Lanes<L> {
             if idle.made < self.cap {
                 idle.made += 1;
                 drop(idle);
+                // Until the lane exists, a failure (an error or a panic) gives its place in the count back.
+                let making = Making { pool: self };
                 match make() {
-                    Ok(lane) => break lane,
-                    Err(e) => {
-                        self.lock().made -= 1;
-                        // A waiter may make the lane this one could not.
-                        self.returned.notify_one();
-                        return Err(e);
+                    Ok(lane) => {
+                        std::mem::forget(making);
+                        break lane;
                     }
+                    Err(e) => return Err(e),
                 }
             }
             idle = self.returned.wait(idle).unwrap_or_else(|p| p.into_inner());
@@ -101,6 +101,19 @@ impl<L> Lanes<L> {
     #[cfg(test)]
     pub fn made(&self) -> usize {
         self.lock().made
+    }
+}
+
+/// A lane being made: dropped before it exists (the maker failed or panicked), it gives its place in the count back,
+/// and wakes a waiter, which may make the lane this one could not.
+struct Making<'a, L> {
+    pool: &'a Lanes<L>,
+}
+
+impl<L> Drop for Making<'_, L> {
+    fn drop(&mut self) {
+        self.pool.lock().made -= 1;
+        self.pool.returned.notify_one();
     }
 }
 
@@ -192,6 +205,18 @@ mod tests {
         assert_eq!(lanes.with(|| Err("no stream"), |_| ()), Err("no stream"));
         assert_eq!(lanes.made(), 0);
         assert_eq!(lanes.with(|| Ok::<_, ()>(7), |l| *l), Ok(7));
+    }
+
+    #[test]
+    fn a_maker_that_panics_gives_its_place_back() {
+        let lanes: Lanes<u8> = Lanes::new(1);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            lanes.with(|| -> Result<u8, ()> { panic!("no stream") }, |_| ())
+        }));
+        assert!(caught.is_err());
+        assert_eq!(lanes.made(), 0);
+        // Not waiting forever for a lane that was never made.
+        assert_eq!(lanes.with(|| Ok::<_, ()>(3), |l| *l), Ok(3));
     }
 
     #[test]
