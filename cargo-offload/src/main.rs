@@ -5,6 +5,7 @@ mod build;
 mod devices;
 mod doctor;
 mod inspect;
+mod new;
 mod ranks;
 mod run;
 
@@ -27,8 +28,45 @@ struct Offload {
     command: Command,
 }
 
+/// What `new` and `init` make.
+#[derive(clap::Args)]
+struct NewArgs {
+    /// The package's name (default: the directory's).
+    #[arg(long)]
+    name: Option<String>,
+    /// An offload-aware library instead of a program.
+    #[arg(long)]
+    lib: bool,
+    /// A GPU target to build for besides the host (`nvptx64:sm_90`, `amdgcn:gfx90a`; repeatable); `doctor` then says
+    /// what the build needs.
+    #[arg(long, value_name = "TARGET")]
+    gpu: Vec<String>,
+    /// Depend on the offload checkout at this path (default: the one this cargo-offload was built from, if it still
+    /// exists, else crates.io).
+    #[arg(long, value_name = "CHECKOUT")]
+    path: Option<PathBuf>,
+    /// Depend on offload from this git repository.
+    #[arg(long, value_name = "URL")]
+    git: Option<String>,
+}
+
 #[derive(Subcommand)]
 enum Command {
+    /// A new package that offloads: dependencies, `build.rs`, a first region and a test
+    /// (`cargo offload new demo && cd demo && cargo run`).
+    New {
+        /// The directory to make.
+        dir: PathBuf,
+        #[command(flatten)]
+        args: NewArgs,
+    },
+    /// `new` in an existing directory (default: the current one) that holds no Cargo.toml yet.
+    Init {
+        /// The directory (default: the current one).
+        dir: Option<PathBuf>,
+        #[command(flatten)]
+        args: NewArgs,
+    },
     /// `cargo run` on a chosen device: `cargo offload run --device cuda:0 --example saxpy -- ARGS`.
     Run {
         /// `PLUGIN[:N]` (`cuda:0`, `amdgpu:1`, `host-elf:0`), or `host` for the initial device.
@@ -87,9 +125,45 @@ fn exit(status: std::process::ExitStatus) -> ExitCode {
     ExitCode::from(status.code().unwrap_or(1).clamp(0, 255) as u8)
 }
 
+/// `new` or `init` (`make`) of the package in `dir`, then, with GPU targets, `doctor`'s account of what to install.
+fn make_package(
+    cmd: &str,
+    dir: &std::path::Path,
+    args: NewArgs,
+    make: fn(&std::path::Path, &new::NewOptions) -> Result<Vec<PathBuf>, new::NewError>,
+) -> ExitCode {
+    let options = match new::Source::choose(args.path, args.git) {
+        Ok(source) => new::NewOptions {
+            name: args.name,
+            lib: args.lib,
+            gpu: args.gpu,
+            source,
+        },
+        Err(e) => return fail(cmd, e),
+    };
+    if let Err(e) = make(dir, &options) {
+        return fail(cmd, e);
+    }
+    let what = if options.lib { "library" } else { "program" };
+    println!(
+        "Created an offload {what} in `{}`; `cargo {}` builds its regions for the host device.",
+        dir.display(),
+        if options.lib { "test" } else { "run" }
+    );
+    if !options.gpu.is_empty() {
+        println!("\nIts GPU targets need the device toolchain:");
+        print!("{}", doctor::render(&doctor::checks()));
+    }
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     let Cargo::Offload(args) = Cargo::parse();
     match args.command {
+        Command::New { dir, args } => make_package("new", &dir, args, new::new),
+        Command::Init { dir, args } => {
+            make_package("init", &dir.unwrap_or_else(|| ".".into()), args, new::init)
+        }
         Command::Run {
             device,
             ranks,
@@ -153,5 +227,17 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own checks of the command line's definition (unique names, valid defaults), which otherwise panic
+    /// only when that subcommand is used.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        super::Cargo::command().debug_assert();
     }
 }

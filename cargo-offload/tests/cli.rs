@@ -1,6 +1,7 @@
 //! Every subcommand of `cargo offload`, run as cargo runs it (`cargo-offload offload ...`) on the workspace's
 //! examples: `build` (with a GPU target where the device toolchain is installed: always under `CI=true`), `run` on the
-//! host-elf device, on the host and with no plugins, `devices`, `inspect` on the fat binaries and `doctor`.
+//! host-elf device, on the host and with no plugins, `devices`, `inspect` on the fat binaries and `doctor`; and `new`
+//! and `init`, whose packages are then built, run and tested.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -334,4 +335,94 @@ fn devices_with_ranks_shows_each_local_ranks_device() {
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(t.contains("rank 2: device 0 (host-elf:0)"), "{t}");
+}
+
+/// `cargo` in the generated package `dir`, sharing the tests' target directory, for the host image only.
+fn cargo_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO"))
+        .args(args)
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env("OFFLOAD_TARGETS", "host")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn new_makes_a_program_and_a_library_that_run_on_host_elf_at_once() {
+    // Outside the workspace, which would otherwise claim the packages.
+    let root = std::env::temp_dir().join(format!("offload-cli-new-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let (program, library) = (root.join("demo"), root.join("demolib"));
+    let ws = workspace();
+    let ws = ws.to_str().unwrap();
+
+    let o = cargo_offload(&["new", program.to_str().unwrap(), "--path", ws], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = cargo_in(&program, &["run"], &[("OFFLOAD_INFO", "1")]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains(
+            "launch demo::saxpy (entry __omp_offloading_rs_4demo5saxpy) on device 0 (host-elf)"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("saxpy on 1048576 element(s): ok"), "{out}");
+    let o = cargo_in(&program, &["test"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("test tests::saxpy_adds_a_times_x ... ok"));
+
+    let o = cargo_offload(
+        &[
+            "new",
+            library.to_str().unwrap(),
+            "--lib",
+            "--path",
+            ws,
+            "--gpu",
+            "nvptx64:sm_90",
+        ],
+        &[],
+    );
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("Its GPU targets need the device toolchain"),
+        "{out}"
+    );
+    let manifest = std::fs::read_to_string(library.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(r#"targets = ["host", "nvptx64:sm_90"]"#),
+        "{manifest}"
+    );
+    // The library's test and doctest, on host-elf.
+    let o = cargo_in(&library, &["test"], &[("OMP_TARGET_OFFLOAD", "MANDATORY")]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("test tests::scale_multiplies_every_element ... ok"),
+        "{out}"
+    );
+    assert!(out.contains("src/lib.rs - scale (line"), "{out}");
+
+    // `init` where a package already is: refused, saying what to do.
+    let o = cargo_offload(&["init", program.to_str().unwrap()], &[]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("already has a Cargo.toml"),
+        "{}",
+        text(&o)
+    );
+    // `init` in an empty directory makes the package there, named after it.
+    let empty = root.join("fresh_dir");
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = cargo_offload(&["init", empty.to_str().unwrap(), "--path", ws], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let manifest = std::fs::read_to_string(empty.join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("name = \"fresh_dir\""), "{manifest}");
+    assert!(empty.join("build.rs").is_file() && empty.join("src/main.rs").is_file());
+    let _ = std::fs::remove_dir_all(&root);
 }
