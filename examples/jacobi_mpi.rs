@@ -11,7 +11,7 @@
 //!
 //! With `--direct`, the halo rows go to MPI straight from device memory, with no `target_update!`: valid where the
 //! device's memory is host memory of this process (host-elf, gpu-sim), and on GPUs only with a CUDA-aware MPI (see
-//! README, "Running on many nodes"); elsewhere the program refuses.
+//! the guide, `docs/src/nodes.md`); elsewhere the program refuses.
 
 use mpi::collective::SystemOperation;
 use mpi::point_to_point::send_receive_into;

@@ -12,7 +12,7 @@
 //! `ptr::read_unaligned`'s two locals do not overlap (offload-device's argument unpacking) keeps two 8-byte locals in
 //! every kernel that takes a by-value argument; release builds have none, before and after the panic record.
 //!
-//! Needs the device toolchain (README, "Building for GPUs"; `.ci/run` installs it) and, for NVIDIA, ptxas on PATH or in
+//! Needs the device toolchain (the guide, `docs/src/gpus.md`; `.ci/run` installs it) and, for NVIDIA, ptxas on PATH or in
 //! OFFLOAD_PTXAS. Without them a test says so and passes, except under `CI=true`, where it fails.
 
 use std::path::{Path, PathBuf};

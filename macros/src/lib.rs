@@ -33,7 +33,7 @@ use proc_macro::TokenStream;
 /// listing the types it is built for) or a method of an inherent `impl` block (a trait's methods cannot be kernels),
 /// but not `async`. Its body is compiled `#![no_std]` for the device: it may use `core` and `offload`'s device
 /// functions, and of its own crate's functions only `#[declare_target]` ones. Parallel regions are checked to be
-/// free of data races (a `&mut [T]` is written only at the iteration's own elements); the README has the rules.
+/// free of data races (a `&mut [T]` is written only at the iteration's own elements); the guide's chapter on parallel constructs (`docs/src/parallel.md`) has the rules.
 ///
 /// ```
 /// use offload::target;

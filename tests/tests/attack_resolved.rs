@@ -1,4 +1,4 @@
-//! Adversarial programs against the resolved region rules (README "Race freedom"), on the host-elf device and in the
+//! Adversarial programs against the resolved region rules (the guide, `docs/src/parallel.md`, "Race freedom"), on the host-elf device and in the
 //! host fallback. What the attacks found is a compile error now (`ui/attack_*.rs`: a per-thread bound or `Cell` under
 //! a raw identifier or a capitalised `let`, a reference to the reduction variable, a `&Cell` made by `Cell::from_mut`,
 //! a user's `len` on an integer constant) or computes the right result here (a reduction variable spelt raw, or
@@ -138,7 +138,7 @@ fn correct_spellings_keep_their_results() {
     }
 }
 
-/// `private(x)` with an initial value: the thread's copy carries over between its iterations (as README documents,
+/// `private(x)` with an initial value: the thread's copy carries over between its iterations (as the guide documents,
 /// and as OpenMP's `private` leaves it), so what the loop writes depends on how the iterations were shared out.
 #[target(
     teams_distribute_parallel_for,

@@ -1,4 +1,4 @@
-//! Work-shared writes are race-free by construction (README "Race freedom"): inside the loop a `&mut [T]` parameter is
+//! Work-shared writes are race-free by construction (the guide, `docs/src/parallel.md`, "Race freedom"): inside the loop a `&mut [T]` parameter is
 //! a view whose elements only the owning iteration reaches. The macro's rule asks about bindings (a shadowed loop
 //! variable, a closure's parameter, a nested loop reusing the name are compile errors: `ui/`); what it lets through
 //! (a stride rebound in the body) fails the region with a message on the host-elf device and in the host fallback

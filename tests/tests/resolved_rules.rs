@@ -1,4 +1,4 @@
-//! The region rules ask about bindings, not spellings (README "Race freedom"): a reduction variable is the `let` in
+//! The region rules ask about bindings, not spellings (the guide, `docs/src/parallel.md`, "Race freedom"): a reduction variable is the `let` in
 //! scope where the loop starts, a `let` before the loop may read it, and a name the loop body rebinds is not it. On
 //! the host-elf device and in the host fallback alike.
 

@@ -1,5 +1,5 @@
 //! The repository stands on its own: no file in it points at a document outside it (the team's working notes are not
-//! shipped; what users and contributors need of them is in README.md and ARCHITECTURE.md, in their own words), and
+//! shipped; what users and contributors need of them is in README.md, the guide in docs/, ARCHITECTURE.md and CONTRIBUTING.md, in their own words), and
 //! the map of the code names only paths that exist.
 
 use std::path::Path;
