@@ -86,11 +86,11 @@ fn main() {
     target_data!(map(to: data) => {
         for round in 0..ROUNDS + 1 {
             let t = Instant::now();
-            let got = black_box(by_reduction(teams, threads, &data));
+            let got = black_box(by_reduction(teams, threads, data));
             let r = t.elapsed().as_secs_f64();
             hist.iter().for_each(|b| b.store(0, Relaxed));
             let t = Instant::now();
-            by_atomics(teams, threads, &data, &hist);
+            by_atomics(teams, threads, data, &hist);
             let a = t.elapsed().as_secs_f64();
             let bins: Vec<u32> = hist.iter().map(|b| b.load(Relaxed)).collect();
             assert_eq!(got, want, "the reduction's histogram");
