@@ -66,18 +66,18 @@ pub fn barrier() {
 
 std::thread_local! {
     /// This thread's reduction variable's initial value, recorded by `__reduce_init`.
-    static REDUCE_INIT: Cell<[u8; offload_model::reduce::MAX_BYTES]> =
-        const { Cell::new([0; offload_model::reduce::MAX_BYTES]) };
+    static REDUCE_INIT: Cell<[u8; offload_model::reduce::SMALL_BYTES]> =
+        const { Cell::new([0; offload_model::reduce::SMALL_BYTES]) };
 }
 
+/// Keeps a small reduction value's initial value for [`reduce_team`] (a larger one starts the first thread's copy).
 pub fn record_init<T: Copy>(v: T) {
     assert!(
-        core::mem::size_of::<T>() <= offload_model::reduce::MAX_BYTES,
-        "reduction values are at most {} bytes",
-        offload_model::reduce::MAX_BYTES
+        offload_model::reduce::is_small(core::mem::size_of::<T>()),
+        "only a small reduction value is kept aside"
     );
-    let mut b = [0u8; offload_model::reduce::MAX_BYTES];
-    // SAFETY: `T` fits; reduction types are plain numbers without padding.
+    let mut b = [0u8; offload_model::reduce::SMALL_BYTES];
+    // SAFETY: `T` fits (asserted); reduction types are plain numbers without padding.
     unsafe { core::ptr::write_unaligned(b.as_mut_ptr() as *mut T, v) };
     REDUCE_INIT.with(|c| c.set(b));
 }
@@ -90,12 +90,27 @@ fn recorded_init<T: Copy>() -> T {
 
 /// The end of a reduction region's thread: its partial goes into the team's shared slots, the team's first thread
 /// combines them in order into `out[team]`, and team 0's first thread adds the initial value as `out[teams]`; the
-/// host combines the teams.
+/// host combines the teams. A value that is not small goes through `out[team]` alone (`reduce_turns`).
 ///
 /// # Safety
-/// `out` is the device address of `teams + 1` slots of `T`, and the launch gave each team `threads` slots of
-/// `slot_bytes(size_of::<T>())` bytes of team-shared memory.
+/// `out` is the device address of `teams + 1` slots of `T`, and for a small value the launch gave each team
+/// `threads` slots of `slot_bytes(size_of::<T>())` bytes of team-shared memory.
 pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(partial: T, out: u64) {
+    if offload_model::reduce::is_small(core::mem::size_of::<T>()) {
+        // SAFETY: per the contract, for a small value.
+        unsafe { through_slots::<Op, T>(partial, out) }
+    } else {
+        // SAFETY: per the contract; every thread of the team ends here.
+        unsafe { crate::reduce_turns::reduce_team::<Op, T>(partial, out) }
+    }
+}
+
+/// [`reduce_team`] for a small value, in a function of its own so that an unoptimised frame of a large value's
+/// does not hold its copies.
+///
+/// # Safety
+/// As [`reduce_team`]'s, for a small value.
+unsafe fn through_slots<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(partial: T, out: u64) {
     let (team, teams, thread, threads) = geometry();
     let out = out as *mut T;
     let mut team_value = partial;

@@ -87,6 +87,14 @@ use gpu_reduce as reduce_step;
     any(feature = "gpu-sim", target_arch = "nvptx64", target_arch = "amdgpu")
 ))]
 mod panic_record;
+// The team step of a reduction value too large for team-shared slots, on every image.
+#[cfg(any(
+    feature = "host",
+    feature = "gpu-sim",
+    target_arch = "nvptx64",
+    target_arch = "amdgpu"
+))]
+mod reduce_turns;
 // What a kernel's entry does on either GPU, over the target's intrinsics.
 #[cfg(all(
     not(any(feature = "host", feature = "gpu-sim")),
@@ -226,12 +234,19 @@ pub use offload_model::reduce as __reduce;
 #[doc(hidden)]
 pub use offload_model::view as __view;
 
-/// What a reduction variable's initial value becomes: recorded (it is combined once, at the end) while the
-/// thread's private copy starts at the operator's identity.
+/// What a reduction variable's initial value becomes: for a small value, recorded (it is combined once, at the end)
+/// while the thread's private copy starts at the operator's identity; for a larger one (nowhere to keep it aside),
+/// the launch's first thread's copy starts at it, every other's at the identity.
 #[doc(hidden)]
 pub fn __reduce_init<Op: __reduce::ReduceOp<T>, T: Copy>(init: T) -> T {
-    reduce_step::record_init(init);
-    Op::identity()
+    if __reduce::is_small(core::mem::size_of::<T>()) {
+        reduce_step::record_init(init);
+        Op::identity()
+    } else if __first_thread() {
+        init
+    } else {
+        Op::identity()
+    }
 }
 
 /// Calls `f` with the first `len` atomics of this team's shared memory (zeroed at launch) and returns what it

@@ -464,9 +464,37 @@ strided_lanes!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
 /// A reduction loop, lowered: `var = reduce(Op, share, [x.len(), ..], [m?], var, |i, __offload_s, __t| BODY)` with
 /// `var` in `BODY` as `(*__offload_s)` and `__t` the iteration's token (see [`crate::view`]; `[m]` when each iteration
 /// owns a row of `m`). The copies start at `start` (the identity, once the initial value was recorded) and are
-/// combined in order at the end.
+/// combined in order at the end. A value that is not small ([`crate::reduce::is_small`]) has one copy: `start` may be
+/// the initial value then, and several copies of a histogram would only cost memory.
 #[inline(always)]
 pub fn reduce<Op: ReduceOp<T>, T: Copy, I: Lanes, const K: usize, const S: usize>(
+    op: Op,
+    share: Exclusive<I>,
+    lens: [usize; K],
+    rows: [usize; S],
+    start: T,
+    body: impl for<'t> FnMut(I::Item, &mut T, Own<'t>),
+) -> T
+where
+    I::Item: Iteration,
+{
+    if crate::reduce::is_small(core::mem::size_of::<T>()) {
+        reduce_lanes(op, share, lens, rows, start, body)
+    } else {
+        let mut acc = start;
+        let mut body = body;
+        // SAFETY: as in `reduce_lanes`.
+        share
+            .0
+            .run(lens, |i| body(i, &mut acc, unsafe { i.own(&rows) }));
+        acc
+    }
+}
+
+/// [`reduce`]'s [`LANES`] copies, in a function of their own (inlined where optimised, not `always`) so that an
+/// unoptimised frame of a large value's loop does not hold them.
+#[inline]
+fn reduce_lanes<Op: ReduceOp<T>, T: Copy, I: Lanes, const K: usize, const S: usize>(
     _op: Op,
     share: Exclusive<I>,
     lens: [usize; K],

@@ -182,21 +182,30 @@ macro_rules! arrays {
                 [<$op as ReduceOp<T>>::identity(); N]
             }
             #[inline(always)]
-            fn combine(a: [T; N], b: [T; N]) -> [T; N] {
-                let mut out = a;
-                for (o, b) in out.iter_mut().zip(b) {
-                    *o = <$op as ReduceOp<T>>::combine(*o, b);
+            fn combine(mut a: [T; N], b: [T; N]) -> [T; N] {
+                // In place and by index: an unoptimised build's frame holds no further copy of a large array.
+                for k in 0..N {
+                    a[k] = <$op as ReduceOp<T>>::combine(a[k], b[k]);
                 }
-                out
+                a
             }
         }
     )*};
 }
 arrays!(Add, Mul, Min, Max, BitAnd, BitOr, BitXor, And, Or);
 
-/// The largest reduction value (an array of 128 `u32`s): each thread of a team passes its partial through team-shared
-/// memory, which GPUs have little of.
-pub const MAX_BYTES: usize = 512;
+/// The largest small reduction value (an array of 128 `u32`s), see [`is_small`].
+pub const SMALL_BYTES: usize = 512;
+
+/// Whether a reduction value of `size` bytes is small. A small value has [`crate::lanes::LANES`] private copies per
+/// thread, each thread's partial passes through a team-shared slot, and the device keeps the initial value aside
+/// (in team-shared memory on GPUs, which have no thread-locals) for the host to combine first. A larger value (a
+/// 256-bin histogram) would not fit GPUs' team memory that way: each thread has one private copy, which on the
+/// launch's first thread starts at the initial value (the identity elsewhere, so the result is still `initial op
+/// partials`), and a team's threads combine theirs in turn into the team's output slot, in device memory.
+pub const fn is_small(size: usize) -> bool {
+    size <= SMALL_BYTES
+}
 
 /// The bytes of a team-shared slot for a reduction value of `size` bytes: 16-byte aligned for any element.
 pub const fn slot_bytes(size: usize) -> usize {

@@ -67,3 +67,58 @@ fn tail_of_another_type() {
         assert!(mostly_even(on_device, 1001), "{on_device}");
     }
 }
+
+/// A 256-bin histogram (1 KiB, more than a team's shared memory holds for every thread on a GPU): the bins reduce
+/// element by element, after the initial value.
+#[target(teams_distribute_parallel_for, reduction(+: hist), if(on_device))]
+fn histogram(on_device: bool, data: &[u32]) -> [u32; 256] {
+    let mut hist = [3u32; 256];
+    for i in 0..data.len() {
+        hist[(data[i] % 256) as usize] += 1;
+    }
+    hist
+}
+
+/// A 4096-element `f64` array (32 KiB): each iteration adds into a few elements.
+#[target(teams_distribute_parallel_for, reduction(+: acc), if(on_device))]
+fn spread(on_device: bool, x: &[f64]) -> [f64; 4096] {
+    let mut acc = [0.5f64; 4096];
+    for i in 0..x.len() {
+        acc[i % 4096] += x[i];
+        acc[(i * 7 + 1) % 4096] += 1.0;
+    }
+    acc
+}
+
+#[test]
+fn histogram_of_256_bins() {
+    let data: Vec<u32> = (0..100_003u32)
+        .map(|i| i.wrapping_mul(2_654_435_761) >> 7)
+        .collect();
+    let mut want = [3u32; 256];
+    for d in &data {
+        want[(d % 256) as usize] += 1;
+    }
+    for on_device in [true, false] {
+        assert_eq!(histogram(on_device, &data), want, "{on_device}");
+    }
+}
+
+#[test]
+fn array_of_4096_f64() {
+    let x: Vec<f64> = (0..50_000).map(|i| (i % 13) as f64 * 0.25).collect();
+    let mut want = [0.5f64; 4096];
+    for i in 0..x.len() {
+        want[i % 4096] += x[i];
+        want[(i * 7 + 1) % 4096] += 1.0;
+    }
+    for on_device in [true, false] {
+        let got = spread(on_device, &x);
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-9 * w.abs().max(1.0),
+                "{on_device}: [{k}] {g} != {w}"
+            );
+        }
+    }
+}

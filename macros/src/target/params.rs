@@ -148,17 +148,6 @@ pub fn params(region: &Region) -> Params {
                 quote_spanned!(t.span()=> ::offload::__private::assert_firstprivate::<#t>();),
             ),
         }
-        if !region.reductions.is_empty() {
-            // Each thread passes its partial through team-shared memory.
-            // An inline const: it may name a generic region's parameters and a method's `Self`, which an item
-            // nested in the function could not.
-            checks.push(quote_spanned!(t.span()=>
-                const { ::core::assert!(
-                    ::core::mem::size_of::<#t>() <= ::offload::__reduce::MAX_BYTES,
-                    "a reduction value is at most 512 bytes (an array of 128 `u32`s)"
-                ) };
-            ));
-        }
     }
     Params {
         raw,

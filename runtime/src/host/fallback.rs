@@ -118,7 +118,8 @@ pub fn run_fallback_reduce<Op: ReduceOp<R>, R: Send + Copy + 'static>(
     launch: Launch,
     body: &(dyn Fn() -> R + Sync),
 ) -> Result<R, String> {
-    let results = run_all(launch, &|| recording::<R, R>(body))?;
+    // Boxed: a partial may be a large array, which the executor's frames would otherwise each hold a copy of.
+    let results = run_all(launch, &|| Box::new(recording::<R, R>(body)))?;
     let initial = results[0].1.unwrap_or_else(Op::identity);
     let partials: Vec<R> = results.iter().map(|r| r.0).collect();
     Ok(fold::<Op, R>(initial, &partials))

@@ -398,7 +398,7 @@ fn mapping_error(region: &'static str, dev: &DeviceEntry, message: String) -> Er
 
 /// What a launch writes besides the mapped data, and its team-shared memory: a reduction's output holds a slot per
 /// team and the initial value, copied back into `reduced` (the map list's reduction entry is redirected to it),
-/// and a slot per thread in team-shared memory; a `teams, parallel` region gets its team-shared block.
+/// and a small value a slot per thread in team-shared memory; a `teams, parallel` region gets its team-shared block.
 struct Outputs {
     reduced: Vec<u8>,
     team_shared: usize,
@@ -439,12 +439,15 @@ impl Outputs {
             .checked_add(1)
             .and_then(|n| n.checked_mul(maps[k].size))
             .ok_or_else(|| too_big("the reduction's partial results"))?;
-        // A slot per thread for its partial, and one for the initial value (GPUs have no thread-locals).
-        let slots = (num_threads as usize)
-            .checked_add(1)
-            .and_then(|n| n.checked_mul(offload_model::reduce::slot_bytes(maps[k].size)))
-            .ok_or_else(|| too_big("the reduction's team-shared slots"))?;
-        out.team_shared = out.team_shared.max(slots);
+        // A small value: a slot per thread for its partial, and one for the initial value (GPUs have no
+        // thread-locals). A larger one goes through the team's output slot alone.
+        if offload_model::reduce::is_small(maps[k].size) {
+            let slots = (num_threads as usize)
+                .checked_add(1)
+                .and_then(|n| n.checked_mul(offload_model::reduce::slot_bytes(maps[k].size)))
+                .ok_or_else(|| too_big("the reduction's team-shared slots"))?;
+            out.team_shared = out.team_shared.max(slots);
+        }
         out.reduced = vec![0u8; bytes];
         let mut redirected = maps.to_vec();
         let m = &mut redirected[k];
