@@ -4,6 +4,12 @@
 //! Two lowerings: the host image's (feature `host`: contiguous loop shares, reductions through thread-locals) and
 //! the GPU's (NVIDIA, AMD, and gpu-sim, feature `gpu-sim`, which runs the GPU's code paths on the host).
 #![no_std]
+// Documented where docs are read (the host's builds: docs.rs, the host image, gpu-sim); a GPU build does not stop on
+// a missing doc comment.
+#![cfg_attr(
+    not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+    deny(missing_docs)
+)]
 #![cfg_attr(target_arch = "nvptx64", feature(stdarch_nvptx))]
 #![cfg_attr(target_arch = "amdgpu", feature(stdarch_amdgpu))]
 

@@ -6,7 +6,10 @@ macro_rules! float_ext {
     ($($name:ident($($arg:ident: $ty:ident),*) -> $ret:ident = $nv32:ident, $nv64:ident, $oc32:ident, $oc64:ident;)*) => {
         /// Float math for region code; brought in by `offload::__prelude`.
         pub trait FloatExt: Sized {
-            $(fn $name(self $(, $arg: $ty)*) -> $ret;)*
+            $(
+                #[doc = concat!("`", stringify!($name), "` as std's float method of that name computes it.")]
+                fn $name(self $(, $arg: $ty)*) -> $ret;
+            )*
         }
         #[cfg(any(feature = "host", feature = "gpu-sim"))]
         impl FloatExt for f32 {

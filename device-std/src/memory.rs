@@ -26,6 +26,7 @@ impl<T> DevicePtr<T> {
         }
     }
 
+    /// The device address, as a number.
     pub fn addr(self) -> u64 {
         self.addr
     }

@@ -10,6 +10,7 @@ pub fn launch_kind() -> u32 {
     offload_model::abi::launch_kind::NONE
 }
 
+/// Notes which kind of launch the running kernel is (`offload_model::abi::launch_kind`); nothing to note here.
 pub fn enter(_kind: u32) {}
 
 pub fn team_shared() -> (*mut u8, usize) {

@@ -5,12 +5,54 @@
 //! Users reach these macros through the `offload` crate, which re-exports them; their examples are doctests here
 //! (with `offload` as a dev-dependency), where regions run on the host, since a doctest has no device image.
 
+#![deny(missing_docs)]
+
 mod data;
 mod declare_target;
 mod mapper;
 mod target;
 
 use proc_macro::TokenStream;
+
+/// Structured data (OpenMP's `declare mapper`): a struct holding slices becomes a region parameter, mapped field
+/// by field. On a struct with named fields and lifetime parameters only: each slice field (`&'a [T]`, `&'a mut [T]`)
+/// and single-object field (`&'a T`, `&'a mut T`) is mapped, `&` ones `to` and `&mut` ones `tofrom` unless
+/// `#[map(to|from|tofrom|alloc)]` on the field says otherwise (`from`, `tofrom`, `alloc` need `&mut`); every other
+/// field is a by-value (firstprivate) value. A region takes the struct by value (`g: Grid<'_>`) or as
+/// `&mut Grid<'_>` (the lifetime argument is how the region tells a mapper struct) and sees it with device slices;
+/// `target_data!(map(tofrom: g) => ..)` maps its fields for a block, `target_update!` updates them. A parallel
+/// region cannot take a struct with `&mut` fields (its threads would share them): pass those as parameters. The
+/// struct may not implement `Drop` (a compile error at its name): a region call rebuilds it from its fields, in the
+/// host fallback and in the kernel entry, so its own `Drop` would run once per copy.
+///
+/// ```
+/// use offload::{target, Mapper};
+///
+/// #[derive(Mapper)]
+/// struct Grid<'a> {
+///     data: &'a mut [f64],
+///     #[map(to)]
+///     coef: &'a [f64],
+///     scale: f64,
+/// }
+///
+/// #[target]
+/// fn apply(g: Grid<'_>) {
+///     for i in 0..g.data.len() {
+///         g.data[i] = g.scale * g.coef[i] + g.data[i];
+///     }
+/// }
+///
+/// fn main() {
+///     let (mut data, coef) = (vec![1.0; 4], vec![2.0; 4]);
+///     apply(Grid { data: &mut data, coef: &coef, scale: 3.0 });
+///     assert_eq!(data, [7.0; 4]);
+/// }
+/// ```
+#[proc_macro_derive(Mapper, attributes(map))]
+pub fn derive_mapper(item: TokenStream) -> TokenStream {
+    mapper::derive(item.into()).into()
+}
 
 /// Marks a function as an offload region (OpenMP's `#pragma omp target`): calling it runs its body on an offload
 /// device, with its data mapped there and back, or on the host when no device can take it.
@@ -65,46 +107,6 @@ use proc_macro::TokenStream;
 ///     assert_eq!(y, [9.0; 10]);
 /// }
 /// ```
-/// Structured data (OpenMP's `declare mapper`): a struct holding slices becomes a region parameter, mapped field
-/// by field. On a struct with named fields and lifetime parameters only: each slice field (`&'a [T]`, `&'a mut [T]`)
-/// and single-object field (`&'a T`, `&'a mut T`) is mapped, `&` ones `to` and `&mut` ones `tofrom` unless
-/// `#[map(to|from|tofrom|alloc)]` on the field says otherwise (`from`, `tofrom`, `alloc` need `&mut`); every other
-/// field is a by-value (firstprivate) value. A region takes the struct by value (`g: Grid<'_>`) or as
-/// `&mut Grid<'_>` (the lifetime argument is how the region tells a mapper struct) and sees it with device slices;
-/// `target_data!(map(tofrom: g) => ..)` maps its fields for a block, `target_update!` updates them. A parallel
-/// region cannot take a struct with `&mut` fields (its threads would share them): pass those as parameters. The
-/// struct may not implement `Drop` (a compile error at its name): a region call rebuilds it from its fields, in the
-/// host fallback and in the kernel entry, so its own `Drop` would run once per copy.
-///
-/// ```
-/// use offload::{target, Mapper};
-///
-/// #[derive(Mapper)]
-/// struct Grid<'a> {
-///     data: &'a mut [f64],
-///     #[map(to)]
-///     coef: &'a [f64],
-///     scale: f64,
-/// }
-///
-/// #[target]
-/// fn apply(g: Grid<'_>) {
-///     for i in 0..g.data.len() {
-///         g.data[i] = g.scale * g.coef[i] + g.data[i];
-///     }
-/// }
-///
-/// fn main() {
-///     let (mut data, coef) = (vec![1.0; 4], vec![2.0; 4]);
-///     apply(Grid { data: &mut data, coef: &coef, scale: 3.0 });
-///     assert_eq!(data, [7.0; 4]);
-/// }
-/// ```
-#[proc_macro_derive(Mapper, attributes(map))]
-pub fn derive_mapper(item: TokenStream) -> TokenStream {
-    mapper::derive(item.into()).into()
-}
-
 #[proc_macro_attribute]
 pub fn target(args: TokenStream, item: TokenStream) -> TokenStream {
     target::expand(args.into(), item.into()).into()

@@ -80,7 +80,7 @@
 //! So the rule is `task` -> `api` -> `region` -> `device` -> `plugin` -> `host` -> `registry` -> `observe` -> `env`. This
 //! file only declares the layers and re-exports the public API.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod api;
 mod device;
