@@ -1,4 +1,19 @@
-//! `offload-build`: a package's `build.rs` is `fn main() { offload_build::build(); }`.
+//! `offload-build`: the build-script half of `offload`. A package with `#[target]` regions lists `offload-build` in
+//! `[build-dependencies]` and builds their device images from its `build.rs`:
+//!
+//! ```no_run
+//! fn main() {
+//!     offload_build::build();
+//! }
+//! ```
+//!
+//! The device targets are `[package.metadata.offload] targets` in its `Cargo.toml` (`host` when none are listed), or
+//! `OFFLOAD_TARGETS`, which overrides them for one build (`OFFLOAD_TARGETS=host,nvptx64:sm_90 cargo build`):
+//!
+//! ```toml
+//! [package.metadata.offload]
+//! targets = ["host", "nvptx64:sm_80,sm_90", "amdgcn:gfx90a"]
+//! ```
 //!
 //! The pipeline, one module each: `package` finds the package's targets (lib, bins, examples, tests, benches) and
 //! `targets` the device targets to build; [`outline`] walks each target's module tree and writes its `#![no_std]`
@@ -6,6 +21,10 @@
 //! target dir with a scrubbed environment; for GPU targets [`toolchain`] finds the device compiler and LLVM,
 //! `sysroot` builds `core` once, and `devlink` links the bitcode into PTX, cubins and HSA code objects; `embed` puts
 //! the images and their records into a static archive the final link picks up. Every failure is an [`Error`].
+
+#![deny(missing_docs)]
+// The `build.rs` above is shown whole, its `fn main` included.
+#![allow(clippy::needless_doctest_main)]
 
 mod devlink;
 mod diag;

@@ -15,19 +15,27 @@ pub(crate) const LLVM_MAJOR: &str = "22";
 pub(crate) const APT_RUST: &str = "apt-get install rustc-web cargo-web rust-web-src";
 pub(crate) const APT_LLVM: &str = "apt-get install llvm-22";
 
+/// What a GPU target's device build runs: the device rustc and its cargo, and LLVM's tools for the device link.
 pub struct Toolchain {
+    /// The device rustc, which builds `core` and the image's crate.
     pub rustc: PathBuf,
+    /// The cargo that goes with it, which runs the device builds (the image's crate, `core`).
     pub cargo: PathBuf,
     /// `rustc -vV`: names the compiler exactly (it keys the cached `core`).
     pub version: String,
     /// The crates `-Zbuild-std` needs besides the library (Debian ships them), for an offline build of `core`.
     pub vendor: Option<PathBuf>,
+    /// The device link's tools.
     pub llvm: LlvmTools,
 }
 
+/// LLVM 22's tools for the device link, run as subprocesses.
 pub struct LlvmTools {
+    /// `llvm-link`, which joins the image's bitcode, `core`'s and the vendor math library's into one module.
     pub link: PathBuf,
+    /// `opt`, which internalizes all but the kernels and optimizes the linked module.
     pub opt: PathBuf,
+    /// `llc`, which compiles it into PTX for each `sm_XX`, or an object for each `gfxNNN`.
     pub llc: PathBuf,
     /// `ld.lld`, which makes an AMD code object a shared object (the `lld-22` package).
     pub lld: Option<PathBuf>,
@@ -36,7 +44,9 @@ pub struct LlvmTools {
 /// NVIDIA's own tools, both optional: without ptxas the image is PTX only (the driver compiles it), without
 /// libdevice regions cannot use transcendental math.
 pub struct CudaTools {
+    /// `ptxas`, which compiles the PTX into a cubin for each `sm_XX`.
     pub ptxas: Option<PathBuf>,
+    /// `libdevice.10.bc`, NVIDIA's math bitcode, linked for the math functions regions call.
     pub libdevice: Option<PathBuf>,
 }
 
@@ -90,7 +100,9 @@ impl Toolchain {
 
 /// The device Rust toolchain, as [`Toolchain`] holds it.
 pub struct Rust {
+    /// The device rustc: `OFFLOAD_DEVICE_RUSTC`, Debian's, or rustup's nightly.
     pub rustc: PathBuf,
+    /// Its cargo: `OFFLOAD_DEVICE_CARGO`, or the one next to it.
     pub cargo: PathBuf,
     /// `rustc -vV`.
     pub version: String,
@@ -254,6 +266,9 @@ pub fn rocm_math_libs() -> Vec<PathBuf> {
 }
 
 impl CudaTools {
+    /// Looks for ptxas and libdevice: `OFFLOAD_PTXAS` and `OFFLOAD_LIBDEVICE` first, then `PATH`, `CUDA_HOME`,
+    /// `/usr/local/cuda`, the pip wheel in [`wheel_venv`] and Debian's toolkit. Never fails: what is not found is
+    /// `None`.
     pub fn find() -> CudaTools {
         let cuda_home = std::env::var_os("CUDA_HOME").map(PathBuf::from);
         let ptxas = env_path("OFFLOAD_PTXAS").or_else(|| {
