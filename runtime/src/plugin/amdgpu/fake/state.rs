@@ -239,14 +239,21 @@ pub(super) fn enter(call: &'static str, args: std::fmt::Arguments) -> Status {
             let _ = write!(line, " -> {}", status_name(status).unwrap_or("?"));
         }
         s.trace.push(line);
+        LAST_CALL.set(Some(s.trace.len() - 1));
         status
     })
 }
 
-/// Appends the result to the last traced call.
+thread_local! {
+    /// Where this thread's last call is in the trace: threads sharing the state trace calls in turn, and a call's
+    /// result goes on its own line, not on whichever call another thread traced last.
+    static LAST_CALL: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Appends the result to this thread's last traced call.
 pub(super) fn result(what: std::fmt::Arguments) {
     with(|s| {
-        if let Some(last) = s.trace.last_mut() {
+        if let Some(last) = LAST_CALL.get().and_then(|i| s.trace.get_mut(i)) {
             let _ = write!(last, " -> {what}");
         }
     })
