@@ -17,7 +17,7 @@ pub(super) unsafe extern "C" fn hsa_amd_memory_pool_allocate(
     if status != HSA_STATUS_SUCCESS {
         return status;
     }
-    let p = with(|s| {
+    let (p, index) = with(|s| {
         // Not zeroed, as device memory is not, so a test sees whether the plugin fills it; but large blocks (the
         // staging buffer) are, which is much faster under Miri.
         let words = size.div_ceil(16).max(1);
@@ -27,14 +27,11 @@ pub(super) unsafe extern "C" fn hsa_amd_memory_pool_allocate(
         };
         s.blocks.push(Block { storage, len: size });
         s.freed.push(false);
-        s.blocks
-            .last_mut()
-            .unwrap()
-            .storage
-            .as_mut_ptr()
-            .cast::<c_void>()
+        // Its own index, taken with the push: another thread's block may come next.
+        let index = s.blocks.len() - 1;
+        (s.blocks[index].storage.as_mut_ptr().cast::<c_void>(), index)
     });
-    result(format_args!("#{}", with(|s| s.blocks.len() - 1)));
+    result(format_args!("#{index}"));
     // SAFETY: the plugin passes a pointer to write the block's address to.
     unsafe { *ptr = p };
     HSA_STATUS_SUCCESS

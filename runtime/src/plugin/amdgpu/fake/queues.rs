@@ -129,7 +129,7 @@ pub(super) unsafe extern "C" fn hsa_queue_create(
     if status != HSA_STATUS_SUCCESS {
         return status;
     }
-    let made = with(|s| {
+    let (made, index) = with(|s| {
         let index = s.queues.len();
         let doorbell = new_signal(s, 0, Some(index));
         let invalid = KernelDispatchPacket {
@@ -156,9 +156,10 @@ pub(super) unsafe extern "C" fn hsa_queue_create(
             callback,
             data,
         });
-        queue
+        (queue, index)
     });
-    result(format_args!("q{}", with(|s| s.queues.len() - 1)));
+    // Its own index, taken with the push: another thread's queue may come next.
+    result(format_args!("q{index}"));
     // SAFETY: the plugin passes a pointer to write the queue's address to.
     unsafe { *queue = made };
     HSA_STATUS_SUCCESS
