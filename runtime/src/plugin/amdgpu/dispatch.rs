@@ -253,6 +253,11 @@ impl Dispatcher {
         }
     }
 
+    /// What each launch holds shared until its dispatch has ended (or failed).
+    pub fn running(&self) -> &RwLock<()> {
+        &self.running
+    }
+
     /// `f`, while no dispatch runs: holding alone what each launch holds shared until its dispatch has ended.
     pub fn between_launches<R>(&self, f: impl FnOnce() -> R) -> R {
         let _alone = self.running.write().unwrap_or_else(|p| p.into_inner());

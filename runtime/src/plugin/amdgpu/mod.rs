@@ -154,16 +154,8 @@ impl Device for AmdGpuDevice {
     }
 
     fn take_printed(&self) -> (Vec<u8>, u32) {
-        // Waiting for every running launch only when there is something to drain, so launches stay side by side.
-        if !self.prints.pending() {
-            return (Vec::new(), 0);
-        }
-        // No runtime call: the buffer is host memory, readable whatever became of the queues.
-        self.dispatch.between_launches(|| {
-            // SAFETY: no dispatch runs: each launch holds what this holds alone until its dispatch has ended (or
-            // failed).
-            unsafe { self.prints.take() }
-        })
+        // SAFETY: each launch holds the dispatcher's `running` shared until its dispatch has ended (or failed).
+        unsafe { self.prints.drain(self.dispatch.running()) }
     }
 
     unsafe fn launch(

@@ -6,7 +6,7 @@ use super::host_block::{FirstReason, HostBlock, Protocol};
 use offload_model::device_print;
 use std::fmt::Display;
 use std::ptr::NonNull;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 /// The print buffer's block: its header and its room.
 pub const PROTOCOL: Protocol = Protocol {
@@ -79,6 +79,22 @@ impl<B> Prints<Option<B>> {
 }
 
 impl<B: HostBlock> Prints<B> {
+    /// What the buffer holds, and how many lines did not fit; emptied once no launch runs, holding `running` alone.
+    /// Only when something is there ([`Prints::pending`]): waiting for every running launch each time would keep
+    /// launches from running side by side. No driver call: the buffer is host memory, readable whatever became of
+    /// the device.
+    ///
+    /// # Safety
+    /// Every launch whose kernel could write the buffer holds `running` shared until that kernel has ended or failed.
+    pub unsafe fn drain(&self, running: &RwLock<()>) -> (Vec<u8>, u32) {
+        if !self.pending() {
+            return (Vec::new(), 0);
+        }
+        let _alone = running.write().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: per the contract, no kernel that could write the buffer runs while `running` is held alone.
+        unsafe { self.take() }
+    }
+
     /// Whether the buffer holds a line or counts a lost one: a look at its header's counters (atomics), safe while
     /// kernels write it.
     pub fn pending(&self) -> bool {

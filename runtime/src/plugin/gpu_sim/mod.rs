@@ -165,13 +165,8 @@ impl Device for GpuSimDevice {
     }
 
     fn take_printed(&self) -> (Vec<u8>, u32) {
-        // Waiting for every running launch only when there is something to drain, so launches stay side by side.
-        if !self.prints.pending() {
-            return (Vec::new(), 0);
-        }
-        let _alone = self.streams.write().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: no kernel of this device runs (the streams are held alone).
-        unsafe { self.prints.take() }
+        // SAFETY: each launch holds `streams` shared while its kernel runs.
+        unsafe { self.prints.drain(&self.streams) }
     }
 
     unsafe fn launch(
