@@ -72,9 +72,13 @@ fn with_the_helper_busy_reading(
         #[allow(clippy::useless_vec)] // on the heap: freed as this closure unwinds
         let data = vec![1u64; 4];
         let (tx, rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let data = &data; // borrowed by the task, not moved into it
         task_scope(|s| {
-            drop(s.spawn(|| {
+            drop(s.spawn(move || {
                 tx.send(()).unwrap();
+                // Held until `queued` has run, so the helper cannot take its task first, whatever the scheduler does.
+                let _ = go_rx.recv();
                 let mut sum = 0;
                 for _ in 0..100 {
                     std::thread::yield_now();
@@ -84,6 +88,7 @@ fn with_the_helper_busy_reading(
             }));
             rx.recv().unwrap(); // the helper runs it: what comes next stays queued
             queued(s);
+            go_tx.send(()).unwrap();
         });
     }));
     message(&*r.expect_err("the panic is reported when the scope ends"))
