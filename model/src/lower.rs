@@ -595,6 +595,47 @@ struct Rewrite {
     uses: Vec<(*const syn::ExprPath, Option<usize>)>,
     /// The loop's `continue`s.
     continues: Vec<*const syn::ExprContinue>,
+    /// The view indices written as a column of a `collapse(n)` nest's flat index.
+    columns: Vec<(*const Expr, worksharing::ColumnSplit)>,
+}
+
+/// `(x, plane, flat)` of a view index written as a column of the flat index, split as `split` says.
+fn column_parts(index: &Expr, split: worksharing::ColumnSplit) -> Option<(Expr, Expr, Expr)> {
+    use worksharing::ColumnSplit::*;
+    fn add(e: &Expr) -> Option<(&Expr, &Expr)> {
+        match e {
+            Expr::Paren(p) => add(&p.expr),
+            Expr::Group(g) => add(&g.expr),
+            Expr::Binary(b) if matches!(b.op, syn::BinOp::Add(_)) => Some((&b.left, &b.right)),
+            _ => None,
+        }
+    }
+    fn mul(e: &Expr) -> Option<(&Expr, &Expr)> {
+        match e {
+            Expr::Paren(p) => mul(&p.expr),
+            Expr::Group(g) => mul(&g.expr),
+            Expr::Binary(b) if matches!(b.op, syn::BinOp::Mul(_)) => Some((&b.left, &b.right)),
+            _ => None,
+        }
+    }
+    let (left, right) = add(index)?;
+    let (column, flat): (&Expr, Expr) = match split {
+        ColumnFirst => (left, right.clone()),
+        FlatFirst => (right, left.clone()),
+        Grouped => {
+            let (column, outer) = add(left)?;
+            (column, syn::parse_quote!(#outer + #right))
+        }
+    };
+    // Without their parentheses, which would be unused as arguments (`k * (plane + 1)`).
+    fn bare(e: &Expr) -> Expr {
+        match e {
+            Expr::Paren(p) => bare(&p.expr),
+            e => e.clone(),
+        }
+    }
+    let (x, plane) = mul(column)?;
+    Some((bare(x), bare(plane), bare(&flat)))
 }
 
 impl VisitMut for Rewrite {
@@ -644,13 +685,19 @@ impl VisitMut for Rewrite {
                 *e = syn::parse_quote_spanned!(span=> #y[::offload::__view::Own::range_len(&#token, #lo, #n)]);
             }
             Expr::Index(ix) if self.is_view(&ix.expr) => {
+                let column = self.column_of(&ix.index);
                 // The index first: it may hold other rewrites.
                 syn::visit_mut::visit_expr_mut(self, &mut ix.index);
                 let token = format_ident!("__offload_t", span = mixed);
                 let index = &ix.index;
                 // By its path: no method a user gives `Own` can stand in for the check. A sub-slice `lo..hi` of
-                // the row is checked as one.
-                *ix.index = if matches!(&**index, Expr::Range(_)) {
+                // the row is checked as one; a column `x * plane + flat` by its parts.
+                *ix.index = if let Some((x, plane, flat)) =
+                    column.and_then(|c| column_parts(index, c))
+                {
+                    syn::parse_quote_spanned!(index.span()=>
+                        ::offload::__view::Own::at_column(&#token, #x, #plane, #flat))
+                } else if matches!(&**index, Expr::Range(_)) {
                     syn::parse_quote_spanned!(index.span()=> ::offload::__view::Own::range(&#token, #index))
                 } else {
                     syn::parse_quote_spanned!(index.span()=> ::offload::__view::Own::at(&#token, #index))
@@ -689,7 +736,19 @@ impl Rewrite {
                 .into_iter()
                 .map(|c| c as *const _)
                 .collect(),
+            columns: if region.is_unsafe {
+                Vec::new()
+            } else {
+                worksharing::column_indices(region, ws)
+            },
         }
+    }
+
+    fn column_of(&self, index: &Expr) -> Option<worksharing::ColumnSplit> {
+        self.columns
+            .iter()
+            .find(|(e, _)| std::ptr::eq(*e, index))
+            .map(|(_, s)| *s)
     }
 
     fn is_view(&self, e: &Expr) -> bool {

@@ -126,6 +126,50 @@ impl<'t> Own<'t> {
         }
         Owned(e, PhantomData)
     }
+
+    /// `y[x * plane + flat]`, the index written as a column of a `collapse(n)` nest's flat index: where `flat` is
+    /// this iteration's own flat index and `plane` its column's, the element is its own unless the index overflows
+    /// (then its remainder by `plane` would not be `flat`). A compare the optimiser hoists out of an inner serial
+    /// loop, and a multiplication, where [`Own::at`] divides. Anything else is asked of [`Own::at`].
+    #[inline(always)]
+    #[track_caller]
+    pub fn at_column(
+        &self,
+        x: impl ColumnPart,
+        plane: impl ColumnPart,
+        flat: impl ColumnPart,
+    ) -> Owned<'t> {
+        let (x, plane, flat) = (x.get(), plane.get(), flat.get());
+        let e = x.checked_mul(plane).and_then(|c| c.checked_add(flat));
+        match e {
+            Some(e) if self.plane != 0 && plane == self.plane && flat == self.own => {
+                Owned(e, PhantomData)
+            }
+            Some(e) => self.at(e),
+            None => not_owned(usize::MAX, self.own, self.len),
+        }
+    }
+}
+
+/// A part of a column index, `x`, `plane` or `flat` in `y[x * plane + flat]`: a `usize` or a reference to one, as
+/// the index's own arithmetic takes them.
+pub trait ColumnPart {
+    /// The value.
+    fn get(self) -> usize;
+}
+
+impl ColumnPart for usize {
+    #[inline(always)]
+    fn get(self) -> usize {
+        self
+    }
+}
+
+impl ColumnPart for &usize {
+    #[inline(always)]
+    fn get(self) -> usize {
+        *self
+    }
 }
 
 impl<'t> Own<'t> {

@@ -58,6 +58,22 @@ fn skewed_column(on_device: bool, ny: usize, nx: usize, plane: usize, t: &mut [u
     }
 }
 
+/// An adversary: `far * plane` wraps around to another iteration's element of the first plane.
+#[target(
+    teams_distribute_parallel_for,
+    collapse(2),
+    num_teams(4),
+    thread_limit(2),
+    if(on_device)
+)]
+fn wrapping_column(on_device: bool, ny: usize, nx: usize, plane: usize, far: usize, t: &mut [u32]) {
+    for j in 0..ny {
+        for i in 0..nx {
+            t[far * plane + j * nx + i] = 1;
+        }
+    }
+}
+
 #[test]
 fn each_iteration_writes_its_own_column() {
     for on_device in [true, false] {
@@ -99,6 +115,23 @@ fn a_column_stepping_by_another_plane_fails_the_region() {
             offload_tests::says(&msg, "is not this iteration's"),
             "device {on_device}: {msg}"
         );
+    }
+}
+
+/// `far * 12` is `2^64 + 8`: wrapped, the index would be the element 8 past the iteration's own, another's.
+#[test]
+fn a_column_whose_index_overflows_fails_the_region() {
+    let (ny, nx) = (3, 4);
+    let far = (u64::MAX / 12 + 1) as usize;
+    assert_eq!(far.wrapping_mul(ny * nx), 8);
+    for on_device in [true, false] {
+        let mut t = vec![0u32; ny * nx];
+        let msg = failure(|| try_wrapping_column(on_device, ny, nx, ny * nx, far, &mut t));
+        assert!(
+            offload_tests::says(&msg, "is not this iteration's"),
+            "device {on_device}: {msg}"
+        );
+        assert!(t.iter().all(|&e| e == 0), "device {on_device}: {t:?}");
     }
 }
 

@@ -88,8 +88,43 @@ pub fn nest_plane<'a>(region: &Region, ws: &WorkShared<'a>) -> Option<&'a Expr> 
     }
     let vars = ws.nest_vars();
     first_view_index(region, ws, |e| {
-        flat_parts(&ws.res, e, &vars).and_then(|(_, p)| p)
+        flat_parts(&ws.res, e, &vars).and_then(|(_, c)| c.map(|c| c.plane))
     })
+}
+
+/// Where a view index written as a column of the flat index, `x * plane + flat`, has its parts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ColumnSplit {
+    /// `x * plane + flat`.
+    ColumnFirst,
+    /// `flat + x * plane`.
+    FlatFirst,
+    /// `x * plane + outer * m + j`, grouped by `+` as `((x * plane) + (outer * m)) + j`.
+    Grouped,
+}
+
+/// A column of the flat index in a view index: its `plane`, and where its parts are.
+#[derive(Clone, Copy)]
+pub struct Column<'a> {
+    pub plane: &'a Expr,
+    pub split: ColumnSplit,
+}
+
+/// Under `collapse(n)`: every view index in the nest's body written as a column of the flat index, and how it
+/// splits. The lowering checks such an index by its parts (`Own::at_column`: the flat part is the iteration's own,
+/// the product does not overflow), where the whole index would need a division.
+pub fn column_indices(region: &Region, ws: &WorkShared) -> Vec<(*const Expr, ColumnSplit)> {
+    if ws.inner.is_empty() {
+        return Vec::new();
+    }
+    let vars = ws.nest_vars();
+    let mut out = Vec::new();
+    every_view_index(region, ws, |e| {
+        if let Some((_, Some(c))) = flat_parts(&ws.res, e, &vars) {
+            out.push((e as *const Expr, c.split));
+        }
+    });
+    out
 }
 
 /// The strides of `e` written as the flat index of the nest's variables `vars`, and its plane when it is written as
@@ -99,7 +134,7 @@ pub(super) fn flat_parts<'a>(
     res: &Resolved,
     e: &'a Expr,
     vars: &[Option<BindingId>],
-) -> Option<(Vec<&'a Expr>, Option<&'a Expr>)> {
+) -> Option<(Vec<&'a Expr>, Option<Column<'a>>)> {
     if let Some(s) = flat_strides(res, e, vars) {
         return Some((s, None));
     }
@@ -110,11 +145,12 @@ pub(super) fn flat_parts<'a>(
         return None;
     }
     // `x * plane + flat` and `flat + x * plane`.
+    let column = |plane, split| Some(Column { plane, split });
     if let (Some((_, plane)), Some(s)) = (mul(&add.left), flat_strides(res, &add.right, vars)) {
-        return Some((s, Some(plane)));
+        return Some((s, column(plane, ColumnSplit::ColumnFirst)));
     }
     if let (Some(s), Some((_, plane))) = (flat_strides(res, &add.left, vars), mul(&add.right)) {
-        return Some((s, Some(plane)));
+        return Some((s, column(plane, ColumnSplit::FlatFirst)));
     }
     // `x * plane + outer * m + j`: `((x * plane) + (outer * m)) + j`.
     let Expr::Binary(left) = strip(&add.left) else {
@@ -131,7 +167,7 @@ pub(super) fn flat_parts<'a>(
     }
     let mut s = flat_strides(res, outer, before)?;
     s.push(m);
-    Some((s, Some(plane)))
+    Some((s, column(plane, ColumnSplit::Grouped)))
 }
 
 /// `(x, m)` when `e` is written `x * m`.
@@ -226,22 +262,31 @@ pub(super) fn first_view_index<'a, R>(
     ws: &WorkShared<'a>,
     f: impl Fn(&'a Expr) -> Option<R>,
 ) -> Option<R> {
-    struct V<'a, 'r, R, F> {
+    let mut out = None;
+    every_view_index(region, ws, |e| {
+        if out.is_none() {
+            out = f(e);
+        }
+    });
+    out
+}
+
+/// Calls `f` on every view index of the loop's (innermost) body, in order.
+fn every_view_index<'a>(region: &Region, ws: &WorkShared<'a>, f: impl FnMut(&'a Expr)) {
+    struct V<'a, 'r, F> {
         res: &'r Resolved,
         views: Vec<BindingId>,
         f: F,
-        out: Option<R>,
         _a: std::marker::PhantomData<&'a ()>,
     }
-    impl<'a, R, F: Fn(&'a Expr) -> Option<R>> Visit<'a> for V<'a, '_, R, F> {
+    impl<'a, F: FnMut(&'a Expr)> Visit<'a> for V<'a, '_, F> {
         fn visit_expr_index(&mut self, ix: &'a syn::ExprIndex) {
-            if self.out.is_none()
-                && self
-                    .res
-                    .expr(&ix.expr)
-                    .is_some_and(|id| self.views.contains(&id))
+            if self
+                .res
+                .expr(&ix.expr)
+                .is_some_and(|id| self.views.contains(&id))
             {
-                self.out = (self.f)(&ix.index);
+                (self.f)(&ix.index);
             }
             syn::visit::visit_expr_index(self, ix);
         }
@@ -251,11 +296,9 @@ pub(super) fn first_view_index<'a, R>(
         res: &ws.res,
         views: ws.views(region),
         f,
-        out: None,
         _a: std::marker::PhantomData,
     };
     v.visit_block(ws.body());
-    v.out
 }
 
 /// `[m, p]` when `e` is written `(i * m + j) * p + k`, `vars` the nest's variables' bindings `[i, j, k]`.
