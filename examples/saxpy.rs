@@ -48,6 +48,31 @@ fn axpy_struct(s: &mut Axpy<'_>) {
     }
 }
 
+/// A struct that owns its arrays (C's struct whose pointers it `malloc`s): its `Vec`s are mapped as slices, `to`
+/// through `&`, `tofrom` through `&mut` (or as `#[map(..)]` says).
+#[derive(Mapper)]
+struct Owned {
+    y: Vec<f32>,
+    #[map(to)]
+    x: Vec<f32>,
+    a: f32,
+}
+
+#[target]
+fn axpy_owned(s: &mut Owned) {
+    for i in 0..s.y.len() {
+        s.y[i] = fma(s.a, s.x[i], s.y[i]);
+    }
+}
+
+/// The struct read through `&` by every thread; the output is its own parameter.
+#[target(teams_distribute_parallel_for)]
+fn saxpy_owned(s: &Owned, y: &mut [f32]) {
+    for i in 0..y.len() {
+        y[i] = fma(s.a, s.x[i], y[i]);
+    }
+}
+
 /// The struct forms agree with the plain region on a small input.
 fn mapped_forms_agree() -> bool {
     let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.25).collect();
@@ -61,7 +86,15 @@ fn mapped_forms_agree() -> bool {
         x: &x,
         a: 3.0,
     });
-    y == want && z == want
+    let mut owned = Owned {
+        y: vec![1.0f32; 1000],
+        x: x.clone(),
+        a: 3.0,
+    };
+    axpy_owned(&mut owned);
+    let mut w = vec![1.0f32; 1000];
+    saxpy_owned(&owned, &mut w);
+    y == want && z == want && owned.y == want && w == want
 }
 
 fn main() {

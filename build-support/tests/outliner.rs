@@ -132,6 +132,70 @@ fn kept_items_stay_on_their_lines() {
     assert!(lib.contains("export_name = \"__omp_offloading_rs_12mirror_lines6inline5twice\""));
 }
 
+/// A struct that owns its arrays: on the device its `Vec` fields are `DeviceVec`s, the derives a `DeviceVec` cannot
+/// have are dropped, it is marked an owning mapper, and a kernel entry rebuilds it from its fields' arguments (a
+/// value field of `&mut Sim` written back), while a `&Plain` stays one object, checked to be no owning mapper.
+#[test]
+fn an_owning_mapper_struct_is_rebuilt_from_its_fields_on_the_device() {
+    let out = offload_build::outline_dir(&fixture("owning_mapper"), &gen_dir("owning_mapper"))
+        .expect("outlines");
+    let lib = &out.crates[0]
+        .files
+        .iter()
+        .find(|(r, _)| r.ends_with("lib.rs"))
+        .unwrap()
+        .1;
+    let line = |n: usize| lib.lines().nth(n - 1).unwrap().trim().to_string();
+    assert_eq!(
+        line(3),
+        "#[derive(Debug)]",
+        "no `Clone`, `Copy` or `Default` for `DeviceVec`s"
+    );
+    // The replaced path's columns stay blank, so later columns keep their places.
+    let bare = |n: usize| line(n).replace(' ', "");
+    assert_eq!(bare(5), "concs:::offload::DeviceVec<f64>,");
+    assert_eq!(bare(7), "mats:::offload::DeviceVec<u32>,");
+    assert_eq!(line(8), "lookups: usize,");
+    assert!(
+        line(9).ends_with("impl ::offload::__rt::OwnedMapper for Sim {}"),
+        "{}",
+        line(9)
+    );
+    let entry = |name: &str| {
+        let at = lib.find(&format!("__offload_kernel_{name}")).expect(name);
+        lib[at..]
+            .split("pub unsafe extern")
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let lookup = entry("lookup");
+    assert!(lookup.contains("(__offload_dyn : * mut :: core :: ffi :: c_void , __offload_a0 : u64 , __offload_a1 : u64 , __offload_a2 : u64 , __offload_a3 : u64 , __offload_a4 : u64 , __offload_a5 : u64 , __offload_a6 : u64)"), "{lookup}");
+    assert!(
+        lookup.contains(
+            "concs : unsafe { :: offload :: __rt :: device_vec (__offload_a0 , __offload_a1) }"
+        ),
+        "{lookup}"
+    );
+    assert!(
+        lookup.contains("lookups : unsafe { :: offload :: __rt :: value (__offload_a4) }"),
+        "{lookup}"
+    );
+    let refresh = entry("refresh");
+    assert!(refresh.contains("& mut __offload_m0"), "{refresh}");
+    assert!(
+        refresh
+            .contains(":: core :: ptr :: write (__offload_a4 as * mut _ , __offload_m0 . lookups)"),
+        "{refresh}"
+    );
+    let plain = entry("plain");
+    assert!(
+        plain.contains(":: offload :: __rt :: object (__offload_a0)"),
+        "{plain}"
+    );
+    assert!(plain.contains("one_object ()"), "{plain}");
+}
+
 #[test]
 fn names_are_unique_per_kind_of_target_only() {
     let dir = fixture("shared_names");

@@ -254,7 +254,7 @@ fn inspect_reads_the_fat_binaries() {
     assert!(o.status.success(), "{t}");
     assert!(
         t.contains(
-            "offload entries (3):\n  __omp_offloading_rs_5saxpy11axpy_struct\n    host function saxpy::"
+            "offload entries (5):\n  __omp_offloading_rs_5saxpy10axpy_owned\n    host function saxpy::"
         ),
         "{t}"
     );

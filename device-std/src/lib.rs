@@ -129,6 +129,9 @@ pub mod __prelude {
 mod memory;
 pub use memory::{DeviceBuffer, DevicePtr};
 
+mod device_vec;
+pub use device_vec::DeviceVec;
+
 mod print;
 #[doc(hidden)]
 pub use print::__print;
@@ -441,6 +444,18 @@ pub mod __rt {
     pub unsafe fn device_buffer<T>(p: u64, len: u64) -> crate::DeviceBuffer<T> {
         // SAFETY: per the contract.
         unsafe { crate::DeviceBuffer::from_raw(p as *mut T, len as usize) }
+    }
+
+    pub use crate::device_vec::{OwnedMapper, ProbeObject, ProbeOwned, RefProbe};
+
+    /// A `Vec<T>` field of an owning mapper struct.
+    ///
+    /// # Safety
+    /// As [`slice_mut`].
+    #[inline(always)]
+    pub unsafe fn device_vec<T>(p: u64, len: u64) -> crate::DeviceVec<T> {
+        // SAFETY: per the contract.
+        unsafe { crate::DeviceVec::__from_raw(p, len) }
     }
 
     /// # Safety

@@ -25,6 +25,10 @@ use proc_macro::TokenStream;
 /// struct may not implement `Drop` (a compile error at its name): a region call rebuilds it from its fields, in the
 /// host fallback and in the kernel entry, so its own `Drop` would run once per copy.
 ///
+/// A struct may own its arrays instead: `Vec<T>` fields and values, no lifetime parameter. A region takes it as
+/// `&S` (each `Vec` mapped `to`) or `&mut S` (`tofrom`, and its value fields' writes come back), or as the field's
+/// `#[map(..)]` says; on a device a `Vec` field is an `offload::DeviceVec<T>`, a slice of the device copy.
+///
 /// ```
 /// use offload::{target, Mapper};
 ///

@@ -13,6 +13,7 @@ pub fn derive(input: TokenStream) -> TokenStream {
         Err(e) => return e.to_compile_error(),
     };
     match fields(&item) {
+        Ok(fields) if offload_model::mapper::owns(&fields) => expand_owned(&item, &fields),
         Ok(fields) => expand(&item, &fields),
         Err(e) => e.to_compile_error(),
     }
@@ -38,6 +39,105 @@ fn expand(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
             #mapper
 
             #sources
+        };
+    }
+}
+
+/// A struct that owns its arrays: `OwnedMapper` (its map list through `&S`/`&mut S`) and the data constructs' traits.
+fn expand_owned(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
+    let p = quote!(::offload::__private);
+    let name = &item.ident;
+    let no_drop = no_drop(item);
+    let (mut checks, mut maps) = (Vec::new(), Vec::new());
+    for f in fields {
+        let (id, ty) = (&f.ident, &f.ty);
+        let bits = f.map.map_or(0, |m| m.bits());
+        match &f.kind {
+            FieldKind::Vec { elem } => maps.push(quote_spanned!(elem.span()=> {
+                let v: *mut ::std::vec::Vec<#elem> = &raw mut (*this).#id;
+                // Neither makes a reference to the elements (`Vec`'s guarantee), so the pointer stays valid beside
+                // the region's own reference to the struct.
+                let data: *const [#elem] = if mutable {
+                    ::core::ptr::slice_from_raw_parts_mut((*v).as_mut_ptr(), (*v).len())
+                } else {
+                    ::core::ptr::slice_from_raw_parts((*v).as_ptr(), (*v).len())
+                };
+                let writes = if kernel && mutable { #p::DEVICE_WRITES } else { 0 };
+                out.push(#p::MapArg::slice::<#elem>(data, #p::mapper_field(clause, #bits) | writes));
+                if kernel {
+                    out.push(#p::MapArg::literal(data.len() as u64));
+                }
+            })),
+            _ => {
+                checks.push(quote_spanned!(ty.span()=> #p::assert_firstprivate::<#ty>();));
+                // Through `&S` a firstprivate value; through `&mut S` an object mapped as the struct is, so the
+                // region's writes come back on a device as they stay in the host fallback.
+                maps.push(quote!(
+                    if kernel && mutable {
+                        // SAFETY: `Firstprivate`, checked above; `*this` is borrowed exclusively (the contract).
+                        out.push(#p::MapArg::value_object(
+                            &raw mut (*this).#id,
+                            #p::mapper_field(clause, #p::TO | #p::FROM),
+                        ));
+                    } else if kernel {
+                        // SAFETY: `Firstprivate`, checked above; `*this` outlives the entry (the trait's contract).
+                        out.push(#p::MapArg::value(&(*this).#id));
+                    }
+                ));
+            }
+        }
+    }
+    let check_fn = format_ident!("__offload_mapper_checks");
+    quote! {
+        const _: () = {
+            #no_drop
+
+            #[allow(dead_code)]
+            fn #check_fn() {
+                #(#checks)*
+            }
+
+            // SAFETY: generated from the fields (offload_model::mapper::fields): each `Vec`'s entries are a slice's
+            // over its elements, taken without a reference to them, `FROM` and `DEVICE_WRITES` only through
+            // `&mut`; values are checked `Firstprivate` and point into the struct.
+            unsafe impl #p::OwnedMapper for #name {
+                #[allow(unused_variables, unused_unsafe)]
+                unsafe fn maps(
+                    this: *mut Self,
+                    mutable: bool,
+                    clause: u64,
+                    kernel: bool,
+                    out: &mut ::std::vec::Vec<#p::MapArg>,
+                ) {
+                    // SAFETY: `this` points to a live struct borrowed as `mutable` says (the trait's contract).
+                    unsafe { #(#maps)* }
+                }
+            }
+
+            impl #p::MapSource for #name {
+                type Target = Self;
+                fn map_ref(&self) -> &Self {
+                    self
+                }
+            }
+
+            impl #p::MapSourceMut for #name {
+                fn map_mut(&mut self) -> &mut Self {
+                    self
+                }
+            }
+
+            impl #p::MapTarget for #name {
+                unsafe fn map_args(
+                    this: *const Self,
+                    section: #p::Section,
+                    map_type: u64,
+                    out: &mut ::std::vec::Vec<#p::MapArg>,
+                ) {
+                    // SAFETY: forwarded (the caller's contract).
+                    unsafe { #p::owned_mapper_data_maps(this, section, map_type, out) }
+                }
+            }
         };
     }
 }
@@ -93,6 +193,7 @@ impl FieldParts {
                     out.push(#p::MapArg::object::<#t>(raw.#k, #bits));
                 ));
             }
+            FieldKind::Vec { .. } => unreachable!("an owning struct is expanded by `expand_owned`"),
             FieldKind::Value => {
                 self.raw_tys.push(ty.to_token_stream());
                 // Read, not moved: a value that is not `Copy` gets only the `Firstprivate` error below.
@@ -146,7 +247,7 @@ fn parallel_error(name: &syn::Ident, fields: &[Field]) -> TokenStream {
         ty = match &f.kind {
             FieldKind::Slice { elem, .. } => format!("&mut [{}]", elem.to_token_stream()),
             FieldKind::Ref { ty, .. } => format!("&mut {}", ty.to_token_stream()),
-            FieldKind::Value => f.ty.to_token_stream().to_string(),
+            FieldKind::Value | FieldKind::Vec { .. } => f.ty.to_token_stream().to_string(),
         },
         lower = name.to_string().to_lowercase(),
     );

@@ -269,7 +269,7 @@ struct DriverArgs {
     planes: Vec<TokenStream>,
     rows: Vec<TokenStream>,
     /// The by-value struct parameters whose fields may be uniform, read through their patterns.
-    structs: Vec<(Ident, syn::Path)>,
+    structs: Vec<worksharing::ValueStruct>,
 }
 
 impl DriverArgs {

@@ -9,6 +9,11 @@
 //! field is a firstprivate value and passes one (its bits, or a private copy's address), as a by-value parameter
 //! does. `&[T]` and `&T` map `to`, `&mut` ones `tofrom`; `#[map(to|from|tofrom|alloc)]` on a field overrides that
 //! (`from`, `tofrom` and `alloc` need `&mut`: the region writes the data).
+//!
+//! A struct may own its arrays instead (C's `struct { double *concs; .. }` that `malloc`s them): `Vec<T>` fields,
+//! no lifetime parameter, passed to a region as `&S` or `&mut S`. Each `Vec` is mapped as a slice of its elements,
+//! `to` through `&S` and `tofrom` through `&mut S` (or its `#[map(..)]`, as the reference allows), and is an
+//! `offload::DeviceVec<T>` on the device, a slice of the device copy (`Deref<Target = [T]>`).
 
 use crate::clause::MapType;
 use syn::spanned::Spanned;
@@ -21,6 +26,8 @@ pub enum FieldKind {
     Slice { elem: Type, mutable: bool },
     /// `&'a T` / `&'a mut T`: one kernel argument (device address).
     Ref { ty: Type, mutable: bool },
+    /// `Vec<T>`, owned: two kernel arguments (device address, length), written through `&mut S` only.
+    Vec { elem: Type },
     /// Anything else: a firstprivate value, one kernel argument.
     Value,
 }
@@ -39,7 +46,7 @@ impl Field {
     /// How many kernel arguments the field passes.
     pub fn kernel_args(&self) -> usize {
         match self.kind {
-            FieldKind::Slice { .. } => 2,
+            FieldKind::Slice { .. } | FieldKind::Vec { .. } => 2,
             FieldKind::Ref { .. } | FieldKind::Value => 1,
         }
     }
@@ -51,6 +58,14 @@ impl Field {
             FieldKind::Slice { mutable: true, .. } | FieldKind::Ref { mutable: true, .. }
         )
     }
+}
+
+/// Whether a mapper struct with these fields owns its arrays (has `Vec<T>` fields): it is then passed as `&S` or
+/// `&mut S`, never by value.
+pub fn owns(fields: &[Field]) -> bool {
+    fields
+        .iter()
+        .any(|f| matches!(f.kind, FieldKind::Vec { .. }))
 }
 
 /// Whether `attrs` derive `Mapper` (by any path ending in it: `Mapper`, `offload::Mapper`).
@@ -89,6 +104,31 @@ pub fn fields(item: &syn::DeriveInput) -> Result<Vec<Field>, syn::Error> {
             kind,
             map,
         });
+    }
+    if owns(&out) {
+        for f in out
+            .iter()
+            .filter(|f| matches!(f.kind, FieldKind::Slice { .. } | FieldKind::Ref { .. }))
+        {
+            errors.push(syn::Error::new(
+                f.ty.span(),
+                format!(
+                    "`{}` owns arrays (`Vec` fields), so its other fields are values; hold `{}` as a `Vec` too, or \
+                     pass it to the region as a parameter of its own",
+                    item.ident, f.ident
+                ),
+            ));
+        }
+        if let Some(l) = item.generics.lifetimes().next() {
+            errors.push(syn::Error::new(
+                l.span(),
+                format!(
+                    "`{}` owns arrays (`Vec` fields) and so is passed to a region as `&{0}` or `&mut {0}`; a mapper \
+                     struct either owns its arrays or borrows them (slice fields with a lifetime), not both",
+                    item.ident
+                ),
+            ));
+        }
     }
     match errors.into_iter().reduce(|mut a, b| {
         a.combine(b);
@@ -152,6 +192,9 @@ fn field_kind(ident: &Ident, ty: &Type, errors: &mut Vec<syn::Error>) -> Option<
                 },
             }
         }
+        Type::Path(p) if p.qself.is_none() && vec_elem(p).is_some() => FieldKind::Vec {
+            elem: vec_elem(p).expect("checked").clone(),
+        },
         Type::Ptr(_) => {
             errors.push(syn::Error::new(
                 ty.span(),
@@ -166,7 +209,20 @@ fn field_kind(ident: &Ident, ty: &Type, errors: &mut Vec<syn::Error>) -> Option<
     })
 }
 
+/// `T` when `p` is `Vec<T>` (or a path ending in it: `std::vec::Vec<T>`).
+fn vec_elem(p: &syn::TypePath) -> Option<&Type> {
+    let last = p.path.segments.last()?;
+    let syn::PathArguments::AngleBracketed(a) = &last.arguments else {
+        return None;
+    };
+    match (last.ident == "Vec", a.args.len(), a.args.first()) {
+        (true, 1, Some(syn::GenericArgument::Type(t))) => Some(t),
+        _ => None,
+    }
+}
+
 /// A slice or object field's map type: `to` for `&`, `tofrom` for `&mut`, or its `#[map(..)]`; `None` for a value.
+/// A `Vec` field's is `tofrom` or its `#[map(..)]`, combined with the `&` (`to`) or `&mut` it is reached through.
 fn field_map_type(
     f: &syn::Field,
     ident: &Ident,
@@ -177,6 +233,8 @@ fn field_map_type(
         kind,
         FieldKind::Slice { mutable: true, .. } | FieldKind::Ref { mutable: true, .. }
     );
+    // A `Vec` is as mutable as the reference the struct is passed by: its `#[map(..)]` may say anything.
+    let mutable = mutable || matches!(kind, FieldKind::Vec { .. });
     let mut map = match kind {
         FieldKind::Value => None,
         _ if mutable => Some(MapType::ToFrom),
@@ -292,6 +350,33 @@ mod tests {
         assert!(derives_mapper(&[
             syn::parse_quote!(#[derive(Clone, offload::Mapper)])
         ]));
+    }
+
+    #[test]
+    fn a_struct_owning_vecs_maps_them_as_slices_and_borrows_nothing() {
+        let item: syn::DeriveInput = syn::parse_quote! {
+            struct Sim {
+                concs: Vec<f64>,
+                #[map(to)]
+                mats: std::vec::Vec<i32>,
+                lookups: usize,
+            }
+        };
+        let f = fields(&item).unwrap();
+        assert!(owns(&f));
+        assert!(matches!(f[1].kind, FieldKind::Vec { .. }));
+        assert_eq!(
+            f.iter().map(|f| f.map).collect::<Vec<_>>(),
+            [Some(MapType::ToFrom), Some(MapType::To), None]
+        );
+        assert_eq!(f.iter().map(Field::kernel_args).sum::<usize>(), 2 + 2 + 1);
+        assert!(!f.iter().any(Field::mutable), "only `&mut Sim` writes them");
+
+        let both: syn::DeriveInput = syn::parse_quote! {
+            struct Sim<'a> { concs: Vec<f64>, x: &'a [f64] }
+        };
+        let e = fields(&both).unwrap_err().to_string();
+        assert!(e.contains("owns arrays"), "{e}");
     }
 
     #[test]

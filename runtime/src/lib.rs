@@ -206,8 +206,11 @@ pub mod __private {
         MappedRef, Section,
     };
     pub use crate::region::maplist::MapArg;
-    pub use crate::region::mapper::{mapper_data_maps, parallel_mapper, Mapper, MapperRaw};
-    pub use offload_model::abi::map_type::{mapper_field, DEVICE_WRITES};
+    pub use crate::region::mapper::{
+        mapper_data_maps, owned_mapper_data_maps, parallel_mapper, Mapper, MapperRaw, OwnedMapper,
+        RefMaps, RefParam, ViaObject, ViaOwnedMapper,
+    };
+    pub use offload_model::abi::map_type::{mapper_field, DEVICE_WRITES, FROM, TO};
     pub use offload_model::abi::Construct;
     pub use offload_model::reduce::fold;
 

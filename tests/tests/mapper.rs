@@ -375,3 +375,107 @@ fn deleting_scoped_data_panics_and_leaves_other_holders_their_mapping() {
     });
     assert_eq!(v, vec![4.0; 8]);
 }
+
+// ---- Structs that own their arrays (issue 27, item 6): XSBench's `SimulationData`, whose C struct `malloc`s them.
+
+/// The port of a C struct owning its arrays: `Vec` fields, mapped as slices through `&Sim` (`to`) and `&mut Sim`
+/// (`tofrom`, or the field's `#[map(..)]`); the other fields are values.
+#[derive(Mapper, Clone, Debug, Default)]
+pub struct Sim {
+    concs: Vec<f64>,
+    #[map(to)]
+    mats: Vec<u32>,
+    lookups: usize,
+    scale: f64,
+}
+
+fn sim() -> Sim {
+    Sim {
+        concs: (0..8).map(|i| i as f64).collect(),
+        mats: (0..64).map(|i| (i * 5) % 8).collect(),
+        lookups: 60,
+        scale: 0.5,
+    }
+}
+
+/// XSBench's shape: a work-shared loop bounded by a field, reading the arrays through `&Sim`.
+#[target(
+    teams_distribute_parallel_for,
+    num_teams(3),
+    thread_limit(2),
+    if(on_device)
+)]
+fn lookup(on_device: bool, s: &Sim, out: &mut [f64]) {
+    for i in 0..s.lookups {
+        out[i] = s.concs[s.mats[i] as usize] * s.scale + s.mats.len() as f64;
+    }
+}
+
+/// Writes through `&mut Sim`: `concs` comes back; `mats` is `#[map(to)]`, so its device writes do not; a value
+/// field's write comes back on a device as it stays in the fallback.
+#[target(if(on_device))]
+fn update(on_device: bool, s: &mut Sim) -> bool {
+    for c in s.concs.iter_mut() {
+        *c += 1.0;
+    }
+    s.mats[0] = 99;
+    s.scale *= 4.0;
+    omp_is_initial_device()
+}
+
+#[test]
+fn a_region_reads_a_struct_that_owns_its_arrays() {
+    let s = sim();
+    for on_device in [true, false] {
+        let mut out = vec![-1.0; 64];
+        lookup(on_device, &s, &mut out);
+        for (i, o) in out.iter().enumerate() {
+            let want = if i < 60 {
+                s.concs[s.mats[i] as usize] * 0.5 + 64.0
+            } else {
+                -1.0
+            };
+            assert_eq!(*o, want, "device {on_device}, element {i}");
+        }
+    }
+}
+
+#[test]
+fn a_region_writes_a_struct_that_owns_its_arrays_through_mut() {
+    for on_device in [true, false] {
+        let mut s = sim();
+        let initial = update(on_device, &mut s);
+        assert_eq!(initial, !ran_on_device(on_device), "ran where asked");
+        assert_eq!(
+            s.concs,
+            (1..9).map(|i| i as f64).collect::<Vec<_>>(),
+            "device {on_device}"
+        );
+        assert_eq!(
+            s.scale, 2.0,
+            "device {on_device}: a value's write comes back"
+        );
+        let want = if ran_on_device(on_device) { 0 } else { 99 };
+        assert_eq!(
+            s.mats[0], want,
+            "device {on_device}: `#[map(to)]` copies nothing back"
+        );
+    }
+}
+
+#[test]
+fn a_data_region_maps_an_owning_struct_and_regions_inside_copy_nothing() {
+    if omp_get_num_devices() == 0 {
+        return; // nothing to be present on
+    }
+    let mut s = sim();
+    target_data!(map(to: s) => {
+        assert!(omp_target_is_present(s.concs.as_ptr().cast(), 0));
+        assert!(omp_target_is_present(s.mats.as_ptr().cast(), 0));
+        s.concs[1] = 100.0; // the host copy only: the region finds `concs` present and copies nothing in
+        let mut out = vec![0.0; 64];
+        lookup(true, s, &mut out);
+        assert_eq!(out[5], 1.0 * 0.5 + 64.0, "the device copy, mapped at the entry");
+    });
+    assert!(!omp_target_is_present(s.concs.as_ptr().cast(), 0));
+}

@@ -82,6 +82,52 @@ pub(super) fn keep_item(m: &mut Mirror, item: &impl Spanned, attrs: &[Attribute]
     blank_attrs(m, attrs);
 }
 
+/// Keeps an item the device crate needs (a `#[declare_target]` one, or one region code reaches), and for a mapper
+/// struct what its derive means on a device: its `#[map(..)]` field attributes blanked; for one that owns its arrays,
+/// each `Vec<T>` field's type written `::offload::DeviceVec<T>` (the kernel entry rebuilds it from the field's
+/// device copy), the derives a `DeviceVec` cannot have dropped (`Clone`, `Copy`, `Default`: a device cannot
+/// allocate), and the marker `offload::__rt::OwnedMapper` implemented, which the kernel entries check.
+pub(super) fn keep_with_mapper(m: &mut Mirror, item: &Item, attrs: &[Attribute]) {
+    let owning = match item {
+        Item::Struct(st) if offload_model::mapper::derives_mapper(&st.attrs) => {
+            let input: syn::DeriveInput = st.clone().into();
+            offload_model::mapper::fields(&input)
+                .ok()
+                .filter(|f| offload_model::mapper::owns(f))
+                .map(|f| (st, f))
+        }
+        _ => None,
+    };
+    let Some((st, fields)) = owning else {
+        keep_item(m, item, attrs);
+        blank_field_maps(m, item);
+        return;
+    };
+    let r = m.range(item.span());
+    m.keep(r.clone());
+    blank_attrs_dropping(m, attrs, &["Clone", "Copy", "Default"]);
+    blank_field_maps(m, item);
+    for (f, field) in fields.iter().zip(&st.fields) {
+        if let (offload_model::mapper::FieldKind::Vec { .. }, syn::Type::Path(tp)) =
+            (&f.kind, &field.ty)
+        {
+            // The path up to its generic arguments (`Vec`, `std::vec::Vec`), which stay as written.
+            let first = tp.path.segments.first().expect("a path");
+            let last = tp.path.segments.last().expect("a path");
+            let start = tp.path.leading_colon.map_or_else(
+                || m.range(first.ident.span()).start,
+                |c| m.range(c.span()).start,
+            );
+            let end = m.range(last.ident.span()).end;
+            m.replace(start..end, "::offload::DeviceVec");
+        }
+    }
+    m.insert(
+        r.end,
+        format!(" impl ::offload::__rt::OwnedMapper for {} {{}}", st.ident),
+    );
+}
+
 /// A mapper struct's `#[map(..)]` field attributes belong to its derive, which the device crate does not run.
 pub(super) fn blank_field_maps(m: &mut Mirror, item: &Item) {
     let Item::Struct(st) = item else { return };
@@ -118,6 +164,11 @@ pub(super) fn collect_mappers(items: &[Item], out: &mut kernel::Mappers) {
 }
 
 pub(super) fn blank_attrs(m: &mut Mirror, attrs: &[Attribute]) {
+    blank_attrs_dropping(m, attrs, &[]);
+}
+
+/// [`blank_attrs`], dropping the core derives `dropped` too.
+fn blank_attrs_dropping(m: &mut Mirror, attrs: &[Attribute], dropped: &[&str]) {
     for a in attrs {
         let r = m.range(a.span());
         if a.path().is_ident("derive") {
@@ -126,7 +177,12 @@ pub(super) fn blank_attrs(m: &mut Mirror, attrs: &[Attribute]) {
             let mut other = false;
             let _ = a.parse_nested_meta(|meta| {
                 match meta.path.segments.last().map(|s| s.ident.to_string()) {
-                    Some(n) if CORE_DERIVES.contains(&n.as_str()) => core.push(n),
+                    Some(n)
+                        if CORE_DERIVES.contains(&n.as_str()) && !dropped.contains(&n.as_str()) =>
+                    {
+                        core.push(n)
+                    }
+                    // A dropped or non-core derive: the attribute is rewritten without it.
                     _ => other = true,
                 }
                 Ok(())

@@ -49,9 +49,15 @@ pub fn entry(
     let Unpacked {
         lets,
         call_args,
+        checks,
         ret,
     } = unpacked;
-    let call = quote!(#(#lets)* #[allow(unused_unsafe)] let __offload_r = unsafe { #callee(#(#call_args),*) };);
+    let call = quote!(
+        #(#lets)*
+        #[allow(unused_unsafe)]
+        let __offload_r = unsafe { #callee(#(#call_args),*) };
+        #(#checks)*
+    );
     let store = ret.map(|r| store_return(region, &r));
     // The region's kind reaches offload-device, so `barrier()` and team-shared memory fail outside SPMD regions.
     let kind = region.construct.launch_kind();
@@ -75,7 +81,10 @@ fn widths(args: &[KernelArg], mappers: &Mappers) -> Vec<usize> {
                 }
                 _ => 0,
             };
-            a.width(mapper)
+            match (a, a.owned_mapper(mappers)) {
+                (KernelArg::Ref(_), Some(f)) => f.iter().map(Field::kernel_args).sum(),
+                _ => a.width(mapper),
+            }
         })
         .collect()
 }
@@ -86,6 +95,8 @@ fn widths(args: &[KernelArg], mappers: &Mappers) -> Vec<usize> {
 struct Unpacked {
     lets: Vec<TokenStream>,
     call_args: Vec<TokenStream>,
+    /// Compile-time checks on the arguments' types, after the call (which infers them).
+    checks: Vec<TokenStream>,
     ret: Option<syn::Ident>,
 }
 
@@ -127,13 +138,35 @@ impl Unpacked {
                 };
                 self.call_args.push(quote!(::offload::__rt::#f(#a, #len)));
             }
+            KernelArg::Ref(p) if arg.owned_mapper(mappers).is_some() => {
+                // An owning mapper struct, rebuilt from its fields' arguments, as the host's `RefParam` chose.
+                let mutable = matches!(p.kind, ParamKind::Ref { mutable: true, .. });
+                let m = format_ident!("__offload_m{}", i);
+                let value = rebuild_owned(p, mappers, names, mutable, &m, &mut self.checks);
+                self.lets.push(quote!(let mut #m = #value;));
+                self.call_args.push(if mutable {
+                    quote!(&mut #m)
+                } else {
+                    quote!(&#m)
+                });
+            }
             KernelArg::Ref(p) => {
                 let a = one();
                 let f = match p.kind {
                     ParamKind::Ref { mutable: true, .. } => quote!(object_mut),
                     _ => quote!(object),
                 };
-                self.call_args.push(quote!(::offload::__rt::#f(#a)));
+                let o = format_ident!("__offload_o{}", i);
+                self.lets
+                    .push(quote!(let #o = unsafe { ::offload::__rt::#f(#a) };));
+                self.call_args.push(quote!(#o));
+                // One object here means one on the host: an owning mapper struct the outliner did not see by name
+                // fails this build.
+                self.checks.push(quote!({
+                    #[allow(unused_imports)]
+                    use ::offload::__rt::{ProbeObject as _, ProbeOwned as _};
+                    (&&::offload::__rt::RefProbe::of(&#o)).one_object();
+                }));
             }
             KernelArg::Value(_) => {
                 let a = one();
@@ -235,6 +268,23 @@ fn declare(
     }
 }
 
+/// What the outliner knows of a kernel argument's type.
+trait OwnedMapperArg {
+    /// The fields of the owning mapper struct (`Vec` fields) a `&S`/`&mut S` parameter names, found by its name.
+    fn owned_mapper<'m>(&self, mappers: &'m Mappers) -> Option<&'m [Field]>;
+}
+
+impl OwnedMapperArg for KernelArg<'_> {
+    fn owned_mapper<'m>(&self, mappers: &'m Mappers) -> Option<&'m [Field]> {
+        match self {
+            KernelArg::Ref(p) => {
+                mapper_fields(p, mappers).filter(|f| offload_model::mapper::owns(f))
+            }
+            _ => None,
+        }
+    }
+}
+
 fn mapper_fields<'m>(
     p: &offload_model::region::Param,
     mappers: &'m Mappers,
@@ -257,6 +307,40 @@ fn mapper_path(p: &offload_model::region::Param) -> Option<syn::Path> {
         seg.arguments = syn::PathArguments::None;
     }
     Some(path)
+}
+
+/// An owning mapper struct on the device (`&S` or `&mut S`), built from its fields' kernel arguments `args`: a `Vec`
+/// as a `DeviceVec` over its device copy; a value by value through `&S`, and through `&mut S` read from its device
+/// object and written back after the call (`after`), so the host gets the region's writes, as in the fallback.
+fn rebuild_owned(
+    p: &offload_model::region::Param,
+    mappers: &Mappers,
+    args: &[syn::Ident],
+    mutable: bool,
+    m: &syn::Ident,
+    after: &mut Vec<TokenStream>,
+) -> TokenStream {
+    let (Some(path), Some(fields)) = (mapper_path(p), mapper_fields(p, mappers)) else {
+        unreachable!("found by `owned_mapper`")
+    };
+    let mut k = 0;
+    let mut inits = Vec::new();
+    for f in fields {
+        let (id, a) = (&f.ident, &args[k]);
+        inits.push(match &f.kind {
+            FieldKind::Vec { .. } => {
+                let len = &args[k + 1];
+                quote!(#id: unsafe { ::offload::__rt::device_vec(#a, #len) })
+            }
+            _ if mutable => {
+                after.push(quote!(unsafe { ::core::ptr::write(#a as *mut _, #m.#id) };));
+                quote!(#id: unsafe { ::core::ptr::read(#a as *const _) })
+            }
+            _ => quote!(#id: unsafe { ::offload::__rt::value(#a) }),
+        });
+        k += f.kernel_args();
+    }
+    quote!(#path { #(#inits),* })
 }
 
 /// The struct a mapper parameter is on the device, built from its fields' kernel arguments `args` (as many as
@@ -298,6 +382,7 @@ fn rebuild_mapper(
                 };
                 quote!(#id: unsafe { ::offload::__rt::#g(#a) })
             }
+            FieldKind::Vec { .. } => unreachable!("an owning struct is rebuilt by `rebuild_owned`"),
             FieldKind::Value => quote!(#id: unsafe { ::offload::__rt::value(#a) }),
         });
         k += f.kernel_args();

@@ -385,14 +385,12 @@ impl<'a> Outliner<'a> {
                 Item::Mod(md) => self.mirror_mod(index, f, md, module_path, m, diags),
                 _ => {
                     if let Some(attrs) = declare_target_attrs(item) {
-                        keep_item(m, item, attrs);
-                        blank_field_maps(m, item);
+                        keep_with_mapper(m, item, attrs);
                         if let Item::Static(st) = item {
                             self.export_global(m, st, module_path);
                         }
                     } else if self.reach.kept.contains(&reach::site(index, item)) {
-                        keep_item(m, item, item_attrs(item));
-                        blank_field_maps(m, item);
+                        keep_with_mapper(m, item, item_attrs(item));
                     }
                 }
             }

@@ -257,7 +257,20 @@ fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<MapEntry> {
                         unreachable!("a reference parameter")
                     };
                     let bits = r.map.as_ref().map_or(0, |m| m.bits()) | device_writes(*mutable);
-                    vec![quote_spanned!(ty.span()=> #p::MapArg::object::<#ty>(#ptr, #bits))]
+                    let raw = if *mutable {
+                        quote!(#ptr)
+                    } else {
+                        quote!(#ptr.cast_mut())
+                    };
+                    // One object, or an owning mapper struct's fields: `T` decides (see `RefParam`). Checked
+                    // `DeviceCopy` (or `OwnedMapper`) there, spanned at this type.
+                    return MapEntry::Many(quote_spanned!(ty.span()=> {
+                        #[allow(unused_imports)]
+                        use #p::{ViaObject as _, ViaOwnedMapper as _};
+                        let param = (&&#p::RefParam::<#ty>::new(#raw, #mutable)).ref_param();
+                        // SAFETY: the parameter's borrow outlives the map list's use.
+                        unsafe { #p::RefMaps::kernel_maps(param, #bits, &mut __offload_v) };
+                    }));
                 }
                 KernelArg::Value(v) => {
                     let id = &v.ident;

@@ -67,15 +67,21 @@ pub(super) fn uniform_parts<'b>(region: &'b Region, ws: &'b WorkShared) -> Vec<&
 /// A field of a by-value struct parameter (`structs`: [`value_structs`]) is read through its struct's own pattern,
 /// `{ let Inputs { n: f, .. } = inp; int(f) }`: a pattern never goes through `Deref`, so `inp.n` is the struct's own
 /// field (every thread's copy holds the same bits), not what a user's `deref` returns.
-pub fn harden(e: &Expr, structs: &[(syn::Ident, syn::Path)]) -> Expr {
+pub fn harden(e: &Expr, structs: &[ValueStruct]) -> Expr {
     let h = |e: &Expr| Box::new(harden(e, structs));
     match e {
         Expr::Field(f) if value_field(f, structs).is_some() => {
-            let (ty, member) = (
+            let (s, member) = (
                 value_field(f, structs).unwrap_or_else(|| unreachable!()),
                 &f.member,
             );
-            let base = &f.base;
+            let (ty, base) = (&s.ty, &f.base);
+            // Through `&S`, the built-in deref of a reference, never a user's.
+            let base = if s.by_ref {
+                quote::quote!(*#base)
+            } else {
+                quote::quote!(#base)
+            };
             let v = syn::Ident::new("__offload_f", Span::mixed_site());
             syn::parse_quote_spanned!(e.span()=> {
                 let #ty { #member: #v, .. } = #base;
@@ -140,33 +146,49 @@ pub fn harden(e: &Expr, structs: &[(syn::Ident, syn::Path)]) -> Expr {
     }
 }
 
-/// The by-value struct parameters (`inp: Inputs`, not `mut`) whose named fields are uniform, with their types'
-/// paths as a pattern names them (no generic arguments).
-pub fn value_structs(region: &Region) -> Vec<(syn::Ident, syn::Path)> {
+/// A struct parameter whose named fields are uniform: taken by value (`inp: Inputs`) or through a shared reference
+/// (`s: &Sim`, which no thread can write through), not `mut`.
+#[derive(Clone, Debug)]
+pub struct ValueStruct {
+    pub ident: syn::Ident,
+    /// The type's path as a pattern names it (no generic arguments).
+    pub ty: syn::Path,
+    /// Taken as `&S`.
+    pub by_ref: bool,
+}
+
+/// The struct parameters whose named fields are uniform.
+pub fn value_structs(region: &Region) -> Vec<ValueStruct> {
     region
         .params
         .iter()
-        .filter(|p| {
-            matches!(p.kind, ParamKind::Value) && !p.mut_binding && !is_primitive_type(&p.ty)
-        })
-        .filter_map(|p| match &p.ty {
-            syn::Type::Path(t) if t.qself.is_none() => {
-                let mut path = t.path.clone();
-                for s in &mut path.segments {
-                    s.arguments = syn::PathArguments::None;
+        .filter(|p| !p.mut_binding)
+        .filter_map(|p| {
+            let (ty, by_ref) = match &p.kind {
+                ParamKind::Value if !is_primitive_type(&p.ty) => (&p.ty, false),
+                ParamKind::Ref { ty, mutable: false } => (ty, true),
+                _ => return None,
+            };
+            match ty {
+                syn::Type::Path(t) if t.qself.is_none() && !is_primitive_type(ty) => {
+                    let mut path = t.path.clone();
+                    for s in &mut path.segments {
+                        s.arguments = syn::PathArguments::None;
+                    }
+                    Some(ValueStruct {
+                        ident: p.ident.clone(),
+                        ty: path,
+                        by_ref,
+                    })
                 }
-                Some((p.ident.clone(), path))
+                _ => None,
             }
-            _ => None,
         })
         .collect()
 }
 
-/// The type path of `f`'s base when `f` is `inp.n`, a named field of a by-value struct parameter.
-fn value_field<'s>(
-    f: &syn::ExprField,
-    structs: &'s [(syn::Ident, syn::Path)],
-) -> Option<&'s syn::Path> {
+/// The struct parameter of `f`'s base when `f` is `inp.n`, a named field of a uniform struct parameter.
+fn value_field<'s>(f: &syn::ExprField, structs: &'s [ValueStruct]) -> Option<&'s ValueStruct> {
     let syn::Member::Named(_) = f.member else {
         return None;
     };
@@ -174,7 +196,7 @@ fn value_field<'s>(
         return None;
     };
     let id = p.path.get_ident()?;
-    structs.iter().find(|(n, _)| n == id).map(|(_, t)| t)
+    structs.iter().find(|s| s.ident == *id)
 }
 
 /// The uniform bindings, and the uniform `let`s' values in order.
@@ -211,7 +233,9 @@ pub(super) fn uniform_env<'a, 'r>(
             // A struct taken by value (a `#[declare_target]` one, `Copy`): every thread gets the same bits, which
             // its body cannot assign, so its named fields are uniform (read through its pattern, never a `Deref`:
             // see `harden`).
-            ParamKind::Value if structs.iter().any(|(n, _)| *n == p.ident) => {
+            ParamKind::Value | ParamKind::Ref { mutable: false, .. }
+                if structs.iter().any(|s| s.ident == p.ident) =>
+            {
                 env.structs.insert(id);
             }
             // Other values, references and device pointers: only their own methods could read them, and those are

@@ -290,7 +290,9 @@ pub unsafe trait UpdateDest {
 unsafe impl<T: ?Sized + MapTarget> UpdateDest for &mut T {
     type Target = T;
     fn dest(self) -> *const T {
-        self
+        // Through `*mut`: a `&mut` coerced straight to `*const` may only read (Stacked Borrows), and an owning
+        // mapper struct's entries are taken through `&mut` of its `Vec`s.
+        std::ptr::from_mut(self).cast_const()
     }
 }
 

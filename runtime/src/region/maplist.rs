@@ -115,6 +115,16 @@ impl MapArg {
         Self::raw_object(p, Self::with_atomics::<T>(map_type))
     }
 
+    /// A field of an owning mapper struct reached through `&mut` (`T: Firstprivate`): one object, so the region's
+    /// writes come back as the fallback's do.
+    ///
+    /// # Safety
+    /// `T` is `Firstprivate` (the derive checks it), so the bytes a device wrote for it are a valid `T`.
+    #[inline]
+    pub unsafe fn value_object<T>(p: *mut T, map_type: u64) -> Self {
+        Self::raw_object(p, map_type)
+    }
+
     fn raw_object<T>(p: *const T, map_type: u64) -> Self {
         MapArg {
             begin: p as *mut u8,

@@ -4,6 +4,8 @@
 
 use super::data::Section;
 use super::maplist::MapArg;
+use super::types::DeviceCopy;
+use offload_model::abi::map_type::{DEVICE_WRITES, FROM};
 
 /// A struct whose slice and reference fields are mapped and whose other fields are firstprivate values, field by
 /// field in declaration order (`offload_model::mapper::fields`, which the outliner's kernel entry reads too).
@@ -119,12 +121,134 @@ pub unsafe fn mapper_data_maps<M: Mapper>(
     unsafe { M::maps(&raw, clause, false, out) }
 }
 
+/// A struct that owns its arrays (`Vec<T>` fields, C's `struct { double *concs; .. }`), mapped field by field when a
+/// region takes it as `&S` or `&mut S`, or a data construct maps it: each `Vec` as a slice of its elements, each
+/// other field (a `Firstprivate` value) passed by value. Implemented by `#[derive(offload::Mapper)]` on such a struct;
+/// not meant to be implemented by hand.
+///
+/// # Safety
+/// [`OwnedMapper::maps`] pushes, per field in declaration order, what [`Mapper::maps`] pushes for a field of its
+/// kind: a `Vec`'s entries are a slice's over its elements, taken with `as_mut_ptr` when `mutable` and `as_ptr`
+/// otherwise (neither makes a reference to the elements, so the pointers stay valid beside the region's own
+/// reference to the struct), its length's literal, and `FROM` or `DEVICE_WRITES` only when `mutable`; a value's
+/// entry points into `*this`.
+pub unsafe trait OwnedMapper: Sized {
+    /// Pushes the fields' map-list entries, each field's map type combined with `clause`: one per kernel argument for
+    /// a region (`kernel`), the `Vec`s only for a data construct.
+    ///
+    /// # Safety
+    /// `this` points to a live struct, borrowed exclusively when `mutable` (and shared otherwise) for as long as the
+    /// entries are used.
+    unsafe fn maps(
+        this: *mut Self,
+        mutable: bool,
+        clause: u64,
+        kernel: bool,
+        out: &mut Vec<MapArg>,
+    );
+}
+
+/// A region's `&T` or `&mut T` parameter, before `T` says how it crosses: an owning mapper struct field by field
+/// ([`ViaOwnedMapper`]), anything else as one object ([`ViaObject`]). The expansion calls
+/// `(&&RefParam::new(..)).ref_param()`, which method resolution finds on `&RefParam<T>` first (when `T:
+/// OwnedMapper`) and on `RefParam<T>` otherwise (autoref specialisation: the type is concrete where it is called).
+pub struct RefParam<T> {
+    ptr: *mut T,
+    mutable: bool,
+}
+
+impl<T> RefParam<T> {
+    /// The parameter's pointer, derived from its `&mut` when `mutable`, else from its `&` (never written then).
+    pub fn new(ptr: *mut T, mutable: bool) -> Self {
+        RefParam { ptr, mutable }
+    }
+}
+
+/// [`RefParam`]'s choice for an owning mapper struct.
+pub trait ViaOwnedMapper<T> {
+    /// The parameter as an owning mapper struct.
+    fn ref_param(&self) -> OwnedMapperParam<T>;
+}
+
+impl<T: OwnedMapper> ViaOwnedMapper<T> for &RefParam<T> {
+    fn ref_param(&self) -> OwnedMapperParam<T> {
+        OwnedMapperParam(self.ptr, self.mutable)
+    }
+}
+
+/// [`RefParam`]'s choice for anything else: one object.
+pub trait ViaObject<T> {
+    /// The parameter as one object.
+    fn ref_param(&self) -> ObjectParam<T>;
+}
+
+impl<T> ViaObject<T> for RefParam<T> {
+    fn ref_param(&self) -> ObjectParam<T> {
+        ObjectParam(self.ptr)
+    }
+}
+
+/// A `&T`/`&mut T` parameter's map-list entries, once [`RefParam`] chose how it crosses.
+pub trait RefMaps {
+    /// Pushes the parameter's entries (one per kernel argument), with the parameter's map type `bits`.
+    ///
+    /// # Safety
+    /// The referent is borrowed as the parameter says (exclusively when `&mut`) for as long as the entries are used.
+    unsafe fn kernel_maps(self, bits: u64, out: &mut Vec<MapArg>);
+}
+
+/// A `&T`/`&mut T` parameter mapped as one object (`T: DeviceCopy`).
+pub struct ObjectParam<T>(*mut T);
+
+impl<T: DeviceCopy> RefMaps for ObjectParam<T> {
+    unsafe fn kernel_maps(self, bits: u64, out: &mut Vec<MapArg>) {
+        out.push(MapArg::object::<T>(self.0, bits))
+    }
+}
+
+/// A `&S`/`&mut S` parameter of an owning mapper struct, mapped field by field.
+pub struct OwnedMapperParam<T>(*mut T, bool);
+
+impl<T: OwnedMapper> RefMaps for OwnedMapperParam<T> {
+    unsafe fn kernel_maps(self, bits: u64, out: &mut Vec<MapArg>) {
+        // The fields say which of them the device writes.
+        let clause = bits & !DEVICE_WRITES;
+        // SAFETY: forwarded; `self.0` came from the parameter's own reference, of the mutability `self.1` says.
+        unsafe { T::maps(self.0, self.1, clause, true, out) }
+    }
+}
+
+/// The data-construct entries of the owning mapper struct `this` points to (its `Vec`s, each by its map type combined
+/// with `clause`).
+///
+/// # Safety
+/// `this` points to a live struct, borrowed exclusively if `clause` has `FROM` and for as long as the entries are
+/// used.
+#[track_caller]
+pub unsafe fn owned_mapper_data_maps<M: OwnedMapper>(
+    this: *const M,
+    section: Section,
+    clause: u64,
+    out: &mut Vec<MapArg>,
+) {
+    assert!(
+        section.is_none(),
+        "offload: a section needs a slice, not the mapper struct `{}`",
+        std::any::type_name::<M>()
+    );
+    let mutable = clause & FROM != 0;
+    // SAFETY: per the contract: exclusive where the entries write the host copy.
+    unsafe { M::maps(this.cast_mut(), mutable, clause, false, out) }
+}
+
 #[cfg(test)]
 mod tests {
     //! The host side of a mapper struct's map path, with the impl `#[derive(Mapper)]` writes (written out: the derive
     //! names `::offload`), under Miri too: the map list and the rebuilt struct derive from the same raw parts.
     use super::*;
-    use offload_model::abi::map_type::{mapper_field, FROM, LITERAL, TARGET_PARAM, TO};
+    use offload_model::abi::map_type::{
+        mapper_field, DEVICE_WRITES, FROM, LITERAL, TARGET_PARAM, TO,
+    };
 
     struct Grid<'a> {
         u: &'a mut [f64],
@@ -171,6 +295,135 @@ mod tests {
                 out.push(unsafe { MapArg::value(&raw.2) });
             }
         }
+    }
+
+    /// A struct that owns its arrays, with the impl `#[derive(Mapper)]` writes for it.
+    struct Sim {
+        concs: Vec<f64>,
+        mats: Vec<u32>,
+        n: usize,
+    }
+
+    // SAFETY: as the derive writes it for these fields (`mats` is `#[map(to)]`).
+    unsafe impl OwnedMapper for Sim {
+        unsafe fn maps(
+            this: *mut Self,
+            mutable: bool,
+            clause: u64,
+            kernel: bool,
+            out: &mut Vec<MapArg>,
+        ) {
+            // SAFETY: the caller's contract.
+            unsafe {
+                {
+                    let v: *mut Vec<f64> = &raw mut (*this).concs;
+                    let data: *const [f64] = if mutable {
+                        std::ptr::slice_from_raw_parts_mut((*v).as_mut_ptr(), (*v).len())
+                    } else {
+                        std::ptr::slice_from_raw_parts((*v).as_ptr(), (*v).len())
+                    };
+                    let writes = if kernel && mutable { DEVICE_WRITES } else { 0 };
+                    out.push(MapArg::slice::<f64>(
+                        data,
+                        mapper_field(clause, TO | FROM) | writes,
+                    ));
+                    if kernel {
+                        out.push(MapArg::literal(data.len() as u64));
+                    }
+                }
+                {
+                    let v: *mut Vec<u32> = &raw mut (*this).mats;
+                    let data: *const [u32] = if mutable {
+                        std::ptr::slice_from_raw_parts_mut((*v).as_mut_ptr(), (*v).len())
+                    } else {
+                        std::ptr::slice_from_raw_parts((*v).as_ptr(), (*v).len())
+                    };
+                    let writes = if kernel && mutable { DEVICE_WRITES } else { 0 };
+                    out.push(MapArg::slice::<u32>(
+                        data,
+                        mapper_field(clause, TO) | writes,
+                    ));
+                    if kernel {
+                        out.push(MapArg::literal(data.len() as u64));
+                    }
+                }
+                if kernel && mutable {
+                    out.push(MapArg::value_object(
+                        &raw mut (*this).n,
+                        mapper_field(clause, TO | FROM),
+                    ));
+                } else if kernel {
+                    out.push(MapArg::value(&(*this).n));
+                }
+            }
+        }
+    }
+
+    /// The map list of an owning struct, through `&` and `&mut`, and the region's own use of the struct beside it:
+    /// the entries' pointers stay valid (Miri checks it), the copy back lands in the struct's `Vec`s and value.
+    #[test]
+    fn an_owning_structs_map_list_lives_beside_the_regions_reference() {
+        let mut s = Sim {
+            concs: vec![1.0; 4],
+            mats: vec![7; 3],
+            n: 3,
+        };
+        // `&Sim`: `to` only, and nothing the device writes.
+        let mut maps = Vec::new();
+        let shared = RefParam::new(std::ptr::from_ref(&s).cast_mut(), false);
+        // SAFETY: `s` is borrowed shared while `maps` lives.
+        unsafe {
+            (&&shared)
+                .ref_param()
+                .kernel_maps(TO | TARGET_PARAM, &mut maps)
+        };
+        assert_eq!(maps.len(), 5, "two `Vec`s and a length each, one value");
+        assert!(maps
+            .iter()
+            .all(|m| m.map_type & (FROM | DEVICE_WRITES) == 0));
+        assert_eq!(maps[0].size, 32);
+        assert_eq!(
+            s.concs[0], 1.0,
+            "the region's own reference reads beside the entries"
+        );
+        assert_eq!(unsafe { *maps[0].begin.cast::<f64>() }, 1.0);
+
+        // `&mut Sim`: `concs` and `n` come back, `mats` (`#[map(to)]`) does not.
+        let mut maps = Vec::new();
+        let exclusive = RefParam::new(std::ptr::from_mut(&mut s), true);
+        // SAFETY: `s` is borrowed exclusively while `maps` lives.
+        unsafe {
+            (&&exclusive)
+                .ref_param()
+                .kernel_maps(TO | FROM | TARGET_PARAM | DEVICE_WRITES, &mut maps)
+        };
+        assert_eq!(maps[0].map_type & (TO | FROM), TO | FROM);
+        assert_eq!(maps[2].map_type & (TO | FROM), TO);
+        assert_eq!(
+            maps[4].map_type & (TO | FROM),
+            TO | FROM,
+            "the value is an object"
+        );
+        // The runtime's copy back writes through the entries after the region ran.
+        // SAFETY: the entries cover `s.concs` and `s.n`, exclusively borrowed.
+        unsafe {
+            *maps[0].begin.cast::<f64>().add(3) = 9.0;
+            *maps[4].begin.cast::<usize>() = 1;
+        }
+        assert_eq!((s.concs[3], s.n), (9.0, 1));
+
+        // A data construct maps the `Vec`s only.
+        let mut data = Vec::new();
+        // SAFETY: `s` is live and borrowed exclusively while `data` is used.
+        unsafe {
+            owned_mapper_data_maps(
+                std::ptr::from_mut(&mut s).cast_const(),
+                None,
+                TO | FROM,
+                &mut data,
+            )
+        };
+        assert_eq!(data.len(), 2);
     }
 
     #[test]

@@ -283,3 +283,46 @@ fn data_scopes() {
     assert_eq!(v, [10, 3, 4, 4]);
     assert_eq!(w, [5, 5]);
 }
+
+/// A struct that owns its arrays (`#[derive(Mapper)]` with `Vec` fields): read by every thread through `&`, written
+/// through `&mut` (a value field included), and mapped by the data constructs.
+#[derive(offload::Mapper)]
+struct Sim {
+    concs: Vec<f64>,
+    #[map(to)]
+    mats: Vec<u32>,
+    lookups: usize,
+}
+
+#[target(teams_distribute_parallel_for, num_teams(2), thread_limit(2))]
+fn lookup(s: &Sim, out: &mut [f64]) {
+    for i in 0..s.lookups {
+        out[i] = s.concs[s.mats[i] as usize];
+    }
+}
+
+#[target]
+fn refresh(s: &mut Sim) {
+    for c in s.concs.iter_mut() {
+        *c += 1.0;
+    }
+    s.lookups = 2;
+}
+
+#[test]
+fn a_struct_that_owns_its_arrays() {
+    let host = offload::omp_get_initial_device();
+    let mut s = Sim {
+        concs: vec![1.0, 2.0],
+        mats: vec![1, 0, 1],
+        lookups: 3,
+    };
+    let mut out = vec![0.0; 3];
+    target_data!(map(tofrom: s), device(host) => {
+        lookup(s, &mut out);
+        refresh(s);
+        target_update!(from: s, device(host));
+    });
+    assert_eq!(out, [2.0, 1.0, 2.0]);
+    assert_eq!((s.concs.as_slice(), s.lookups), ([2.0, 3.0].as_slice(), 2));
+}
