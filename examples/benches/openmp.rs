@@ -13,13 +13,13 @@
 //! Targets (issue 14): at most 1.1x clang's time on pi, Jacobi, n-body and the histogram; at most 1.0x on BabelStream.
 //! Issue 27: at most 1.1x on hotspot3D, SpMV, XSBench and fasten.
 
+#[path = "kernels/histogram.rs"]
+mod histogram;
 mod peer;
 
+use crate::histogram::{histogram, BINS};
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use offload::{
-    barrier, declare_target, omp_get_num_teams, omp_get_num_threads, omp_get_team_num,
-    omp_get_thread_num, target, target_data, target_update, Mapper,
-};
+use offload::{declare_target, target, target_data, target_update, Mapper};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -27,8 +27,6 @@ const PI_STEPS: u64 = 100_000_000;
 const GRID: usize = 2048;
 const BODIES: usize = 4000;
 const HIST_N: usize = 1 << 24;
-#[declare_target]
-const BINS: usize = 256;
 const STREAM_N: usize = 1 << 25;
 #[declare_target]
 const SOFTENING: f32 = 1e-9;
@@ -148,36 +146,6 @@ fn nbody(on_device: bool, p: &[[f32; 4]], v: &mut [[f32; 4]]) {
         v[i][1] += DT * fy;
         v[i][2] += DT * fz;
     }
-}
-
-/// Each thread counts its block of `data` into its team's shared bins; after the team's barrier the threads add the
-/// bins into the global histogram.
-#[target(
-    teams,
-    parallel,
-    num_teams(teams),
-    thread_limit(threads),
-    if(on_device)
-)]
-fn histogram(on_device: bool, teams: u32, threads: u32, data: &[u32], hist: &[AtomicU32]) {
-    let (nth, tid) = (
-        omp_get_num_threads() as usize,
-        omp_get_thread_num() as usize,
-    );
-    let all = omp_get_num_teams() as usize * nth;
-    let me = omp_get_team_num() as usize * nth + tid;
-    let chunk = data.len().div_ceil(all);
-    let lo = (me * chunk).min(data.len());
-    let hi = (lo + chunk).min(data.len());
-    offload::team_shared(BINS, |local: &[AtomicU32]| {
-        for &v in &data[lo..hi] {
-            local[v as usize % BINS].fetch_add(1, Relaxed);
-        }
-        barrier();
-        for b in (tid..BINS).step_by(nth) {
-            hist[b].fetch_add(local[b].load(Relaxed), Relaxed);
-        }
-    });
 }
 
 // BabelStream's kernels.

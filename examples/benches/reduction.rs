@@ -8,17 +8,16 @@
 //!
 //! `cargo bench -p offload-examples --bench reduction`
 
+#[path = "kernels/histogram.rs"]
+mod histogram;
+
+use crate::histogram::{histogram, BINS};
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use offload::{
-    barrier, declare_target, omp_get_num_teams, omp_get_num_threads, omp_get_team_num,
-    omp_get_thread_num, target, target_data,
-};
+use offload::{target, target_data};
 use std::hint::black_box;
 use std::time::Instant;
 
 const N: usize = 1 << 24;
-#[declare_target]
-const BINS: usize = 256;
 const ROUNDS: usize = 21;
 
 /// The histogram as OpenMP's array reduction: each thread counts into its private bins, combined element by element.
@@ -34,30 +33,6 @@ fn by_reduction(teams: u32, threads: u32, data: &[u32]) -> [u32; 256] {
         hist[data[i] as usize % BINS] += 1;
     }
     hist
-}
-
-/// The histogram through team-shared atomics: each thread counts its block of `data` into its team's shared bins;
-/// after the team's barrier the threads add the bins into `hist`.
-#[target(teams, parallel, num_teams(teams), thread_limit(threads))]
-fn by_atomics(teams: u32, threads: u32, data: &[u32], hist: &[AtomicU32]) {
-    let (nth, tid) = (
-        omp_get_num_threads() as usize,
-        omp_get_thread_num() as usize,
-    );
-    let all = omp_get_num_teams() as usize * nth;
-    let me = omp_get_team_num() as usize * nth + tid;
-    let chunk = data.len().div_ceil(all);
-    let lo = (me * chunk).min(data.len());
-    let hi = (lo + chunk).min(data.len());
-    offload::team_shared(BINS, |local: &[AtomicU32]| {
-        for &v in &data[lo..hi] {
-            local[v as usize % BINS].fetch_add(1, Relaxed);
-        }
-        barrier();
-        for b in (tid..BINS).step_by(nth) {
-            hist[b].fetch_add(local[b].load(Relaxed), Relaxed);
-        }
-    });
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -90,7 +65,7 @@ fn main() {
             let r = t.elapsed().as_secs_f64();
             hist.iter().for_each(|b| b.store(0, Relaxed));
             let t = Instant::now();
-            by_atomics(teams, threads, data, &hist);
+            histogram(true, teams, threads, data, &hist);
             let a = t.elapsed().as_secs_f64();
             let bins: Vec<u32> = hist.iter().map(|b| b.load(Relaxed)).collect();
             assert_eq!(got, want, "the reduction's histogram");
