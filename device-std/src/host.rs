@@ -35,11 +35,19 @@ fn install_hook() {
 
 /// Runs one kernel invocation of a region of `kind` (a `launch_kind`, which the outliner knows from the region).
 ///
+/// LLVM's libomptarget passes no launch environment of ours: its host plugin calls the kernel once, on the calling
+/// thread, with `dyn_ptr` null or all ones. The kernel then runs as one team of one thread, which every construct's
+/// lowering handles, and a panic, which nothing could report, aborts the process after saying where it was.
+///
 /// # Safety
-/// `dyn_ptr` is the `HostLaunchEnv` the host-elf plugin passes.
+/// `dyn_ptr` is the `HostLaunchEnv` the host-elf plugin passes, or null, or all ones.
 pub unsafe fn entry(dyn_ptr: *mut c_void, kind: u32, body: impl FnOnce()) {
     install_hook();
-    let env = dyn_ptr as *const HostLaunchEnv;
+    let env = if dyn_ptr.is_null() || dyn_ptr as usize == usize::MAX {
+        core::ptr::null()
+    } else {
+        dyn_ptr as *const HostLaunchEnv
+    };
     // A nested launch runs inline on this thread: restore the enclosing kernel's view afterwards.
     let (prev, prev_kind) = host_env::set(env, kind);
     let r = std::panic::catch_unwind(core::panic::AssertUnwindSafe(body));
@@ -48,6 +56,13 @@ pub unsafe fn entry(dyn_ptr: *mut c_void, kind: u32, body: impl FnOnce()) {
         let (msg, file, line, col) = LAST_PANIC
             .with(|p| p.borrow_mut().take())
             .unwrap_or_else(|| ("panic".into(), String::new(), 0, 0));
+        if env.is_null() {
+            std::eprintln!(
+                "offload: a region panicked on a device of LLVM's libomptarget, which cannot report it: {msg} at \
+                 {file}:{line}:{col}"
+            );
+            std::process::abort();
+        }
         // SAFETY: the plugin passes a valid failure record.
         unsafe { (*(*env).failure).record(&msg, &file, line, col) };
     }

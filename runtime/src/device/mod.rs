@@ -5,6 +5,7 @@
 pub mod entry;
 #[cfg(test)]
 pub mod fake;
+pub mod llvm;
 pub mod observed;
 pub mod present;
 pub mod table;
