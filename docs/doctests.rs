@@ -32,6 +32,7 @@ chapters! {
     Gpus = "src/gpus.md",
     CargoOffload = "src/cargo-offload.md",
     Nodes = "src/nodes.md",
+    Llvm = "src/llvm.md",
     Environment = "src/environment.md",
     Failures = "src/failures.md",
     Porting = "src/porting.md",

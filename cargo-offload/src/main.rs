@@ -79,6 +79,10 @@ enum Command {
         /// A region that cannot run on a device stops the program (`OMP_TARGET_OFFLOAD=MANDATORY`).
         #[arg(long)]
         mandatory: bool,
+        /// `OFFLOAD_RUNTIME`: whose device layer runs the regions, ours (`offload`) or LLVM's libomptarget
+        /// (`llvm`: its devices and present table, shared with C and C++ code compiled by clang).
+        #[arg(long, value_enum)]
+        runtime: Option<run::Runtime>,
         /// `OFFLOAD_INFO`: 1 launches, 2 also transfers, 4 also mapping-table changes, -1 everything.
         #[arg(long, allow_negative_numbers = true)]
         info: Option<i32>,
@@ -168,11 +172,12 @@ fn main() -> ExitCode {
             device,
             ranks,
             mandatory,
+            runtime,
             info,
             profile,
             cargo_args,
         } => {
-            if let Some(d) = &device {
+            if let (Some(d), None | Some(run::Runtime::Offload)) = (&device, runtime) {
                 if let Err(e) = devices::check(d, &offload::inventory()) {
                     return fail("run", e);
                 }
@@ -181,6 +186,7 @@ fn main() -> ExitCode {
                 device,
                 ranks,
                 mandatory,
+                runtime,
                 info,
                 profile,
             };

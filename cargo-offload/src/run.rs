@@ -11,8 +11,18 @@ pub struct RunOptions {
     /// `--ranks N`: N processes under the MPI launcher, each binding its device by its local rank.
     pub ranks: Option<u32>,
     pub mandatory: bool,
+    pub runtime: Option<Runtime>,
     pub info: Option<i32>,
     pub profile: Option<PathBuf>,
+}
+
+/// `--runtime`: `OFFLOAD_RUNTIME`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Runtime {
+    /// Ours: its plugins and present tables.
+    Offload,
+    /// LLVM's libomptarget.
+    Llvm,
 }
 
 /// The runtime's environment for these options: `OFFLOAD_PLUGINS` and `OMP_DEFAULT_DEVICE` pick a plugin's device
@@ -27,6 +37,12 @@ pub fn environment(o: &RunOptions) -> Result<Vec<(&'static str, String)>, String
             )
         }
         Some(DeviceChoice::Host) => env.push(("OMP_TARGET_OFFLOAD", "DISABLED".into())),
+        Some(DeviceChoice::Plugin { plugin, .. }) if o.runtime == Some(Runtime::Llvm) => {
+            return Err(format!(
+                "`--device {plugin}:..` picks one of offload's own plugins, which `--runtime llvm` does not use; \
+                 leave `--device` out (libomptarget's default device runs the regions)"
+            ))
+        }
         Some(DeviceChoice::Plugin { plugin, index }) => {
             env.push(("OFFLOAD_PLUGINS", plugin.clone()));
             if let Some(i) = index {
@@ -37,6 +53,11 @@ pub fn environment(o: &RunOptions) -> Result<Vec<(&'static str, String)>, String
     }
     if o.mandatory {
         env.push(("OMP_TARGET_OFFLOAD", "MANDATORY".into()));
+    }
+    match o.runtime {
+        Some(Runtime::Llvm) => env.push(("OFFLOAD_RUNTIME", "llvm".into())),
+        Some(Runtime::Offload) => env.push(("OFFLOAD_RUNTIME", "offload".into())),
+        None => {}
     }
     if let Some(level) = o.info {
         env.push(("OFFLOAD_INFO", level.to_string()));
@@ -98,4 +119,35 @@ fn which(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(device: Option<DeviceChoice>, runtime: Option<Runtime>) -> RunOptions {
+        RunOptions {
+            device,
+            ranks: None,
+            mandatory: true,
+            runtime,
+            info: None,
+            profile: None,
+        }
+    }
+
+    #[test]
+    fn runtime_llvm_sets_offload_runtime_and_refuses_our_plugins() {
+        let env = environment(&options(None, Some(Runtime::Llvm))).unwrap();
+        assert!(env.contains(&("OFFLOAD_RUNTIME", "llvm".into())), "{env:?}");
+        assert!(env.contains(&("OMP_TARGET_OFFLOAD", "MANDATORY".into())));
+        let cuda = DeviceChoice::Plugin {
+            plugin: "cuda".into(),
+            index: Some(0),
+        };
+        let e = environment(&options(Some(cuda), Some(Runtime::Llvm))).unwrap_err();
+        assert!(e.contains("--runtime llvm"), "{e}");
+        let env = environment(&options(None, None)).unwrap();
+        assert!(!env.iter().any(|(k, _)| *k == "OFFLOAD_RUNTIME"));
+    }
 }

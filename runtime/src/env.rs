@@ -44,6 +44,18 @@ pub struct Icv {
     /// `OFFLOAD_HOST_MEMORY`: how many bytes of device memory each host-elf device offers (unlimited unless set, so
     /// out-of-memory paths can be exercised).
     pub host_memory: usize,
+    /// `OFFLOAD_RUNTIME`: whose device layer runs regions and data constructs.
+    pub runtime: Runtime,
+    /// `OFFLOAD_LIBOMPTARGET`: the libomptarget `OFFLOAD_RUNTIME=llvm` loads, if not Debian's LLVM 22 one.
+    pub libomptarget: Option<std::path::PathBuf>,
+}
+
+/// `OFFLOAD_RUNTIME`: ours (`offload`, the default: our plugins and present tables) or LLVM's libomptarget (`llvm`:
+/// its devices and present table, shared with C and C++ code compiled by clang).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    Offload,
+    Llvm,
 }
 
 /// The most host-elf devices `OFFLOAD_HOST_DEVICES` may ask for: enough to exercise `device(n)`, few enough that
@@ -124,6 +136,17 @@ pub fn icv() -> &'static Icv {
                 ignoring("OFFLOAD_HOST_MEMORY", &v, "a number of bytes", usize::MAX)
             }),
         },
+        runtime: match std::env::var("OFFLOAD_RUNTIME") {
+            Err(_) => Runtime::Offload,
+            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "" | "offload" => Runtime::Offload,
+                "llvm" => Runtime::Llvm,
+                _ => ignoring("OFFLOAD_RUNTIME", &v, "offload or llvm", Runtime::Offload),
+            },
+        },
+        libomptarget: std::env::var_os("OFFLOAD_LIBOMPTARGET")
+            .filter(|p| !p.is_empty())
+            .map(Into::into),
     })
 }
 

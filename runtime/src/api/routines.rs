@@ -22,7 +22,19 @@ pub use crate::device::OMP_INITIAL_DEVICE;
 /// println!("{n} offload device(s); regions run on device {}", omp_get_default_device());
 /// ```
 pub fn omp_get_num_devices() -> i32 {
-    devices().len() as i32
+    match llvm() {
+        Some(lib) => lib.num_devices(),
+        None => devices().len() as i32,
+    }
+}
+
+/// Under `OFFLOAD_RUNTIME=llvm` (and `OMP_TARGET_OFFLOAD` not `DISABLED`), the libomptarget whose devices and present
+/// table answer the routines.
+fn llvm() -> Option<&'static crate::device::llvm::Libomptarget> {
+    if crate::env::icv().policy == crate::env::Policy::Disabled {
+        return None;
+    }
+    crate::device::llvm::active()?.ok()
 }
 
 /// The host's device number, which OpenMP defines as `omp_get_num_devices()`.
@@ -121,6 +133,9 @@ pub fn omp_is_initial_device() -> bool {
 pub fn omp_target_is_present(ptr: *const c_void, device: i32) -> bool {
     if is_initial(device) {
         return true;
+    }
+    if let Some(lib) = llvm() {
+        return lib.is_present(ptr, device);
     }
     match usize::try_from(device).ok().and_then(|d| devices().get(d)) {
         Some(dev) => dev.table().lookup(ptr as usize, 1).is_some(),
@@ -253,6 +268,9 @@ pub unsafe fn omp_target_memcpy(
 
 /// The device address of mapped host data, `ptr` itself on the initial device, and null if it is not mapped.
 pub fn omp_get_mapped_ptr(ptr: *const c_void, device: i32) -> *mut c_void {
+    if let Some(lib) = llvm().filter(|_| !is_initial(device)) {
+        return lib.mapped_ptr(ptr, device);
+    }
     match device_or_host(device) {
         Ok(None) => ptr as *mut c_void,
         Ok(Some(d)) => d

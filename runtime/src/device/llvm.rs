@@ -1,22 +1,24 @@
-//! LLVM's libomptarget as the device layer (issue 29, first stage): the library opened at run time, and the fat
-//! binary's host images and entries registered with it, so that its host plugin runs our kernels and its present
-//! table, the one C and C++ code compiled by clang uses, maps our data.
+//! LLVM's libomptarget as the device layer under `OFFLOAD_RUNTIME=llvm` (issue 29): the library opened at run time
+//! ([`active`], on first use), and the fat binary's host images and entries registered with it, so that its host
+//! plugin runs our kernels and its present table, the one C and C++ code compiled by clang uses, maps our data.
 //!
-//! What this stage does: [`Libomptarget::open`] loads `libomptarget.so.22` (or `OFFLOAD_LIBOMPTARGET`'s path) and
-//! checks every entry point it needs; [`Libomptarget::register`] hands it one binary descriptor per package, built
-//! from the registry's x86-64 images and that package's entries (LLVM matches a kernel to its host entry by the
-//! entry's index, so each descriptor lists only the kernels its image holds); [`Libomptarget::kernel`] launches one
-//! with the map list libomptarget maps. Our map-type bits are LLVM's (`offload_model::abi::map_type`). Its host
-//! plugin calls a kernel once, on the calling thread, with no launch environment of ours: the image's entry then
-//! runs it as one team of one thread (`offload-device`'s `entry`). Not yet: `OFFLOAD_RUNTIME=llvm` routing region
-//! calls and data constructs here, reductions and team-shared memory there, and the GPU images (LLVM's host plugin
-//! aborts on an image it cannot take, so only x86-64 ones are registered).
+//! [`Libomptarget::open`] loads `libomptarget.so.22` (or `OFFLOAD_LIBOMPTARGET`'s path) and checks every entry point
+//! it needs; [`Libomptarget::register`] hands it one binary descriptor per package, built from the registry's x86-64
+//! image and that package's entries (LLVM matches a kernel to its host entry by the entry's index, so each
+//! descriptor lists only the kernels its image holds); [`Libomptarget::kernel`] launches one with the map list
+//! libomptarget maps, and the data calls map, unmap and update. Our map-type bits are LLVM's
+//! (`offload_model::abi::map_type`); the region layer's `on_llvm` translates the rest. Its host plugin calls a kernel
+//! once, on the calling thread, with no launch environment of ours: the image's entry then runs it as one team of one
+//! thread (`offload-device`'s `entry`). Not yet: teams on the host's cores, reductions and team-shared memory there,
+//! and the GPU images (LLVM's host plugin aborts on an image it cannot take, so only x86-64 ones are registered).
 
 use crate::registry::{self, Image};
 use offload_model::device_kind::{x86_64_level, DeviceKind};
 use offload_model::fatbin::{ImageFormat, OffloadEntry};
 use std::ffi::c_void;
+use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// Where Debian's `liboffload-22-dev` puts the library.
 pub const DEFAULT_PATH: &str = "/usr/lib/llvm-22/lib/libomptarget.so.22.1";
@@ -109,6 +111,7 @@ type DataMapper = unsafe extern "C" fn(
     *mut *const c_void,
 );
 type MappedPtr = unsafe extern "C" fn(*const c_void, i32) -> *mut c_void;
+type IsPresent = unsafe extern "C" fn(*const c_void, i32) -> i32;
 type NumDevices = unsafe extern "C" fn() -> i32;
 
 /// The library, open, with the entry points this layer calls.
@@ -117,7 +120,9 @@ pub struct Libomptarget {
     target_kernel: TargetKernel,
     data_begin: DataMapper,
     data_end: DataMapper,
+    data_update: DataMapper,
     mapped_ptr: MappedPtr,
+    is_present: IsPresent,
     num_devices: NumDevices,
     // Last: the functions above point into it.
     _lib: libloading::Library,
@@ -126,43 +131,74 @@ pub struct Libomptarget {
 pub use offload_model::abi::map_type::{ALWAYS, DELETE, FROM, TO};
 use offload_model::abi::map_type::{LITERAL, TARGET_PARAM};
 
-/// One map-list entry as libomptarget takes it: base address, begin, size in bytes, map type.
+/// One map-list entry as libomptarget takes it: base address (a literal's bits, which may hold padding), begin, size
+/// in bytes, map type.
 #[derive(Clone, Copy, Debug)]
 pub struct Map {
-    base: *mut c_void,
+    base: MaybeUninit<*mut c_void>,
     begin: *mut c_void,
     size: i64,
     map_type: i64,
 }
 
 impl Map {
-    /// A data construct's entry for the slice `s`.
-    pub fn data<T>(s: *mut [T], map_type: u64) -> Map {
+    /// A data construct's entry for `size` bytes at `begin`, of the object (slice) at `base`.
+    pub fn data(base: *mut c_void, begin: *mut c_void, size: usize, map_type: u64) -> Map {
         Map {
-            base: s.cast(),
-            begin: s.cast(),
-            size: (s.len() * size_of::<T>()) as i64,
+            base: MaybeUninit::new(base),
+            begin,
+            size: size as i64,
             map_type: map_type as i64,
         }
     }
 
-    /// A kernel argument: the slice `s`, mapped (the kernel gets its device address).
-    pub fn slice<T>(s: *mut [T], map_type: u64) -> Map {
+    /// A data construct's entry for the slice `s`.
+    pub fn slice_data<T>(s: *mut [T], map_type: u64) -> Map {
+        Map::data(s.cast(), s.cast(), s.len() * size_of::<T>(), map_type)
+    }
+
+    /// The same entry as a kernel argument (the kernel gets the device address of its base).
+    pub fn argument(self) -> Map {
         Map {
-            map_type: (map_type | TARGET_PARAM) as i64,
-            ..Map::data(s, 0)
+            map_type: self.map_type | TARGET_PARAM as i64,
+            ..self
         }
     }
 
-    /// A kernel argument passed as is (a length, a value of 8 bytes or less).
-    pub fn literal(v: u64) -> Map {
+    /// The entry without the map-type bits `bits` (an exit on unwind, which copies nothing back).
+    pub fn clear(&mut self, bits: u64) {
+        self.map_type &= !(bits as i64);
+    }
+
+    /// A kernel argument passed as is: its 8 bytes (a length, a value of 8 bytes or less, padding included).
+    pub fn literal(bits: MaybeUninit<u64>) -> Map {
         Map {
-            base: v as *mut c_void,
-            begin: v as *mut c_void,
+            // SAFETY: both are 8 bytes that may be uninitialised; libomptarget passes them on unread.
+            base: unsafe {
+                std::mem::transmute::<MaybeUninit<u64>, MaybeUninit<*mut c_void>>(bits)
+            },
+            begin: std::ptr::null_mut(),
             size: 0,
             map_type: (LITERAL | TARGET_PARAM) as i64,
         }
     }
+}
+
+static ACTIVE: OnceLock<Result<Libomptarget, LlvmError>> = OnceLock::new();
+
+/// Under `OFFLOAD_RUNTIME=llvm`, the library, opened and the program registered with it on first use (or why it
+/// cannot be); `None` under our own runtime.
+pub fn active() -> Option<Result<&'static Libomptarget, &'static LlvmError>> {
+    let icv = crate::env::icv();
+    if icv.runtime != crate::env::Runtime::Llvm {
+        return None;
+    }
+    let lib = ACTIVE.get_or_init(|| {
+        let lib = Libomptarget::open(icv.libomptarget.as_deref())?;
+        lib.register()?;
+        Ok(lib)
+    });
+    Some(lib.as_ref())
 }
 
 /// The entry of the kernel named `symbol` in the program's table.
@@ -198,7 +234,9 @@ impl Libomptarget {
             target_kernel: get!("__tgt_target_kernel"),
             data_begin: get!("__tgt_target_data_begin_mapper"),
             data_end: get!("__tgt_target_data_end_mapper"),
+            data_update: get!("__tgt_target_data_update_mapper"),
             mapped_ptr: get!("omp_get_mapped_ptr"),
+            is_present: get!("omp_target_is_present"),
             num_devices: get!("omp_get_num_devices"),
             _lib: lib,
         })
@@ -267,6 +305,22 @@ impl Libomptarget {
         unsafe { (self.mapped_ptr)(p, device) }
     }
 
+    /// `omp_target_is_present(p, device)`.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // a key of the present table: libomptarget never reads through it
+    pub fn is_present(&self, p: *const c_void, device: i32) -> bool {
+        // SAFETY: a lookup in the present table; `p` is not dereferenced.
+        unsafe { (self.is_present)(p, device) != 0 }
+    }
+
+    /// `target update` of `maps` on `device`.
+    ///
+    /// # Safety
+    /// As [`Libomptarget::exit`].
+    pub unsafe fn update(&self, device: i32, maps: &[Map]) {
+        // SAFETY: forwarded.
+        unsafe { self.data(self.data_update, device, maps) }
+    }
+
     /// `target enter data` of `maps` on `device`.
     ///
     /// # Safety
@@ -293,7 +347,7 @@ impl Libomptarget {
                 std::ptr::null_mut(),
                 device as i64,
                 maps.len() as i32,
-                base.as_mut_ptr(),
+                base.as_mut_ptr().cast(),
                 begin.as_mut_ptr(),
                 size.as_mut_ptr(),
                 types.as_mut_ptr(),
@@ -314,7 +368,7 @@ impl Libomptarget {
         let mut args = KernelArgs {
             version: 3,
             num_args: maps.len() as u32,
-            arg_base_ptrs: base.as_ptr(),
+            arg_base_ptrs: base.as_ptr().cast(),
             arg_ptrs: begin.as_ptr(),
             arg_sizes: size.as_ptr(),
             arg_types: types.as_ptr(),
@@ -340,7 +394,12 @@ impl Libomptarget {
     }
 }
 
-type Arrays = (Vec<*mut c_void>, Vec<*mut c_void>, Vec<i64>, Vec<i64>);
+type Arrays = (
+    Vec<MaybeUninit<*mut c_void>>,
+    Vec<*mut c_void>,
+    Vec<i64>,
+    Vec<i64>,
+);
 
 fn split(maps: &[Map]) -> Arrays {
     (

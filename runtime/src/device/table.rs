@@ -51,7 +51,10 @@ fn bind_by_rank(devs: &[DeviceEntry]) {
 
 /// The host's device number, which OpenMP defines as the number of devices.
 pub fn initial_device() -> i32 {
-    devices().len() as i32
+    match super::llvm::active() {
+        Some(Ok(lib)) if icv().policy != Policy::Disabled => lib.num_devices(),
+        _ => devices().len() as i32,
+    }
 }
 
 /// Whether `device` names the host: `omp_get_initial_device()` or `omp_initial_device`.
@@ -187,6 +190,8 @@ pub fn inventory() -> Vec<PluginReport> {
 /// Where a construct runs.
 pub enum Selection {
     Device(&'static DeviceEntry),
+    /// `OFFLOAD_RUNTIME=llvm`: libomptarget's device of this number.
+    Llvm(&'static super::llvm::Libomptarget, i32),
     Host(Host),
 }
 
@@ -216,34 +221,21 @@ pub fn select(device: Option<i32>, cond: bool) -> Selection {
     if icv().policy == Policy::Disabled {
         return Selection::Host(Host::Chosen("OMP_TARGET_OFFLOAD=DISABLED"));
     }
-    let devs = devices();
-    let n = devs.len() as i32;
-    let d = match device {
-        // OpenMP 5.1's `omp_initial_device` is -1; `omp_get_initial_device()` is `n`.
-        Some(d) if d == n || d == OMP_INITIAL_DEVICE => {
-            return Selection::Host(Host::Chosen("device(..) names the initial device"))
-        }
-        Some(d) => d,
-        None if n == 0 => {
-            let why = NO_DEVICES
-                .get()
-                .map_or("no offload device is available", |w| w.as_str());
-            return Selection::Host(Host::Unavailable(why.into()));
-        }
-        None => {
-            let d = env::default_device();
-            // `omp_initial_device` (-1) and `omp_get_initial_device()` both name the host as the default device.
-            if d == n || d == OMP_INITIAL_DEVICE {
-                return Selection::Host(Host::Chosen("the default device is the initial device"));
+    match super::llvm::active() {
+        None => {}
+        Some(Err(e)) => return Selection::Host(Host::Unavailable(e.to_string().into())),
+        Some(Ok(lib)) => {
+            return match number(device, lib.num_devices()) {
+                Ok(d) => Selection::Llvm(lib, d),
+                Err(h) => Selection::Host(h),
             }
-            d
         }
-    };
-    if d < 0 || d >= n {
-        return Selection::Host(Host::Unavailable(
-            format!("device {d} does not exist (there are {n} devices)").into(),
-        ));
     }
+    let devs = devices();
+    let d = match number(device, devs.len() as i32) {
+        Ok(d) => d,
+        Err(h) => return Selection::Host(h),
+    };
     let dev = &devs[d as usize];
     if dev.is_lost() {
         return Selection::Host(Host::Unavailable(
@@ -255,4 +247,35 @@ pub fn select(device: Option<i32>, cond: bool) -> Selection {
         ));
     }
     Selection::Device(dev)
+}
+
+/// The device number `device(..)` or the default device names among `n` devices, or why the host runs the construct.
+fn number(device: Option<i32>, n: i32) -> Result<i32, Host> {
+    let d = match device {
+        // OpenMP 5.1's `omp_initial_device` is -1; `omp_get_initial_device()` is `n`.
+        Some(d) if d == n || d == OMP_INITIAL_DEVICE => {
+            return Err(Host::Chosen("device(..) names the initial device"))
+        }
+        Some(d) => d,
+        None if n == 0 => {
+            let why = NO_DEVICES
+                .get()
+                .map_or("no offload device is available", |w| w.as_str());
+            return Err(Host::Unavailable(why.into()));
+        }
+        None => {
+            let d = env::default_device();
+            // `omp_initial_device` (-1) and `omp_get_initial_device()` both name the host as the default device.
+            if d == n || d == OMP_INITIAL_DEVICE {
+                return Err(Host::Chosen("the default device is the initial device"));
+            }
+            d
+        }
+    };
+    if d < 0 || d >= n {
+        return Err(Host::Unavailable(
+            format!("device {d} does not exist (there are {n} devices)").into(),
+        ));
+    }
+    Ok(d)
 }

@@ -7,13 +7,15 @@
 
 use super::error::{Error, Location};
 use super::maplist::{enter_list, MapArg};
+use super::on_llvm;
+use crate::device::llvm::Libomptarget;
 use crate::device::{
     initial_device, is_initial, select, DeviceEntry, Host, MapError, RefKind, Selection,
 };
 use crate::env::{icv, Policy};
 use crate::host::geometry::{Launch, HOST_LIMITS_WHY};
 use crate::host::panic::{no_threads, panic_message};
-use crate::observe::{self, Label, Watch};
+use crate::observe::{self, Label, LaunchName, Watch};
 use crate::plugin::{Kernel, LaunchParams, PluginError};
 use crate::registry::{entry_index, entry_symbol};
 use offload_model::abi::map_type::{DEVICE_MEMORY, LITERAL, PRIVATE, REDUCTION};
@@ -147,6 +149,15 @@ pub unsafe fn target_without_kernel<R>(
     let short = generic.name.rsplit("::").next().unwrap_or(generic.name);
     let why = match select(launch.device, launch.cond) {
         Selection::Host(h) => h,
+        // libomptarget holds no data of a host run's concern here: the host runs it, as with our devices.
+        Selection::Llvm(..) => Host::Unavailable(
+            format!(
+                "region `{short}` has no kernel for `{}`: its `instantiate(..)` lists {}",
+                args(),
+                generic.listed
+            )
+            .into(),
+        ),
         Selection::Device(dev) => {
             let reason = format!(
                 "region `{short}` has no kernel for `{}`: its `instantiate(..)` lists {}",
@@ -289,7 +300,13 @@ unsafe fn run_on_device(
     launch: Launch,
     maps: &[MapArg],
 ) -> Result<Vec<u8>, NotRun> {
-    let (dev, kernel) = loaded_kernel(region, launch, maps)?;
+    let dev = match select(launch.device, launch.cond) {
+        Selection::Device(dev) => dev,
+        // SAFETY: forwarded from the caller.
+        Selection::Llvm(lib, d) => return unsafe { run_on_llvm(w, region, launch, maps, lib, d) },
+        Selection::Host(h) => return Err(NotRun::Host(h)),
+    };
+    let kernel = loaded_kernel(region, dev, maps)?;
     let (num_teams, num_threads) = dev.geometry(launch);
     let out = Outputs::new(region, dev, launch, maps, num_teams, num_threads)?;
     let _scope = w.scope(Label::Region(region.name), dev.number, dev.plugin);
@@ -320,17 +337,59 @@ unsafe fn run_on_device(
     Ok(out.reduced)
 }
 
-/// The device a region is to run on and its kernel for the region there (its images loaded on first use); else why
-/// not: the host runs it, or the call fails.
-fn loaded_kernel(
+/// A region's run on a device of LLVM's libomptarget (`OFFLOAD_RUNTIME=llvm`), which maps the arguments in its
+/// present table and launches the kernel (see `on_llvm`).
+///
+/// # Safety
+/// As [`target`].
+unsafe fn run_on_llvm(
+    w: Watch,
     region: &'static RegionInfo,
     launch: Launch,
     maps: &[MapArg],
-) -> Result<(&'static DeviceEntry, Kernel), NotRun> {
-    let dev = match select(launch.device, launch.cond) {
-        Selection::Device(dev) => dev,
-        Selection::Host(h) => return Err(NotRun::Host(h)),
+    lib: &'static Libomptarget,
+    d: i32,
+) -> Result<Vec<u8>, NotRun> {
+    if let Some(why) = on_llvm::unsupported(&launch, maps) {
+        return Err(NotRun::Failed(on_llvm::unsupported_error(
+            region.name,
+            d,
+            why,
+        )));
+    }
+    let _scope = w.scope(Label::Region(region.name), d, "llvm");
+    let name = || LaunchName {
+        region: region.name,
+        entry: entry_symbol(region.entry),
+        device: d,
+        plugin: "llvm",
+        teams: 1,
+        threads: 1,
+        team_shared: 0,
     };
+    // SAFETY: forwarded from the caller.
+    let launched = observe::launch(
+        w,
+        name,
+        || None,
+        || unsafe {
+            on_llvm::launch(lib, d, region.entry, maps)
+                .map_err(|status| format!("libomptarget did not launch it (status {status})"))
+        },
+    );
+    // libomptarget did not run it (its own failures after a start stop the process): the host may.
+    launched
+        .map(|()| Vec::new())
+        .map_err(|why| NotRun::Host(Host::Unavailable(why.into())))
+}
+
+/// The kernel for the region on `dev` (its images loaded on first use); else why not: the host runs it, or the call
+/// fails.
+fn loaded_kernel(
+    region: &'static RegionInfo,
+    dev: &'static DeviceEntry,
+    maps: &[MapArg],
+) -> Result<Kernel, NotRun> {
     let d = dev.number;
     if let Some(other) = maps
         .iter()
@@ -361,7 +420,7 @@ fn loaded_kernel(
             ),
         ));
     };
-    Ok((dev, kernel))
+    Ok(kernel)
 }
 
 /// Region `region` could not start on the device, for `reason`: the host may run it only if none of its data lives

@@ -2,7 +2,9 @@
 //! expand to. Plugin-independent: every map goes through the map-list walk and the device's present table.
 
 use super::maplist::{enter_list, exit_list, Held, MapArg};
+use super::on_llvm;
 use super::types::DeviceCopy;
+use crate::device::llvm::Libomptarget;
 use crate::device::{
     default_device, initial_device, select, DeviceEntry, Host, MapError, RefKind, Selection,
     OMP_INITIAL_DEVICE,
@@ -27,6 +29,10 @@ pub(super) fn data_device(
 ) -> Option<&'static DeviceEntry> {
     match select(device, cond) {
         Selection::Device(dev) => Some(dev),
+        Selection::Llvm(..) => panic!(
+            "offload: {construct} in a data scope does not run under OFFLOAD_RUNTIME=llvm yet; enter the data with \
+             `target_enter_data!` outside a scope, or use `target_data!`"
+        ),
         Selection::Host(Host::Unavailable(r)) if icv().policy == Policy::Mandatory => panic!(
             "offload: {construct} could not reach a device and OMP_TARGET_OFFLOAD=MANDATORY forbids running on the \
              host: {r}"
@@ -46,13 +52,35 @@ pub(super) fn mapping_failed(construct: &str, dev: &DeviceEntry, e: MapError) ->
 /// The device a data construct acts on (`None`: the host, where every map is already satisfied), chosen once for
 /// all its variables. Under `MANDATORY` a construct that could not reach a device stops the program.
 #[derive(Clone, Copy)]
-pub struct DataDevice(Option<&'static DeviceEntry>);
+pub struct DataDevice(Option<&'static DeviceEntry>, Option<Llvm>);
+
+/// A device of LLVM's libomptarget (`OFFLOAD_RUNTIME=llvm`), whose present table a data construct uses.
+type Llvm = (&'static Libomptarget, i32);
+
+/// The libomptarget device a data construct acts on under `OFFLOAD_RUNTIME=llvm`, and `None` otherwise; the host
+/// (`None` too) under the same rules as our devices.
+#[track_caller]
+fn llvm_device(construct: &str, device: Option<i32>, cond: bool) -> Option<Option<Llvm>> {
+    // Whether the library loads is `select`'s to say (the host, or an error under `MANDATORY`, if not).
+    let _ = crate::device::llvm::active()?;
+    Some(match select(device, cond) {
+        Selection::Llvm(lib, d) => Some((lib, d)),
+        Selection::Host(Host::Unavailable(r)) if icv().policy == Policy::Mandatory => panic!(
+            "offload: {construct} could not reach a device and OMP_TARGET_OFFLOAD=MANDATORY forbids running on the \
+             host: {r}"
+        ),
+        _ => None,
+    })
+}
 
 impl DataDevice {
     /// Chooses the device for `construct` from its `device(..)` and `if(..)` clauses, as a region chooses its own.
     #[track_caller]
     pub fn select(construct: &'static str, device: Option<i32>, cond: bool) -> Self {
-        DataDevice(data_device(construct, device, cond))
+        match llvm_device(construct, device, cond) {
+            Some(llvm) => DataDevice(None, llvm),
+            None => DataDevice(data_device(construct, device, cond), None),
+        }
     }
 }
 
@@ -60,6 +88,8 @@ impl DataDevice {
 /// what entering them holds.
 struct Entered {
     dev: Option<&'static DeviceEntry>,
+    /// Under `OFFLOAD_RUNTIME=llvm`, the libomptarget device holding the entries instead.
+    llvm: Option<Llvm>,
     maps: Vec<MapArg>,
     held: Vec<Held>,
     /// The region began during an unwind (inside a destructor): its own exit still copies back.
@@ -88,8 +118,13 @@ impl Entered {
             }
             None => Vec::new(),
         };
+        if let Some((lib, d)) = dev.1 {
+            // SAFETY: the guard holding this borrows the data until the exit.
+            unsafe { lib.enter(d, &on_llvm::data_maps(&maps)) };
+        }
         Entered {
             dev: dev.0,
+            llvm: dev.1,
             maps,
             held,
             began_unwinding: std::thread::panicking(),
@@ -97,6 +132,17 @@ impl Entered {
     }
 
     fn exit(&mut self) {
+        if let Some((lib, d)) = self.llvm.take() {
+            // On unwind a release: nothing copied back.
+            let unwinding = std::thread::panicking() && !self.began_unwinding;
+            let mut maps = on_llvm::data_maps(&self.maps);
+            if unwinding {
+                maps.iter_mut().for_each(|m| m.clear(FROM));
+            }
+            // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
+            unsafe { lib.exit(d, &maps) };
+            return;
+        }
         let Some(dev) = self.dev.take() else { return };
         let unwinding = std::thread::panicking() && !self.began_unwinding;
         let scope = dev.scope(Label::Construct("target_data! exit"));
@@ -359,6 +405,11 @@ impl<S: MapSource + ?Sized> MapWriteAtomic for S where S::Target: HostAtomic {}
 
 #[track_caller]
 unsafe fn update_one(dev: DataDevice, m: MapArg) {
+    if let Some((lib, d)) = dev.1 {
+        // SAFETY: per the callers.
+        unsafe { lib.update(d, &on_llvm::data_maps(&[m])) };
+        return;
+    }
     let Some(d) = dev.0 else { return };
     if m.size == 0 {
         return;
@@ -380,6 +431,8 @@ unsafe fn update_one(dev: DataDevice, m: MapArg) {
 pub struct Mapped<V: MapOwner> {
     value: Option<V>,
     dev: Option<&'static DeviceEntry>,
+    /// Under `OFFLOAD_RUNTIME=llvm`, the libomptarget device holding the entry instead.
+    llvm: Option<Llvm>,
     /// The device number the entry named (the default device if it named none), for `target_exit_data!(device(..))`.
     named: i32,
 }
@@ -526,6 +579,20 @@ impl<V: MapOwner> Mapped<V> {
     /// `target_enter_data!(map(TYPE: v))`: maps `v` with `map_type` (to or alloc, and modifiers).
     #[track_caller]
     pub fn enter(mut value: V, map_type: u64, device: Option<i32>, cond: bool) -> Self {
+        let named = normalize_device(device.unwrap_or_else(default_device));
+        if let Some(llvm) = llvm_device("target_enter_data!", device, cond) {
+            if let Some((lib, d)) = llvm {
+                let m = V::Target::map_one(value.target_mut(), None, map_type);
+                // SAFETY: `value` is owned by the returned `Mapped` for as long as the mapping can live.
+                unsafe { lib.enter(d, &on_llvm::data_maps(&[m])) };
+            }
+            return Mapped {
+                value: Some(value),
+                dev: None,
+                llvm,
+                named,
+            };
+        }
         let dev = data_device("target_enter_data!", device, cond);
         if let Some(d) = dev {
             let _scope = d.scope(Label::Construct("target_enter_data!"));
@@ -535,10 +602,10 @@ impl<V: MapOwner> Mapped<V> {
                 .unwrap_or_else(|e| mapping_failed("target_enter_data!", d, e))
                 .keep();
         }
-        let named = normalize_device(device.unwrap_or_else(default_device));
         Mapped {
             value: Some(value),
             dev,
+            llvm: None,
             named,
         }
     }
@@ -550,6 +617,11 @@ impl<V: MapOwner> Mapped<V> {
         exit_device(device, self.named);
         // `value` leaves only here, which consumes the `Mapped`, and in `drop`.
         let mut value = self.value.take().expect("present until exit");
+        if let Some((lib, d)) = self.llvm {
+            let m = V::Target::map_one(value.target_mut(), None, map_type);
+            // SAFETY: we own the buffer; `from` writes into it through `&mut`.
+            unsafe { lib.exit(d, &on_llvm::data_maps(&[m])) };
+        }
         if let Some(d) = self.dev {
             let _scope = d.scope(Label::Construct("target_exit_data!"));
             let m = V::Target::map_one(value.target_mut(), None, map_type);
@@ -580,7 +652,7 @@ impl<V: MapOwner> Mapped<V> {
 
     /// The device the data is mapped on, if any.
     pub fn device(&self) -> Option<i32> {
-        self.dev.map(|d| d.number)
+        self.dev.map(|d| d.number).or(self.llvm.map(|(_, d)| d))
     }
 }
 
@@ -595,6 +667,11 @@ fn exit_held(m: &MapArg) -> Held {
 
 impl<V: MapOwner> Drop for Mapped<V> {
     fn drop(&mut self) {
+        if let (Some(value), Some((lib, d))) = (self.value.as_mut(), self.llvm) {
+            let m = V::Target::map_one(value.target_mut(), None, 0);
+            // SAFETY: we own the buffer; `release` copies nothing.
+            unsafe { lib.exit(d, &on_llvm::data_maps(&[m])) };
+        }
         if let (Some(mut value), Some(d)) = (self.value.take(), self.dev) {
             let _scope = d.scope(Label::Construct("Mapped drop (release)"));
             let m = V::Target::map_one(value.target_mut(), None, 0);

@@ -7,6 +7,7 @@ pub mod data;
 pub mod error;
 pub mod maplist;
 pub mod mapper;
+mod on_llvm;
 pub mod scope;
 pub mod types;
 
