@@ -55,6 +55,23 @@ impl<T> DeviceVec<T> {
     }
 }
 
+impl<T> DeviceVec<T> {
+    /// After a region that took its struct as `&mut S`: the field still holds the elements the kernel entry gave
+    /// it. Swapped with another field (or replaced by a moved-in one), its writes would reach another host `Vec`
+    /// than in the host fallback, so the region fails instead.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn __check(&self, p: u64, len: u64) {
+        if self.len as u64 != len || (len > 0 && self.ptr as u64 != p) {
+            panic!(
+                "offload: a region moved a `Vec` field of its `&mut` mapper struct (a swap or an assignment of \
+                 another field's): the host's fields keep their own elements, so its writes would not come back \
+                 where the host fallback puts them"
+            )
+        }
+    }
+}
+
 impl<T> Deref for DeviceVec<T> {
     type Target = [T];
     #[inline(always)]
@@ -145,8 +162,9 @@ struct NotOneObject<T: ?Sized>(PhantomData<*const T>);
 
 impl<T: ?Sized> NotOneObject<T> {
     const FAIL: () = panic!(
-        "offload: a region parameter `&S` names an owning mapper struct (`Vec` fields, `#[derive(Mapper)]`) through \
-         a `type` alias; write the struct's own name in the region's signature"
+        "offload: a region parameter `&S` names an owning mapper struct (`Vec` fields, `#[derive(Mapper)]`) the \
+         outliner cannot find by that name: write the struct's own name in the region's signature (not a `type` \
+         alias), give it a name no other mapper struct of the package has, and keep its fields out of `#[cfg]`"
     );
 }
 

@@ -62,8 +62,11 @@ fn expand_owned(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
                 } else {
                     ::core::ptr::slice_from_raw_parts((*v).as_ptr(), (*v).len())
                 };
+                // Through `&S` the region reads it: `to`, whatever the field's `#[map(..)]` (a `from` or `alloc`
+                // copy would be read uninitialised).
+                let field = if mutable { #bits } else { #p::TO };
                 let writes = if kernel && mutable { #p::DEVICE_WRITES } else { 0 };
-                out.push(#p::MapArg::slice::<#elem>(data, #p::mapper_field(clause, #bits) | writes));
+                out.push(#p::MapArg::slice::<#elem>(data, #p::mapper_field(clause, field) | writes));
                 if kernel {
                     out.push(#p::MapArg::literal(data.len() as u64));
                 }
@@ -75,10 +78,9 @@ fn expand_owned(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
                 maps.push(quote!(
                     if kernel && mutable {
                         // SAFETY: `Firstprivate`, checked above; `*this` is borrowed exclusively (the contract).
-                        out.push(#p::MapArg::value_object(
-                            &raw mut (*this).#id,
-                            #p::mapper_field(clause, #p::TO | #p::FROM),
-                        ));
+                        // Always copied in and out, whatever the clause: the entry reads the value and writes
+                        // it back, so a `from` or `alloc` copy would carry uninitialised bytes into a `bool`.
+                        out.push(#p::MapArg::value_object(&raw mut (*this).#id, #p::TO | #p::FROM));
                     } else if kernel {
                         // SAFETY: `Firstprivate`, checked above; `*this` outlives the entry (the trait's contract).
                         out.push(#p::MapArg::value(&(*this).#id));

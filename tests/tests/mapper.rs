@@ -479,3 +479,93 @@ fn a_data_region_maps_an_owning_struct_and_regions_inside_copy_nothing() {
     });
     assert!(!omp_target_is_present(s.concs.as_ptr().cast(), 0));
 }
+
+/// A block that replaces a mapped `Vec` would have the exit copy the device values into the dropped buffer: the exit
+/// releases the mapping without copying back, and says so.
+#[test]
+fn replacing_a_mapped_vec_inside_a_data_region_releases_it_and_says_so() {
+    if omp_get_num_devices() == 0 {
+        return; // nothing mapped
+    }
+    let mut s = sim();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        target_data!(map(tofrom: s) => {
+            s.concs = vec![7.0; 1000];
+        });
+    }));
+    let p = r.expect_err("the exit says the data moved");
+    let msg = p
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(msg.contains("moved inside the block"), "{msg}");
+    assert_eq!(
+        s.concs,
+        vec![7.0; 1000],
+        "nothing written over the block's own value"
+    );
+    assert!(
+        !omp_target_is_present(s.mats.as_ptr().cast(), 0),
+        "every field released"
+    );
+}
+
+/// An owning struct with a `bool` beside its array.
+#[derive(Mapper)]
+pub struct Flagged {
+    data: Vec<f64>,
+    flag: bool,
+}
+
+/// Fills `data` only: through `map(from: ..)` the value field is still copied in and out (a region reads it and
+/// writes it back), so the host's `bool` keeps its value.
+#[target(map(from: f), if(on_device))]
+fn fill_flagged(on_device: bool, f: &mut Flagged) {
+    for (k, v) in f.data.iter_mut().enumerate() {
+        *v = k as f64;
+    }
+}
+
+#[test]
+fn a_value_field_through_mut_from_keeps_its_value() {
+    for on_device in [true, false] {
+        let mut f = Flagged {
+            data: vec![-1.0; 4],
+            flag: true,
+        };
+        fill_flagged(on_device, &mut f);
+        assert_eq!(f.data, [0.0, 1.0, 2.0, 3.0], "device {on_device}");
+        assert!(f.flag, "device {on_device}: the value came back as it went");
+    }
+}
+
+/// Two arrays of one type.
+#[derive(Mapper)]
+pub struct Pair {
+    a: Vec<f64>,
+    b: Vec<f64>,
+}
+
+/// Swaps the two arrays' handles: on a device the host's `Vec`s cannot follow, so the region fails there (in the
+/// host fallback they swap, as Rust says).
+#[target(if(on_device))]
+fn swap_arrays(on_device: bool, p: &mut Pair) {
+    core::mem::swap(&mut p.a, &mut p.b);
+}
+
+#[test]
+fn a_region_that_swaps_vec_fields_fails_on_a_device() {
+    let mut p = Pair {
+        a: vec![1.0; 2],
+        b: vec![2.0; 2],
+    };
+    swap_arrays(false, &mut p);
+    assert_eq!((p.a[0], p.b[0]), (2.0, 1.0), "the fallback swaps");
+    if !ran_on_device(true) {
+        return;
+    }
+    let e = try_swap_arrays(true, &mut p).expect_err("a moved field fails the region");
+    assert!(e.to_string().contains("moved a `Vec` field"), "{e}");
+    assert_eq!((p.a[0], p.b[0]), (2.0, 1.0), "nothing copied back");
+}

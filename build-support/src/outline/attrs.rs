@@ -143,14 +143,23 @@ pub(super) fn blank_field_maps(m: &mut Mirror, item: &Item) {
 }
 
 /// The package's mapper structs (`#[derive(Mapper)]`), by name, in every module; one whose fields are in error is
-/// left out (the derive reports it in the host build).
+/// left out (the derive reports it in the host build). A kernel entry finds a struct by its name and passes its
+/// fields in the order read here, so a name two of them share, or a field under `#[cfg]` (which the host's derive
+/// may not see), is `None`: an entry that needs it is a build error, never arguments that disagree with the host's.
 pub(super) fn collect_mappers(items: &[Item], out: &mut kernel::Mappers) {
     for item in items {
         match item {
             Item::Struct(s) if offload_model::mapper::derives_mapper(&s.attrs) => {
                 let input: syn::DeriveInput = s.clone().into();
                 if let Ok(fields) = offload_model::mapper::fields(&input) {
-                    out.insert(s.ident.to_string(), fields);
+                    let cfg = s.fields.iter().any(|f| {
+                        f.attrs
+                            .iter()
+                            .any(|a| a.path().is_ident("cfg") || a.path().is_ident("cfg_attr"))
+                    });
+                    let name = s.ident.to_string();
+                    let usable = (!cfg && !out.contains_key(&name)).then_some(fields);
+                    out.insert(name, usable);
                 }
             }
             Item::Mod(m) => {

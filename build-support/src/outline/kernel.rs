@@ -8,8 +8,9 @@ use offload_model::region::{KernelArg, Param, ParamKind, Region};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, ToTokens};
 
-/// The package's mapper structs (`#[derive(Mapper)]`) by name, with their fields in declaration order.
-pub type Mappers = std::collections::HashMap<String, Vec<Field>>;
+/// The package's mapper structs (`#[derive(Mapper)]`) by name, with their fields in declaration order; `None` for a
+/// name the outliner cannot rebuild a struct by (two structs share it, or a field is under `#[cfg]`).
+pub type Mappers = std::collections::HashMap<String, Option<Vec<Field>>>;
 
 /// The ABI a kernel entry is declared with.
 #[derive(Clone, Copy, Debug)]
@@ -290,8 +291,8 @@ fn mapper_fields<'m>(
     mappers: &'m Mappers,
 ) -> Option<&'m [Field]> {
     mappers
-        .get(&mapper_path(p)?.segments.last()?.ident.to_string())
-        .map(Vec::as_slice)
+        .get(&mapper_path(p)?.segments.last()?.ident.to_string())?
+        .as_deref()
 }
 
 /// The mapper struct's path as written in the region's signature, without generic arguments (a struct expression
@@ -330,6 +331,9 @@ fn rebuild_owned(
         inits.push(match &f.kind {
             FieldKind::Vec { .. } => {
                 let len = &args[k + 1];
+                if mutable {
+                    after.push(quote!(#m.#id.__check(#a, #len);));
+                }
                 quote!(#id: unsafe { ::offload::__rt::device_vec(#a, #len) })
             }
             _ if mutable => {
@@ -351,12 +355,25 @@ fn rebuild_mapper(
     args: &[syn::Ident],
 ) -> TokenStream {
     let (Some(path), Some(fields)) = (mapper_path(p), mapper_fields(p, mappers)) else {
-        let msg = format!(
-            "offload: the region parameter `{}: {}` has a lifetime argument, so it is a mapper struct, but no struct \
-             of that name in this package derives `offload::Mapper`",
-            p.ident,
-            p.ty.to_token_stream()
-        );
+        let named = mapper_path(p)
+            .and_then(|p| p.segments.last().map(|s| s.ident.to_string()))
+            .is_some_and(|n| mappers.contains_key(&n));
+        let msg = if named {
+            format!(
+                "offload: the region parameter `{}: {}` is a mapper struct the device cannot rebuild: two mapper \
+                 structs in this package share its name, or one of its fields is under `#[cfg]`; rename one, or \
+                 make the fields unconditional",
+                p.ident,
+                p.ty.to_token_stream()
+            )
+        } else {
+            format!(
+                "offload: the region parameter `{}: {}` has a lifetime argument, so it is a mapper struct, but no \
+                 struct of that name in this package derives `offload::Mapper`",
+                p.ident,
+                p.ty.to_token_stream()
+            )
+        };
         return quote!(::core::compile_error!(#msg));
     };
     let mut k = 0;

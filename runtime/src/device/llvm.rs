@@ -18,7 +18,7 @@ use offload_model::fatbin::{ImageFormat, OffloadEntry};
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock};
 
 /// Where Debian's `liboffload-22-dev` puts the library.
 pub const DEFAULT_PATH: &str = "/usr/lib/llvm-22/lib/libomptarget.so.22.1";
@@ -94,6 +94,12 @@ pub enum LlvmError {
     /// Nothing to register.
     #[error("the program has no x86-64 image for LLVM's host plugin to run")]
     NoImage,
+    /// Device globals are not paired with libomptarget's copies yet.
+    #[error(
+        "the program has device globals (`#[declare_target] static`), which are not paired with LLVM's \
+         libomptarget yet: its regions would use the image's own copies, which `target_update!` does not reach"
+    )]
+    Globals,
 }
 
 type RegisterLib = unsafe extern "C" fn(*mut BinDesc);
@@ -186,6 +192,9 @@ impl Map {
 
 static ACTIVE: OnceLock<Result<Libomptarget, LlvmError>> = OnceLock::new();
 
+/// Kernels run holding it shared, data operations (which copy) alone.
+static IN_USE: RwLock<()> = RwLock::new(());
+
 /// Under `OFFLOAD_RUNTIME=llvm`, the library, opened and the program registered with it on first use (or why it
 /// cannot be); `None` under our own runtime.
 pub fn active() -> Option<Result<&'static Libomptarget, &'static LlvmError>> {
@@ -247,6 +256,9 @@ impl Libomptarget {
     /// into them.
     pub fn register(&self) -> Result<usize, LlvmError> {
         let desc = registry::descriptor();
+        if desc.has_globals {
+            return Err(LlvmError::Globals);
+        }
         // Per package its baseline host image (the lowest x86-64 level, which every x86-64 CPU runs).
         let level = |i: &Image| x86_64_level(i.arch).map_or(0, |(l, _)| l as u32);
         let mut host: Vec<&Image> = Vec::new();
@@ -340,6 +352,9 @@ impl Libomptarget {
     }
 
     unsafe fn data(&self, f: DataMapper, device: i32, maps: &[Map]) {
+        // Alone: a copy must not meet a kernel another thread runs on the same data (our runtime refuses that per
+        // buffer; here every data operation waits for the running kernels, and they for it).
+        let _alone = IN_USE.write().unwrap_or_else(|p| p.into_inner());
         let (mut base, mut begin, mut size, mut types) = split(maps);
         // SAFETY: four arrays of `maps.len()` entries, no names or mappers (null is allowed).
         unsafe {
@@ -380,6 +395,7 @@ impl Libomptarget {
             thread_limit: [1, 0, 0],
             dyn_cgroup_mem: 0,
         };
+        let _running = IN_USE.read().unwrap_or_else(|p| p.into_inner());
         // SAFETY: the arrays outlive the call; `entry.address` is the host key registered for the kernel.
         unsafe {
             (self.target_kernel)(

@@ -67,6 +67,11 @@ pub fn device_or_host(device: i32) -> Result<Option<&'static DeviceEntry>, ()> {
     if is_initial(device) {
         return Ok(None);
     }
+    // Under `OFFLOAD_RUNTIME=llvm` the numbers are libomptarget's, whose devices are not ours to allocate on or copy
+    // to (yet): the routines that take them fail as for a device that does not exist.
+    if matches!(super::llvm::active(), Some(Ok(_))) && icv().policy != Policy::Disabled {
+        return Err(());
+    }
     usize::try_from(device)
         .ok()
         .and_then(|d| devices().get(d))

@@ -94,6 +94,8 @@ struct Entered {
     held: Vec<Held>,
     /// The region began during an unwind (inside a destructor): its own exit still copies back.
     began_unwinding: bool,
+    /// The data moved inside the block (see `MappedMut`): the exit releases without copying back.
+    moved: bool,
 }
 
 impl Entered {
@@ -120,7 +122,7 @@ impl Entered {
         };
         if let Some((lib, d)) = dev.1 {
             // SAFETY: the guard holding this borrows the data until the exit.
-            unsafe { lib.enter(d, &on_llvm::data_maps(&maps)) };
+            unsafe { lib.enter(d, &on_llvm::data_maps("target_data!", &maps)) };
         }
         Entered {
             dev: dev.0,
@@ -128,6 +130,7 @@ impl Entered {
             maps,
             held,
             began_unwinding: std::thread::panicking(),
+            moved: false,
         }
     }
 
@@ -135,8 +138,8 @@ impl Entered {
         if let Some((lib, d)) = self.llvm.take() {
             // On unwind a release: nothing copied back.
             let unwinding = std::thread::panicking() && !self.began_unwinding;
-            let mut maps = on_llvm::data_maps(&self.maps);
-            if unwinding {
+            let mut maps = on_llvm::data_maps("target_data!", &self.maps);
+            if unwinding || self.moved {
                 maps.iter_mut().for_each(|m| m.clear(FROM));
             }
             // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
@@ -147,7 +150,8 @@ impl Entered {
         let unwinding = std::thread::panicking() && !self.began_unwinding;
         let scope = dev.scope(Label::Construct("target_data! exit"));
         // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
-        let r = unsafe { exit_list(dev, &self.maps, &self.held, RefKind::Structured, !unwinding) };
+        let copy = !unwinding && !self.moved;
+        let r = unsafe { exit_list(dev, &self.maps, &self.held, RefKind::Structured, copy) };
         drop(scope);
         if let (Err(e), false) = (r, unwinding) {
             mapping_failed("target_data! exit", dev, e)
@@ -263,6 +267,9 @@ impl<'a, T: ?Sized + MapTarget> EnterTo<'a> for ExclSrc<'a, T> {
 pub struct MappedMut<'a, T: ?Sized> {
     inner: Entered,
     data: *mut T,
+    /// The entries `data` has at the exit: the block holds `&mut T`, with which it may move what the entries point
+    /// at (replace a mapper struct's `Vec` field, re-point a slice field).
+    again: Box<dyn Fn() -> Vec<MapArg> + 'a>,
     _borrow: PhantomData<&'a mut T>,
 }
 
@@ -274,6 +281,12 @@ impl<'a, T: ?Sized + MapTarget> MappedMut<'a, T> {
         MappedMut {
             inner: Entered::enter(dev, data, section, map_type),
             data,
+            again: Box::new(move || {
+                let mut maps = Vec::new();
+                // SAFETY: called at the exit, when the guard's exclusive borrow is live and the block's are over.
+                unsafe { T::map_args(data, section, map_type, &mut maps) };
+                maps
+            }),
             _borrow: PhantomData,
         }
     }
@@ -292,7 +305,25 @@ impl<'a, T: ?Sized + MapTarget> MappedMut<'a, T> {
 
 impl<T: ?Sized> Drop for MappedMut<'_, T> {
     fn drop(&mut self) {
-        self.inner.exit()
+        if self.inner.dev.is_none() && self.inner.llvm.is_none() {
+            return; // on the host: nothing entered
+        }
+        // Data the block moved: copying the device values back would write into memory the variable no longer
+        // owns (a `Vec` it dropped). The exit releases the entries without copying, and says so.
+        let now = (self.again)();
+        let same = now.len() == self.inner.maps.len()
+            && now
+                .iter()
+                .zip(&self.inner.maps)
+                .all(|(a, b)| (a.begin, a.size) == (b.begin, b.size));
+        self.inner.moved = !same;
+        self.inner.exit();
+        if !same && !std::thread::panicking() {
+            panic!(
+                "offload: target_data!: a mapped variable's data moved inside the block (a mapper struct's `Vec` \
+                 field replaced, or a slice field re-pointed); its device copy was released without copying back"
+            )
+        }
     }
 }
 
@@ -407,7 +438,7 @@ impl<S: MapSource + ?Sized> MapWriteAtomic for S where S::Target: HostAtomic {}
 unsafe fn update_one(dev: DataDevice, m: MapArg) {
     if let Some((lib, d)) = dev.1 {
         // SAFETY: per the callers.
-        unsafe { lib.update(d, &on_llvm::data_maps(&[m])) };
+        unsafe { lib.update(d, &on_llvm::data_maps("target_update!", &[m])) };
         return;
     }
     let Some(d) = dev.0 else { return };
@@ -584,7 +615,7 @@ impl<V: MapOwner> Mapped<V> {
             if let Some((lib, d)) = llvm {
                 let m = V::Target::map_one(value.target_mut(), None, map_type);
                 // SAFETY: `value` is owned by the returned `Mapped` for as long as the mapping can live.
-                unsafe { lib.enter(d, &on_llvm::data_maps(&[m])) };
+                unsafe { lib.enter(d, &on_llvm::data_maps("target_enter_data!", &[m])) };
             }
             return Mapped {
                 value: Some(value),
@@ -620,7 +651,7 @@ impl<V: MapOwner> Mapped<V> {
         if let Some((lib, d)) = self.llvm {
             let m = V::Target::map_one(value.target_mut(), None, map_type);
             // SAFETY: we own the buffer; `from` writes into it through `&mut`.
-            unsafe { lib.exit(d, &on_llvm::data_maps(&[m])) };
+            unsafe { lib.exit(d, &on_llvm::data_maps("target_exit_data!", &[m])) };
         }
         if let Some(d) = self.dev {
             let _scope = d.scope(Label::Construct("target_exit_data!"));
@@ -670,7 +701,7 @@ impl<V: MapOwner> Drop for Mapped<V> {
         if let (Some(value), Some((lib, d))) = (self.value.as_mut(), self.llvm) {
             let m = V::Target::map_one(value.target_mut(), None, 0);
             // SAFETY: we own the buffer; `release` copies nothing.
-            unsafe { lib.exit(d, &on_llvm::data_maps(&[m])) };
+            unsafe { lib.exit(d, &on_llvm::data_maps("Mapped drop", &[m])) };
         }
         if let (Some(mut value), Some(d)) = (self.value.take(), self.dev) {
             let _scope = d.scope(Label::Construct("Mapped drop (release)"));

@@ -189,7 +189,10 @@ impl<T> ViaObject<T> for RefParam<T> {
 }
 
 /// A `&T`/`&mut T` parameter's map-list entries, once [`RefParam`] chose how it crosses.
-pub trait RefMaps {
+///
+/// # Safety
+/// [`RefMaps::kernel_maps`] pushes exactly the entries the outliner's kernel entry unpacks for the parameter.
+pub unsafe trait RefMaps {
     /// Pushes the parameter's entries (one per kernel argument), with the parameter's map type `bits`.
     ///
     /// # Safety
@@ -200,7 +203,8 @@ pub trait RefMaps {
 /// A `&T`/`&mut T` parameter mapped as one object (`T: DeviceCopy`).
 pub struct ObjectParam<T>(*mut T);
 
-impl<T: DeviceCopy> RefMaps for ObjectParam<T> {
+// SAFETY: one object's entry, as the entry unpacks a `&T` it does not know as an owning mapper struct.
+unsafe impl<T: DeviceCopy> RefMaps for ObjectParam<T> {
     unsafe fn kernel_maps(self, bits: u64, out: &mut Vec<MapArg>) {
         out.push(MapArg::object::<T>(self.0, bits))
     }
@@ -209,7 +213,8 @@ impl<T: DeviceCopy> RefMaps for ObjectParam<T> {
 /// A `&S`/`&mut S` parameter of an owning mapper struct, mapped field by field.
 pub struct OwnedMapperParam<T>(*mut T, bool);
 
-impl<T: OwnedMapper> RefMaps for OwnedMapperParam<T> {
+// SAFETY: the fields' entries, which `OwnedMapper`'s contract makes the ones the entry unpacks.
+unsafe impl<T: OwnedMapper> RefMaps for OwnedMapperParam<T> {
     unsafe fn kernel_maps(self, bits: u64, out: &mut Vec<MapArg>) {
         // The fields say which of them the device writes.
         let clause = bits & !DEVICE_WRITES;
@@ -322,10 +327,11 @@ mod tests {
                     } else {
                         std::ptr::slice_from_raw_parts((*v).as_ptr(), (*v).len())
                     };
+                    let field = if mutable { TO | FROM } else { TO };
                     let writes = if kernel && mutable { DEVICE_WRITES } else { 0 };
                     out.push(MapArg::slice::<f64>(
                         data,
-                        mapper_field(clause, TO | FROM) | writes,
+                        mapper_field(clause, field) | writes,
                     ));
                     if kernel {
                         out.push(MapArg::literal(data.len() as u64));
@@ -348,10 +354,7 @@ mod tests {
                     }
                 }
                 if kernel && mutable {
-                    out.push(MapArg::value_object(
-                        &raw mut (*this).n,
-                        mapper_field(clause, TO | FROM),
-                    ));
+                    out.push(MapArg::value_object(&raw mut (*this).n, TO | FROM));
                 } else if kernel {
                     out.push(MapArg::value(&(*this).n));
                 }

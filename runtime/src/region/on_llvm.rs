@@ -14,8 +14,8 @@ use super::maplist::MapArg;
 use crate::device::llvm::{Libomptarget, Map};
 use crate::host::geometry::Launch;
 use offload_model::abi::map_type::{
-    ALWAYS, CLOSE, DELETE, DEVICE_MEMORY, FROM, IMPLICIT, LITERAL, PRESENT, PRIVATE, REDUCTION,
-    RETURN_PARAM, TO,
+    ALWAYS, CLOSE, DELETE, DEVICE_MEMORY, FROM, HOST_ATOMIC_MASK, IMPLICIT, LITERAL, PRESENT,
+    PRIVATE, REDUCTION, RETURN_PARAM, TO,
 };
 use offload_model::fatbin::OffloadEntry;
 
@@ -29,7 +29,29 @@ pub(super) fn unsupported(launch: &Launch, maps: &[MapArg]) -> Option<&'static s
     } else if maps.iter().any(|m| m.map_type & DEVICE_MEMORY != 0) {
         Some("device memory (`DevicePtr`, `DeviceBuffer`) is not passed to LLVM's libomptarget yet")
     } else if launch.construct.is_spmd() {
-        Some("a `teams, parallel` region (team-shared memory, barriers across threads) does not run on LLVM's libomptarget yet")
+        Some(
+            "a `teams, parallel` region (team-shared memory, barriers across threads) does not run on LLVM's \
+             libomptarget yet",
+        )
+    } else {
+        unsupported_entries(maps)
+    }
+}
+
+/// Why entries of a map list cannot go to libomptarget yet, if they cannot: what our runtime does for them and it
+/// does not.
+pub(super) fn unsupported_entries(maps: &[MapArg]) -> Option<&'static str> {
+    let data = || maps.iter().filter(|m| m.map_type & LITERAL == 0);
+    if data().any(|m| m.map_type & HOST_ATOMIC_MASK != 0) {
+        // Ours copies them element by element with atomic accesses; libomptarget's `memcpy` would race with the
+        // host threads that may use them meanwhile.
+        Some("integer atomics are not copied atomically by LLVM's libomptarget")
+    } else if data().any(|m| m.size != m.base_size && m.map_type & PRIVATE == 0) {
+        // LLVM allocates the section alone, where the region addresses the whole slice.
+        Some("a map section (`x[lo..hi]`) is not mapped on LLVM's libomptarget yet")
+    } else if data().any(|m| m.align > 16) {
+        // Its host plugin's device memory is `malloc`'s, aligned for 16 bytes.
+        Some("an element type aligned for more than 16 bytes is not mapped on LLVM's libomptarget")
     } else {
         None
     }
@@ -39,6 +61,10 @@ pub(super) fn unsupported(launch: &Launch, maps: &[MapArg]) -> Option<&'static s
 fn to_llvm(m: &MapArg, kernel: bool) -> Map {
     if m.map_type & LITERAL != 0 {
         return Map::literal(m.literal);
+    }
+    // Nothing to map (an empty slice): its own dangling, aligned address, as our runtime passes it.
+    if m.size == 0 && m.base_size == 0 && kernel {
+        return Map::literal(std::mem::MaybeUninit::new(m.begin as u64));
     }
     let mut bits = m.map_type & LLVM_BITS;
     // The return slot (`FROM | PRIVATE`, never `TO`): LLVM copies a private entry in, never back.
@@ -53,9 +79,17 @@ fn to_llvm(m: &MapArg, kernel: bool) -> Map {
     }
 }
 
-/// The map list of a data construct, as libomptarget takes it.
-pub(super) fn data_maps(maps: &[MapArg]) -> Vec<Map> {
-    maps.iter().map(|m| to_llvm(m, false)).collect()
+/// The map list of a data construct (`construct`), as libomptarget takes it; what it cannot take yet stops the
+/// program with the reason.
+#[track_caller]
+pub(super) fn data_maps(construct: &str, maps: &[MapArg]) -> Vec<Map> {
+    if let Some(why) = unsupported_entries(maps) {
+        panic!("offload: {construct} cannot map its data under OFFLOAD_RUNTIME=llvm: {why}")
+    }
+    maps.iter()
+        .filter(|m| m.size > 0)
+        .map(|m| to_llvm(m, false))
+        .collect()
 }
 
 /// Runs the kernel of `entry` on libomptarget's device `device` with the region's map list; `Err` with libomptarget's
