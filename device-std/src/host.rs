@@ -3,7 +3,7 @@
 use crate::host_env::{self, env};
 pub use crate::host_env::{chunk_counter, geometry, launch_kind, team_shared, team_shared_claim};
 use core::ffi::c_void;
-use offload_model::abi::{barrier_status, HostLaunchEnv};
+use offload_model::abi::{barrier_status, HostLaunchEnv, LlvmLaunch};
 use std::cell::{Cell, RefCell};
 use std::string::{String, ToString};
 
@@ -35,19 +35,51 @@ fn install_hook() {
 
 /// Runs one kernel invocation of a region of `kind` (a `launch_kind`, which the outliner knows from the region).
 ///
-/// LLVM's libomptarget passes no launch environment of ours: its host plugin calls the kernel once, on the calling
-/// thread, with `dyn_ptr` null or all ones. The kernel then runs as one team of one thread, which every construct's
-/// lowering handles, and a panic, which nothing could report, aborts the process after saying where it was.
+/// `dyn_ptr` is this thread's `HostLaunchEnv` on host-elf. Under LLVM's libomptarget, whose host plugin calls a kernel
+/// once on the calling thread, it is our runtime's tagged [`LlvmLaunch`] plan: the body then goes to the plan's
+/// team executor, which runs it once per thread of the launch (so `body` is `Fn + Sync`: it captures only the
+/// kernel's `u64` arguments). Null or all ones (a launch not made by our runtime) runs it as one team of one thread,
+/// which every construct's lowering handles, and a panic, which nothing could report, then aborts the process
+/// after saying where it was.
 ///
 /// # Safety
-/// `dyn_ptr` is the `HostLaunchEnv` the host-elf plugin passes, or null, or all ones.
-pub unsafe fn entry(dyn_ptr: *mut c_void, kind: u32, body: impl FnOnce()) {
+/// `dyn_ptr` is the `HostLaunchEnv` the host-elf plugin passes, a live plan tagged by [`LlvmLaunch::tagged`], or null,
+/// or all ones.
+pub unsafe fn entry<F: Fn() + Sync>(dyn_ptr: *mut c_void, kind: u32, body: F) {
     install_hook();
+    // SAFETY: per the contract.
+    if let Some(plan) = unsafe { LlvmLaunch::untag(dyn_ptr) } {
+        // SAFETY: `body` outlives the call, which runs `thread::<F>` on it alone.
+        unsafe { (plan.run)(plan, &body as *const F as *const c_void, thread::<F>, kind) };
+        return;
+    }
     let env = if dyn_ptr.is_null() || dyn_ptr as usize == usize::MAX {
-        core::ptr::null()
+        core::ptr::null_mut()
     } else {
-        dyn_ptr as *const HostLaunchEnv
+        dyn_ptr as *mut HostLaunchEnv
     };
+    // SAFETY: per the contract.
+    unsafe { run(env, kind, &body) }
+}
+
+/// One thread of a launch under LLVM's libomptarget, as the plan's executor calls it.
+///
+/// # Safety
+/// `body` is the `F` that [`entry`] passed with this function, and `env` a launch environment valid for the call.
+unsafe extern "C" fn thread<F: Fn() + Sync>(
+    body: *const c_void,
+    env: *mut HostLaunchEnv,
+    kind: u32,
+) {
+    // SAFETY: per the contract.
+    unsafe { run(env, kind, &*(body as *const F)) }
+}
+
+/// Runs `body` as one thread of a kernel whose launch environment is `env` (null: none), reporting a panic in it.
+///
+/// # Safety
+/// `env` is null or a launch environment valid for the call.
+unsafe fn run(env: *mut HostLaunchEnv, kind: u32, body: &dyn Fn()) {
     // A nested launch runs inline on this thread: restore the enclosing kernel's view afterwards.
     let (prev, prev_kind) = host_env::set(env, kind);
     let r = std::panic::catch_unwind(core::panic::AssertUnwindSafe(body));

@@ -256,6 +256,55 @@ pub struct HostLaunchEnv {
     pub chunks: *const core::sync::atomic::AtomicUsize,
 }
 
+/// One thread of a kernel the host image hands to [`LlvmLaunch::run`]: `body` is the kernel's body, `env` the
+/// thread's launch environment, `kind` the region's `launch_kind`.
+pub type LlvmThread = unsafe extern "C" fn(body: *const c_void, env: *mut HostLaunchEnv, kind: u32);
+
+/// Our launch plan under LLVM's libomptarget (`OFFLOAD_RUNTIME=llvm`), whose host plugin calls a kernel once, on the
+/// calling thread, and passes no launch environment of ours. The runtime launches with `KernelArgs` version 2, which
+/// has no implicit argument, and passes the plan's tagged address ([`LlvmLaunch::tagged`]) as the kernel's first
+/// argument, where `dyn_ptr` is. The kernel's entry, seeing it, hands its body to `run`, which runs it on the
+/// runtime's host team executor once per thread of the launch's teams, each with its own [`HostLaunchEnv`]: the
+/// same teams, barriers, team-shared memory and panic reports as on host-elf.
+#[repr(C)]
+pub struct LlvmLaunch {
+    /// [`LlvmLaunch::MAGIC`]: a mistagged pointer is refused rather than called.
+    pub magic: u64,
+    /// Runs `thread(body, env, kind)` once for every thread of the launch; `plan` is this plan.
+    pub run: unsafe extern "C" fn(
+        plan: *const LlvmLaunch,
+        body: *const c_void,
+        thread: LlvmThread,
+        kind: u32,
+    ),
+}
+
+impl LlvmLaunch {
+    pub const MAGIC: u64 = 0x6f66_666c_6c76_6d31; // "offllvm1"
+    /// The tag bit: a `HostLaunchEnv` is 8-aligned, so its address never has it.
+    const TAG: usize = 1;
+
+    /// `plan`'s address as the kernel's first argument.
+    pub fn tagged(plan: *const LlvmLaunch) -> u64 {
+        (plan as usize | Self::TAG) as u64
+    }
+
+    /// The plan a kernel's `dyn_ptr` carries, if it carries one: null and all ones (what libomptarget passes itself)
+    /// do not.
+    ///
+    /// # Safety
+    /// A tagged `dyn_ptr` other than all ones is [`LlvmLaunch::tagged`]'s of a live plan.
+    pub unsafe fn untag<'a>(dyn_ptr: *mut c_void) -> Option<&'a LlvmLaunch> {
+        let p = dyn_ptr as usize;
+        if p == usize::MAX || p & Self::TAG == 0 {
+            return None;
+        }
+        // SAFETY: per the contract.
+        let plan = unsafe { &*((p & !Self::TAG) as *const LlvmLaunch) };
+        (plan.magic == Self::MAGIC).then_some(plan)
+    }
+}
+
 /// The iterations `[lo, hi)` of `n` that global thread `g` of `total` runs in a work-shared loop: contiguous blocks
 /// (what suits caches on a host), the first `n % total` threads taking one more. Host fallback and device images
 /// share it, so both split a loop the same way.

@@ -11,6 +11,13 @@ pub fn default_device_name() -> String {
     )
 }
 
+/// Whether the program runs on LLVM's libomptarget (`OFFLOAD_RUNTIME=llvm`), whose host plugin's device memory is
+/// `malloc`'s (a `from` or `alloc` copy starts as the host's values, not zeroed) and which cannot take some constructs
+/// yet (the guide's chapter on it lists them).
+pub fn runtime_is_llvm() -> bool {
+    std::env::var("OFFLOAD_RUNTIME").as_deref() == Ok("llvm")
+}
+
 /// Whether the default device is a GPU (`cuda`, `amdgpu`). What differs there, by design: a panic report says where
 /// a thread panicked but not its message (the formatting code would cost every kernel registers), a trap loses the
 /// device's context, the clock is the GPU's own, and the math is the vendor library's (within its error bounds, not

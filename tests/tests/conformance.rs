@@ -78,6 +78,11 @@ fn add_index(y: &mut [i32]) {
 fn map_from_copies_out_only() {
     let mut y = vec![99i32; 300];
     add_index(&mut y);
+    if offload_tests::runtime_is_llvm() {
+        // libomptarget's host plugin does not zero its memory: a `from` copy starts as the host's values there.
+        assert!(y.iter().enumerate().all(|(i, &v)| v == 99 + i as i32));
+        return;
+    }
     // host-elf device memory starts zeroed; with `tofrom` this would be 99 + i.
     assert!(
         y.iter().enumerate().all(|(i, &v)| v == i as i32),

@@ -1,13 +1,16 @@
-//! `OFFLOAD_RUNTIME=llvm` (issue 29, first stages): the fat binary's x86-64 image registered with LLVM's
-//! libomptarget, region calls and data constructs going through its devices and its present table (the one C and C++
-//! code compiled by clang uses), and what does not run there yet failing with an error that says so. Every test here
+//! `OFFLOAD_RUNTIME=llvm` (issue 29): the fat binary's x86-64 image registered with LLVM's libomptarget, region
+//! calls and data constructs going through its devices and its present table (the one C and C++ code compiled by
+//! clang uses), parallel regions on the host's cores through our launch plan (teams, barriers, team-shared memory,
+//! reductions, a panicking thread reported), and what does not run there yet failing with an error that says so. Every test here
 //! runs under `OFFLOAD_RUNTIME=llvm`; they are skipped, saying so, where `liboffload-22-dev` is not installed
 //! (`.ci/run` installs it).
 
 use offload::{
-    omp_get_initial_device, omp_get_mapped_ptr, omp_get_num_devices, omp_target_is_present, target,
-    target_data, target_enter_data, target_update,
+    barrier, omp_get_initial_device, omp_get_mapped_ptr, omp_get_num_devices, omp_get_num_teams,
+    omp_get_num_threads, omp_get_team_num, omp_get_thread_num, omp_target_is_present, target,
+    target_data, target_enter_data, target_update, team_shared,
 };
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 #[target]
 fn add_one(y: &mut [i64]) {
@@ -30,6 +33,54 @@ fn sum(x: &[i64]) -> i64 {
         s += x[i];
     }
     s
+}
+
+/// A 256-bin histogram, 1 KiB: an array reduction that combines through device memory, not team-shared slots.
+#[target(teams_distribute_parallel_for, reduction(+: hist))]
+fn histogram(data: &[u32]) -> [u32; 256] {
+    let mut hist = [3u32; 256];
+    for i in 0..data.len() {
+        hist[(data[i] % 256) as usize] += 1;
+    }
+    hist
+}
+
+/// Which team and thread ran each iteration, and the geometry they saw.
+#[target(teams_distribute_parallel_for, num_teams(2), thread_limit(1))]
+fn who(team: &mut [u32], teams: &mut [u32]) {
+    for i in 0..team.len() {
+        team[i] = omp_get_team_num() as u32;
+        teams[i] = omp_get_num_teams() as u32;
+    }
+}
+
+/// Every thread of each team writes its slot of team-shared memory, waits at the barrier, and reads its neighbour's;
+/// each thread stores what it read in its own element of `out`.
+#[target(teams, parallel, num_teams(2), thread_limit(2))]
+unsafe fn neighbours(out: &mut [u32]) {
+    let (t, i, m) = (
+        omp_get_team_num() as u32,
+        omp_get_thread_num() as u32,
+        omp_get_num_threads() as u32,
+    );
+    let next = team_shared(4, |slots: &[AtomicU32]| {
+        slots[i as usize].store(t * 100 + i + 1, Relaxed);
+        barrier();
+        slots[((i + 1) % m) as usize].load(Relaxed)
+    });
+    // SAFETY (the region's contract): each thread writes only its own element.
+    unsafe { *(out.as_ptr() as *mut u32).add((t * m + i) as usize) = next };
+}
+
+/// Writes every element, then one iteration fails.
+#[target(teams_distribute_parallel_for)]
+fn fails_midway(y: &mut [i64]) {
+    for i in 0..y.len() {
+        y[i] = -1;
+        if i == y.len() / 2 {
+            panic!("iteration {i} gives up");
+        }
+    }
 }
 
 /// Whether this process runs under `OFFLOAD_RUNTIME=llvm` with libomptarget there (the runtime reads its settings
@@ -70,7 +121,7 @@ fn under_offload_runtime_llvm() {
         eprintln!("{stderr}");
     } else {
         assert!(
-            stdout.contains("test result: ok. 5 passed"),
+            stdout.contains("test result: ok. 11 passed"),
             "{stdout}\n{stderr}"
         );
     }
@@ -169,14 +220,50 @@ fn regions_and_data_constructs_run_there() {
     assert_eq!(v, [6, 6, 6]);
 }
 
+#[target]
+fn fill_raw(p: offload::DevicePtr<i64>, n: usize) {
+    // SAFETY: the test allocated `n` elements for this pointer.
+    let s = unsafe { p.as_slice_mut(n) };
+    for (i, v) in s.iter_mut().enumerate() {
+        *v = 100 + i as i64;
+    }
+}
+
+#[test]
+fn device_memory_is_libomptargets_and_passed_as_is() {
+    if !llvm() {
+        return;
+    }
+    use offload::{omp_target_alloc, omp_target_free, omp_target_memcpy, DevicePtr};
+    let (dev, host) = (0, omp_get_initial_device());
+    let bytes = 4 * size_of::<i64>();
+    let raw = omp_target_alloc(bytes, dev);
+    assert!(!raw.is_null(), "libomptarget's omp_target_alloc");
+    // SAFETY: `raw` holds 4 `i64`s of device 0.
+    fill_raw(unsafe { DevicePtr::<i64>::from_raw(raw, dev) }, 4);
+    let mut back = [0i64; 4];
+    // SAFETY: both ranges are `bytes` long on their devices.
+    let status =
+        unsafe { omp_target_memcpy(back.as_mut_ptr().cast(), raw, bytes, 0, 0, host, dev) };
+    assert_eq!(status, 0);
+    assert_eq!(back, [100, 101, 102, 103]);
+    // Memory of another device is refused, not passed.
+    // SAFETY: as above; the call is refused before anything reads it.
+    let e = try_fill_raw(unsafe { DevicePtr::<i64>::from_raw(raw, 1) }, 4).unwrap_err();
+    assert!(e.to_string().contains("memory of device 1"), "{e}");
+    // SAFETY: from `omp_target_alloc(_, dev)`, not used again.
+    unsafe { omp_target_free(raw, dev) };
+    assert!(offload::device_info(dev).is_some_and(|i| i.plugin == "llvm"));
+}
+
 #[target(map(tofrom: y[1..3]))]
 fn bump_section(y: &mut [i64]) {
     y[1] += 1;
 }
 
 #[target]
-fn count(hits: &[std::sync::atomic::AtomicU32]) {
-    hits[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+fn count(hits: &[AtomicU32]) {
+    hits[0].fetch_add(1, Relaxed);
 }
 
 #[test]
@@ -191,10 +278,110 @@ fn what_does_not_run_there_yet_is_an_error_naming_it() {
             "{msg}"
         );
     };
-    says(try_sum(&[1, 2, 3]).unwrap_err(), "reduction");
     // libomptarget would allocate the section alone, where the region addresses the whole slice.
     says(try_bump_section(&mut [0; 4]).unwrap_err(), "map section");
-    // Its copies are `memcpy`s, which would race with host threads using the atomics.
-    let hits = [std::sync::atomic::AtomicU32::new(0)];
-    says(try_count(&hits).unwrap_err(), "atomics");
+    // A data construct's atomics: libomptarget's copies are `memcpy`s, which would race with host threads using them.
+    let mut hits = [AtomicU32::new(0)];
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        target_data!(map(tofrom: hits) => { count(hits); });
+    }))
+    .expect_err("refused");
+    let msg = refused
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        msg.contains("OFFLOAD_RUNTIME=llvm") && msg.contains("atomics"),
+        "{msg}"
+    );
+    // `present` data that is not there is an error, not libomptarget's abort.
+    let x = vec![1i64; 5];
+    let absent = std::panic::catch_unwind(|| {
+        target_data!(map(present, to: x) => {});
+    })
+    .expect_err("not present");
+    let msg = absent.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("`present` data is not mapped"), "{msg}");
+}
+
+#[test]
+fn a_regions_atomics_are_staged_and_concurrent_regions_lose_no_update() {
+    if !llvm() {
+        return;
+    }
+    let hits = [AtomicU32::new(0)];
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..50 {
+                    count(&hits);
+                }
+            });
+        }
+    });
+    assert_eq!(hits[0].load(Relaxed), 200);
+}
+
+#[test]
+fn work_shared_loops_run_on_the_hosts_cores_in_teams() {
+    if !llvm() {
+        return;
+    }
+    let n = 1000;
+    let (mut team, mut teams) = (vec![9u32; n], vec![0u32; n]);
+    who(&mut team, &mut teams);
+    assert!(teams.iter().all(|&t| t == 2), "two teams: {teams:?}");
+    // Contiguous blocks: the first half is team 0's, the second team 1's.
+    assert_eq!(team[0], 0);
+    assert_eq!(team[n - 1], 1, "team 1 ran its share");
+}
+
+#[test]
+fn reductions_combine_every_teams_partial() {
+    if !llvm() {
+        return;
+    }
+    let x: Vec<i64> = (1..=10_000).collect();
+    assert_eq!(sum(&x), 10_000 * 10_001 / 2);
+    let data: Vec<u32> = (0..10_000).collect();
+    let hist = histogram(&data);
+    // 10 000 values over 256 bins: 39 or 40 each, plus the initial 3.
+    for (b, &h) in hist.iter().enumerate() {
+        let expected = 3 + data.iter().filter(|&&v| v as usize % 256 == b).count() as u32;
+        assert_eq!(h, expected, "bin {b}");
+    }
+}
+
+#[test]
+fn spmd_regions_have_barriers_and_team_shared_memory() {
+    if !llvm() {
+        return;
+    }
+    let mut out = [0u32; 4];
+    // SAFETY: each thread writes only its own element.
+    unsafe { neighbours(&mut out) };
+    // Team t's thread i read thread (i + 1) % 2's slot: t * 100 + that + 1.
+    assert_eq!(out, [2, 1, 102, 101]);
+}
+
+#[test]
+fn a_region_that_fails_is_an_error_and_copies_nothing_back() {
+    if !llvm() {
+        return;
+    }
+    let mut y = vec![7i64; 64];
+    let e = try_fails_midway(&mut y).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("fails_midway") && msg.contains("gives up") && msg.contains("llvm"),
+        "{msg}"
+    );
+    assert!(
+        y.iter().all(|&v| v == 7),
+        "released without copying back, as on our runtime: {y:?}"
+    );
+    // The device is still usable.
+    let mut z = vec![1i64; 3];
+    add_one(&mut z);
+    assert_eq!(z, [2, 2, 2]);
 }

@@ -37,6 +37,11 @@ fn llvm() -> Option<&'static crate::device::llvm::Libomptarget> {
     crate::device::llvm::active()?.ok()
 }
 
+/// libomptarget, if `device` is one of its devices (under `OFFLOAD_RUNTIME=llvm`; not the initial device).
+fn llvm_device(device: i32) -> Option<&'static crate::device::llvm::Libomptarget> {
+    llvm().filter(|lib| (0..lib.num_devices()).contains(&device))
+}
+
 /// The host's device number, which OpenMP defines as `omp_get_num_devices()`.
 pub fn omp_get_initial_device() -> i32 {
     initial_device()
@@ -67,7 +72,8 @@ pub fn omp_set_default_device(device: i32) {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct DeviceInfo {
-    /// The plugin driving it (`cuda`, `amdgpu`, `host-elf`, `gpu-sim`), or `host` for the initial device.
+    /// The plugin driving it (`cuda`, `amdgpu`, `host-elf`, `gpu-sim`; `llvm` for a device of LLVM's libomptarget
+    /// under `OFFLOAD_RUNTIME=llvm`), or `host` for the initial device.
     pub plugin: &'static str,
     /// Its name, architecture and memory.
     pub description: crate::plugin::DeviceDescription,
@@ -96,6 +102,21 @@ pub struct DeviceInfo {
 /// ```
 pub fn device_info(device: i32) -> Option<DeviceInfo> {
     use crate::host::geometry::{host_default_geometry, host_max_teams, host_max_threads};
+    if llvm_device(device).is_some() {
+        // A device of LLVM's host plugin, whose launches run on the host's cores as host-elf's do.
+        return Some(DeviceInfo {
+            plugin: "llvm",
+            description: crate::plugin::DeviceDescription {
+                name: format!("device {device} of LLVM's libomptarget (its host plugin)"),
+                arch: std::env::consts::ARCH.into(),
+                memory: 0,
+            },
+            max_threads: host_max_threads(),
+            max_teams: host_max_teams(),
+            loop_geometry: host_default_geometry(false),
+            spmd_geometry: host_default_geometry(true),
+        });
+    }
     match device_or_host(device).ok()? {
         Some(d) => {
             let (max_threads, max_teams) = d.limits();
@@ -168,6 +189,10 @@ pub fn omp_target_is_present(ptr: *const c_void, device: i32) -> bool {
 /// assert_eq!(back, data);
 /// ```
 pub fn omp_target_alloc(size: usize, device: i32) -> *mut c_void {
+    if let Some(lib) = llvm_device(device) {
+        // SAFETY: libomptarget's routine, with its C signature.
+        return unsafe { (lib.memory.alloc)(size, device) };
+    }
     match device_or_host(device) {
         Ok(Some(d)) => {
             let _scope = d.scope(Label::Construct("omp_target_alloc"));
@@ -197,6 +222,10 @@ pub unsafe fn omp_target_free(ptr: *mut c_void, device: i32) {
     if ptr.is_null() {
         return;
     }
+    if let Some(lib) = llvm_device(device) {
+        // SAFETY: per the contract, memory libomptarget's `omp_target_alloc` gave.
+        return unsafe { (lib.memory.free)(ptr, device) };
+    }
     match device_or_host(device) {
         Ok(Some(d)) => {
             let _scope = d.scope(Label::Construct("omp_target_free"));
@@ -224,6 +253,15 @@ pub unsafe fn omp_target_memcpy(
     dst_device: i32,
     src_device: i32,
 ) -> i32 {
+    if let Some(lib) = llvm_device(dst_device).or(llvm_device(src_device)) {
+        // libomptarget's own, which knows its devices and the initial device (the same number as ours).
+        // SAFETY: per the contract.
+        return unsafe {
+            (lib.memory.memcpy)(
+                dst, src, length, dst_offset, src_offset, dst_device, src_device,
+            )
+        };
+    }
     let (Ok(dd), Ok(sd)) = (device_or_host(dst_device), device_or_host(src_device)) else {
         return -1;
     };
@@ -293,6 +331,12 @@ pub unsafe fn omp_target_associate_ptr(
     device_offset: usize,
     device: i32,
 ) -> i32 {
+    if let Some(lib) = llvm_device(device) {
+        // SAFETY: per the contract.
+        return unsafe {
+            (lib.memory.associate)(host_ptr, device_ptr, size, device_offset, device)
+        };
+    }
     match device_or_host(device) {
         Ok(Some(d)) => {
             let tgt = device_ptr as usize as u64 + device_offset as u64;
@@ -314,6 +358,10 @@ pub unsafe fn omp_target_associate_ptr(
 /// # Safety
 /// No region may be using the association.
 pub unsafe fn omp_target_disassociate_ptr(host_ptr: *const c_void, device: i32) -> i32 {
+    if let Some(lib) = llvm_device(device) {
+        // SAFETY: per the contract.
+        return unsafe { (lib.memory.disassociate)(host_ptr, device) };
+    }
     match device_or_host(device) {
         Ok(Some(d)) => {
             let _scope = d.scope(Label::Construct("omp_target_disassociate_ptr"));

@@ -3,18 +3,24 @@
 //! plugin runs our kernels and its present table, the one C and C++ code compiled by clang uses, maps our data.
 //!
 //! [`Libomptarget::open`] loads `libomptarget.so.22` (or `OFFLOAD_LIBOMPTARGET`'s path) and checks every entry point
-//! it needs; [`Libomptarget::register`] hands it one binary descriptor per package, built from the registry's x86-64
-//! image and that package's entries (LLVM matches a kernel to its host entry by the entry's index, so each
-//! descriptor lists only the kernels its image holds); [`Libomptarget::kernel`] launches one with the map list
-//! libomptarget maps, and the data calls map, unmap and update. Our map-type bits are LLVM's
-//! (`offload_model::abi::map_type`); the region layer's `on_llvm` translates the rest. Its host plugin calls a kernel
-//! once, on the calling thread, with no launch environment of ours: the image's entry then runs it as one team of one
-//! thread (`offload-device`'s `entry`). Not yet: teams on the host's cores, reductions and team-shared memory there,
-//! and the GPU images (LLVM's host plugin aborts on an image it cannot take, so only x86-64 ones are registered).
+//! it needs; [`Libomptarget::register`] hands it one binary descriptor per host image (a package may have several:
+//! its library's, its tests'), each with the entries that image defines (LLVM matches a kernel to its host entry by
+//! the entry's index, and a kernel the image lacks would be called through a null address), kernels and device
+//! globals; [`Libomptarget::kernel`] launches one with the map list libomptarget maps, and the data calls map, unmap
+//! and update. Our map-type bits are LLVM's (`offload_model::abi::map_type`); the region layer's `on_llvm`
+//! translates the rest. Its host plugin calls a kernel once, on the calling thread: we launch with `KernelArgs`
+//! version 2, which has no implicit argument, and pass our launch plan ([`LlvmLaunch`]) first, where `dyn_ptr`
+//! would be; the image's entry (`offload-device`'s `entry`) hands the kernel's body to the plan, which runs it on our
+//! host team executor as host-elf does. Not yet: the GPU images (LLVM's host plugin aborts on an image it cannot
+//! take, so only x86-64 ones are registered).
 
+use crate::plugin::error::PluginError;
+use crate::plugin::host_code::teams;
 use crate::registry::{self, Image};
+use offload_model::abi::{LlvmLaunch, LlvmThread};
 use offload_model::device_kind::{x86_64_level, DeviceKind};
 use offload_model::fatbin::{ImageFormat, OffloadEntry};
+use std::collections::BTreeSet;
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
@@ -41,7 +47,8 @@ pub struct BinDesc {
     host_entries_end: *const OffloadEntry,
 }
 
-/// `KernelArgsTy`, version 3 (LLVM 19 to 22): with it the plugin passes the kernel its implicit first argument.
+/// `KernelArgsTy` (LLVM 19 to 22). We pass version 2, with which the plugin adds no implicit first argument: our
+/// own first argument, the launch plan, takes `dyn_ptr`'s place.
 #[repr(C)]
 pub struct KernelArgs {
     version: u32,
@@ -94,12 +101,6 @@ pub enum LlvmError {
     /// Nothing to register.
     #[error("the program has no x86-64 image for LLVM's host plugin to run")]
     NoImage,
-    /// Device globals are not paired with libomptarget's copies yet.
-    #[error(
-        "the program has device globals (`#[declare_target] static`), which are not paired with LLVM's \
-         libomptarget yet: its regions would use the image's own copies, which `target_update!` does not reach"
-    )]
-    Globals,
 }
 
 type RegisterLib = unsafe extern "C" fn(*mut BinDesc);
@@ -119,6 +120,12 @@ type DataMapper = unsafe extern "C" fn(
 type MappedPtr = unsafe extern "C" fn(*const c_void, i32) -> *mut c_void;
 type IsPresent = unsafe extern "C" fn(*const c_void, i32) -> i32;
 type NumDevices = unsafe extern "C" fn() -> i32;
+type TargetAlloc = unsafe extern "C" fn(usize, i32) -> *mut c_void;
+type TargetFree = unsafe extern "C" fn(*mut c_void, i32);
+type TargetMemcpy =
+    unsafe extern "C" fn(*mut c_void, *const c_void, usize, usize, usize, i32, i32) -> i32;
+type AssociatePtr = unsafe extern "C" fn(*const c_void, *const c_void, usize, usize, i32) -> i32;
+type DisassociatePtr = unsafe extern "C" fn(*const c_void, i32) -> i32;
 
 /// The library, open, with the entry points this layer calls.
 pub struct Libomptarget {
@@ -130,12 +137,29 @@ pub struct Libomptarget {
     mapped_ptr: MappedPtr,
     is_present: IsPresent,
     num_devices: NumDevices,
+    /// OpenMP's device memory routines, as libomptarget answers them for its devices.
+    pub memory: MemoryRoutines,
     // Last: the functions above point into it.
     _lib: libloading::Library,
 }
 
 pub use offload_model::abi::map_type::{ALWAYS, DELETE, FROM, TO};
 use offload_model::abi::map_type::{LITERAL, TARGET_PARAM};
+
+/// libomptarget's `omp_target_alloc`, `omp_target_free`, `omp_target_memcpy`, `omp_target_associate_ptr` and
+/// `omp_target_disassociate_ptr`, with their C signatures (the API layer's routines forward to them for its devices).
+pub struct MemoryRoutines {
+    /// `omp_target_alloc(size, device)`.
+    pub alloc: TargetAlloc,
+    /// `omp_target_free(ptr, device)`.
+    pub free: TargetFree,
+    /// `omp_target_memcpy(dst, src, length, dst_offset, src_offset, dst_device, src_device)`.
+    pub memcpy: TargetMemcpy,
+    /// `omp_target_associate_ptr(host, device_ptr, size, device_offset, device)`.
+    pub associate: AssociatePtr,
+    /// `omp_target_disassociate_ptr(host, device)`.
+    pub disassociate: DisassociatePtr,
+}
 
 /// One map-list entry as libomptarget takes it: base address (a literal's bits, which may hold padding), begin, size
 /// in bytes, map type.
@@ -167,6 +191,23 @@ impl Map {
     pub fn argument(self) -> Map {
         Map {
             map_type: self.map_type | TARGET_PARAM as i64,
+            ..self
+        }
+    }
+
+    /// The entry as it enters (a data construct's entry, a kernel's argument) on `device` of `lib`: a `from` or
+    /// `alloc` entry is also copied in. libomptarget's host plugin allocates with `malloc`, so region code reading
+    /// such a copy before writing it would read uninitialised memory, which safe Rust must never do (our runtime
+    /// zero-fills device memory); with `to` it starts as the host's values, a value OpenMP leaves unspecified anyway.
+    /// Literals and present entries are not copied (an `always` entry is asked: `always` would copy present data).
+    fn initialised(self, lib: &Libomptarget, device: i32) -> Map {
+        let bits = self.map_type as u64;
+        if bits & (LITERAL | TO) != 0 || (bits & ALWAYS != 0 && lib.is_present(self.begin, device))
+        {
+            return self;
+        }
+        Map {
+            map_type: self.map_type | TO as i64,
             ..self
         }
     }
@@ -247,6 +288,13 @@ impl Libomptarget {
             mapped_ptr: get!("omp_get_mapped_ptr"),
             is_present: get!("omp_target_is_present"),
             num_devices: get!("omp_get_num_devices"),
+            memory: MemoryRoutines {
+                alloc: get!("omp_target_alloc"),
+                free: get!("omp_target_free"),
+                memcpy: get!("omp_target_memcpy"),
+                associate: get!("omp_target_associate_ptr"),
+                disassociate: get!("omp_target_disassociate_ptr"),
+            },
             _lib: lib,
         })
     }
@@ -256,35 +304,51 @@ impl Libomptarget {
     /// into them.
     pub fn register(&self) -> Result<usize, LlvmError> {
         let desc = registry::descriptor();
-        if desc.has_globals {
-            return Err(LlvmError::Globals);
-        }
-        // Per package its baseline host image (the lowest x86-64 level, which every x86-64 CPU runs).
+        // A package may have several host images (its library's, its tests' and benches'), each built for one or
+        // more x86-64 levels: of the images with the same kernels, the baseline's (the lowest level, which every
+        // x86-64 CPU runs).
         let level = |i: &Image| x86_64_level(i.arch).map_or(0, |(l, _)| l as u32);
-        let mut host: Vec<&Image> = Vec::new();
+        let mut host: Vec<(&Image, BTreeSet<&[u8]>)> = Vec::new();
         for i in desc.images.iter().filter(|i| {
             i.format == ImageFormat::SharedObject
                 && i.triple.starts_with("x86_64")
                 && DeviceKind::of_image(i.triple, i.arch) == Some(DeviceKind::Host)
         }) {
-            match host.iter_mut().find(|h| h.package_tag == i.package_tag) {
-                Some(h) if level(i) < level(h) => *h = i,
+            let kernels = kernels_in(i.bytes);
+            match host
+                .iter_mut()
+                .find(|(h, k)| h.package_tag == i.package_tag && *k == kernels)
+            {
+                Some((h, _)) if level(i) < level(h) => *h = i,
                 Some(_) => {}
-                None => host.push(i),
+                None => host.push((i, kernels)),
             }
         }
-        if host.is_empty() {
-            return Err(LlvmError::NoImage);
-        }
-        for image in &host {
-            // The package's entries, as one array for the host table and the image's: LLVM pairs them by index.
-            let entries: &'static [OffloadEntry] = Vec::leak(
-                desc.entries
-                    .iter()
-                    .filter(|e| e.data == image.package_tag && !e.is_global())
-                    .map(|e| OffloadEntry { data: 0, ..*e })
-                    .collect(),
-            );
+        // Each entry with the one image that defines it: LLVM pairs an image's kernels with its entries by index,
+        // and a kernel the image lacks would be called through a null address.
+        let mut taken = BTreeSet::new();
+        let mut registered = 0;
+        for (image, kernels) in &host {
+            let entries: Vec<OffloadEntry> = desc
+                .entries
+                .iter()
+                .filter(|e| {
+                    let name = registry::entry_symbol(e).to_bytes();
+                    e.data == image.package_tag && kernels.contains(name) && taken.insert(name)
+                })
+                // A global's flags are ours (its atomic width and alignment); to LLVM it is a plain `declare target`
+                // variable, which it pairs with the image's copy when the device loads the image.
+                .map(|e| OffloadEntry {
+                    data: 0,
+                    flags: if e.is_global() { 0 } else { e.flags },
+                    ..*e
+                })
+                .collect();
+            if entries.is_empty() {
+                continue;
+            }
+            // The image's entries, as one array for the host table and the image's.
+            let entries: &'static [OffloadEntry] = Vec::leak(entries);
             let range = entries.as_ptr_range();
             let device_image = Box::leak(Box::new(DeviceImage {
                 image_start: image.bytes.as_ptr(),
@@ -300,8 +364,12 @@ impl Libomptarget {
             }));
             // SAFETY: a descriptor over static image bytes and leaked (so static) entries, as the function takes.
             unsafe { (self.register_lib)(bin) };
+            registered += 1;
         }
-        Ok(host.len())
+        if registered == 0 {
+            return Err(LlvmError::NoImage);
+        }
+        Ok(registered)
     }
 
     /// `omp_get_num_devices()` as libomptarget answers it.
@@ -338,8 +406,9 @@ impl Libomptarget {
     /// # Safety
     /// Every entry describes host memory valid for its size until the matching exit.
     pub unsafe fn enter(&self, device: i32, maps: &[Map]) {
+        let maps: Vec<Map> = maps.iter().map(|m| m.initialised(self, device)).collect();
         // SAFETY: forwarded.
-        unsafe { self.data(self.data_begin, device, maps) }
+        unsafe { self.data(self.data_begin, device, &maps) }
     }
 
     /// `target exit data` of `maps` on `device`.
@@ -355,7 +424,7 @@ impl Libomptarget {
         // Alone: a copy must not meet a kernel another thread runs on the same data (our runtime refuses that per
         // buffer; here every data operation waits for the running kernels, and they for it).
         let _alone = IN_USE.write().unwrap_or_else(|p| p.into_inner());
-        let (mut base, mut begin, mut size, mut types) = split(maps);
+        let (mut base, mut begin, mut size, mut types) = split(maps.iter());
         // SAFETY: four arrays of `maps.len()` entries, no names or mappers (null is allowed).
         unsafe {
             f(
@@ -369,24 +438,53 @@ impl Libomptarget {
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
             )
-        }
+        };
+        forget_image_files(device);
     }
 
-    /// Launches the kernel of `entry` on `device` with the map list `maps` (in kernel-argument order); returns
-    /// libomptarget's status (0: it ran).
+    /// Launches the kernel of `entry` on `device` with the map list `maps` (in kernel-argument order) as `teams` teams
+    /// of `threads` threads with `team_shared` bytes of team-shared memory each, run on our host team executor
+    /// (the plan the kernel gets as its first argument); `Err` if libomptarget did not run it or the region failed.
+    /// After a failure libomptarget copies nothing back: the plan clears the `FROM` bits of the map types before
+    /// libomptarget maps the arguments out, so it only releases them, as our runtime does.
     ///
     /// # Safety
     /// `entry` was registered, and every entry of `maps` describes memory valid for its size (writable where `FROM`)
     /// until the call returns.
-    pub unsafe fn kernel(&self, device: i32, entry: &OffloadEntry, maps: &[Map]) -> i32 {
-        let (base, begin, size, types) = split(maps);
+    pub unsafe fn kernel(
+        &self,
+        device: i32,
+        entry: &OffloadEntry,
+        maps: &[Map],
+        (teams, threads, team_shared): (u32, u32, usize),
+    ) -> Result<(), Launched> {
+        // The plan first, in `dyn_ptr`'s place, as a literal; then the map list.
+        let first = Map::literal(MaybeUninit::new(0));
+        let maps: Vec<Map> = maps.iter().map(|m| m.initialised(self, device)).collect();
+        let (mut base, begin, size, mut types) = split(std::iter::once(&first).chain(&maps));
+        // One pointer for libomptarget and the plan: both read or write the map types through it.
+        let types_ptr = types.as_mut_ptr();
+        let plan = Plan {
+            head: LlvmLaunch {
+                magic: LlvmLaunch::MAGIC,
+                run: run_plan,
+            },
+            teams,
+            threads,
+            team_shared,
+            // SAFETY: one past the plan's own entry, inside the vector.
+            types: unsafe { types_ptr.add(1) },
+            count: maps.len(),
+            outcome: std::sync::Mutex::new(None),
+        };
+        base[0] = MaybeUninit::new(LlvmLaunch::tagged(&plan.head) as *mut c_void);
         let mut args = KernelArgs {
-            version: 3,
-            num_args: maps.len() as u32,
+            version: 2,
+            num_args: maps.len() as u32 + 1,
             arg_base_ptrs: base.as_ptr().cast(),
             arg_ptrs: begin.as_ptr(),
             arg_sizes: size.as_ptr(),
-            arg_types: types.as_ptr(),
+            arg_types: types_ptr,
             arg_names: std::ptr::null(),
             arg_mappers: std::ptr::null(),
             tripcount: 0,
@@ -396,8 +494,9 @@ impl Libomptarget {
             dyn_cgroup_mem: 0,
         };
         let _running = IN_USE.read().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: the arrays outlive the call; `entry.address` is the host key registered for the kernel.
-        unsafe {
+        // SAFETY: the arrays and the plan outlive the call; `entry.address` is the host key registered for the
+        // kernel, whose entry hands its body to the plan.
+        let status = unsafe {
             (self.target_kernel)(
                 std::ptr::null_mut(),
                 device as i64,
@@ -406,8 +505,131 @@ impl Libomptarget {
                 entry.address.cast_mut(),
                 &mut args,
             )
+        };
+        forget_image_files(device);
+        let outcome = plan
+            .outcome
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        match (status, outcome) {
+            (0, Some(Ok(()))) => Ok(()),
+            (_, Some(Err(e))) => Err(Launched::Failed(e)),
+            (0, None) => Err(Launched::Failed(PluginError::Launch {
+                reason: "the kernel ran without our launch plan (an image from another build?)"
+                    .into(),
+            })),
+            (status, _) => Err(Launched::NotRun(status)),
         }
     }
+}
+
+/// How a launch through libomptarget went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum Launched {
+    /// libomptarget did not run the kernel (its status).
+    #[error("libomptarget did not launch it (status {0})")]
+    NotRun(i32),
+    /// The region failed while it ran.
+    #[error("{0}")]
+    Failed(PluginError),
+}
+
+/// Our launch plan ([`LlvmLaunch`] first, which the kernel's entry reads) and what only the runtime reads.
+#[repr(C)]
+struct Plan {
+    head: LlvmLaunch,
+    teams: u32,
+    threads: u32,
+    team_shared: usize,
+    /// The map types libomptarget maps the arguments out with (`count` of them), whose `FROM` bits a failure clears.
+    types: *mut i64,
+    count: usize,
+    outcome: std::sync::Mutex<Option<Result<(), PluginError>>>,
+}
+
+/// [`LlvmLaunch::run`]: the kernel's threads on the host team executor, as host-elf runs them.
+///
+/// # Safety
+/// `plan` is a [`Plan`]'s head, and `thread(body, ..)` runs the kernel's body for a thread.
+unsafe extern "C" fn run_plan(
+    plan: *const LlvmLaunch,
+    body: *const c_void,
+    thread: LlvmThread,
+    kind: u32,
+) {
+    // SAFETY: per the contract (`head` is the plan's first field).
+    let plan = unsafe { &*(plan as *const Plan) };
+    // The entry's body is `Sync`: its threads may share it.
+    let body = body as usize;
+    // Nothing may unwind into libomptarget; the executor's own failures are results.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: per the contract; the environment is the thread's for the call.
+        unsafe {
+            teams::run(plan.teams, plan.threads, plan.team_shared, &|env| {
+                thread(body as *const c_void, env, kind)
+            })
+        }
+    }))
+    .unwrap_or_else(|p| {
+        Err(PluginError::Launch {
+            reason: format!(
+                "the host team executor panicked: {}",
+                crate::host::panic::panic_message(&*p)
+            ),
+        })
+    });
+    if outcome.is_err() {
+        // SAFETY: `types` holds `count` map types that libomptarget reads again only after this call returns.
+        let types = unsafe { std::slice::from_raw_parts_mut(plan.types, plan.count) };
+        for t in types {
+            *t &= !(FROM as i64);
+        }
+    }
+    *plan.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+}
+
+/// Removes the files LLVM's host plugin wrote our images to, once a device has loaded them (on its first use): it
+/// writes each image to `$TMPDIR/tmpfile_*`, opens it with `dlopen` and never deletes it (6 MB a run for the test
+/// package). The loaded library stays mapped after the name is gone. Only files this process has mapped go.
+fn forget_image_files(device: i32) {
+    static DONE: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+    let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
+    if done.contains(&device) {
+        return;
+    }
+    done.push(device);
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return;
+    };
+    let tmp = std::env::temp_dir();
+    let mut seen = std::collections::BTreeSet::new();
+    for path in maps
+        .lines()
+        .filter_map(|l| l.split_once('/').map(|(_, p)| Path::new("/").join(p)))
+    {
+        let ours = path.parent() == Some(tmp.as_path())
+            && path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("tmpfile_"));
+        if ours && seen.insert(path.clone()) {
+            // Best effort: another device's first use may have removed it already.
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+/// The kernels and device globals a host image exports (its dynamic symbols named as our entries are).
+fn kernels_in(image: &'static [u8]) -> BTreeSet<&'static [u8]> {
+    use object::{Object, ObjectSymbol};
+    let Ok(file) = object::File::parse(image) else {
+        return BTreeSet::new();
+    };
+    file.dynamic_symbols()
+        .filter(|s| s.is_definition())
+        .filter_map(|s| s.name_bytes().ok())
+        .filter(|n| n.starts_with(b"__omp_offloading_"))
+        .collect()
 }
 
 type Arrays = (
@@ -417,11 +639,11 @@ type Arrays = (
     Vec<i64>,
 );
 
-fn split(maps: &[Map]) -> Arrays {
+fn split<'a>(maps: impl Iterator<Item = &'a Map> + Clone) -> Arrays {
     (
-        maps.iter().map(|m| m.base).collect(),
-        maps.iter().map(|m| m.begin).collect(),
-        maps.iter().map(|m| m.size).collect(),
-        maps.iter().map(|m| m.map_type).collect(),
+        maps.clone().map(|m| m.base).collect(),
+        maps.clone().map(|m| m.begin).collect(),
+        maps.clone().map(|m| m.size).collect(),
+        maps.map(|m| m.map_type).collect(),
     )
 }

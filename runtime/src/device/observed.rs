@@ -187,7 +187,7 @@ impl ObservedDevice {
 }
 
 /// The element size of atomic host data that `map_type` flags (0: plain data).
-fn atomic_elements(map_type: u64) -> usize {
+pub(crate) fn atomic_elements(map_type: u64) -> usize {
     ((map_type & HOST_ATOMIC_MASK) >> HOST_ATOMIC_SHIFT) as usize
 }
 
@@ -196,7 +196,7 @@ fn atomic_elements(map_type: u64) -> usize {
 ///
 /// # Safety
 /// Both ranges are `size` bytes of aligned atomics of `elem` bytes, and do not overlap.
-unsafe fn atomic_copy(dst: usize, src: usize, size: usize, elem: usize) {
+pub(crate) unsafe fn atomic_copy(dst: usize, src: usize, size: usize, elem: usize) {
     for at in (0..size).step_by(elem) {
         let (d, s) = (dst + at, src + at);
         // SAFETY: per the contract.

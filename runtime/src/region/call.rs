@@ -8,7 +8,7 @@
 use super::error::{Error, Location};
 use super::maplist::{enter_list, MapArg};
 use super::on_llvm;
-use crate::device::llvm::Libomptarget;
+use crate::device::llvm::{Launched, Libomptarget};
 use crate::device::{
     initial_device, is_initial, select, DeviceEntry, Host, MapError, RefKind, Selection,
 };
@@ -308,7 +308,14 @@ unsafe fn run_on_device(
     };
     let kernel = loaded_kernel(region, dev, maps)?;
     let (num_teams, num_threads) = dev.geometry(launch);
-    let out = Outputs::new(region, dev, launch, maps, num_teams, num_threads)?;
+    let out = Outputs::new(
+        region,
+        (dev.number, dev.plugin),
+        launch,
+        maps,
+        num_teams,
+        num_threads,
+    )?;
     let _scope = w.scope(Label::Region(region.name), dev.number, dev.plugin);
     // SAFETY: forwarded from the caller. The guard releases the mappings without copying back on every way out,
     // a panic in the plugin or the launch included.
@@ -350,37 +357,71 @@ unsafe fn run_on_llvm(
     lib: &'static Libomptarget,
     d: i32,
 ) -> Result<Vec<u8>, NotRun> {
-    if let Some(why) = on_llvm::unsupported(&launch, maps) {
+    // Device memory is passed as is: only to a region on its own device (a `DevicePtr` from libomptarget's
+    // `omp_target_alloc`; our `DeviceBuffer`s are not made for its devices).
+    if let Some(other) = maps
+        .iter()
+        .filter_map(MapArg::memory_device)
+        .find(|&m| m != d)
+    {
+        return Err(NotRun::Failed(Error::DeviceRequired {
+            region: region.name,
+            reason: format!("it takes memory of device {other} but was to run on device {d}"),
+        }));
+    }
+    if let Some(why) = on_llvm::unsupported(maps) {
         return Err(NotRun::Failed(on_llvm::unsupported_error(
             region.name,
             d,
             why,
         )));
     }
+    // `present` violations are errors under every policy (libomptarget would abort the process).
+    if let Some(e) = on_llvm::not_present(lib, d, maps) {
+        return Err(NotRun::Failed(Error::Mapping {
+            what: format!("region {}", region.name),
+            device: d,
+            plugin: "llvm",
+            message: e.to_string(),
+        }));
+    }
+    // Its host plugin's device is the host, as host-elf's is: the same geometry.
+    let (num_teams, num_threads) = launch.host_geometry();
+    let out = Outputs::new(region, (d, "llvm"), launch, maps, num_teams, num_threads)?;
     let _scope = w.scope(Label::Region(region.name), d, "llvm");
     let name = || LaunchName {
         region: region.name,
         entry: entry_symbol(region.entry),
         device: d,
         plugin: "llvm",
-        teams: 1,
-        threads: 1,
-        team_shared: 0,
+        teams: num_teams,
+        threads: num_threads,
+        team_shared: out.team_shared,
     };
+    let geometry = (num_teams, num_threads, out.team_shared);
     // SAFETY: forwarded from the caller.
     let launched = observe::launch(
         w,
         name,
-        || None,
-        || unsafe {
-            on_llvm::launch(lib, d, region.entry, maps)
-                .map_err(|status| format!("libomptarget did not launch it (status {status})"))
-        },
+        || launch.reduced((num_teams, num_threads), HOST_LIMITS_WHY),
+        || unsafe { on_llvm::launch(lib, d, region.entry, out.maps(maps), geometry) },
     );
-    // libomptarget did not run it (its own failures after a start stop the process): the host may.
-    launched
-        .map(|()| Vec::new())
-        .map_err(|why| NotRun::Host(Host::Unavailable(why.into())))
+    match launched {
+        Ok(()) => Ok(out.reduced),
+        // libomptarget did not run it (its own failures after a start stop the process): the host may.
+        Err(e @ Launched::NotRun(_)) => Err(NotRun::Host(Host::Unavailable(e.to_string().into()))),
+        // It failed while it ran: libomptarget released the arguments without copying back.
+        Err(Launched::Failed(f)) => Err(NotRun::Failed(Error::RegionFailed {
+            region: region.name,
+            device: d,
+            plugin: "llvm",
+            message: f.to_string(),
+            location: Location {
+                place: f.location().cloned(),
+                thread: f.thread(),
+            },
+        })),
+    }
 }
 
 /// The kernel for the region on `dev` (its images loaded on first use); else why not: the host runs it, or the call
@@ -468,18 +509,19 @@ struct Outputs {
 impl Outputs {
     fn new(
         region: &'static RegionInfo,
-        dev: &DeviceEntry,
+        (device, plugin): (i32, &'static str),
         launch: Launch,
         maps: &[MapArg],
         num_teams: u32,
         num_threads: u32,
     ) -> Result<Outputs, NotRun> {
         let too_big = |what: &str| {
-            NotRun::Failed(mapping_error(
-                region.name,
-                dev,
-                format!("{what} for {num_teams} teams of {num_threads} threads overflows"),
-            ))
+            NotRun::Failed(Error::Mapping {
+                what: format!("region {}", region.name),
+                device,
+                plugin,
+                message: format!("{what} for {num_teams} teams of {num_threads} threads overflows"),
+            })
         };
         let mut out = Outputs {
             reduced: Vec::new(),
