@@ -8,6 +8,16 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The device crate's root source, `lib.rs`.
+fn lib_rs(krate: &offload_build::outline::DeviceCrate) -> &str {
+    &krate
+        .files
+        .iter()
+        .find(|(r, _)| r.ends_with("lib.rs"))
+        .expect("the device crate has a lib.rs")
+        .1
+}
+
 fn gen_dir(name: &str) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("outliner")
@@ -77,12 +87,7 @@ fn kept_items_stay_on_their_lines() {
             assert!(ok, "{rel:?}:{}: {m:?} vs {s:?}", n + 1);
         }
     }
-    let lib = &krate
-        .files
-        .iter()
-        .find(|(r, _)| r.ends_with("lib.rs"))
-        .unwrap()
-        .1;
+    let lib = lib_rs(krate);
     let line = |n: usize| lib.lines().nth(n - 1).unwrap().trim().to_string();
     assert_eq!(line(1), "", "inner doc comments are dropped");
     assert_eq!(line(4), "use offload::{declare_target, target};");
@@ -139,12 +144,7 @@ fn kept_items_stay_on_their_lines() {
 fn an_owning_mapper_struct_is_rebuilt_from_its_fields_on_the_device() {
     let out = offload_build::outline_dir(&fixture("owning_mapper"), &gen_dir("owning_mapper"))
         .expect("outlines");
-    let lib = &out.crates[0]
-        .files
-        .iter()
-        .find(|(r, _)| r.ends_with("lib.rs"))
-        .unwrap()
-        .1;
+    let lib = lib_rs(&out.crates[0]);
     let line = |n: usize| lib.lines().nth(n - 1).unwrap().trim().to_string();
     assert_eq!(
         line(3),
@@ -345,12 +345,7 @@ fn a_generic_region_has_a_kernel_per_instance_and_a_method_region_one_at_module_
             ),
         ]
     );
-    let lib = &out.crates[0]
-        .files
-        .iter()
-        .find(|(p, _)| p.ends_with("lib.rs"))
-        .unwrap()
-        .1;
+    let lib = lib_rs(&out.crates[0]);
     let text = lib.split_whitespace().collect::<Vec<_>>().join(" ");
     // The generic function once, lowered, on its line; each kernel calls it with its arguments.
     let line = |n: usize| lib.lines().nth(n - 1).unwrap_or_default();

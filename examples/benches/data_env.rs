@@ -65,7 +65,7 @@ fn best_ns(iters: u32, mut f: impl FnMut()) -> f64 {
 }
 
 #[target]
-fn empty() {}
+fn nothing() {}
 
 #[target]
 fn bump(y: &mut [f32]) {
@@ -75,7 +75,7 @@ fn bump(y: &mut [f32]) {
 /// An empty region, and one mapping a 4 KiB slice `tofrom` that is not present: (empty, fresh).
 fn calls() -> (f64, f64) {
     let mut y = vec![0f32; N];
-    let empty = best_ns(20_000, || empty());
+    let empty = best_ns(20_000, nothing);
     let fresh = best_ns(20_000, || bump(&mut y));
     (empty, fresh)
 }

@@ -11,6 +11,19 @@ pub fn default_device_name() -> String {
     )
 }
 
+/// Runs this test binary again with `args` (a test's name, libtest's flags), without the variables `remove` and with
+/// `set`, and waits for it: the runtime reads its settings before `main`, so a test that needs other settings runs
+/// in a process of its own.
+pub fn rerun_self(args: &[&str], remove: &[&str], set: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(std::env::current_exe().expect("the test binary"));
+    cmd.args(args);
+    for v in remove {
+        cmd.env_remove(v);
+    }
+    cmd.envs(set.iter().copied());
+    cmd.output().expect("run the test binary")
+}
+
 /// Whether the program runs on LLVM's libomptarget (`OFFLOAD_RUNTIME=llvm`), whose host plugin's device memory is
 /// `malloc`'s (a `from` or `alloc` copy starts as the host's values, not zeroed) and which cannot take some constructs
 /// yet (the guide's chapter on it lists them).

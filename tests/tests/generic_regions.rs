@@ -5,7 +5,6 @@
 //! `OFFLOAD_PLUGINS=gpu-sim`) and in the host fallback (`if(on_device)` false), and the results must agree.
 
 use offload::{omp_is_initial_device, target, DeviceCopy, Numeric};
-use std::process::Command;
 
 /// BabelStream's `T`: the float types the stream runs on. `DeviceCopy` is a supertrait, so slices of `T` map.
 trait Real: DeviceCopy + Copy + PartialEq + core::fmt::Debug {
@@ -129,16 +128,13 @@ fn const_generic_instances_pick_their_kernel() {
 /// Runs this test binary's `child` test alone in a process of its own (the runtime reads the environment once), with
 /// `env` set on top of a cleared runtime environment.
 fn child(name: &str, env: &[(&str, &str)]) -> std::process::Output {
-    let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
-    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"]);
-    for v in ["OMP_TARGET_OFFLOAD", "OFFLOAD_INFO", "OMP_DEFAULT_DEVICE"] {
-        cmd.env_remove(v);
-    }
-    cmd.env("GENERIC_REGIONS_CHILD", "1");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run the test binary")
+    let mut set = vec![("GENERIC_REGIONS_CHILD", "1")];
+    set.extend_from_slice(env);
+    offload_tests::rerun_self(
+        &[name, "--exact", "--nocapture", "--test-threads=1"],
+        &["OMP_TARGET_OFFLOAD", "OFFLOAD_INFO", "OMP_DEFAULT_DEVICE"],
+        &set,
+    )
 }
 
 /// Run by `a_type_without_a_kernel_*` in a process of its own: the stream over `i32`, which no region lists.

@@ -105,13 +105,14 @@ fn under_offload_runtime_llvm() {
     if std::env::var_os("OFFLOAD_RUNTIME").is_some() {
         return; // the child itself, or a run under the variable already
     }
-    let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["--test-threads=1", "--nocapture"])
-        .env("OFFLOAD_RUNTIME", "llvm")
-        .env("OMP_TARGET_OFFLOAD", "MANDATORY")
-        .env_remove("OFFLOAD_INFO")
-        .output()
-        .expect("run the test binary");
+    let out = offload_tests::rerun_self(
+        &["--test-threads=1", "--nocapture"],
+        &["OFFLOAD_INFO"],
+        &[
+            ("OFFLOAD_RUNTIME", "llvm"),
+            ("OMP_TARGET_OFFLOAD", "MANDATORY"),
+        ],
+    );
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),

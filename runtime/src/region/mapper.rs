@@ -97,6 +97,16 @@ pub const fn parallel_mapper<M: Mapper>() {
     }
 }
 
+/// A data construct's section (`s[lo..hi]`) names a slice; of a mapper struct it is a mistake the macro cannot see.
+#[track_caller]
+fn no_section<M>(section: Section) {
+    assert!(
+        section.is_none(),
+        "offload: a section needs a slice, not the mapper struct `{}`",
+        std::any::type_name::<M>()
+    );
+}
+
 /// The data-construct entries of the mapper struct `this` points to (its slices and objects, each by its map type
 /// combined with `clause`).
 ///
@@ -110,11 +120,7 @@ pub unsafe fn mapper_data_maps<M: Mapper>(
     clause: u64,
     out: &mut Vec<MapArg>,
 ) {
-    assert!(
-        section.is_none(),
-        "offload: a section needs a slice, not the mapper struct `{}`",
-        std::any::type_name::<M>()
-    );
+    no_section::<M>(section);
     // SAFETY: per the contract; reference fields' pointers derive from the fields' own references.
     let raw = unsafe { M::raw(this.cast_mut()) };
     // SAFETY: data entries never point into `raw` (only values do, and a data construct has none).
@@ -236,11 +242,7 @@ pub unsafe fn owned_mapper_data_maps<M: OwnedMapper>(
     clause: u64,
     out: &mut Vec<MapArg>,
 ) {
-    assert!(
-        section.is_none(),
-        "offload: a section needs a slice, not the mapper struct `{}`",
-        std::any::type_name::<M>()
-    );
+    no_section::<M>(section);
     let mutable = clause & FROM != 0;
     // SAFETY: per the contract: exclusive where the entries write the host copy.
     unsafe { M::maps(this.cast_mut(), mutable, clause, false, out) }
