@@ -122,7 +122,7 @@ fn under_offload_runtime_llvm() {
         eprintln!("{stderr}");
     } else {
         assert!(
-            stdout.contains("test result: ok. 11 passed"),
+            stdout.contains("test result: ok. 14 passed"),
             "{stdout}\n{stderr}"
         );
     }
@@ -221,6 +221,107 @@ fn regions_and_data_constructs_run_there() {
     assert_eq!(v, [6, 6, 6]);
 }
 
+/// Integer atomics as a section: refused like any section (the region addresses the whole slice).
+#[target(map(to: hits[2..4]))]
+fn bump_atomic_section(hits: &[AtomicU32]) {
+    hits[2].fetch_add(1, Relaxed);
+}
+
+/// The same atomics passed twice: one staged copy for both.
+#[target]
+fn count_twice(a: &[AtomicU32], b: &[AtomicU32]) {
+    a[0].fetch_add(1, Relaxed);
+    b[0].fetch_add(1, Relaxed);
+}
+
+/// Atomics mapped `to`: the device's writes come back all the same, as on our runtime.
+#[target(map(to: hits))]
+fn bump_to(hits: &[AtomicU32]) {
+    hits[0].fetch_add(1, Relaxed);
+}
+
+/// Sets its own flag and waits (boundedly) for the other thread's: two calls running at once on the same atomics meet.
+#[target]
+fn meet(flags: &[AtomicU32], me: usize) -> bool {
+    flags[me].store(1, Relaxed);
+    let mut spins = 0u64;
+    while flags[1 - me].load(Relaxed) == 0 {
+        spins += 1;
+        if spins > 2_000_000_000 {
+            return false;
+        }
+        core::hint::spin_loop();
+    }
+    true
+}
+
+#[target]
+fn total(x: &[i64]) -> i64 {
+    let mut t = 0;
+    for v in x {
+        t += *v;
+    }
+    t
+}
+
+#[offload::declare_target]
+static STEP: u64 = 3;
+
+#[target]
+fn step() -> u64 {
+    STEP
+}
+
+#[test]
+fn staged_atomics_are_shared_by_the_calls_using_them_and_come_back() {
+    if !llvm() {
+        return;
+    }
+    let hits = [AtomicU32::new(0)];
+    count_twice(&hits, &hits);
+    assert_eq!(hits[0].load(Relaxed), 2, "one copy for both arguments");
+    bump_to(&hits);
+    assert_eq!(
+        hits[0].load(Relaxed),
+        3,
+        "a `to` map's device writes come back"
+    );
+    let flags = [AtomicU32::new(0), AtomicU32::new(0)];
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| meet(&flags, 0));
+        let b = s.spawn(|| meet(&flags, 1));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(
+        a && b,
+        "two calls on the same atomics run at once and see each other's writes: {a} {b}"
+    );
+}
+
+#[test]
+fn data_the_device_holds_only_in_part_is_an_error() {
+    if !llvm() {
+        return;
+    }
+    let v = vec![1i64; 8];
+    let a = &v[..4];
+    target_data!(map(to: a) => {
+        let e = try_total(&v).unwrap_err();
+        assert!(e.to_string().contains("partly mapped"), "{e}");
+    });
+    assert_eq!(total(&v), 8);
+}
+
+#[test]
+fn device_globals_are_the_images_copies() {
+    if !llvm() {
+        return;
+    }
+    // An update of an immutable static has nothing to change (its copy may be read-only memory).
+    target_update!(to: STEP);
+    assert_eq!(step(), 3);
+}
+
 #[target]
 fn fill_raw(p: offload::DevicePtr<i64>, n: usize) {
     // SAFETY: the test allocated `n` elements for this pointer.
@@ -281,6 +382,8 @@ fn what_does_not_run_there_yet_is_an_error_naming_it() {
     };
     // libomptarget would allocate the section alone, where the region addresses the whole slice.
     says(try_bump_section(&mut [0; 4]).unwrap_err(), "map section");
+    let hits: Vec<AtomicU32> = (0..8).map(|_| AtomicU32::new(0)).collect();
+    says(try_bump_atomic_section(&hits).unwrap_err(), "map section");
     // A data construct's atomics: libomptarget's copies are `memcpy`s, which would race with host threads using them.
     let mut hits = [AtomicU32::new(0)];
     let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

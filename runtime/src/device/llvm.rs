@@ -6,7 +6,7 @@
 //! it needs; [`Libomptarget::register`] hands it one binary descriptor per host image (a package may have several:
 //! its library's, its tests'), each with the entries that image defines (LLVM matches a kernel to its host entry by
 //! the entry's index, and a kernel the image lacks would be called through a null address), kernels and device
-//! globals; [`Libomptarget::kernel`] launches one with the map list libomptarget maps, and the data calls map, unmap
+//! not its device globals, which stay the images' own copies; [`Libomptarget::kernel`] launches one with the map list libomptarget maps, and the data calls map, unmap
 //! and update. Our map-type bits are LLVM's (`offload_model::abi::map_type`); the region layer's `on_llvm`
 //! translates the rest. Its host plugin calls a kernel once, on the calling thread: we launch with `KernelArgs`
 //! version 2, which has no implicit argument, and pass our launch plan ([`LlvmLaunch`]) first, where `dyn_ptr`
@@ -334,15 +334,14 @@ impl Libomptarget {
                 .iter()
                 .filter(|e| {
                     let name = registry::entry_symbol(e).to_bytes();
-                    e.data == image.package_tag && kernels.contains(name) && taken.insert(name)
+                    // Kernels only. Device globals stay the images' own copies: libomptarget would pair an
+                    // immutable static with its copy in the image's read-only memory, which an update writes.
+                    e.data == image.package_tag
+                        && !e.is_global()
+                        && kernels.contains(name)
+                        && taken.insert(name)
                 })
-                // A global's flags are ours (its atomic width and alignment); to LLVM it is a plain `declare target`
-                // variable, which it pairs with the image's copy when the device loads the image.
-                .map(|e| OffloadEntry {
-                    data: 0,
-                    flags: if e.is_global() { 0 } else { e.flags },
-                    ..*e
-                })
+                .map(|e| OffloadEntry { data: 0, ..*e })
                 .collect();
             if entries.is_empty() {
                 continue;
@@ -533,6 +532,9 @@ pub enum Launched {
     /// The region failed while it ran.
     #[error("{0}")]
     Failed(PluginError),
+    /// The call was refused before anything ran, for this reason.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// Our launch plan ([`LlvmLaunch`] first, which the kernel's entry reads) and what only the runtime reads.
@@ -590,8 +592,9 @@ unsafe extern "C" fn run_plan(
 }
 
 /// Removes the files LLVM's host plugin wrote our images to, once a device has loaded them (on its first use): it
-/// writes each image to `$TMPDIR/tmpfile_*`, opens it with `dlopen` and never deletes it (6 MB a run for the test
-/// package). The loaded library stays mapped after the name is gone. Only files this process has mapped go.
+/// writes each image to `/tmp/tmpfile_*` (a fixed directory, whatever `$TMPDIR` says), opens it with `dlopen` and
+/// never deletes it (6 MB a run for the test package). The loaded library stays mapped after the name is gone. Only
+/// files this process has mapped executable go.
 fn forget_image_files(device: i32) {
     static DONE: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
     let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
@@ -602,24 +605,28 @@ fn forget_image_files(device: i32) {
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
         return;
     };
-    let tmp = std::env::temp_dir();
-    let mut seen = std::collections::BTreeSet::new();
-    for path in maps
-        .lines()
-        .filter_map(|l| l.split_once('/').map(|(_, p)| Path::new("/").join(p)))
-    {
-        let ours = path.parent() == Some(tmp.as_path())
+    let mut seen = BTreeSet::new();
+    for line in maps.lines() {
+        // `start-end perms offset dev inode path`
+        let mut fields = line.split_whitespace();
+        let perms = fields.nth(1).unwrap_or("");
+        let Some(path) = fields.nth(3).map(Path::new) else {
+            continue;
+        };
+        let ours = perms.contains('x')
+            && path.parent() == Some(Path::new("/tmp"))
             && path
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with("tmpfile_"));
-        if ours && seen.insert(path.clone()) {
+        if ours && seen.insert(path) {
             // Best effort: another device's first use may have removed it already.
-            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(path);
         }
     }
 }
 
-/// The kernels and device globals a host image exports (its dynamic symbols named as our entries are).
+/// The kernels a host image exports (its dynamic symbols named as our entries are; device globals too, which
+/// registration leaves out).
 fn kernels_in(image: &'static [u8]) -> BTreeSet<&'static [u8]> {
     use object::{Object, ObjectSymbol};
     let Ok(file) = object::File::parse(image) else {

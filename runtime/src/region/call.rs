@@ -385,6 +385,14 @@ unsafe fn run_on_llvm(
             message: e.to_string(),
         }));
     }
+    if let Some(message) = on_llvm::extends_present(lib, d, maps) {
+        return Err(NotRun::Failed(Error::Mapping {
+            what: format!("region {}", region.name),
+            device: d,
+            plugin: "llvm",
+            message,
+        }));
+    }
     // Its host plugin's device is the host, as host-elf's is: the same geometry.
     let (num_teams, num_threads) = launch.host_geometry();
     let out = Outputs::new(region, (d, "llvm"), launch, maps, num_teams, num_threads)?;
@@ -409,7 +417,24 @@ unsafe fn run_on_llvm(
     match launched {
         Ok(()) => Ok(out.reduced),
         // libomptarget did not run it (its own failures after a start stop the process): the host may.
+        // Not with data present there: the fallback would compute on the host's stale copy.
+        Err(e @ Launched::NotRun(_)) if on_llvm::any_present(lib, d, maps) => {
+            Err(NotRun::Failed(Error::Mapping {
+                what: format!("region {}", region.name),
+                device: d,
+                plugin: "llvm",
+                message: format!(
+                    "{e}; some of its data is present on the device, so the host fallback, which would compute \
+                     on the host's stale copy, does not run"
+                ),
+            }))
+        }
         Err(e @ Launched::NotRun(_)) => Err(NotRun::Host(Host::Unavailable(e.to_string().into()))),
+        Err(Launched::Refused(why)) => Err(NotRun::Failed(on_llvm::unsupported_error(
+            region.name,
+            d,
+            &why,
+        ))),
         // It failed while it ran: libomptarget released the arguments without copying back.
         Err(Launched::Failed(f)) => Err(NotRun::Failed(Error::RegionFailed {
             region: region.name,

@@ -17,14 +17,15 @@ use crate::device::llvm::{Launched, Libomptarget, Map};
 use crate::device::observed::{atomic_copy, atomic_elements};
 use crate::device::present::MapError;
 use offload_model::abi::map_type::{
-    ALWAYS, CLOSE, DELETE, FROM, HOST_ATOMIC_MASK, IMPLICIT, LITERAL, PRESENT, PRIVATE,
-    RETURN_PARAM, TO,
+    ALWAYS, CLOSE, DELETE, FROM, HOST_ATOMIC_MASK, LITERAL, PRESENT, PRIVATE, RETURN_PARAM, TO,
 };
 use offload_model::fatbin::OffloadEntry;
 use std::sync::{Condvar, Mutex};
 
-/// The bits libomptarget takes from ours.
-const LLVM_BITS: u64 = TO | FROM | ALWAYS | DELETE | PRIVATE | IMPLICIT | CLOSE | PRESENT;
+/// The bits libomptarget takes from ours. Not `IMPLICIT`: with it, libomptarget takes data that only partly
+/// overlaps a mapping as present, and the region would address past the device copy's end (`extends_present`
+/// refuses what it can see; without the bit libomptarget refuses the rest).
+const LLVM_BITS: u64 = TO | FROM | ALWAYS | DELETE | PRIVATE | CLOSE | PRESENT;
 
 /// Why a region cannot run under `OFFLOAD_RUNTIME=llvm` yet, if it cannot.
 pub(super) fn unsupported(maps: &[MapArg]) -> Option<&'static str> {
@@ -35,20 +36,22 @@ pub(super) fn unsupported(maps: &[MapArg]) -> Option<&'static str> {
         .any(|m| m.map_type & ALWAYS != 0)
     {
         Some("an `always` map of integer atomics would be copied by LLVM's libomptarget with a plain `memcpy`")
-    } else if maps.iter().any(|m| atomics(&m)) {
-        // A region's atomics are staged (`launch`); a data construct's are refused.
-        let plain: Vec<MapArg> = maps.iter().filter(|m| !atomics(m)).cloned().collect();
-        unsupported_entries(&plain)
     } else {
-        unsupported_entries(maps)
+        // A region's atomics are staged (`launch`); a data construct's are refused.
+        unsupported_map(maps, true)
     }
 }
 
-/// Why entries of a map list cannot go to libomptarget yet, if they cannot: what our runtime does for them and it
-/// does not.
+/// Why entries of a data construct's map list cannot go to libomptarget yet, if they cannot: what our runtime does
+/// for them and it does not.
 pub(super) fn unsupported_entries(maps: &[MapArg]) -> Option<&'static str> {
+    unsupported_map(maps, false)
+}
+
+/// [`unsupported_entries`], with integer atomics allowed (`atomics_staged`: a region call's, which `launch` stages).
+fn unsupported_map(maps: &[MapArg], atomics_staged: bool) -> Option<&'static str> {
     let data = || maps.iter().filter(|m| m.map_type & LITERAL == 0);
-    if data().any(|m| m.map_type & HOST_ATOMIC_MASK != 0) {
+    if !atomics_staged && data().any(|m| m.map_type & HOST_ATOMIC_MASK != 0) {
         // Ours copies them element by element with atomic accesses; libomptarget's `memcpy` would race with the
         // host threads that may use them meanwhile.
         Some("integer atomics are not copied atomically by LLVM's libomptarget")
@@ -100,6 +103,9 @@ pub(super) fn data_maps(
     if let Some(e) = not_present(lib, d, maps) {
         panic!("offload: {construct} on device {d} (llvm): {e}")
     }
+    if let Some(e) = extends_present(lib, d, maps) {
+        panic!("offload: {construct} on device {d} (llvm): {e}")
+    }
     maps.iter()
         .filter(|m| m.size > 0)
         .map(|m| to_llvm(m, false))
@@ -117,6 +123,37 @@ pub(super) fn not_present(lib: &Libomptarget, d: i32, maps: &[MapArg]) -> Option
         })
 }
 
+/// The first entry of `maps` whose data is partly mapped on libomptarget's device `d` (one end of it in a mapping
+/// that does not hold it whole), as a message: libomptarget would take the mapping for it, and the region would
+/// address past its end. (An entry holding a mapping inside it, neither end in it, libomptarget refuses itself.)
+pub(super) fn extends_present(lib: &Libomptarget, d: i32, maps: &[MapArg]) -> Option<String> {
+    maps.iter()
+        .filter(|m| m.map_type & (LITERAL | PRIVATE) == 0 && m.base_size > 0)
+        .find(|m| {
+            let (lo, last) = (m.base as usize, m.base as usize + m.base_size - 1);
+            let (a, b) = (
+                lib.mapped_ptr(lo as *const _, d) as usize,
+                lib.mapped_ptr(last as *const _, d) as usize,
+            );
+            (a == 0) != (b == 0) || (a != 0 && b.wrapping_sub(a) != m.base_size - 1)
+        })
+        .map(|m| {
+            format!(
+                "host range {:#x}..{:#x} is partly mapped on the device (another construct mapped a part of it): \
+                 map it whole there, or pass only the part that is mapped",
+                m.base as usize,
+                m.base as usize + m.base_size
+            )
+        })
+}
+
+/// Whether any data of `maps` is present on libomptarget's device `d`.
+pub(super) fn any_present(lib: &Libomptarget, d: i32, maps: &[MapArg]) -> bool {
+    maps.iter()
+        .filter(|m| m.map_type & LITERAL == 0 && m.size > 0)
+        .any(|m| lib.is_present(m.begin.cast(), d))
+}
+
 /// Runs the kernel of `entry` on libomptarget's device `device` with the region's map list as `geometry` (teams,
 /// threads per team, team-shared bytes per team) on our host team executor.
 ///
@@ -132,8 +169,8 @@ pub(super) unsafe fn launch(
 ) -> Result<(), Launched> {
     // Integer atomics that are not present go through a staging copy of our own, read and written back with atomic
     // accesses: libomptarget's plain `memcpy` of them would race with host threads using them meanwhile (present
-    // ones it does not copy; `always` ones `unsupported` refused). Launches staging the same atomics take turns, so
-    // none counts into a private copy while another does and one's updates overwrite the other's.
+    // ones it does not copy; `always` ones `unsupported` refused). One copy per host range, shared by the launches
+    // using it at once, as a present mapping is: libomptarget finds the copy present and shares its device copy.
     let mut maps = maps.to_vec();
     let atomic = |m: &MapArg| {
         atomic_elements(m.map_type) != 0
@@ -141,86 +178,144 @@ pub(super) unsafe fn launch(
             && m.size > 0
             && !lib.is_present(m.begin.cast(), device)
     };
-    let stage: Vec<bool> = maps.iter().map(atomic).collect();
-    let _turn = Staging::take(maps.iter().zip(&stage).filter(|(_, &s)| s).map(|(m, _)| {
-        let at = m.begin as usize;
-        at..at + m.size
-    }));
-    let mut staged = Vec::new();
-    for (m, _) in maps.iter_mut().zip(&stage).filter(|(_, &s)| s) {
-        let mut copy = vec![0u128; m.size.div_ceil(16)];
-        let at = copy.as_mut_ptr().cast::<u8>();
-        // SAFETY: `m` describes `m.size` bytes of aligned atomics (the map list's contract), and the staging copy
-        // as many, 16-aligned.
-        unsafe {
-            atomic_copy(
-                at as usize,
-                m.begin as usize,
-                m.size,
-                atomic_elements(m.map_type),
-            )
-        };
-        staged.push((m.begin, m.size, m.map_type, copy));
+    let wanted: Vec<(usize, std::ops::Range<usize>, usize)> = maps
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| atomic(m))
+        .map(|(k, m)| {
+            let at = m.begin as usize;
+            (k, at..at + m.size, atomic_elements(m.map_type))
+        })
+        .collect();
+    let mut staged = Staged::take(wanted.iter().map(|(_, r, e)| (r.clone(), *e)))
+        .map_err(|why| Launched::Refused(why.into()))?;
+    for (k, range, _) in &wanted {
+        let at = staged.copy_of(range);
+        let m = &mut maps[*k];
         (m.begin, m.base, m.base_size) = (at, at, m.size);
+        // Both ways: the device's atomic writes come back whatever the map type, as on our runtime.
+        m.map_type |= TO | FROM;
     }
     let args: Vec<Map> = maps.iter().map(|m| to_llvm(m, true)).collect();
     // SAFETY: forwarded; the entry was registered with the program's images, and the staging copies live until
-    // the launch returns.
+    // `staged` is dropped, after the launch.
     unsafe { lib.kernel(device, entry, &args, geometry) }?;
-    for (host, size, map_type, copy) in &staged {
-        if map_type & FROM != 0 {
-            // SAFETY: as above, back.
-            unsafe {
-                atomic_copy(
-                    *host as usize,
-                    copy.as_ptr() as usize,
-                    *size,
-                    atomic_elements(*map_type),
-                )
-            };
-        }
-    }
+    staged.ran = true;
     Ok(())
 }
 
-/// The host ranges of integer atomics that running launches have staged (`launch`), and a turn at them.
-struct Staging(Vec<std::ops::Range<usize>>);
+/// A region call's staged integer atomics (each distinct host range once); dropped after its launch, the last user of
+/// a copy writes it back to the host with atomic stores, if its launch ran.
+struct Staged {
+    ranges: Vec<std::ops::Range<usize>>,
+    ran: bool,
+}
 
-static STAGED: Mutex<Vec<std::ops::Range<usize>>> = Mutex::new(Vec::new());
-static STAGING_ENDED: Condvar = Condvar::new();
+/// One staged copy: its host range, element size, the copy (16-aligned; its address stays put) and how many running
+/// launches use it.
+struct Stage {
+    range: std::ops::Range<usize>,
+    elem: usize,
+    copy: Box<[u128]>,
+    users: usize,
+}
 
-impl Staging {
-    /// Waits until no running launch has staged any of `ranges`, then holds them until dropped.
-    fn take(ranges: impl Iterator<Item = std::ops::Range<usize>>) -> Staging {
-        let ranges: Vec<_> = ranges.collect();
+// SAFETY: `copy` is owned memory; the raw host range is only an address, read and written with atomic accesses.
+unsafe impl Send for Stage {}
+
+static STAGES: Mutex<Vec<Stage>> = Mutex::new(Vec::new());
+static STAGE_ENDED: Condvar = Condvar::new();
+
+impl Staged {
+    /// Takes a staged copy of each distinct `(range, element size)`: an existing copy of the same range, or a new one
+    /// read from the host with atomic loads. A range that overlaps another launch's copy of a different range waits
+    /// for it to end; two such ranges in one call are refused (one launch cannot wait for itself).
+    fn take(
+        wanted: impl Iterator<Item = (std::ops::Range<usize>, usize)>,
+    ) -> Result<Staged, &'static str> {
+        let mut ranges: Vec<(std::ops::Range<usize>, usize)> = Vec::new();
+        for (r, e) in wanted {
+            if !ranges.iter().any(|(h, _)| *h == r) {
+                ranges.push((r, e));
+            }
+        }
         if ranges.is_empty() {
-            return Staging(ranges);
+            return Ok(Staged {
+                ranges: Vec::new(),
+                ran: false,
+            });
         }
-        let overlaps = |held: &Vec<std::ops::Range<usize>>| {
-            held.iter()
-                .any(|h| ranges.iter().any(|r| r.start < h.end && h.start < r.end))
+        let overlap = |a: &std::ops::Range<usize>, b: &std::ops::Range<usize>| {
+            a != b && a.start < b.end && b.start < a.end
         };
-        let mut held = STAGED.lock().unwrap_or_else(|p| p.into_inner());
-        while overlaps(&held) {
-            held = STAGING_ENDED.wait(held).unwrap_or_else(|p| p.into_inner());
+        if ranges
+            .iter()
+            .any(|(a, _)| ranges.iter().any(|(b, _)| overlap(a, b)))
+        {
+            return Err("two overlapping but different slices of the same integer atomics in one region call are \
+                        not staged under OFFLOAD_RUNTIME=llvm: pass one slice");
         }
-        held.extend(ranges.iter().cloned());
-        Staging(ranges)
+        let mut stages = STAGES.lock().unwrap_or_else(|p| p.into_inner());
+        while stages
+            .iter()
+            .any(|s| ranges.iter().any(|(r, _)| overlap(&s.range, r)))
+        {
+            stages = STAGE_ENDED.wait(stages).unwrap_or_else(|p| p.into_inner());
+        }
+        for (r, elem) in &ranges {
+            match stages.iter_mut().find(|s| s.range == *r) {
+                Some(s) => s.users += 1,
+                None => {
+                    let mut copy = vec![0u128; r.len().div_ceil(16)].into_boxed_slice();
+                    // SAFETY: the host range is aligned atomics of `elem` bytes (the map list's contract), live for
+                    // the call; the copy as many bytes, 16-aligned.
+                    unsafe { atomic_copy(copy.as_mut_ptr() as usize, r.start, r.len(), *elem) };
+                    stages.push(Stage {
+                        range: r.clone(),
+                        elem: *elem,
+                        copy,
+                        users: 1,
+                    });
+                }
+            }
+        }
+        Ok(Staged {
+            ranges: ranges.into_iter().map(|(r, _)| r).collect(),
+            ran: false,
+        })
+    }
+
+    /// The address of the staged copy of `range` (one this call took).
+    fn copy_of(&self, range: &std::ops::Range<usize>) -> *mut u8 {
+        let mut stages = STAGES.lock().unwrap_or_else(|p| p.into_inner());
+        let s = stages
+            .iter_mut()
+            .find(|s| s.range == *range)
+            .expect("taken by this call");
+        s.copy.as_mut_ptr().cast()
     }
 }
 
-impl Drop for Staging {
+impl Drop for Staged {
     fn drop(&mut self) {
-        if self.0.is_empty() {
+        if self.ranges.is_empty() {
             return;
         }
-        let mut held = STAGED.lock().unwrap_or_else(|p| p.into_inner());
-        for r in &self.0 {
-            if let Some(k) = held.iter().position(|h| h == r) {
-                held.swap_remove(k);
+        let mut stages = STAGES.lock().unwrap_or_else(|p| p.into_inner());
+        for r in &self.ranges {
+            let Some(k) = stages.iter().position(|s| s.range == *r) else {
+                continue;
+            };
+            stages[k].users -= 1;
+            if stages[k].users == 0 {
+                let s = stages.swap_remove(k);
+                if self.ran {
+                    // SAFETY: as in `take`, back: the host range still lives (the region call borrows it).
+                    unsafe { atomic_copy(r.start, s.copy.as_ptr() as usize, r.len(), s.elem) };
+                }
             }
         }
-        STAGING_ENDED.notify_all();
+        STAGE_ENDED.notify_all();
     }
 }
 
