@@ -122,7 +122,7 @@ fn under_offload_runtime_llvm() {
         eprintln!("{stderr}");
     } else {
         assert!(
-            stdout.contains("test result: ok. 14 passed"),
+            stdout.contains("test result: ok. 17 passed"),
             "{stdout}\n{stderr}"
         );
     }
@@ -299,17 +299,94 @@ fn staged_atomics_are_shared_by_the_calls_using_them_and_come_back() {
 }
 
 #[test]
-fn data_the_device_holds_only_in_part_is_an_error() {
+fn data_the_device_holds_in_part_is_copied_for_reading_and_an_error_for_writing() {
     if !llvm() {
         return;
     }
     let v = vec![1i64; 8];
-    let a = &v[..4];
-    target_data!(map(to: a) => {
-        let e = try_total(&v).unwrap_err();
-        assert!(e.to_string().contains("partly mapped"), "{e}");
+    // A part mapped at the start, and one inside: a read-only region gets a copy of the whole, as on our runtime.
+    for part in [&v[..4], &v[2..4]] {
+        target_data!(map(to: part) => {
+            assert_eq!(total(&v), 8);
+        });
+    }
+    // A region writing it cannot: its writes would go to two copies. (C maps a part here, as safe Rust cannot.)
+    use offload::__private::llvm::{Map, TO};
+    let Some(Ok(lib)) = offload::__private::llvm::active() else {
+        unreachable!()
+    };
+    let mut y = vec![1i64; 8];
+    let part: *mut [i64] = &mut y[..4];
+    // SAFETY: `y` outlives the mapping, which the exit below ends.
+    unsafe { lib.enter(0, &[Map::slice_data(part, TO)]) };
+    let e = try_add_one(&mut y).unwrap_err();
+    assert!(e.to_string().contains("partly mapped"), "{e}");
+    let part: *mut [i64] = &mut y[..4];
+    // SAFETY: as above.
+    unsafe { lib.exit(0, &[Map::slice_data(part, 0)]) };
+}
+
+#[test]
+fn calls_running_at_once_on_overlapping_windows_of_one_buffer() {
+    if !llvm() {
+        return;
+    }
+    let x = vec![1i64; 1000];
+    std::thread::scope(|s| {
+        let a = s.spawn(|| (0..100).all(|_| total(&x[0..600]) == 600));
+        let b = s.spawn(|| (0..100).all(|_| total(&x[400..1000]) == 600));
+        assert!(a.join().unwrap() && b.join().unwrap());
     });
-    assert_eq!(total(&v), 8);
+    // A data construct mapping a part while regions read the whole.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..200 {
+                let part = &x[..4];
+                target_data!(map(to: part) => {});
+            }
+        });
+        s.spawn(|| assert!((0..200).all(|_| total(&x) == 1000)));
+    });
+}
+
+#[test]
+fn calls_on_a_slice_and_a_part_of_it_share_the_staged_atomics() {
+    if !llvm() {
+        return;
+    }
+    let flags = [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)];
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| meet(&flags[..], 0));
+        let b = s.spawn(|| meet(&flags[..2], 1));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(a && b, "{a} {b}");
+    // In one call: the part shares the whole's copy.
+    let hits = [AtomicU32::new(0), AtomicU32::new(0)];
+    count_twice(&hits, &hits[..1]);
+    assert_eq!(hits[0].load(Relaxed), 2);
+}
+
+#[test]
+fn kernels_that_wait_for_each_other_start_while_a_data_construct_waits() {
+    if !llvm() {
+        return;
+    }
+    let flags = [AtomicU32::new(0), AtomicU32::new(0)];
+    let v = vec![1i64; 4];
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| meet(&flags, 0));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // Waits for the running kernel; the second kernel must not queue behind it.
+        s.spawn(|| {
+            let w = v.clone();
+            drop(target_enter_data!(map(to: w)));
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let b = s.spawn(|| meet(&flags, 1));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(a && b, "{a} {b}");
 }
 
 #[test]

@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
-use std::sync::{OnceLock, RwLock};
+use std::sync::OnceLock;
 
 /// Where Debian's `liboffload-22-dev` puts the library.
 pub const DEFAULT_PATH: &str = "/usr/lib/llvm-22/lib/libomptarget.so.22.1";
@@ -234,7 +234,54 @@ impl Map {
 static ACTIVE: OnceLock<Result<Libomptarget, LlvmError>> = OnceLock::new();
 
 /// Kernels run holding it shared, data operations (which copy) alone.
-static IN_USE: RwLock<()> = RwLock::new(());
+static IN_USE: InUse = InUse {
+    state: std::sync::Mutex::new((0, false)),
+    changed: std::sync::Condvar::new(),
+};
+
+/// Kernels running (shared) or a data operation (alone), with kernels first: a kernel never queues behind a waiting
+/// data operation, so kernels that wait for each other (as kernels of tasks may) all start. std's `RwLock` may make
+/// a reader wait behind a waiting writer, which would leave a kernel waiting for one that cannot start.
+struct InUse {
+    /// (kernels running, a data operation running).
+    state: std::sync::Mutex<(usize, bool)>,
+    changed: std::sync::Condvar,
+}
+
+/// One holder of [`IN_USE`]: a kernel's share, or a data operation's whole.
+struct Held(bool);
+
+impl InUse {
+    fn kernel(&self) -> Held {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while s.1 {
+            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        s.0 += 1;
+        Held(false)
+    }
+
+    fn data(&self) -> Held {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while s.0 > 0 || s.1 {
+            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        s.1 = true;
+        Held(true)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut s = IN_USE.state.lock().unwrap_or_else(|p| p.into_inner());
+        if self.0 {
+            s.1 = false;
+        } else {
+            s.0 -= 1;
+        }
+        IN_USE.changed.notify_all();
+    }
+}
 
 /// Under `OFFLOAD_RUNTIME=llvm`, the library, opened and the program registered with it on first use (or why it
 /// cannot be); `None` under our own runtime.
@@ -422,7 +469,7 @@ impl Libomptarget {
     unsafe fn data(&self, f: DataMapper, device: i32, maps: &[Map]) {
         // Alone: a copy must not meet a kernel another thread runs on the same data (our runtime refuses that per
         // buffer; here every data operation waits for the running kernels, and they for it).
-        let _alone = IN_USE.write().unwrap_or_else(|p| p.into_inner());
+        let _alone = IN_USE.data();
         let (mut base, mut begin, mut size, mut types) = split(maps.iter());
         // SAFETY: four arrays of `maps.len()` entries, no names or mappers (null is allowed).
         unsafe {
@@ -492,7 +539,7 @@ impl Libomptarget {
             thread_limit: [1, 0, 0],
             dyn_cgroup_mem: 0,
         };
-        let _running = IN_USE.read().unwrap_or_else(|p| p.into_inner());
+        let _running = IN_USE.kernel();
         // SAFETY: the arrays and the plan outlive the call; `entry.address` is the host key registered for the
         // kernel, whose entry hands its body to the plan.
         let status = unsafe {

@@ -385,7 +385,7 @@ unsafe fn run_on_llvm(
             message: e.to_string(),
         }));
     }
-    if let Some(message) = on_llvm::extends_present(lib, d, maps) {
+    if let Some(message) = on_llvm::extends_present(lib, d, maps, true) {
         return Err(NotRun::Failed(Error::Mapping {
             what: format!("region {}", region.name),
             device: d,

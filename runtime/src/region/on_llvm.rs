@@ -20,6 +20,7 @@ use offload_model::abi::map_type::{
     ALWAYS, CLOSE, DELETE, FROM, HOST_ATOMIC_MASK, LITERAL, PRESENT, PRIVATE, RETURN_PARAM, TO,
 };
 use offload_model::fatbin::OffloadEntry;
+use std::ops::Range;
 use std::sync::{Condvar, Mutex};
 
 /// The bits libomptarget takes from ours. Not `IMPLICIT`: with it, libomptarget takes data that only partly
@@ -103,7 +104,7 @@ pub(super) fn data_maps(
     if let Some(e) = not_present(lib, d, maps) {
         panic!("offload: {construct} on device {d} (llvm): {e}")
     }
-    if let Some(e) = extends_present(lib, d, maps) {
+    if let Some(e) = extends_present(lib, d, maps, false) {
         panic!("offload: {construct} on device {d} (llvm): {e}")
     }
     maps.iter()
@@ -125,18 +126,18 @@ pub(super) fn not_present(lib: &Libomptarget, d: i32, maps: &[MapArg]) -> Option
 
 /// The first entry of `maps` whose data is partly mapped on libomptarget's device `d` (one end of it in a mapping
 /// that does not hold it whole), as a message: libomptarget would take the mapping for it, and the region would
-/// address past its end. (An entry holding a mapping inside it, neither end in it, libomptarget refuses itself.)
-pub(super) fn extends_present(lib: &Libomptarget, d: i32, maps: &[MapArg]) -> Option<String> {
+/// address past its end, or stop the process. A region's read-only data is not asked (`launch` gives it a private
+/// copy instead, as our runtime does), unless it must be present.
+pub(super) fn extends_present(
+    lib: &Libomptarget,
+    d: i32,
+    maps: &[MapArg],
+    region: bool,
+) -> Option<String> {
     maps.iter()
         .filter(|m| m.map_type & (LITERAL | PRIVATE) == 0 && m.base_size > 0)
-        .find(|m| {
-            let (lo, last) = (m.base as usize, m.base as usize + m.base_size - 1);
-            let (a, b) = (
-                lib.mapped_ptr(lo as *const _, d) as usize,
-                lib.mapped_ptr(last as *const _, d) as usize,
-            );
-            (a == 0) != (b == 0) || (a != 0 && b.wrapping_sub(a) != m.base_size - 1)
-        })
+        .filter(|m| !region || m.map_type & (FROM | PRESENT) != 0)
+        .find(|m| partly_held(lib, d, m) == Some(false))
         .map(|m| {
             format!(
                 "host range {:#x}..{:#x} is partly mapped on the device (another construct mapped a part of it): \
@@ -145,6 +146,21 @@ pub(super) fn extends_present(lib: &Libomptarget, d: i32, maps: &[MapArg]) -> Op
                 m.base as usize + m.base_size
             )
         })
+}
+
+/// Whether device `d` holds `m`'s data whole (`Some(true)`), a part of it (`Some(false)`, as far as its ends tell:
+/// a mapping strictly inside it, libomptarget refuses itself), or none (`None`).
+fn partly_held(lib: &Libomptarget, d: i32, m: &MapArg) -> Option<bool> {
+    let (lo, last) = (m.base as usize, m.base as usize + m.base_size - 1);
+    let (a, b) = (
+        lib.mapped_ptr(lo as *const _, d) as usize,
+        lib.mapped_ptr(last as *const _, d) as usize,
+    );
+    match (a, b) {
+        (0, 0) => None,
+        (0, _) | (_, 0) => Some(false),
+        _ => Some(b.wrapping_sub(a) == m.base_size - 1),
+    }
 }
 
 /// Whether any data of `maps` is present on libomptarget's device `d`.
@@ -178,7 +194,7 @@ pub(super) unsafe fn launch(
             && m.size > 0
             && !lib.is_present(m.begin.cast(), device)
     };
-    let wanted: Vec<(usize, std::ops::Range<usize>, usize)> = maps
+    let wanted: Vec<(usize, Range<usize>, usize)> = maps
         .iter()
         .enumerate()
         .filter(|(_, m)| atomic(m))
@@ -196,6 +212,17 @@ pub(super) unsafe fn launch(
         // Both ways: the device's atomic writes come back whatever the map type, as on our runtime.
         m.map_type |= TO | FROM;
     }
+    // Read-only data the device does not hold whole goes as a private copy (libomptarget's `PRIVATE`), never entered
+    // in its present table: calls running at once on overlapping parts of one buffer, or on a buffer a data
+    // construct holds a part of, then never extend each other's mappings (libomptarget would stop the process), and
+    // the region gets a copy of the whole, as our runtime gives it.
+    for m in maps.iter_mut().filter(|m| {
+        m.map_type & (LITERAL | FROM | PRIVATE | PRESENT | HOST_ATOMIC_MASK) == 0 && m.base_size > 0
+    }) {
+        if partly_held(lib, device, m) != Some(true) {
+            m.map_type |= PRIVATE;
+        }
+    }
     let args: Vec<Map> = maps.iter().map(|m| to_llvm(m, true)).collect();
     // SAFETY: forwarded; the entry was registered with the program's images, and the staging copies live until
     // `staged` is dropped, after the launch.
@@ -204,95 +231,118 @@ pub(super) unsafe fn launch(
     Ok(())
 }
 
-/// A region call's staged integer atomics (each distinct host range once); dropped after its launch, the last user of
-/// a copy writes it back to the host with atomic stores, if its launch ran.
+/// A region call's staged integer atomics: each host range it passes with the range of the staged copy holding it.
+/// Dropped after its launch; the last user of a copy writes it back to the host with atomic stores, if its launch
+/// ran.
 struct Staged {
-    ranges: Vec<std::ops::Range<usize>>,
+    ranges: Vec<(Range<usize>, Range<usize>)>,
     ran: bool,
 }
 
-/// One staged copy: its host range, element size, the copy (16-aligned; its address stays put) and how many running
-/// launches use it.
+/// One staged copy: its host range, element size, the copy (16-aligned) and its address, taken once, and how many
+/// running launches use it.
 struct Stage {
-    range: std::ops::Range<usize>,
+    range: Range<usize>,
     elem: usize,
-    copy: Box<[u128]>,
+    /// Owns the memory `at` points into.
+    _copy: Box<[u128]>,
+    at: *mut u8,
     users: usize,
 }
 
-// SAFETY: `copy` is owned memory; the raw host range is only an address, read and written with atomic accesses.
+// SAFETY: `copy` is owned memory that `at` points into; the host range is only an address, read and written with
+// atomic accesses.
 unsafe impl Send for Stage {}
 
 static STAGES: Mutex<Vec<Stage>> = Mutex::new(Vec::new());
 static STAGE_ENDED: Condvar = Condvar::new();
 
+/// Whether `a` lies inside `b`.
+fn inside(a: &Range<usize>, b: &Range<usize>) -> bool {
+    b.start <= a.start && a.end <= b.end
+}
+
+fn overlap(a: &Range<usize>, b: &Range<usize>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
 impl Staged {
-    /// Takes a staged copy of each distinct `(range, element size)`: an existing copy of the same range, or a new one
-    /// read from the host with atomic loads. A range that overlaps another launch's copy of a different range waits
-    /// for it to end; two such ranges in one call are refused (one launch cannot wait for itself).
-    fn take(
-        wanted: impl Iterator<Item = (std::ops::Range<usize>, usize)>,
-    ) -> Result<Staged, &'static str> {
-        let mut ranges: Vec<(std::ops::Range<usize>, usize)> = Vec::new();
-        for (r, e) in wanted {
-            if !ranges.iter().any(|(h, _)| *h == r) {
-                ranges.push((r, e));
-            }
-        }
+    /// Takes a staged copy for each `(range, element size)`: the copy of a range holding it (a launch's or another
+    /// running launch's), or a new one read from the host with atomic loads. A range overlapping another launch's
+    /// copy that does not hold it waits for that launch to end; two such ranges in one call are refused (one launch
+    /// cannot wait for itself).
+    fn take(wanted: impl Iterator<Item = (Range<usize>, usize)>) -> Result<Staged, &'static str> {
+        let mut ranges: Vec<(Range<usize>, usize)> = wanted.collect();
         if ranges.is_empty() {
             return Ok(Staged {
                 ranges: Vec::new(),
                 ran: false,
             });
         }
-        let overlap = |a: &std::ops::Range<usize>, b: &std::ops::Range<usize>| {
-            a != b && a.start < b.end && b.start < a.end
-        };
+        // The largest first: a range inside another of the call shares its copy.
+        ranges.sort_by_key(|(r, _)| std::cmp::Reverse(r.len()));
+        let tangled =
+            |a: &Range<usize>, b: &Range<usize>| overlap(a, b) && !inside(a, b) && !inside(b, a);
         if ranges
             .iter()
-            .any(|(a, _)| ranges.iter().any(|(b, _)| overlap(a, b)))
+            .any(|(a, _)| ranges.iter().any(|(b, _)| tangled(a, b)))
         {
-            return Err("two overlapping but different slices of the same integer atomics in one region call are \
-                        not staged under OFFLOAD_RUNTIME=llvm: pass one slice");
+            return Err("overlapping slices of the same integer atomics, neither holding the other, in one region \
+                        call are not staged under OFFLOAD_RUNTIME=llvm: pass one slice");
         }
         let mut stages = STAGES.lock().unwrap_or_else(|p| p.into_inner());
-        while stages
-            .iter()
-            .any(|s| ranges.iter().any(|(r, _)| overlap(&s.range, r)))
-        {
+        let blocked = |stages: &Vec<Stage>| {
+            ranges.iter().any(|(r, _)| {
+                !stages.iter().any(|s| inside(r, &s.range))
+                    && stages.iter().any(|s| overlap(r, &s.range))
+            })
+        };
+        while blocked(&stages) {
             stages = STAGE_ENDED.wait(stages).unwrap_or_else(|p| p.into_inner());
         }
-        for (r, elem) in &ranges {
-            match stages.iter_mut().find(|s| s.range == *r) {
-                Some(s) => s.users += 1,
+        let mut taken = Vec::with_capacity(ranges.len());
+        for (r, elem) in ranges {
+            match stages.iter_mut().find(|s| inside(&r, &s.range)) {
+                Some(s) => {
+                    s.users += 1;
+                    taken.push((r, s.range.clone()));
+                }
                 None => {
                     let mut copy = vec![0u128; r.len().div_ceil(16)].into_boxed_slice();
+                    let at = copy.as_mut_ptr().cast::<u8>();
                     // SAFETY: the host range is aligned atomics of `elem` bytes (the map list's contract), live for
                     // the call; the copy as many bytes, 16-aligned.
-                    unsafe { atomic_copy(copy.as_mut_ptr() as usize, r.start, r.len(), *elem) };
+                    unsafe { atomic_copy(at as usize, r.start, r.len(), elem) };
                     stages.push(Stage {
                         range: r.clone(),
-                        elem: *elem,
-                        copy,
+                        elem,
+                        _copy: copy,
+                        at,
                         users: 1,
                     });
+                    taken.push((r.clone(), r));
                 }
             }
         }
         Ok(Staged {
-            ranges: ranges.into_iter().map(|(r, _)| r).collect(),
+            ranges: taken,
             ran: false,
         })
     }
 
-    /// The address of the staged copy of `range` (one this call took).
-    fn copy_of(&self, range: &std::ops::Range<usize>) -> *mut u8 {
-        let mut stages = STAGES.lock().unwrap_or_else(|p| p.into_inner());
-        let s = stages
-            .iter_mut()
-            .find(|s| s.range == *range)
+    /// The address of the staged copy of `range` (one this call took): inside the copy holding it.
+    fn copy_of(&self, range: &Range<usize>) -> *mut u8 {
+        let (_, held) = self
+            .ranges
+            .iter()
+            .find(|(r, _)| r == range)
             .expect("taken by this call");
-        s.copy.as_mut_ptr().cast()
+        let stages = STAGES.lock().unwrap_or_else(|p| p.into_inner());
+        let s = stages
+            .iter()
+            .find(|s| s.range == *held)
+            .expect("held while this call runs");
+        s.at.wrapping_add(range.start - held.start)
     }
 }
 
@@ -302,16 +352,19 @@ impl Drop for Staged {
             return;
         }
         let mut stages = STAGES.lock().unwrap_or_else(|p| p.into_inner());
-        for r in &self.ranges {
-            let Some(k) = stages.iter().position(|s| s.range == *r) else {
+        for (_, held) in &self.ranges {
+            let Some(k) = stages.iter().position(|s| s.range == *held) else {
                 continue;
             };
             stages[k].users -= 1;
             if stages[k].users == 0 {
                 let s = stages.swap_remove(k);
                 if self.ran {
-                    // SAFETY: as in `take`, back: the host range still lives (the region call borrows it).
-                    unsafe { atomic_copy(r.start, s.copy.as_ptr() as usize, r.len(), s.elem) };
+                    // SAFETY: as in `take`, back. The whole range lives and is only shared: the last user borrows
+                    // a part of it, and that borrow was made while the copy's first user borrowed the whole
+                    // (shared), so it keeps the whole allocation shared-borrowed (safe code cannot have split off
+                    // a `&mut` part meanwhile).
+                    unsafe { atomic_copy(held.start, s.at as usize, held.len(), s.elem) };
                 }
             }
         }
