@@ -186,7 +186,7 @@ fn bind(v: Option<&str>, get: impl Fn(&str) -> Option<String>) -> Option<LocalRa
         Some("local-rank") => {
             let found = launcher_rank(&LOCAL_RANK_VARS, get);
             if found.is_none() {
-                eprintln!(
+                eprintln_whole!(
                     "offload: OFFLOAD_BIND=local-rank, but no launcher set a local rank ({}); the default device is \
                      not bound",
                     LOCAL_RANK_VARS.join(", ")
@@ -215,7 +215,7 @@ pub fn bind_default_device(device: i32) {
 /// Names a value that cannot be parsed, and what it takes instead.
 #[cold]
 fn ignoring<T>(name: &str, value: &str, expected: &str, instead: T) -> T {
-    eprintln!("offload: ignoring {name}={value:?}; expected {expected}");
+    eprintln_whole!("offload: ignoring {name}={value:?}; expected {expected}");
     instead
 }
 
@@ -244,7 +244,7 @@ fn host_devices(v: &str) -> usize {
     match v.trim().parse::<u64>() {
         Ok(n) if n <= MAX_HOST_DEVICES as u64 => n as usize,
         Ok(n) => {
-            eprintln!(
+            eprintln_whole!(
                 "offload: OFFLOAD_HOST_DEVICES={n} is more than the {MAX_HOST_DEVICES} host-elf devices offered; using \
                  {MAX_HOST_DEVICES}"
             );

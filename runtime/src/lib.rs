@@ -78,9 +78,21 @@
 //!   ...) and the per-thread default device.
 //!
 //! So the rule is `task` -> `api` -> `region` -> `device` -> `plugin` -> `host` -> `registry` -> `observe` -> `env`. This
-//! file only declares the layers and re-exports the public API.
+//! file only declares the layers and re-exports the public API, and `eprintln_whole!`, which every layer prints
+//! with.
 
 #![deny(missing_docs)]
+
+/// `eprintln!` in one `write`: std's writes each piece of the format apart, so when processes share a stderr (MPI
+/// ranks under one launcher, a job's steps into one log) another's output lands inside a line.
+macro_rules! eprintln_whole {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let mut line = ::std::format!($($arg)*);
+        line.push('\n');
+        let _ = ::std::io::stderr().lock().write_all(line.as_bytes());
+    }};
+}
 
 mod api;
 mod device;

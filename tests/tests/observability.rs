@@ -466,3 +466,45 @@ fn an_unwritable_profile_gives_one_line_on_stderr_and_a_successful_run() {
         );
     }
 }
+
+/// Processes sharing one stderr (MPI ranks under one launcher, a job's steps into one log) keep their lines whole:
+/// each line is one write, so another process's line cannot land inside it.
+#[test]
+fn lines_of_processes_sharing_a_pipe_stay_whole() {
+    use std::io::Read;
+    let (mut reader, writer) = std::io::pipe().expect("a pipe");
+    let children: Vec<_> = (0..3)
+        .map(|_| {
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_probe"));
+            for k in common::RUNTIME_ENV {
+                cmd.env_remove(k);
+            }
+            cmd.args(["repeat", "300"])
+                .env("OFFLOAD_INFO", "4")
+                .stdout(std::process::Stdio::null())
+                .stderr(writer.try_clone().expect("the pipe's write end"));
+            cmd.spawn().expect("running the probe")
+        })
+        .collect();
+    drop(writer);
+    let mut text = String::new();
+    reader
+        .read_to_string(&mut text)
+        .expect("the probes' stderr");
+    for mut child in children {
+        assert!(child.wait().expect("the probe").success(), "{text}");
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() > 3 * 300, "{} lines", lines.len());
+    let broken: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| !l.starts_with("offload: ") || l.matches("offload: ").count() != 1)
+        .collect();
+    assert!(
+        broken.is_empty(),
+        "{} lines broken, e.g. {:?}",
+        broken.len(),
+        &broken[..broken.len().min(3)]
+    );
+}

@@ -130,7 +130,7 @@ fn read_environment() -> u32 {
 /// A line on stderr whatever `OFFLOAD_INFO` says: something the user should fix.
 #[cold]
 pub fn warning(line: std::fmt::Arguments<'_>) {
-    eprintln!("offload: {line}");
+    eprintln_whole!("offload: {line}");
 }
 
 /// What a transfer or table change belongs to.
@@ -242,7 +242,7 @@ pub fn discovered(
     found: Result<usize, &dyn Display>,
 ) {
     if let (Err(why), true) = (found, w.info(LAUNCH)) {
-        eprintln!("offload: plugin {plugin} has no devices: {why}");
+        eprintln_whole!("offload: plugin {plugin} has no devices: {why}");
     }
     if let Some(start) = start {
         let mut args = vec![("plugin", plugin.into())];
@@ -265,14 +265,14 @@ pub fn discovered(
 /// Something a plugin's discovery noted (a device it skipped, a feature it could not set up): `OFFLOAD_INFO=1`.
 pub fn plugin_note(w: Watch, plugin: &str, note: &dyn Display) {
     if w.info(LAUNCH) {
-        eprintln!("offload: plugin {plugin}: {note}");
+        eprintln_whole!("offload: plugin {plugin}: {note}");
     }
 }
 
 /// `OFFLOAD_BIND=local-rank` bound this process's default device: `OFFLOAD_INFO=1` says which rank took which.
 pub fn bound(rank: u32, var: &str, device: i32, plugin: &str, devices: usize) {
     if Watch::now().info(LAUNCH) {
-        eprintln!(
+        eprintln_whole!(
             "offload: local rank {rank} ({var}) takes device {device} ({plugin}) of this node's {devices} as its \
              default device"
         );
@@ -289,7 +289,7 @@ pub fn device_opened(
 ) {
     if w.info(TRANSFER) {
         let (name, arch, memory) = describe();
-        eprintln!(
+        eprintln_whole!(
             "offload: {plugin} device {index}: {name} ({arch}, {} MiB)",
             memory >> 20
         );
@@ -339,7 +339,7 @@ pub fn image_loaded(
 /// host unless another image has the kernel.
 pub fn kernel_lookup_failed(w: Watch, device: i32, plugin: &str, error: &dyn Display) {
     if w.info(LAUNCH) {
-        eprintln!("offload: device {device} ({plugin}): {error}");
+        eprintln_whole!("offload: device {device} ({plugin}): {error}");
     }
 }
 
@@ -393,7 +393,7 @@ fn task_thread() -> String {
 #[inline(never)]
 fn launching(w: Watch, name: LaunchName<'_>, note: Option<String>) -> Option<Instant> {
     if w.info(LAUNCH) {
-        eprintln!(
+        eprintln_whole!(
             "offload: launch {} (entry {}) on device {} ({}){}",
             name.region,
             name.entry.to_string_lossy(),
@@ -402,9 +402,11 @@ fn launching(w: Watch, name: LaunchName<'_>, note: Option<String>) -> Option<Ins
             task_thread()
         );
         if let Some(note) = note {
-            eprintln!(
+            eprintln_whole!(
                 "offload: region {} gets {note} (device {}, {})",
-                name.region, name.device, name.plugin
+                name.region,
+                name.device,
+                name.plugin
             );
         }
     }
@@ -458,12 +460,12 @@ fn falling_back(
     note: Option<String>,
 ) -> Option<Instant> {
     if w.info(LAUNCH) {
-        eprintln!(
+        eprintln_whole!(
             "offload: launch {region} on the host (host-fallback){}: {reason}",
             task_thread()
         );
         if let Some(note) = note {
-            eprintln!("offload: region {region} gets {note} (host-fallback)");
+            eprintln_whole!("offload: region {region} gets {note} (host-fallback)");
         }
     }
     w.start()
@@ -519,14 +521,14 @@ fn allocated(w: Watch, start: Option<Instant>, bytes: usize, r: Result<&DevicePt
         Ok(p) => {
             live().insert((cx.map_or(-1, |c| c.device), *p), bytes);
             if w.info(MAPPING) {
-                eprintln!(
+                eprintln_whole!(
                     "offload: alloc: {bytes} bytes at device {p:#x} {}",
                     Where(cx)
                 );
             }
         }
         Err(e) if w.info(MAPPING) => {
-            eprintln!("offload: alloc: {bytes} bytes failed: {e} {}", Where(cx))
+            eprintln_whole!("offload: alloc: {bytes} bytes failed: {e} {}", Where(cx))
         }
         Err(_) => {}
     }
@@ -559,8 +561,8 @@ fn freed(w: Watch, start: Option<Instant>, ptr: DevicePtr) {
     let bytes = live().remove(&(cx.map_or(-1, |c| c.device), ptr));
     if w.info(MAPPING) {
         match bytes {
-            Some(b) => eprintln!("offload: free: {b} bytes at device {ptr:#x} {}", Where(cx)),
-            None => eprintln!("offload: free: device {ptr:#x} {}", Where(cx)),
+            Some(b) => eprintln_whole!("offload: free: {b} bytes at device {ptr:#x} {}", Where(cx)),
+            None => eprintln_whole!("offload: free: device {ptr:#x} {}", Where(cx)),
         }
     }
     if let Some(start) = start {
@@ -633,11 +635,11 @@ fn transferred(
             Some(e) => format!(" failed: {e}"),
         };
         match dir {
-            Direction::ToDevice => eprintln!(
+            Direction::ToDevice => eprintln_whole!(
                 "offload: copy host to device: {bytes} bytes, host {host:#x} -> device {tgt:#x} {}{failed}",
                 Where(cx)
             ),
-            Direction::ToHost => eprintln!(
+            Direction::ToHost => eprintln_whole!(
                 "offload: copy device to host: {bytes} bytes, device {tgt:#x} -> host {host:#x} {}{failed}",
                 Where(cx)
             ),
@@ -717,7 +719,7 @@ fn mapped(
     };
     let cx = context();
     if w.info(MAPPING) {
-        eprintln!(
+        eprintln_whole!(
             "offload: mapping {}: host {host:#x}, {bytes} bytes, device {tgt:#x}, refs structured {} dynamic {} {}",
             change.name(),
             count(structured),

@@ -201,7 +201,7 @@ static THREAD_NAMES: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
 
 /// One line on stderr; never panics (stderr may be closed, and this may run at exit).
 fn warn(msg: std::fmt::Arguments<'_>) {
-    let _ = writeln!(std::io::stderr(), "{msg}");
+    eprintln_whole!("{msg}");
 }
 
 extern "C" fn write_at_exit() {

@@ -664,7 +664,7 @@ mod tests {
     #[test]
     fn a_fallback_that_cannot_start_its_threads_is_an_error_of_the_call() {
         if hardware_threads() < 2 {
-            eprintln!(
+            eprintln_whole!(
                 "note: one hardware thread: a two-team fallback needs no pool thread; not checked"
             );
             return;

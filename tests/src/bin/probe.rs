@@ -105,6 +105,14 @@ fn main() {
                 scaled(&y, 2) && scaled(&z, 3) && scaled(&w, 2) && sum == 45
             );
         }
+        // Many launches, for processes whose `OFFLOAD_INFO` lines share one pipe (tests/observability.rs).
+        "repeat" => {
+            let ok = (0..device.max(1)).all(|_| {
+                let mut z = y.clone();
+                ran_on(double(&mut z)) == "device" && scaled(&z, 2)
+            });
+            println!("results_correct={ok}");
+        }
         "bin-region" => {
             println!("ran_on={}", ran_on(negate(&mut y)));
             println!("results_correct={}", scaled(&y, -1));
