@@ -256,6 +256,11 @@ fn meet(flags: &[AtomicU32], me: usize) -> bool {
 }
 
 #[target]
+fn raise(flags: &[AtomicU32], me: usize) {
+    flags[me].store(1, Relaxed);
+}
+
+#[target]
 fn total(x: &[i64]) -> i64 {
     let mut t = 0;
     for v in x {
@@ -354,13 +359,18 @@ fn calls_on_a_slice_and_a_part_of_it_share_the_staged_atomics() {
     if !llvm() {
         return;
     }
+    // A call on a part of the atomics that starts while the whole's call runs shares its copy, so the whole's call
+    // sees the part's write. Started the other way round, the whole's call waits for the part's to end and then
+    // reads its write from the host: either way `meet` returns.
     let flags = [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)];
-    let (a, b) = std::thread::scope(|s| {
-        let a = s.spawn(|| meet(&flags[..], 0));
-        let b = s.spawn(|| meet(&flags[..2], 1));
-        (a.join().unwrap(), b.join().unwrap())
+    let met = std::thread::scope(|s| {
+        let whole = s.spawn(|| meet(&flags[..], 0));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        raise(&flags[..2], 1);
+        whole.join().unwrap()
     });
-    assert!(a && b, "{a} {b}");
+    assert!(met);
+    assert_eq!((flags[0].load(Relaxed), flags[1].load(Relaxed)), (1, 1));
     // In one call: the part shares the whole's copy.
     let hits = [AtomicU32::new(0), AtomicU32::new(0)];
     count_twice(&hits, &hits[..1]);

@@ -101,21 +101,12 @@ pub struct DeviceInfo {
 /// }
 /// ```
 pub fn device_info(device: i32) -> Option<DeviceInfo> {
-    use crate::host::geometry::{host_default_geometry, host_max_teams, host_max_threads};
     if llvm_device(device).is_some() {
         // A device of LLVM's host plugin, whose launches run on the host's cores as host-elf's do.
-        return Some(DeviceInfo {
-            plugin: "llvm",
-            description: crate::plugin::DeviceDescription {
-                name: format!("device {device} of LLVM's libomptarget (its host plugin)"),
-                arch: std::env::consts::ARCH.into(),
-                memory: 0,
-            },
-            max_threads: host_max_threads(),
-            max_teams: host_max_teams(),
-            loop_geometry: host_default_geometry(false),
-            spmd_geometry: host_default_geometry(true),
-        });
+        return Some(host_info(
+            "llvm",
+            format!("device {device} of LLVM's libomptarget (its host plugin)"),
+        ));
     }
     match device_or_host(device).ok()? {
         Some(d) => {
@@ -129,18 +120,24 @@ pub fn device_info(device: i32) -> Option<DeviceInfo> {
                 spmd_geometry: d.default_geometry(Construct::Spmd),
             })
         }
-        None => Some(DeviceInfo {
-            plugin: "host",
-            description: crate::plugin::DeviceDescription {
-                name: "the host (the initial device)".into(),
-                arch: std::env::consts::ARCH.into(),
-                memory: 0,
-            },
-            max_threads: host_max_threads(),
-            max_teams: host_max_teams(),
-            loop_geometry: host_default_geometry(false),
-            spmd_geometry: host_default_geometry(true),
-        }),
+        None => Some(host_info("host", "the host (the initial device)".into())),
+    }
+}
+
+/// What a device whose launches run on the host's cores (the host itself, LLVM's host plugin) offers.
+fn host_info(plugin: &'static str, name: String) -> DeviceInfo {
+    use crate::host::geometry::{host_default_geometry, host_max_teams, host_max_threads};
+    DeviceInfo {
+        plugin,
+        description: crate::plugin::DeviceDescription {
+            name,
+            arch: std::env::consts::ARCH.into(),
+            memory: 0,
+        },
+        max_threads: host_max_threads(),
+        max_teams: host_max_teams(),
+        loop_geometry: host_default_geometry(false),
+        spmd_geometry: host_default_geometry(true),
     }
 }
 

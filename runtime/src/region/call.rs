@@ -357,18 +357,9 @@ unsafe fn run_on_llvm(
     lib: &'static Libomptarget,
     d: i32,
 ) -> Result<Vec<u8>, NotRun> {
-    // Device memory is passed as is: only to a region on its own device (a `DevicePtr` from libomptarget's
-    // `omp_target_alloc`; our `DeviceBuffer`s are not made for its devices).
-    if let Some(other) = maps
-        .iter()
-        .filter_map(MapArg::memory_device)
-        .find(|&m| m != d)
-    {
-        return Err(NotRun::Failed(Error::DeviceRequired {
-            region: region.name,
-            reason: format!("it takes memory of device {other} but was to run on device {d}"),
-        }));
-    }
+    // A `DevicePtr` from libomptarget's `omp_target_alloc` is passed as is (our `DeviceBuffer`s are not made for
+    // its devices).
+    memory_elsewhere(region, maps, d)?;
     if let Some(why) = on_llvm::unsupported(maps) {
         return Err(NotRun::Failed(on_llvm::unsupported_error(
             region.name,
@@ -449,6 +440,22 @@ unsafe fn run_on_llvm(
     }
 }
 
+/// An error when the region takes device memory of a device other than `d`: device memory is passed as is, so only
+/// to a region on its own device.
+fn memory_elsewhere(region: &'static RegionInfo, maps: &[MapArg], d: i32) -> Result<(), NotRun> {
+    match maps
+        .iter()
+        .filter_map(MapArg::memory_device)
+        .find(|&m| m != d)
+    {
+        Some(other) => Err(NotRun::Failed(Error::DeviceRequired {
+            region: region.name,
+            reason: format!("it takes memory of device {other} but was to run on device {d}"),
+        })),
+        None => Ok(()),
+    }
+}
+
 /// The kernel for the region on `dev` (its images loaded on first use); else why not: the host runs it, or the call
 /// fails.
 fn loaded_kernel(
@@ -457,16 +464,7 @@ fn loaded_kernel(
     maps: &[MapArg],
 ) -> Result<Kernel, NotRun> {
     let d = dev.number;
-    if let Some(other) = maps
-        .iter()
-        .filter_map(MapArg::memory_device)
-        .find(|&m| m != d)
-    {
-        return Err(NotRun::Failed(Error::DeviceRequired {
-            region: region.name,
-            reason: format!("it takes memory of device {other} but was to run on device {d}"),
-        }));
-    }
+    memory_elsewhere(region, maps, d)?;
     let Some(kernel) = dev.kernel(entry_index(region.entry)) else {
         return Err(could_not_start(
             region.name,
