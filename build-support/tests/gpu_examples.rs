@@ -226,8 +226,10 @@ fn has(haystack: &[u8], needle: &str) -> bool {
         .any(|w| w == needle.as_bytes())
 }
 
-/// The saxpy example still runs, on host-elf (no GPU here).
-fn saxpy_runs(target: &Path) {
+/// The saxpy example still runs, on host-elf (no GPU here); and under `OFFLOAD_RUNTIME=llvm` on LLVM's host plugin,
+/// with its GPU images (`gpu`, as `OFFLOAD_INFO` names them: `sm_90 cubin`; no PTX) registered with libomptarget beside the
+/// x86-64 one, which must not disturb it.
+fn saxpy_runs(target: &Path, gpu: &[String]) {
     let run = Command::new(target.join("debug/examples/saxpy"))
         .env("OFFLOAD_INFO", "1")
         .output()
@@ -235,6 +237,27 @@ fn saxpy_runs(target: &Path) {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stderr}");
     assert!(stderr.contains("(host-elf)"), "{stderr}");
+    if !Path::new("/usr/lib/llvm-22/lib/libomptarget.so.22.1").exists() {
+        return missing("LLVM's libomptarget (apt-get install liboffload-22-dev)");
+    }
+    let run = Command::new(target.join("debug/examples/saxpy"))
+        .envs([
+            ("OFFLOAD_INFO", "1"),
+            ("OFFLOAD_RUNTIME", "llvm"),
+            ("OMP_TARGET_OFFLOAD", "MANDATORY"),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(stderr.contains("on device 0 (llvm)"), "{stderr}");
+    let registered = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("offload: plugin llvm: registered with libomptarget: "))
+        .unwrap_or_else(|| panic!("no registration line:\n{stderr}"));
+    for image in std::iter::once("shared object").chain(gpu.iter().map(String::as_str)) {
+        assert!(registered.contains(image), "{image} not in `{registered}`");
+    }
 }
 
 #[test]
@@ -339,7 +362,7 @@ fn examples_build_for_nvidia_and_every_ptx_assembles() {
             );
         }
     }
-    saxpy_runs(&target);
+    saxpy_runs(&target, &SMS.map(|sm| format!("{sm} cubin")));
 }
 
 #[test]
@@ -445,7 +468,7 @@ fn examples_build_for_amd_and_every_code_object_is_complete() {
             );
         }
     }
-    saxpy_runs(&target);
+    saxpy_runs(&target, &GFXS.map(|gfx| format!("{gfx} HSA code object")));
 }
 
 /// The test suite's own regions (SPMD bodies with barriers and team-shared memory, every reduction operator,

@@ -140,6 +140,17 @@ fn the_devices_are_libomptargets() {
         n,
         "OpenMP's initial device number"
     );
+    // Told apart from a GPU plugin's by libomptarget's device UID: each gets the host's geometry.
+    for d in 0..n {
+        let info = offload::device_info(d).expect("a device of libomptarget");
+        assert_eq!(info.plugin, "llvm");
+        assert!(
+            info.description.name.contains("host plugin"),
+            "{}",
+            info.description.name
+        );
+        assert!(info.max_threads <= std::thread::available_parallelism().unwrap().get() as u32);
+    }
 }
 
 /// What C's `target enter data map(to: y[0:3])` does, through libomptarget itself: a region call then finds `y`

@@ -101,12 +101,29 @@ pub struct DeviceInfo {
 /// }
 /// ```
 pub fn device_info(device: i32) -> Option<DeviceInfo> {
-    if llvm_device(device).is_some() {
+    if let Some(lib) = llvm_device(device) {
         // A device of LLVM's host plugin, whose launches run on the host's cores as host-elf's do.
-        return Some(host_info(
-            "llvm",
-            format!("device {device} of LLVM's libomptarget (its host plugin)"),
-        ));
+        if lib.runs_on_host(device) {
+            return Some(host_info(
+                "llvm",
+                format!("device {device} of LLVM's libomptarget (its host plugin)"),
+            ));
+        }
+        // A GPU plugin's: our GPU geometry, for the multiprocessors libomptarget does not tell.
+        use crate::plugin::gpu::{default_geometry, MAX_BLOCK_THREADS, MAX_LAUNCH_BLOCKS};
+        let sms = crate::device::llvm::GPU_MULTIPROCESSORS;
+        return Some(DeviceInfo {
+            plugin: "llvm",
+            description: crate::plugin::DeviceDescription {
+                name: format!("device {device} of LLVM's libomptarget (a GPU plugin's)"),
+                arch: "gpu".into(),
+                memory: 0,
+            },
+            max_threads: MAX_BLOCK_THREADS,
+            max_teams: MAX_LAUNCH_BLOCKS,
+            loop_geometry: default_geometry(sms, false),
+            spmd_geometry: default_geometry(sms, true),
+        });
     }
     match device_or_host(device).ok()? {
         Some(d) => {

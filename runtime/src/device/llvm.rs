@@ -5,14 +5,17 @@
 //! [`Libomptarget::open`] loads `libomptarget.so.22` (or `OFFLOAD_LIBOMPTARGET`'s path) and checks every entry point
 //! it needs; [`Libomptarget::register`] hands it one binary descriptor per host image (a package may have several:
 //! its library's, its tests'), each with the entries that image defines (LLVM matches a kernel to its host entry by
-//! the entry's index, and a kernel the image lacks would be called through a null address), kernels and device
-//! not its device globals, which stay the images' own copies; [`Libomptarget::kernel`] launches one with the map list libomptarget maps, and the data calls map, unmap
+//! the entry's index, and a kernel the image lacks would be called through a null address): kernels only, not
+//! device globals, which stay the images' own copies. The package's cubins and HSA code objects that define those
+//! kernels go into the same descriptor (PTX does not: LLVM's CUDA plugin loads ELF only), for LLVM's CUDA and AMD
+//! plugins. [`Libomptarget::kernel`] launches one with the map list libomptarget maps, and the data calls map, unmap
 //! and update. Our map-type bits are LLVM's (`offload_model::abi::map_type`); the region layer's `on_llvm`
-//! translates the rest. Its host plugin calls a kernel once, on the calling thread: we launch with `KernelArgs`
-//! version 2, which has no implicit argument, and pass our launch plan ([`LlvmLaunch`]) first, where `dyn_ptr`
-//! would be; the image's entry (`offload-device`'s `entry`) hands the kernel's body to the plan, which runs it on our
-//! host team executor as host-elf does. Not yet: the GPU images (LLVM's host plugin aborts on an image it cannot
-//! take, so only x86-64 ones are registered).
+//! translates the rest. We launch with `KernelArgs` version 2, which has no implicit argument, and pass the kernel's
+//! `dyn_ptr` ourselves. LLVM's host plugin calls a kernel once, on the calling thread: `dyn_ptr` is our launch plan
+//! ([`LlvmLaunch`]), and the image's entry (`offload-device`'s `entry`) hands the kernel's body to the plan, which
+//! runs it on our host team executor as host-elf does. A GPU plugin runs our kernel as a bare kernel (it has no
+//! OpenMP kernel environment) on the grid and team-shared memory we give, with a null `dyn_ptr`, as our CUDA plugin
+//! does; that path has never run on a GPU.
 
 use crate::plugin::error::PluginError;
 use crate::plugin::host_code::teams;
@@ -25,6 +28,10 @@ use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+/// The multiprocessors (SMs, CUs) a GPU of LLVM's plugins is taken to have, for the teams of a launch whose clauses
+/// leave them open: libomptarget does not say, and a work-shared loop is a grid-stride loop whatever the count.
+pub const GPU_MULTIPROCESSORS: u32 = 128;
 
 /// Where Debian's `liboffload-22-dev` puts the library.
 pub const DEFAULT_PATH: &str = "/usr/lib/llvm-22/lib/libomptarget.so.22.1";
@@ -126,6 +133,7 @@ type TargetMemcpy =
     unsafe extern "C" fn(*mut c_void, *const c_void, usize, usize, usize, i32, i32) -> i32;
 type AssociatePtr = unsafe extern "C" fn(*const c_void, *const c_void, usize, usize, i32) -> i32;
 type DisassociatePtr = unsafe extern "C" fn(*const c_void, i32) -> i32;
+type UidFromDevice = unsafe extern "C" fn(i32) -> *const std::ffi::c_char;
 
 /// The library, open, with the entry points this layer calls.
 pub struct Libomptarget {
@@ -137,6 +145,7 @@ pub struct Libomptarget {
     mapped_ptr: MappedPtr,
     is_present: IsPresent,
     num_devices: NumDevices,
+    uid_from_device: UidFromDevice,
     /// OpenMP's device memory routines, as libomptarget answers them for its devices.
     pub memory: MemoryRoutines,
     // Last: the functions above point into it.
@@ -292,7 +301,12 @@ pub fn active() -> Option<Result<&'static Libomptarget, &'static LlvmError>> {
     }
     let lib = ACTIVE.get_or_init(|| {
         let lib = Libomptarget::open(icv.libomptarget.as_deref())?;
-        lib.register()?;
+        let registered = lib.register()?;
+        crate::observe::plugin_note(
+            crate::observe::Watch::now(),
+            "llvm",
+            &format!("registered with libomptarget: {}", registered.join(", ")),
+        );
         Ok(lib)
     });
     Some(lib.as_ref())
@@ -335,6 +349,7 @@ impl Libomptarget {
             mapped_ptr: get!("omp_get_mapped_ptr"),
             is_present: get!("omp_target_is_present"),
             num_devices: get!("omp_get_num_devices"),
+            uid_from_device: get!("omp_get_uid_from_device"),
             memory: MemoryRoutines {
                 alloc: get!("omp_target_alloc"),
                 free: get!("omp_target_free"),
@@ -346,10 +361,11 @@ impl Libomptarget {
         })
     }
 
-    /// Registers the fat binary's x86-64 images, one descriptor per package (with that package's entries), and
-    /// returns how many it registered. The descriptors live as long as the program: libomptarget keeps pointers
-    /// into them.
-    pub fn register(&self) -> Result<usize, LlvmError> {
+    /// Registers the fat binary's images: one descriptor per x86-64 image (with the entries it defines), holding it
+    /// and the package's GPU images that define them too; returns what it registered (each image's architecture and
+    /// format), for `OFFLOAD_INFO`. The descriptors live as long as the program: libomptarget keeps pointers into
+    /// them.
+    pub fn register(&self) -> Result<Vec<String>, LlvmError> {
         let desc = registry::descriptor();
         // A package may have several host images (its library's, its tests' and benches'), each built for one or
         // more x86-64 levels: of the images with the same kernels, the baseline's (the lowest level, which every
@@ -361,7 +377,7 @@ impl Libomptarget {
                 && i.triple.starts_with("x86_64")
                 && DeviceKind::of_image(i.triple, i.arch) == Some(DeviceKind::Host)
         }) {
-            let kernels = kernels_in(i.bytes);
+            let kernels = kernels_in(i);
             match host
                 .iter_mut()
                 .find(|(h, k)| h.package_tag == i.package_tag && *k == kernels)
@@ -371,10 +387,18 @@ impl Libomptarget {
                 None => host.push((i, kernels)),
             }
         }
+        // The GPU images LLVM's CUDA and AMD plugins can load: cubins (not PTX, which they cannot compile) and HSA
+        // code objects, with the kernels each holds.
+        let gpu: Vec<(&Image, BTreeSet<&[u8]>)> = desc
+            .images
+            .iter()
+            .filter(|i| matches!(i.format, ImageFormat::Cubin | ImageFormat::Hsaco))
+            .map(|i| (i, kernels_in(i)))
+            .collect();
         // Each entry with the one image that defines it: LLVM pairs an image's kernels with its entries by index,
         // and a kernel the image lacks would be called through a null address.
         let mut taken = BTreeSet::new();
-        let mut registered = 0;
+        let mut registered = Vec::new();
         for (image, kernels) in &host {
             let entries: Vec<OffloadEntry> = desc
                 .entries
@@ -393,29 +417,59 @@ impl Libomptarget {
             if entries.is_empty() {
                 continue;
             }
-            // The image's entries, as one array for the host table and the image's.
+            // The image's entries, as one array for the host table and each image's.
             let entries: &'static [OffloadEntry] = Vec::leak(entries);
             let range = entries.as_ptr_range();
-            let device_image = Box::leak(Box::new(DeviceImage {
-                image_start: image.bytes.as_ptr(),
-                image_end: image.bytes.as_ptr_range().end,
-                entries_begin: range.start,
-                entries_end: range.end,
-            }));
+            // With the package's GPU images that hold every one of these kernels, in the same descriptor: a host
+            // entry belongs to one descriptor, and each device takes the first image it can run.
+            let images: Vec<&Image> = std::iter::once(*image)
+                .chain(
+                    gpu.iter()
+                        .filter(|(g, k)| {
+                            g.package_tag == image.package_tag
+                                && entries
+                                    .iter()
+                                    .all(|e| k.contains(registry::entry_symbol(e).to_bytes()))
+                        })
+                        .map(|(g, _)| *g),
+                )
+                .collect();
+            registered.extend(images.iter().map(|i| format!("{} {}", i.arch, i.format)));
+            let images: Vec<DeviceImage> = images
+                .into_iter()
+                .map(|i| DeviceImage {
+                    image_start: i.bytes.as_ptr(),
+                    image_end: i.bytes.as_ptr_range().end,
+                    entries_begin: range.start,
+                    entries_end: range.end,
+                })
+                .collect();
+            let images: &'static [DeviceImage] = Vec::leak(images);
             let bin = Box::leak(Box::new(BinDesc {
-                num_device_images: 1,
-                device_images: device_image,
+                num_device_images: images.len() as i32,
+                device_images: images.as_ptr(),
                 host_entries_begin: range.start,
                 host_entries_end: range.end,
             }));
             // SAFETY: a descriptor over static image bytes and leaked (so static) entries, as the function takes.
             unsafe { (self.register_lib)(bin) };
-            registered += 1;
         }
-        if registered == 0 {
+        if registered.is_empty() {
             return Err(LlvmError::NoImage);
         }
         Ok(registered)
+    }
+
+    /// Whether `device` is one of libomptarget's host plugin (its UID names the host's architecture, `x86_64-0`),
+    /// whose kernels run our launch plan on the host's cores; else a GPU plugin's, which runs a kernel as a grid.
+    pub fn runs_on_host(&self, device: i32) -> bool {
+        // SAFETY: a lookup by device number.
+        let uid = unsafe { (self.uid_from_device)(device) };
+        // SAFETY: a non-null UID is a C string libomptarget keeps for the device's lifetime.
+        !uid.is_null()
+            && unsafe { std::ffi::CStr::from_ptr(uid) }
+                .to_bytes()
+                .starts_with(std::env::consts::ARCH.as_bytes())
     }
 
     /// `omp_get_num_devices()` as libomptarget answers it.
@@ -504,7 +558,9 @@ impl Libomptarget {
         maps: &[Map],
         (teams, threads, team_shared): (u32, u32, usize),
     ) -> Result<(), Launched> {
-        // The plan first, in `dyn_ptr`'s place, as a literal; then the map list.
+        // The plan first, in `dyn_ptr`'s place, as a literal (a GPU kernel's `dyn_ptr` is null, as our CUDA plugin
+        // passes it); then the map list.
+        let on_host = self.runs_on_host(device);
         let first = Map::literal(MaybeUninit::new(0));
         let maps: Vec<Map> = maps.iter().map(|m| m.initialised(self, device)).collect();
         let (mut base, begin, size, mut types) = split(std::iter::once(&first).chain(&maps));
@@ -523,7 +579,17 @@ impl Libomptarget {
             count: maps.len(),
             outcome: std::sync::Mutex::new(None),
         };
-        base[0] = MaybeUninit::new(LlvmLaunch::tagged(&plan.head) as *mut c_void);
+        // The host plugin calls the kernel once, and the plan runs its teams; a GPU plugin launches our geometry
+        // itself, as a bare kernel (ours have no OpenMP kernel environment), with its team-shared memory.
+        let (grid, dyn_cgroup_mem) = if on_host {
+            base[0] = MaybeUninit::new(LlvmLaunch::tagged(&plan.head) as *mut c_void);
+            ((1, 1), 0)
+        } else {
+            let shared = u32::try_from(team_shared).map_err(|_| {
+                Launched::Refused(format!("{team_shared} bytes of team-shared memory"))
+            })?;
+            ((teams, threads), shared)
+        };
         let mut args = KernelArgs {
             version: 2,
             num_args: maps.len() as u32 + 1,
@@ -535,9 +601,9 @@ impl Libomptarget {
             arg_mappers: std::ptr::null(),
             tripcount: 0,
             flags: 0,
-            num_teams: [1, 0, 0],
-            thread_limit: [1, 0, 0],
-            dyn_cgroup_mem: 0,
+            num_teams: [grid.0, 1, 1],
+            thread_limit: [grid.1, 1, 1],
+            dyn_cgroup_mem,
         };
         let _running = IN_USE.kernel();
         // SAFETY: the arrays and the plan outlive the call; `entry.address` is the host key registered for the
@@ -546,8 +612,8 @@ impl Libomptarget {
             (self.target_kernel)(
                 std::ptr::null_mut(),
                 device as i64,
-                1,
-                1,
+                grid.0 as i32,
+                grid.1 as i32,
                 entry.address.cast_mut(),
                 &mut args,
             )
@@ -560,6 +626,8 @@ impl Libomptarget {
             .take();
         match (status, outcome) {
             (0, Some(Ok(()))) => Ok(()),
+            // A GPU kernel's failure (a trap) is libomptarget's to report: it stops the process.
+            (0, None) if !on_host => Ok(()),
             (_, Some(Err(e))) => Err(Launched::Failed(e)),
             (0, None) => Err(Launched::Failed(PluginError::Launch {
                 reason: "the kernel ran without our launch plan (an image from another build?)"
@@ -674,12 +742,19 @@ fn forget_image_files(device: i32) {
 
 /// The kernels a host image exports (its dynamic symbols named as our entries are; device globals too, which
 /// registration leaves out).
-fn kernels_in(image: &'static [u8]) -> BTreeSet<&'static [u8]> {
+fn kernels_in(image: &Image) -> BTreeSet<&'static [u8]> {
     use object::{Object, ObjectSymbol};
-    let Ok(file) = object::File::parse(image) else {
+    let Ok(file) = object::File::parse(image.bytes) else {
         return BTreeSet::new();
     };
-    file.dynamic_symbols()
+    // A host image and an HSA code object export their kernels; a cubin lists them in its symbol table.
+    let symbols: Vec<_> = if image.format == ImageFormat::Cubin {
+        file.symbols().collect()
+    } else {
+        file.dynamic_symbols().collect()
+    };
+    symbols
+        .into_iter()
         .filter(|s| s.is_definition())
         .filter_map(|s| s.name_bytes().ok())
         .filter(|n| n.starts_with(b"__omp_offloading_"))

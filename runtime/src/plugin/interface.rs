@@ -75,7 +75,7 @@ pub trait Device: Send + Sync {
     /// per-team memory (a reduction's partial results) stays that of a few waves. Default: 65535, CUDA's classic
     /// grid limit, far beyond the blocks a GPU holds at once.
     fn max_teams(&self) -> u32 {
-        65_535
+        super::gpu::MAX_LAUNCH_BLOCKS
     }
     /// Why a launch gets at most [`Device::max_teams`] teams and [`Device::max_threads`] threads per team: what the
     /// `OFFLOAD_INFO` line says of a launch whose clauses ask for more.

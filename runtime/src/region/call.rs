@@ -16,7 +16,7 @@ use crate::env::{icv, Policy};
 use crate::host::geometry::{Launch, HOST_LIMITS_WHY};
 use crate::host::panic::{no_threads, panic_message};
 use crate::observe::{self, Label, LaunchName, Watch};
-use crate::plugin::{Kernel, LaunchParams, PluginError};
+use crate::plugin::{gpu, Kernel, LaunchParams, PluginError};
 use crate::registry::{entry_index, entry_symbol};
 use offload_model::abi::map_type::{DEVICE_MEMORY, LITERAL, PRIVATE, REDUCTION};
 use offload_model::fatbin::OffloadEntry;
@@ -384,8 +384,27 @@ unsafe fn run_on_llvm(
             message,
         }));
     }
-    // Its host plugin's device is the host, as host-elf's is: the same geometry.
-    let (num_teams, num_threads) = launch.host_geometry();
+    // Its host plugin's device is the host, as host-elf's is: the same geometry. A GPU plugin's takes our GPU
+    // plugins' defaults and limits.
+    let (geometry, why) = if lib.runs_on_host(d) {
+        (launch.host_geometry(), HOST_LIMITS_WHY)
+    } else {
+        let (teams, threads) = launch.geometry(
+            gpu::default_geometry(
+                crate::device::llvm::GPU_MULTIPROCESSORS,
+                launch.construct.wide_teams(),
+            ),
+            gpu::MAX_BLOCK_THREADS,
+        );
+        (
+            (teams.min(gpu::MAX_LAUNCH_BLOCKS), threads),
+            (
+                "the most blocks a launch of ours takes",
+                "the most threads a GPU block has",
+            ),
+        )
+    };
+    let (num_teams, num_threads) = geometry;
     let out = Outputs::new(region, (d, "llvm"), launch, maps, num_teams, num_threads)?;
     let _scope = w.scope(Label::Region(region.name), d, "llvm");
     let name = || LaunchName {
@@ -402,7 +421,7 @@ unsafe fn run_on_llvm(
     let launched = observe::launch(
         w,
         name,
-        || launch.reduced((num_teams, num_threads), HOST_LIMITS_WHY),
+        || launch.reduced((num_teams, num_threads), why),
         || unsafe { on_llvm::launch(lib, d, region.entry, out.maps(maps), geometry) },
     );
     match launched {

@@ -171,7 +171,8 @@ pub(super) fn any_present(lib: &Libomptarget, d: i32, maps: &[MapArg]) -> bool {
 }
 
 /// Runs the kernel of `entry` on libomptarget's device `device` with the region's map list as `geometry` (teams,
-/// threads per team, team-shared bytes per team) on our host team executor.
+/// threads per team, team-shared bytes per team): on our host team executor on its host plugin, as a grid on a GPU
+/// plugin.
 ///
 /// # Safety
 /// As `call::target`: every non-literal entry describes memory valid for its size (writable where `FROM`) until the
