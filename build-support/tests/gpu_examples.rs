@@ -227,8 +227,8 @@ fn has(haystack: &[u8], needle: &str) -> bool {
 }
 
 /// The saxpy example still runs, on host-elf (no GPU here); and under `OFFLOAD_RUNTIME=llvm` on LLVM's host plugin,
-/// with its GPU images (`gpu`, as `OFFLOAD_INFO` names them: `sm_90 cubin`; no PTX) registered with libomptarget beside the
-/// x86-64 one, which must not disturb it.
+/// with `OFFLOAD_LLVM_GPU=1` its GPU images (`gpu`, as `OFFLOAD_INFO` names them: `sm_90 cubin`; no PTX) registered
+/// with libomptarget beside the x86-64 one, which must not disturb it, and without it none.
 fn saxpy_runs(target: &Path, gpu: &[String]) {
     let run = Command::new(target.join("debug/examples/saxpy"))
         .env("OFFLOAD_INFO", "1")
@@ -240,23 +240,31 @@ fn saxpy_runs(target: &Path, gpu: &[String]) {
     if !Path::new("/usr/lib/llvm-22/lib/libomptarget.so.22.1").exists() {
         return missing("LLVM's libomptarget (apt-get install liboffload-22-dev)");
     }
-    let run = Command::new(target.join("debug/examples/saxpy"))
-        .envs([
-            ("OFFLOAD_INFO", "1"),
-            ("OFFLOAD_RUNTIME", "llvm"),
-            ("OMP_TARGET_OFFLOAD", "MANDATORY"),
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{stderr}");
-    assert!(stderr.contains("on device 0 (llvm)"), "{stderr}");
-    let registered = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("offload: plugin llvm: registered with libomptarget: "))
-        .unwrap_or_else(|| panic!("no registration line:\n{stderr}"));
-    for image in std::iter::once("shared object").chain(gpu.iter().map(String::as_str)) {
-        assert!(registered.contains(image), "{image} not in `{registered}`");
+    for with_gpus in ["1", "0"] {
+        let run = Command::new(target.join("debug/examples/saxpy"))
+            .envs([
+                ("OFFLOAD_INFO", "1"),
+                ("OFFLOAD_RUNTIME", "llvm"),
+                ("OMP_TARGET_OFFLOAD", "MANDATORY"),
+                ("OFFLOAD_LLVM_GPU", with_gpus),
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "{stderr}");
+        assert!(stderr.contains("on device 0 (llvm)"), "{stderr}");
+        let registered = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("offload: plugin llvm: registered with libomptarget: "))
+            .unwrap_or_else(|| panic!("no registration line:\n{stderr}"));
+        assert!(registered.contains("shared object"), "{registered}");
+        for image in gpu {
+            assert_eq!(
+                registered.contains(image.as_str()),
+                with_gpus == "1",
+                "{image}: `{registered}`"
+            );
+        }
     }
 }
 

@@ -48,6 +48,8 @@ pub struct Icv {
     pub runtime: Runtime,
     /// `OFFLOAD_LIBOMPTARGET`: the libomptarget `OFFLOAD_RUNTIME=llvm` loads, if not Debian's LLVM 22 one.
     pub libomptarget: Option<std::path::PathBuf>,
+    /// `OFFLOAD_LLVM_GPU=1`: `OFFLOAD_RUNTIME=llvm` registers the GPU images too, for LLVM's CUDA and AMD plugins.
+    pub llvm_gpu: bool,
 }
 
 /// `OFFLOAD_RUNTIME`: ours (`offload`, the default: our plugins and present tables) or LLVM's libomptarget (`llvm`:
@@ -147,6 +149,14 @@ pub fn icv() -> &'static Icv {
         libomptarget: std::env::var_os("OFFLOAD_LIBOMPTARGET")
             .filter(|p| !p.is_empty())
             .map(Into::into),
+        llvm_gpu: match std::env::var("OFFLOAD_LLVM_GPU") {
+            Err(_) => false,
+            Ok(v) => match v.trim() {
+                "" | "0" => false,
+                "1" => true,
+                _ => ignoring("OFFLOAD_LLVM_GPU", &v, "0 or 1", false),
+            },
+        },
     })
 }
 

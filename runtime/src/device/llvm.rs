@@ -6,9 +6,9 @@
 //! it needs; [`Libomptarget::register`] hands it one binary descriptor per host image (a package may have several:
 //! its library's, its tests'), each with the entries that image defines (LLVM matches a kernel to its host entry by
 //! the entry's index, and a kernel the image lacks would be called through a null address): kernels only, not
-//! device globals, which stay the images' own copies. The package's cubins and HSA code objects that define those
-//! kernels go into the same descriptor (PTX does not: LLVM's CUDA plugin loads ELF only), for LLVM's CUDA and AMD
-//! plugins. [`Libomptarget::kernel`] launches one with the map list libomptarget maps, and the data calls map, unmap
+//! device globals, which stay the images' own copies. With `OFFLOAD_LLVM_GPU=1`, the package's cubins and HSA code
+//! objects that define those kernels go into the same descriptor (PTX does not: LLVM's CUDA plugin loads ELF only),
+//! for LLVM's CUDA and AMD plugins. [`Libomptarget::kernel`] launches one with the map list libomptarget maps, and the data calls map, unmap
 //! and update. Our map-type bits are LLVM's (`offload_model::abi::map_type`); the region layer's `on_llvm`
 //! translates the rest. We launch with `KernelArgs` version 2, which has no implicit argument, and pass the kernel's
 //! `dyn_ptr` ourselves. LLVM's host plugin calls a kernel once, on the calling thread: `dyn_ptr` is our launch plan
@@ -146,6 +146,8 @@ pub struct Libomptarget {
     is_present: IsPresent,
     num_devices: NumDevices,
     uid_from_device: UidFromDevice,
+    /// What each device asked was found to be: the host plugin's or not.
+    on_host: std::sync::Mutex<Vec<(i32, bool)>>,
     /// OpenMP's device memory routines, as libomptarget answers them for its devices.
     pub memory: MemoryRoutines,
     // Last: the functions above point into it.
@@ -301,7 +303,7 @@ pub fn active() -> Option<Result<&'static Libomptarget, &'static LlvmError>> {
     }
     let lib = ACTIVE.get_or_init(|| {
         let lib = Libomptarget::open(icv.libomptarget.as_deref())?;
-        let registered = lib.register()?;
+        let registered = lib.register(icv.llvm_gpu)?;
         crate::observe::plugin_note(
             crate::observe::Watch::now(),
             "llvm",
@@ -350,6 +352,7 @@ impl Libomptarget {
             is_present: get!("omp_target_is_present"),
             num_devices: get!("omp_get_num_devices"),
             uid_from_device: get!("omp_get_uid_from_device"),
+            on_host: std::sync::Mutex::new(Vec::new()),
             memory: MemoryRoutines {
                 alloc: get!("omp_target_alloc"),
                 free: get!("omp_target_free"),
@@ -365,7 +368,7 @@ impl Libomptarget {
     /// and the package's GPU images that define them too; returns what it registered (each image's architecture and
     /// format), for `OFFLOAD_INFO`. The descriptors live as long as the program: libomptarget keeps pointers into
     /// them.
-    pub fn register(&self) -> Result<Vec<String>, LlvmError> {
+    pub fn register(&self, with_gpus: bool) -> Result<Vec<String>, LlvmError> {
         let desc = registry::descriptor();
         // A package may have several host images (its library's, its tests' and benches'), each built for one or
         // more x86-64 levels: of the images with the same kernels, the baseline's (the lowest level, which every
@@ -389,10 +392,13 @@ impl Libomptarget {
         }
         // The GPU images LLVM's CUDA and AMD plugins can load: cubins (not PTX, which they cannot compile) and HSA
         // code objects, with the kernels each holds.
+        // Only when asked (`OFFLOAD_LLVM_GPU=1`): a GPU whose plugin cannot load one of them, or that meets a
+        // descriptor without an image for it (a C library built for the host alone), stops the process at its
+        // first use, and even `omp_get_uid_from_device` uses it.
         let gpu: Vec<(&Image, BTreeSet<&[u8]>)> = desc
             .images
             .iter()
-            .filter(|i| matches!(i.format, ImageFormat::Cubin | ImageFormat::Hsaco))
+            .filter(|i| with_gpus && matches!(i.format, ImageFormat::Cubin | ImageFormat::Hsaco))
             .map(|i| (i, kernels_in(i)))
             .collect();
         // Each entry with the one image that defines it: LLVM pairs an image's kernels with its entries by index,
@@ -462,14 +468,24 @@ impl Libomptarget {
 
     /// Whether `device` is one of libomptarget's host plugin (its UID names the host's architecture, `x86_64-0`),
     /// whose kernels run our launch plan on the host's cores; else a GPU plugin's, which runs a kernel as a grid.
+    /// Asked once per device (a C library may have registered GPU images of its own, whatever `OFFLOAD_LLVM_GPU`
+    /// says), which initialises it.
     pub fn runs_on_host(&self, device: i32) -> bool {
-        // SAFETY: a lookup by device number.
+        let mut known = self.on_host.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&(_, h)) = known.iter().find(|(d, _)| *d == device) {
+            return h;
+        }
+        // SAFETY: a lookup by device number (a valid one: the callers' devices are libomptarget's). It initialises
+        // the device, loading its images.
         let uid = unsafe { (self.uid_from_device)(device) };
+        forget_image_files(device);
         // SAFETY: a non-null UID is a C string libomptarget keeps for the device's lifetime.
-        !uid.is_null()
+        let host = !uid.is_null()
             && unsafe { std::ffi::CStr::from_ptr(uid) }
                 .to_bytes()
-                .starts_with(std::env::consts::ARCH.as_bytes())
+                .starts_with(std::env::consts::ARCH.as_bytes());
+        known.push((device, host));
+        host
     }
 
     /// `omp_get_num_devices()` as libomptarget answers it.
@@ -585,7 +601,10 @@ impl Libomptarget {
             base[0] = MaybeUninit::new(LlvmLaunch::tagged(&plan.head) as *mut c_void);
             ((1, 1), 0)
         } else {
-            let shared = u32::try_from(team_shared).map_err(|_| {
+            // 15 more: our AMD kernels start team-shared memory at their static LDS rounded up to 16 bytes, where
+            // LLVM's AMD plugin adds the dynamic amount to the static size as it is.
+            let padded = if team_shared > 0 { team_shared + 15 } else { 0 };
+            let shared = u32::try_from(padded).map_err(|_| {
                 Launched::Refused(format!("{team_shared} bytes of team-shared memory"))
             })?;
             ((teams, threads), shared)
