@@ -58,16 +58,36 @@ pub fn target_data(input: TokenStream) -> TokenStream {
                 // OpenMP's `to` governs only the copy-in. A block that does not visibly write `x` borrows it shared
                 // (so an immutable source maps `to`), unless the source is a `&mut`: then `map_to` resolves to the
                 // exclusive borrow, and the block may pass `x` on to `&mut` parameters.
+                // The section once: a view that makes its private copy maps it again.
+                let section = hygienic(format!("__offload_section_{id}"));
                 guards.push(quote_spanned!(id.span()=>
+                    let #section = #sec;
                     #[allow(unused_mut)]
                     let mut #g = {
                         // One of the two `map_to`s is used, depending on the source's type.
                         #[allow(unused_imports)]
                         use ::offload::__private::{EnterTo as _, MapToExcl as _, MapToShared as _};
-                        #id.map_to().enter_to(#dev, #sec, #bits)
+                        #id.map_to().enter_to(#dev, #section, #bits)
                     };
                 ));
-                rebinds.push(quote!(#[allow(unused_mut, unused_variables)] let mut #id = #g.rebind();));
+                if offload_model::data::block_passes_on(body, id) {
+                    // Passed on to a function whose parameter may be `&mut [T]`: a slice from a shared borrow is
+                    // re-bound as `&mut offload::ToView`, which gives the device copy to write (a private host copy
+                    // of its own, made at the first `&mut`); anything else as `rebind` gives it.
+                    let view = hygienic(format!("__offload_view_{id}"));
+                    rebinds.push(quote!(
+                        #[allow(unused_mut, unused_variables)]
+                        let mut #view = {
+                            #[allow(unused_imports)]
+                            use ::offload::__private::ViewFallback as _;
+                            #g.view(#dev, #section, #bits)
+                        };
+                        #[allow(unused_mut, unused_variables)]
+                        let mut #id = ::offload::__private::Rebind::rebind(&mut #view);
+                    ));
+                } else {
+                    rebinds.push(quote!(#[allow(unused_mut, unused_variables)] let mut #id = #g.rebind();));
+                }
             } else {
                 written_to |= map.map_type == MapType::To;
                 // A `to` variable the block writes is borrowed exclusively too (the source must be mutable); the

@@ -252,6 +252,88 @@ pub fn block_writes(block: &syn::Block, id: &Ident) -> bool {
     tokens_write(block.to_token_stream(), id)
 }
 
+/// Whether the block passes the variable `id` itself on as an argument of a function or method call (`f(id)`,
+/// `f(a, id)`, `x.m(id)`, `f::<T>(id)`), not inside a macro's arguments: the parameter may be `&mut [T]`, which a
+/// `to` variable of an immutable source can only be through `offload::ToView`'s private copy.
+///
+/// A block that also moves the name elsewhere (`for v in id`, `let y = id;`) does not count: the view is a `&mut`,
+/// which those would move, where the `&[T]` it stands for is copied.
+pub fn block_passes_on(block: &syn::Block, id: &Ident) -> bool {
+    use quote::ToTokens;
+    let tokens = block.to_token_stream();
+    tokens_pass_on(tokens.clone(), id) && !tokens_move(tokens, id)
+}
+
+/// Whether `id` is moved whole: iterated (`in id`) or bound or assigned as it is (`= id;`, `= id,`).
+fn tokens_move(tokens: proc_macro2::TokenStream, id: &Ident) -> bool {
+    let ts: Vec<T> = tokens.into_iter().collect();
+    let t = Tokens(&ts);
+    ts.iter().enumerate().any(|(k, tok)| match tok {
+        T::Group(g) => tokens_move(g.stream(), id),
+        T::Ident(i) if i == id && k > 0 => {
+            let iterated = t.ident_is(k - 1, "in");
+            // `= id` ending a statement or an argument, not `== id`, `<= id`, `=> id`.
+            let bound = t.punct(k - 1, '=')
+                && !(k >= 2 && matches!(&ts[k - 2], T::Punct(p) if p.spacing() == Spacing::Joint))
+                && (k + 1 == ts.len() || t.punct(k + 1, ';') || t.punct(k + 1, ','));
+            iterated || bound
+        }
+        _ => false,
+    })
+}
+
+fn tokens_pass_on(tokens: proc_macro2::TokenStream, id: &Ident) -> bool {
+    let ts: Vec<T> = tokens.into_iter().collect();
+    ts.iter().enumerate().any(|(k, tok)| match tok {
+        T::Group(g) => {
+            // The arguments of a call: a parenthesised group after a name or a turbofish, not after `!`, a keyword
+            // (`if (..)`, `in (..)`) or an operator (a tuple, a parenthesised expression).
+            let call = g.delimiter() == Delimiter::Parenthesis
+                && k > 0
+                && match &ts[k - 1] {
+                    T::Ident(i) => !matches!(
+                        i.to_string().as_str(),
+                        "if" | "while"
+                            | "match"
+                            | "in"
+                            | "return"
+                            | "break"
+                            | "let"
+                            | "for"
+                            | "move"
+                    ),
+                    T::Punct(p) => p.as_char() == '>',
+                    T::Group(_) => true,
+                    T::Literal(_) => false,
+                };
+            (call && args_include(g.stream(), id)) || tokens_pass_on(g.stream(), id)
+        }
+        _ => false,
+    })
+}
+
+/// Whether one of the comma-separated arguments in `args` is exactly `id`.
+fn args_include(args: proc_macro2::TokenStream, id: &Ident) -> bool {
+    let mut arg: Vec<T> = Vec::new();
+    let mut found = false;
+    for tok in args
+        .into_iter()
+        .chain(std::iter::once(T::Punct(proc_macro2::Punct::new(
+            ',',
+            Spacing::Alone,
+        ))))
+    {
+        match &tok {
+            T::Punct(p) if p.as_char() == ',' => {
+                found |= matches!(arg.as_slice(), [T::Ident(i)] if i == id);
+                arg.clear();
+            }
+            _ => arg.push(tok),
+        }
+    }
+    found
+}
+
 /// `[T]` methods that take `&mut self` without saying so in their name (`*_mut` methods are recognised by name).
 const MUTATING_METHODS: &[&str] = &[
     "fill",
@@ -454,6 +536,39 @@ mod tests {
             "{ let t = x.len(); }",
         ] {
             assert!(!writes(r), "{r}");
+        }
+    }
+
+    fn passes_on(block: &str) -> bool {
+        let b: syn::Block = syn::parse_str(block).unwrap();
+        block_passes_on(&b, &Ident::new("x", proc_macro2::Span::call_site()))
+    }
+
+    #[test]
+    fn passing_on_is_recognised() {
+        for p in [
+            "{ f(x); }",
+            "{ f(2.0, x, y); }",
+            "{ m::f::<f32>(x); }",
+            "{ s.step(x) }",
+            "{ for _ in 0..3 { f(x, 1); } }",
+            "{ let t = offload::task_scope(|s| nowait_f(s, x)); }",
+        ] {
+            assert!(passes_on(p), "{p}");
+        }
+        for q in [
+            "{ f(&x); }",
+            "{ f(x[0]); }",
+            "{ f(x.len()); }",
+            "{ f(xs); }",
+            "{ let t = (a, x); }",
+            "{ if (x) {} }",
+            "{ assert_eq!(x, y); }",
+            "{ let s: &[f32] = x; }",
+            "{ f(x); for v in x {} }",
+            "{ f(x); let y = x; }",
+        ] {
+            assert!(!passes_on(q), "{q}");
         }
     }
 }

@@ -199,7 +199,7 @@ pub use offload_model::view as __view;
 pub use plugin::DeviceDescription;
 pub use region::{
     data_scope, DataScope, DeviceCopy, DevicePtr, Error, Firstprivate, MapOwner, Mapped,
-    ScopedMapped, ScopedSource,
+    ScopedMapped, ScopedSource, ToView,
 };
 pub use task::{spawn, task_scope, Task, TaskScope};
 
@@ -216,7 +216,7 @@ pub mod __private {
     pub use crate::region::data::{
         enter_data, exit_data, update_from, update_to, DataDevice, EnterTo, MapSource,
         MapSourceMut, MapTarget, MapToExcl, MapToShared, MapWrite, MapWriteAtomic, MappedMut,
-        MappedRef, Section,
+        MappedRef, Rebind, Section, ViewFallback,
     };
     pub use crate::region::maplist::MapArg;
     pub use crate::region::mapper::{

@@ -670,3 +670,116 @@ fn a_device_memory_region_on_the_initial_device_runs_on_the_host() {
     let buf = DeviceBuffer::from_slice(&[1i64, 2, 3], HOST).unwrap();
     assert_eq!(sum_buffer(true, HOST, &buf), 6);
 }
+
+#[target]
+fn total(y: &[i64]) -> i64 {
+    y.iter().sum()
+}
+
+/// `f(x)` inside `target_data!(map(to: x))` for a region `f(x: &mut [T])` (issue 27): the region writes the device
+/// copy, later regions read its writes, and the exit discards them; the host's `x` is never written, whether it was
+/// declared `let mut` or `let`, on the device and on the host (`if(false)`).
+#[test]
+fn a_region_passed_a_to_variable_writes_the_device_copy_and_the_exit_discards_it() {
+    for on_device in [true, false] {
+        let mut m = vec![1i64; 16];
+        let v = vec![10i64; 16];
+        target_data!(map(to: m), map(to: v), if(on_device) => {
+            inc(m);
+            inc(v);
+            inc(v);
+            // Later regions see the writes; the block's host code sees the host copy (the view's own), which on a
+            // device no region call copies back into while the data is present.
+            assert_eq!((total(m), total(v)), (32, 192));
+            assert_eq!(m[0], if on_device { 1 } else { 2 });
+            assert_eq!(v, [if on_device { 10i64 } else { 12 }; 16]);
+            assert_eq!(omp_target_is_present(v.as_ptr().cast(), 0), on_device);
+            // Read by several threads at once, as a `&[T]` is.
+            std::thread::scope(|s| {
+                let a = s.spawn(|| total(v));
+                let b = s.spawn(|| total(v));
+                assert_eq!((a.join().unwrap(), b.join().unwrap()), (192, 192));
+            });
+        });
+        assert_eq!(m, [1i64; 16], "on_device {on_device}");
+        assert_eq!(v, [10i64; 16], "on_device {on_device}");
+        assert!(!present(&m) && !present(&v));
+        m[0] = 0; // still the user's `let mut`
+    }
+}
+
+#[target(map(to: y[2..6]))]
+fn middle(y: &[i64]) -> i64 {
+    y[2..6].iter().sum()
+}
+
+/// A section: the view's copy is mapped as the section was, and regions given the view see the same elements.
+#[test]
+fn a_to_section_passed_on_writes_its_device_copy() {
+    let x: Vec<i64> = (0..8).collect();
+    target_data!(map(to: x[2..6]) => {
+        assert_eq!(bump_middle(x), 8);
+        assert_eq!(bump_middle(x), 8);
+        assert!(present(&x[2..6]));
+        // The writes stay in the device copy: the call found the section present.
+        assert_eq!(middle(x), 2 + 3 + 4 + 5 + 4 * 20);
+        assert_eq!(x[2..6], [2, 3, 4, 5]);
+    });
+    assert_eq!(x, (0..8).collect::<Vec<i64>>());
+}
+
+/// What else a block that passes a `to` slice on may do with it, as with the `&[T]` it stands for.
+#[test]
+fn a_to_slice_passed_on_compares_nests_and_iterates_as_a_slice() {
+    let x = vec![3i64; 4];
+    let y = vec![3i64; 4];
+    let want = vec![3i64; 4];
+    target_data!(map(to: x), map(to: y) => {
+        assert_eq!(total(x), 12);
+        assert_eq!(want, x);
+        assert_eq!(&want[..], x);
+        assert!(x == y);
+        target_data!(map(to: x) => {
+            assert_eq!(total(x), 12);
+        });
+        target_update!(to: x);
+    });
+    // Moved whole (`for v in x`): re-bound `&[T]` as before, so both uses compile.
+    target_data!(map(to: x) => {
+        assert_eq!(total(x), 12);
+        let mut n = 0;
+        for v in x {
+            n += v;
+        }
+        assert_eq!(n, 12);
+    });
+}
+
+/// A `to` slice present before the construct: its device copy may be newer than the host's, so a private copy made
+/// from the host's would lose the device's writes. Passing it on to a `&mut` parameter is refused, saying what to
+/// write, and the data stays mapped as it was.
+#[test]
+fn a_present_to_slice_passed_on_to_a_mut_parameter_is_refused() {
+    let v = vec![1i64; 4];
+    let mut m = target_enter_data!(map(to: v));
+    inc(&mut m); // the device copy is [2; 4], the host's [1; 4]
+    let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        target_data!(map(to: m) => {
+            assert_eq!(total(m), 8);
+            inc(m);
+        })
+    }))
+    .expect_err("a stale private copy");
+    let msg = err
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| err.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    assert!(
+        msg.contains("already present on the device") && msg.contains("&mut x"),
+        "{msg}"
+    );
+    assert!(present(&m));
+    let back = target_exit_data!(map(from: m));
+    assert_eq!(back, [2i64; 4]);
+}

@@ -7,6 +7,10 @@ use offload_model::abi::Construct;
 use std::ffi::CStr;
 
 /// A device address.
+/// The most blocks (teams) one of our GPU launches takes: CUDA's classic grid limit, far beyond the blocks a GPU
+/// holds at once, so that per-team memory (a reduction's partial results) stays that of a few waves.
+pub const MAX_LAUNCH_BLOCKS: u32 = 65_535;
+
 pub type DevicePtr = u64;
 
 /// One kernel argument: 8 bytes, passed as a `u64` (same ABI). A small by-value parameter's padding bytes are
@@ -75,7 +79,7 @@ pub trait Device: Send + Sync {
     /// per-team memory (a reduction's partial results) stays that of a few waves. Default: 65535, CUDA's classic
     /// grid limit, far beyond the blocks a GPU holds at once.
     fn max_teams(&self) -> u32 {
-        super::gpu::MAX_LAUNCH_BLOCKS
+        MAX_LAUNCH_BLOCKS
     }
     /// Why a launch gets at most [`Device::max_teams`] teams and [`Device::max_threads`] threads per team: what the
     /// `OFFLOAD_INFO` line says of a launch whose clauses ask for more.

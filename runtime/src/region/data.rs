@@ -11,7 +11,7 @@ use crate::device::{
 };
 use crate::env::{icv, Policy};
 use crate::observe::Label;
-use offload_model::abi::map_type::{DELETE, FROM, TO};
+use offload_model::abi::map_type::{ALWAYS, DELETE, FROM, PRESENT, TO};
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{
@@ -96,6 +96,8 @@ struct Entered {
     began_unwinding: bool,
     /// The data moved inside the block (see `MappedMut`): the exit releases without copying back.
     moved: bool,
+    /// Some of the data was present on the device before this entry: its device copy may be newer than the host's.
+    present_before: bool,
 }
 
 impl Entered {
@@ -109,6 +111,11 @@ impl Entered {
         let mut maps = Vec::new();
         // SAFETY: `p` is the guard's borrow of live data (exclusive if the map type writes it).
         unsafe { T::map_args(p, section, map_type, &mut maps) };
+        let present_before = maps.iter().filter(|m| m.size > 0).any(|m| match dev {
+            DataDevice(Some(d), _) => d.table().lookup(m.begin as usize, m.size).is_some(),
+            DataDevice(None, Some((lib, d))) => lib.is_present(m.begin.cast(), d),
+            DataDevice(None, None) => false,
+        });
         let held = match dev.0 {
             Some(d) => {
                 let _scope = d.scope(Label::Construct("target_data!"));
@@ -131,6 +138,7 @@ impl Entered {
             held,
             began_unwinding: std::thread::panicking(),
             moved: false,
+            present_before,
         }
     }
 
@@ -191,6 +199,288 @@ impl<'a, T: ?Sized + MapTarget> MappedRef<'a, T> {
 impl<T: ?Sized> Drop for MappedRef<'_, T> {
     fn drop(&mut self) {
         self.inner.exit()
+    }
+}
+
+/// A `map(to: x)` slice, as a block that passes `x` on to functions (`f(x)`) sees it: `&mut ToView`, which is `x`'s
+/// elements for a `&[T]` parameter and, for a `&mut [T]` one, the device copy's to write (OpenMP's `to` governs only
+/// the copy-in). A macro cannot tell `let mut x` from `let x`, so the source stays borrowed shared, and the first
+/// `&mut` taken of the view makes a private host copy of the elements (a shadow), maps it as the source is mapped,
+/// and stands for it from then on: regions called with the view write the shadow's device copy (or, on the host,
+/// the shadow), later calls read those writes, and the exit discards them with the shadow. The source is never
+/// written.
+///
+/// ```
+/// use offload::{target, target_data};
+///
+/// #[target]
+/// fn scale(x: &mut [f32]) {
+///     for v in x.iter_mut() {
+///         *v *= 2.0;
+///     }
+/// }
+///
+/// #[target]
+/// fn total(x: &[f32]) -> f32 {
+///     x.iter().sum()
+/// }
+///
+/// # // A doctest has no device image: the host stands in.
+/// # offload::omp_set_default_device(offload::omp_get_initial_device());
+/// let x = vec![1.0f32; 4]; // not `mut`
+/// target_data!(map(to: x) => {
+///     scale(x); // writes the device copy
+///     assert_eq!(total(x), 8.0);
+///     assert_eq!(x.len(), 4);
+/// });
+/// assert_eq!(x, [1.0; 4]); // never written
+/// ```
+pub struct ToView<'a, T> {
+    source: &'a [T],
+    shadow: Option<Shadow<T>>,
+    dev: DataDevice,
+    section: Section,
+    map_type: u64,
+    /// The source was present on the device before the construct: its device copy may hold writes the host copy
+    /// (and so a private copy made from it) lacks.
+    present_before: bool,
+}
+
+/// The view's private copy of its source, mapped on the construct's device until the view drops.
+struct Shadow<T> {
+    data: Box<[T]>,
+    entered: Option<Entered>,
+}
+
+impl<T> Drop for Shadow<T> {
+    fn drop(&mut self) {
+        if let Some(e) = &mut self.entered {
+            e.exit()
+        }
+    }
+}
+
+// SAFETY: through `&ToView` only the elements are read (`Deref`); the shadow's entries (addresses, and the device
+// they are on) are used only by `&mut ToView` and the drop.
+unsafe impl<T: Sync> Sync for ToView<'_, T> {}
+// SAFETY: as above; the shadow owns its elements, and its entries may be exited from any thread (the device table
+// and libomptarget take their own locks).
+unsafe impl<T: Sync + Send> Send for ToView<'_, T> {}
+
+impl<T> std::ops::Deref for ToView<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match &self.shadow {
+            Some(s) => &s.data,
+            None => self.source,
+        }
+    }
+}
+
+impl<T: Copy> std::ops::DerefMut for ToView<'_, T>
+where
+    [T]: MapTarget,
+{
+    #[track_caller]
+    fn deref_mut(&mut self) -> &mut [T] {
+        if self.shadow.is_none() && self.present_before {
+            panic!(
+                "offload: target_data!: a `map(to: ..)` slice passed on as `&mut [T]` was already present on the device \
+                 when the construct began, so its device copy may be newer than the host's, from which a private copy \
+                 would be made: declare the source `let mut` and pass `&mut x` (the region then writes the present \
+                 copy), or map it `tofrom` in the construct that made it present"
+            );
+        }
+        // The source's `present` and `always` are for the source: the copy is new.
+        let map_type = self.map_type & !(PRESENT | ALWAYS);
+        let (dev, section) = (self.dev, self.section);
+        let source = self.source;
+        let shadow = self.shadow.get_or_insert_with(|| Shadow {
+            data: source.into(),
+            entered: None,
+        });
+        if shadow.entered.is_none() {
+            // Entered where it stays (a `Box` moved after its address was taken would be retagged).
+            let at: *const [T] = &*shadow.data;
+            shadow.entered = Some(Entered::enter(dev, at, section, map_type));
+        }
+        &mut shadow.data
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for ToView<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl<T, U> PartialEq<[U]> for ToView<'_, T>
+where
+    T: PartialEq<U>,
+{
+    fn eq(&self, other: &[U]) -> bool {
+        **self == *other
+    }
+}
+
+impl<T, U, const N: usize> PartialEq<[U; N]> for ToView<'_, T>
+where
+    T: PartialEq<U>,
+{
+    fn eq(&self, other: &[U; N]) -> bool {
+        **self == other[..]
+    }
+}
+
+impl<T, U> PartialEq<Vec<U>> for ToView<'_, T>
+where
+    T: PartialEq<U>,
+{
+    fn eq(&self, other: &Vec<U>) -> bool {
+        **self == other[..]
+    }
+}
+
+// The comparisons the `&[T]` it stands in for has (`assert_eq!(x, [1, 2])`, `x == v`; `x == &s[..]` is std's).
+macro_rules! view_eq {
+    ($($view:ty),*) => {$(
+        impl<T: PartialEq<U>, U, const N: usize> PartialEq<[U; N]> for $view {
+            fn eq(&self, other: &[U; N]) -> bool {
+                ***self == other[..]
+            }
+        }
+        impl<T: PartialEq<U>, U> PartialEq<Vec<U>> for $view {
+            fn eq(&self, other: &Vec<U>) -> bool {
+                ***self == other[..]
+            }
+        }
+    )*};
+}
+view_eq!(&ToView<'_, T>, &mut ToView<'_, T>);
+
+// And with the view on the right (`assert_eq!(v, x)`), and two views.
+macro_rules! eq_view {
+    ($($other:ty),*) => {$(
+        impl<T: PartialEq<U>, U> PartialEq<&ToView<'_, U>> for $other {
+            fn eq(&self, other: &&ToView<'_, U>) -> bool {
+                self[..] == ***other
+            }
+        }
+        impl<T: PartialEq<U>, U> PartialEq<&mut ToView<'_, U>> for $other {
+            fn eq(&self, other: &&mut ToView<'_, U>) -> bool {
+                self[..] == ***other
+            }
+        }
+    )*};
+}
+eq_view!(Vec<T>, [T], &[T]);
+
+impl<T: PartialEq<U>, U> PartialEq<ToView<'_, U>> for ToView<'_, T> {
+    fn eq(&self, other: &ToView<'_, U>) -> bool {
+        **self == **other
+    }
+}
+
+// A nested construct or update of the name maps what it stands for (the source, or the private copy).
+impl<T: DeviceCopy> MapSource for ToView<'_, T> {
+    type Target = [T];
+    fn map_ref(&self) -> &[T] {
+        self
+    }
+}
+
+impl<T> AsRef<[T]> for ToView<'_, T> {
+    fn as_ref(&self) -> &[T] {
+        self
+    }
+}
+
+impl<'v, T> IntoIterator for &'v ToView<'_, T> {
+    type Item = &'v T;
+    type IntoIter = std::slice::Iter<'v, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'v, T> IntoIterator for &'v mut ToView<'_, T> {
+    type Item = &'v T;
+    type IntoIter = std::slice::Iter<'v, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'a, T> MappedRef<'a, [T]> {
+    /// What a block that passes the slice on to functions is re-bound to (through [`Rebind`]).
+    pub fn view(&mut self, dev: DataDevice, section: Section, map_type: u64) -> ToView<'a, T> {
+        ToView {
+            source: self.data,
+            shadow: None,
+            dev,
+            section,
+            map_type,
+            present_before: self.inner.present_before,
+        }
+    }
+}
+
+/// `view` where the guard holds no slice (a value, a mapper struct) or holds it exclusively: what `rebind` gives.
+pub trait ViewFallback {
+    /// What the block's name is re-bound to.
+    type View<'s>
+    where
+        Self: 's;
+    /// The same as the guard's `rebind`.
+    fn view(&mut self, dev: DataDevice, section: Section, map_type: u64) -> Self::View<'_>;
+}
+
+impl<'a, T: ?Sized> ViewFallback for MappedRef<'a, T> {
+    type View<'s>
+        = &'a T
+    where
+        Self: 's;
+    fn view(&mut self, _: DataDevice, _: Section, _: u64) -> &'a T {
+        self.data
+    }
+}
+
+impl<T: ?Sized + MapTarget> ViewFallback for MappedMut<'_, T> {
+    type View<'s>
+        = &'s mut T
+    where
+        Self: 's;
+    fn view(&mut self, _: DataDevice, _: Section, _: u64) -> &mut T {
+        self.get_mut()
+    }
+}
+
+/// The block's name from what `view` gave: a [`ToView`] by `&mut`, a reference as it is.
+pub trait Rebind<'v> {
+    /// The name's type.
+    type Out;
+    /// Re-binds.
+    fn rebind(&'v mut self) -> Self::Out;
+}
+
+impl<'v, 'a: 'v, T> Rebind<'v> for ToView<'a, T> {
+    type Out = &'v mut ToView<'a, T>;
+    fn rebind(&'v mut self) -> Self::Out {
+        self
+    }
+}
+
+impl<'v, 'r, T: ?Sized> Rebind<'v> for &'r T {
+    type Out = &'r T;
+    fn rebind(&'v mut self) -> &'r T {
+        self
+    }
+}
+
+impl<'v, 'r: 'v, T: ?Sized> Rebind<'v> for &'r mut T {
+    type Out = &'v mut T;
+    fn rebind(&'v mut self) -> &'v mut T {
+        self
     }
 }
 

@@ -11,7 +11,7 @@ mod on_llvm;
 pub mod scope;
 pub mod types;
 
-pub use data::{MapOwner, Mapped};
+pub use data::{MapOwner, Mapped, ToView};
 pub use error::Error;
 pub use scope::{data_scope, DataScope, ScopedMapped, ScopedSource};
 pub use types::{DeviceCopy, DevicePtr, Firstprivate};

@@ -255,6 +255,15 @@ fn data_environments() {
     });
     assert!(y.iter().all(|&v| v == 2.0), "{y:?}");
 
+    // A `to` slice passed on to a `&mut` parameter: the view's own copy is written, then read; the source never.
+    let w = vec![1i64, 2, 3];
+    target_data!(map(to: w), device(host) => {
+        assert_eq!(serial(1, w), 9);
+        assert_eq!(sum(w), 100 + 9);
+        assert_eq!(w, [2, 3, 4]);
+    });
+    assert_eq!(w, [1, 2, 3]);
+
     let v = vec![1i64, 2, 3];
     let mut m = target_enter_data!(map(to: v), device(host));
     assert_eq!(serial(1, &mut m), 9);

@@ -41,9 +41,7 @@ pub unsafe fn unpack(params: &[*mut c_void]) -> (u64, Vec<Arg>) {
 /// The most threads a block has on every NVIDIA and AMD GPU we build for (a device may say so itself).
 pub const MAX_BLOCK_THREADS: u32 = 1024;
 
-/// The most blocks (teams) one of our launches takes: CUDA's classic grid limit, far beyond the blocks a GPU holds at
-/// once, so that per-team memory (a reduction's partial results) stays that of a few waves.
-pub const MAX_LAUNCH_BLOCKS: u32 = 65_535;
+pub use super::interface::MAX_LAUNCH_BLOCKS;
 
 /// (teams, threads per team) of a launch on a GPU of `multiprocessors` whose clauses leave them open: a construct of
 /// wide teams (`Construct::wide_teams`: `teams, parallel`, `parallel_for`) gets a block of 256 threads per
