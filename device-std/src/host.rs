@@ -142,10 +142,10 @@ fn recorded_init<T: Copy>() -> T {
 /// # Safety
 /// `out` is the device address of `teams + 1` slots of `T`, and for a small value the launch gave each team
 /// `threads` slots of `slot_bytes(size_of::<T>())` bytes of team-shared memory.
-pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(partial: T, out: u64) {
+pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(partial: &T, out: u64) {
     if offload_model::reduce::is_small(core::mem::size_of::<T>()) {
         // SAFETY: per the contract, for a small value.
-        unsafe { through_slots::<Op, T>(partial, out) }
+        unsafe { through_slots::<Op, T>(*partial, out) }
     } else {
         // SAFETY: per the contract; every thread of the team ends here.
         unsafe { crate::reduce_turns::reduce_team::<Op, T>(partial, out) }

@@ -11,7 +11,7 @@ use offload_model::reduce::ReduceOp;
 ///
 /// # Safety
 /// `out` is the device address of `teams + 1` slots of `T`, and every thread of the team calls this.
-pub unsafe fn reduce_team<Op: ReduceOp<T>, T: Copy>(partial: T, out: u64) {
+pub unsafe fn reduce_team<Op: ReduceOp<T>, T: Copy>(partial: &T, out: u64) {
     let (team, teams, thread, threads) = geometry();
     let out = out as *mut T;
     // SAFETY: `team < teams`: inside the output, per the contract.
@@ -23,20 +23,18 @@ pub unsafe fn reduce_team<Op: ReduceOp<T>, T: Copy>(partial: T, out: u64) {
         if k == thread {
             // SAFETY: the team's own slot, this thread's alone during its turn; thread `k - 1` wrote it in its turn,
             // which the barrier orders before this read.
+            // In place, through pointers: no copy of a large value in the frame.
             unsafe {
                 if k == 0 {
-                    core::ptr::write_unaligned(slot, partial);
+                    core::ptr::copy_nonoverlapping(partial as *const T, slot, 1);
                 } else {
-                    core::ptr::write_unaligned(
-                        slot,
-                        Op::combine(core::ptr::read_unaligned(slot), partial),
-                    );
+                    Op::combine_into(slot, partial);
                 }
             }
         }
     }
     if team == 0 && thread == 0 {
         // SAFETY: slot `teams` of the output, written by this thread alone.
-        unsafe { core::ptr::write_unaligned(out.add(teams as usize), Op::identity()) };
+        unsafe { Op::write_identity(out.add(teams as usize)) };
     }
 }

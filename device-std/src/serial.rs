@@ -25,9 +25,9 @@ pub fn record_init<T: Copy>(_: T) {}
 
 /// # Safety
 /// As the host image's.
-pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(partial: T, out: u64) {
+pub unsafe fn reduce_team<Op: offload_model::reduce::ReduceOp<T>, T: Copy>(partial: &T, out: u64) {
     // SAFETY: per the contract: `out` holds `teams + 1` slots.
-    unsafe { core::ptr::write_unaligned(out as *mut T, partial) };
+    unsafe { core::ptr::write_unaligned(out as *mut T, *partial) };
 }
 
 /// No clock in a plain check: no image uses this backend.

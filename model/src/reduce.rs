@@ -16,6 +16,30 @@ pub trait ReduceOp<T> {
     fn identity() -> T;
     /// Combines two partial results. Partials are grouped by team, thread and lane, so it should be associative.
     fn combine(a: T, b: T) -> T;
+    /// `*acc = combine(*acc, *b)` in place (arrays element by element, so that an unoptimised GPU frame holds no
+    /// temporary copy of a large value).
+    ///
+    /// # Safety
+    /// `acc` is valid for reads and writes of a `T`, `b` for reads; either may be unaligned.
+    #[inline(always)]
+    unsafe fn combine_into(acc: *mut T, b: *const T) {
+        // SAFETY: per the contract.
+        unsafe {
+            core::ptr::write_unaligned(
+                acc,
+                Self::combine(core::ptr::read_unaligned(acc), core::ptr::read_unaligned(b)),
+            )
+        }
+    }
+    /// `*p = identity()` in place (arrays element by element).
+    ///
+    /// # Safety
+    /// `p` is valid for writes of a `T`, perhaps unaligned.
+    #[inline(always)]
+    unsafe fn write_identity(p: *mut T) {
+        // SAFETY: per the contract.
+        unsafe { core::ptr::write_unaligned(p, Self::identity()) }
+    }
 }
 
 pub struct Add;
@@ -188,6 +212,22 @@ macro_rules! arrays {
                     a[k] = <$op as ReduceOp<T>>::combine(a[k], b[k]);
                 }
                 a
+            }
+            #[inline(always)]
+            unsafe fn combine_into(acc: *mut [T; N], b: *const [T; N]) {
+                let (acc, b) = (acc as *mut T, b as *const T);
+                for k in 0..N {
+                    // SAFETY: element `k` of each array, per the contract.
+                    unsafe { <$op as ReduceOp<T>>::combine_into(acc.add(k), b.add(k)) }
+                }
+            }
+            #[inline(always)]
+            unsafe fn write_identity(p: *mut [T; N]) {
+                let p = p as *mut T;
+                for k in 0..N {
+                    // SAFETY: element `k`, per the contract.
+                    unsafe { <$op as ReduceOp<T>>::write_identity(p.add(k)) }
+                }
             }
         }
     )*};

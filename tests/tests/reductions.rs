@@ -79,15 +79,16 @@ fn histogram(on_device: bool, data: &[u32]) -> [u32; 256] {
     hist
 }
 
-/// A 2048-element `f64` array (16 KiB, far past the 512 bytes a small value has): each iteration adds into a few
-/// elements. Not 4096: on AMD GPUs a work-item's private copies must fit a 128 KiB stack frame, and a 32 KiB value
-/// takes about six of them there (gfx90a's link refuses a 192 KiB frame).
+/// A 4096-element `f64` array (32 KiB, far past the 512 bytes a small value has): each iteration adds into a few
+/// elements. On AMD GPUs a work-item's private copies must fit a 128 KiB stack frame: an unoptimised build keeps
+/// three of them (the thread's partial, the kernel entry's and the wire value's; the team step combines in place),
+/// which `gpu_examples` checks.
 #[target(teams_distribute_parallel_for, reduction(+: acc), if(on_device))]
-fn spread(on_device: bool, x: &[f64]) -> [f64; 2048] {
-    let mut acc = [0.5f64; 2048];
+fn spread(on_device: bool, x: &[f64]) -> [f64; 4096] {
+    let mut acc = [0.5f64; 4096];
     for i in 0..x.len() {
-        acc[i % 2048] += x[i];
-        acc[(i * 7 + 1) % 2048] += 1.0;
+        acc[i % 4096] += x[i];
+        acc[(i * 7 + 1) % 4096] += 1.0;
     }
     acc
 }
@@ -107,12 +108,12 @@ fn histogram_of_256_bins() {
 }
 
 #[test]
-fn array_of_2048_f64() {
+fn array_of_4096_f64() {
     let x: Vec<f64> = (0..50_000).map(|i| (i % 13) as f64 * 0.25).collect();
-    let mut want = [0.5f64; 2048];
+    let mut want = [0.5f64; 4096];
     for i in 0..x.len() {
-        want[i % 2048] += x[i];
-        want[(i * 7 + 1) % 2048] += 1.0;
+        want[i % 4096] += x[i];
+        want[(i * 7 + 1) % 4096] += 1.0;
     }
     for on_device in [true, false] {
         let got = spread(on_device, &x);

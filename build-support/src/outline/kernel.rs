@@ -222,7 +222,7 @@ fn store_return(region: &Region, r: &syn::Ident) -> TokenStream {
         // Each thread's partial joins its team's; the host combines the teams with the initial value. Several
         // variables cross as their `#[repr(C)]` tuple.
         (Some(op), Some(wire)) => quote!(unsafe {
-            ::offload::__rt::reduce_team::<#op, #wire>(::core::convert::Into::into(__offload_r), #r)
+            ::offload::__rt::reduce_team::<#op, #wire>(&::core::convert::Into::into(__offload_r), #r)
         };),
         _ => {
             quote!(if ::offload::__first_thread() { ::offload::__rt::write_return(#r, __offload_r); })
