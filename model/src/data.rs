@@ -490,9 +490,14 @@ impl Tokens<'_> {
 mod tests {
     use super::*;
 
-    fn writes(block: &str) -> bool {
+    /// `check` on the block `block`, for the variable `x`.
+    fn on_x(check: fn(&syn::Block, &Ident) -> bool, block: &str) -> bool {
         let b: syn::Block = syn::parse_str(block).unwrap();
-        block_writes(&b, &Ident::new("x", proc_macro2::Span::call_site()))
+        check(&b, &Ident::new("x", proc_macro2::Span::call_site()))
+    }
+
+    fn writes(block: &str) -> bool {
+        on_x(block_writes, block)
     }
 
     #[test]
@@ -540,8 +545,7 @@ mod tests {
     }
 
     fn passes_on(block: &str) -> bool {
-        let b: syn::Block = syn::parse_str(block).unwrap();
-        block_passes_on(&b, &Ident::new("x", proc_macro2::Span::call_site()))
+        on_x(block_passes_on, block)
     }
 
     #[test]

@@ -8,10 +8,10 @@
 //! the entry's index, and a kernel the image lacks would be called through a null address): kernels only, not
 //! device globals, which stay the images' own copies. With `OFFLOAD_LLVM_GPU=1`, the package's cubins and HSA code
 //! objects that define those kernels go into the same descriptor (PTX does not: LLVM's CUDA plugin loads ELF only),
-//! for LLVM's CUDA and AMD plugins. [`Libomptarget::kernel`] launches one with the map list libomptarget maps, and the data calls map, unmap
-//! and update. Our map-type bits are LLVM's (`offload_model::abi::map_type`); the region layer's `on_llvm`
-//! translates the rest. We launch with `KernelArgs` version 2, which has no implicit argument, and pass the kernel's
-//! `dyn_ptr` ourselves. LLVM's host plugin calls a kernel once, on the calling thread: `dyn_ptr` is our launch plan
+//! for LLVM's CUDA and AMD plugins. [`Libomptarget::kernel`] launches one with the map list libomptarget maps, and
+//! the data calls map, unmap and update. Our map-type bits are LLVM's (`offload_model::abi::map_type`); the region
+//! layer's `on_llvm` translates the rest. We launch with `KernelArgs` version 2, which has no implicit argument, and
+//! pass the kernel's `dyn_ptr` ourselves. LLVM's host plugin calls a kernel once, on the calling thread: `dyn_ptr` is our launch plan
 //! ([`LlvmLaunch`]), and the image's entry (`offload-device`'s `entry`) hands the kernel's body to the plan, which
 //! runs it on our host team executor as host-elf does. A GPU plugin runs our kernel as a bare kernel (it has no
 //! OpenMP kernel environment) on the grid and team-shared memory we give, with a null `dyn_ptr`, as our CUDA plugin
@@ -391,10 +391,9 @@ impl Libomptarget {
             }
         }
         // The GPU images LLVM's CUDA and AMD plugins can load: cubins (not PTX, which they cannot compile) and HSA
-        // code objects, with the kernels each holds.
-        // Only when asked (`OFFLOAD_LLVM_GPU=1`): a GPU whose plugin cannot load one of them, or that meets a
-        // descriptor without an image for it (a C library built for the host alone), stops the process at its
-        // first use, and even `omp_get_uid_from_device` uses it.
+        // code objects, with the kernels each holds. Only when asked (`OFFLOAD_LLVM_GPU=1`): a GPU whose plugin
+        // cannot load one of them, or that meets a descriptor without an image for it (a C library built for the
+        // host alone), stops the process at its first use, and even `omp_get_uid_from_device` uses it.
         let gpu: Vec<(&Image, BTreeSet<&[u8]>)> = desc
             .images
             .iter()

@@ -285,10 +285,10 @@ where
     fn deref_mut(&mut self) -> &mut [T] {
         if self.shadow.is_none() && self.present_before {
             panic!(
-                "offload: target_data!: a `map(to: ..)` slice passed on as `&mut [T]` was already present on the device \
-                 when the construct began, so its device copy may be newer than the host's, from which a private copy \
-                 would be made: declare the source `let mut` and pass `&mut x` (the region then writes the present \
-                 copy), or map it `tofrom` in the construct that made it present"
+                "offload: target_data!: a `map(to: ..)` slice passed on as `&mut [T]` was already present on the \
+                 device when the construct began, so its device copy may be newer than the host's, from which a \
+                 private copy would be made: declare the source `let mut` and pass `&mut x` (the region then writes \
+                 the present copy), or map it `tofrom` in the construct that made it present"
             );
         }
         // The source's `present` and `always` are for the source: the copy is new.
