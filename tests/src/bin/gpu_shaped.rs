@@ -146,9 +146,11 @@ fn shout(v: u32) {
     println!(" (shouted)");
 }
 
+/// One thread prints, in two calls (`print!`, then `println!`): a thread's calls are records of their own, between
+/// which another thread's may come, so a second printing thread could split its line.
 #[target(teams, parallel, num_teams(2), thread_limit(4))]
 fn shout_then_fail() {
-    if omp_get_thread_num() == 0 {
+    if omp_get_team_num() == 1 && omp_get_thread_num() == 0 {
         shout(omp_get_team_num() as u32);
     }
     if omp_get_team_num() == 1 && omp_get_thread_num() == omp_get_num_threads() - 1 {
