@@ -102,20 +102,24 @@ struct Entered {
 
 impl Entered {
     #[track_caller]
+    /// `ask_present`: whether to look up, before entering, if some of the data was present already (only a
+    /// `to` guard's view needs it: the lookups are kept off every other entry).
     fn enter<T: ?Sized + MapTarget>(
         dev: DataDevice,
         p: *const T,
         section: Section,
         map_type: u64,
+        ask_present: bool,
     ) -> Self {
         let mut maps = Vec::new();
         // SAFETY: `p` is the guard's borrow of live data (exclusive if the map type writes it).
         unsafe { T::map_args(p, section, map_type, &mut maps) };
-        let present_before = maps.iter().filter(|m| m.size > 0).any(|m| match dev {
-            DataDevice(Some(d), _) => d.table().lookup(m.begin as usize, m.size).is_some(),
-            DataDevice(None, Some((lib, d))) => lib.is_present(m.begin.cast(), d),
-            DataDevice(None, None) => false,
-        });
+        let present_before = ask_present
+            && maps.iter().filter(|m| m.size > 0).any(|m| match dev {
+                DataDevice(Some(d), _) => d.table().lookup(m.begin as usize, m.size).is_some(),
+                DataDevice(None, Some((lib, d))) => lib.is_present(m.begin.cast(), d),
+                DataDevice(None, None) => false,
+            });
         let held = match dev.0 {
             Some(d) => {
                 let _scope = d.scope(Label::Construct("target_data!"));
@@ -179,7 +183,7 @@ impl<'a, T: ?Sized + MapTarget> MappedRef<'a, T> {
     #[track_caller]
     pub fn enter(dev: DataDevice, data: &'a T, section: Section, map_type: u64) -> Self {
         MappedRef {
-            inner: Entered::enter(dev, data, section, map_type),
+            inner: Entered::enter(dev, data, section, map_type, true),
             data,
         }
     }
@@ -302,7 +306,7 @@ where
         if shadow.entered.is_none() {
             // Entered where it stays (a `Box` moved after its address was taken would be retagged).
             let at: *const [T] = &*shadow.data;
-            shadow.entered = Some(Entered::enter(dev, at, section, map_type));
+            shadow.entered = Some(Entered::enter(dev, at, section, map_type, false));
         }
         &mut shadow.data
     }
@@ -569,7 +573,7 @@ impl<'a, T: ?Sized + MapTarget> MappedMut<'a, T> {
     pub fn enter(dev: DataDevice, data: &'a mut T, section: Section, map_type: u64) -> Self {
         let data: *mut T = data;
         MappedMut {
-            inner: Entered::enter(dev, data, section, map_type),
+            inner: Entered::enter(dev, data, section, map_type, false),
             data,
             again: Box::new(move || {
                 let mut maps = Vec::new();
