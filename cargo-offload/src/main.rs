@@ -37,8 +37,8 @@ struct NewArgs {
     /// An offload-aware library instead of a program.
     #[arg(long)]
     lib: bool,
-    /// A GPU target to build for besides the host (`nvptx64:sm_90`, `amdgcn:gfx90a`; repeatable); `doctor` then says
-    /// what the build needs.
+    /// A GPU target to build for besides the host (`nvptx64:sm_90`, `amdgcn:gfx90a`, or `gpu-sim`, the GPU lowering
+    /// run on the host; repeatable); `doctor` then says what the build needs.
     #[arg(long, value_name = "TARGET")]
     gpu: Vec<String>,
     /// Depend on the offload checkout at this path (default: the one this cargo-offload was built from, if it still
@@ -149,8 +149,13 @@ fn make_package(
         return fail(cmd, e);
     }
     let what = if options.lib { "library" } else { "program" };
+    let devices = if options.gpu.is_empty() {
+        "the host device".to_string()
+    } else {
+        format!("the host device and {}", options.gpu.join(", "))
+    };
     println!(
-        "Created an offload {what} in `{}`; `cargo {}` builds its regions for the host device.",
+        "Created an offload {what} in `{}`; `cargo {}` builds its regions for {devices}.",
         dir.display(),
         if options.lib { "test" } else { "run" }
     );

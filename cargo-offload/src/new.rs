@@ -81,7 +81,7 @@ pub enum NewError {
     BadName(String),
     #[error("cannot tell the package's name from `{0}`: pass `--name`")]
     NoName(PathBuf),
-    #[error("`{0}` is not a GPU target: write `nvptx64:sm_90` or `amdgcn:gfx90a` (several architectures: `nvptx64:sm_80,sm_90`)")]
+    #[error("`{0}` is not a GPU target: write `nvptx64:sm_90`, `amdgcn:gfx90a` or `gpu-sim` (several architectures: `nvptx64:sm_80,sm_90`)")]
     BadTarget(String),
     #[error("`--path` and `--git` both name where offload comes from: pass one")]
     TwoSources,
@@ -168,9 +168,13 @@ fn package_name(dir: &Path, options: &NewOptions) -> Result<String, NewError> {
     Ok(name)
 }
 
-/// A GPU target as `OFFLOAD_TARGETS` takes it: a GPU kind and at least one architecture it knows.
+/// A GPU target as `OFFLOAD_TARGETS` takes it: a GPU kind and at least one architecture it knows, or `gpu-sim`
+/// (the GPU lowering run on the host), which has none.
 fn check_gpu_target(t: &str) -> Result<(), NewError> {
     let bad = || NewError::BadTarget(t.to_string());
+    if t == DeviceKind::GpuSim.name() {
+        return Ok(());
+    }
     let (kind, archs) = t.split_once(':').ok_or_else(bad)?;
     let kind = DeviceKind::from_name(kind).ok_or_else(bad)?;
     if !matches!(kind, DeviceKind::Nvptx | DeviceKind::Amdgcn) {
@@ -358,6 +362,7 @@ mod tests {
         }
         check_gpu_target("nvptx64:sm_80,sm_90").unwrap();
         check_gpu_target("amdgcn:gfx90a").unwrap();
+        check_gpu_target("gpu-sim").unwrap();
     }
 
     #[test]

@@ -349,6 +349,16 @@ fn cargo_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .unwrap()
 }
 
+/// The Rust block under README's "A first region", as it reads on a front page.
+fn readme_first_region(readme: &str) -> &str {
+    let section = &readme[readme
+        .find("## A first region")
+        .expect("README has a first region")..];
+    let code = &section[section.find("```rust").unwrap()..];
+    let code = &code[code.find('\n').unwrap() + 1..];
+    &code[..code.find("```").unwrap()]
+}
+
 #[test]
 fn new_makes_a_program_and_a_library_that_run_on_host_elf_at_once() {
     // Outside the workspace, which would otherwise claim the packages.
@@ -374,6 +384,21 @@ fn new_makes_a_program_and_a_library_that_run_on_host_elf_at_once() {
     let o = cargo_in(&program, &["test"], &[]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("test tests::saxpy_adds_a_times_x ... ok"));
+
+    // README's first region, as a reader copies it into the new package, runs there on host-elf.
+    let readme = std::fs::read_to_string(Path::new(ws).join("README.md")).unwrap();
+    let first = readme_first_region(&readme);
+    std::fs::create_dir_all(program.join("src/bin")).unwrap();
+    std::fs::write(program.join("src/bin/first.rs"), first).unwrap();
+    let o = cargo_in(
+        &program,
+        &["run", "--bin", "first"],
+        &[("OFFLOAD_INFO", "1"), ("OMP_TARGET_OFFLOAD", "MANDATORY")],
+    );
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("launch first::saxpy"), "{out}");
+    assert!(out.contains("launch first::sum"), "{out}");
 
     let o = cargo_offload(
         &[
