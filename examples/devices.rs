@@ -1,4 +1,4 @@
-//! The seeds' Example 1, "several devices at once": 1000 iterations dealt over every device (`device(i % n)`), each
+//! Several devices at once: 1000 iterations dealt over every device (`device(i % n)`), each
 //! mapping the shared input `c` to its device and its own slot `red[i]` back, first from host threads (one per
 //! device, as the C original does), then from one thread with `nowait` tasks. Checked against the host's sums; exits
 //! non-zero on any mismatch.

@@ -1,4 +1,4 @@
-//! GPU figures, ready for the day a GPU is there (issue 16): on an NVIDIA GPU, saxpy, triad and dot bandwidth in GB/s
+//! GPU figures, ready for the day a GPU is there: on an NVIDIA GPU, saxpy, triad and dot bandwidth in GB/s
 //! and as a fraction of a device-to-device copy measured in the same run, and the latency of an empty region against
 //! a raw `cuLaunchKernel` (through cudarc) of an empty kernel of the same signature, medians of many runs. Without an
 //! NVIDIA GPU it says so and exits 0.

@@ -1,4 +1,4 @@
-//! 2-D Jacobi over MPI ranks, one device each (issue 18): the grid's interior rows are split among the ranks; each
+//! 2-D Jacobi over MPI ranks, one device each: the grid's interior rows are split among the ranks; each
 //! keeps its slab and two halo rows resident on its device (`target_enter_data!`), sweeps it in a region, moves only
 //! its boundary rows between device and host (`target_update!` of sections), swaps them with its neighbours over
 //! MPI, and reduces the residual (a max, so every decomposition gives the same bits) with an all-reduce. Rank 0

@@ -3,7 +3,7 @@
 //! (`apt-get install clang-22 libomp-22-dev liboffload-22-dev`). `cargo bench -p offload-examples --bench data_env`
 //!
 //! (a) enter plus exit of an already-present buffer; (b) a region launch with 16 present mapped arguments.
-//! Target (issue 3): ours/theirs <= 0.5 on both. Then the same calls, an empty region and a region mapping one 4 KiB
+//! Target: ours/theirs <= 0.5 on both. Then the same calls, an empty region and a region mapping one 4 KiB
 //! slice `tofrom` under `OFFLOAD_RUNTIME=llvm` (LLVM's libomptarget, where `liboffload-22-dev` is installed: the bench
 //! runs itself again with it), beside ours.
 

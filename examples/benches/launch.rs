@@ -2,10 +2,10 @@
 //! direct call of an empty function, measured side by side in one run (best of several rounds, since the machine is
 //! noisy). `cargo bench -p offload-examples --bench launch`
 //!
-//! Targets (issue 2): under 350 ns per call on the device (libomptarget's x86_64 host plugin takes about 690 ns
+//! Targets: under 350 ns per call on the device (libomptarget's x86_64 host plugin takes about 690 ns
 //! for an empty `#pragma omp target`), under 50 ns of fallback overhead over a direct call.
 //!
-//! Launch geometry (issue 14): a 4096-element work-shared loop under `thread_limit(256)` within 2x of the same loop
+//! Launch geometry: a 4096-element work-shared loop under `thread_limit(256)` within 2x of the same loop
 //! under `thread_limit(2)`, and a `teams, parallel` launch of 64 teams x 128 threads with one barrier under 5 ms, on
 //! the device and in the host fallback: the host devices never run more threads than the host can run at once.
 

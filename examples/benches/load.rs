@@ -1,4 +1,4 @@
-//! Host teams on a busy machine (issue 27, item 7): the 4096-element work-shared `thread_limit(256)` launch and the
+//! Host teams on a busy machine: the 4096-element work-shared `thread_limit(256)` launch and the
 //! SPMD 64 teams x 128 threads launch with one barrier, on the host-elf device and in the host fallback (`if(false)`),
 //! first on the machine as it is, then with competing busy processes this bench starts itself (three per hardware
 //! thread: it runs itself again with `--busy`), as MPI ranks, I/O threads and monitors compete on an HPC node.

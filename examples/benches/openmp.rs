@@ -10,7 +10,7 @@
 //! synthetic). Data is present on both sides. Prints times per call and the ratios ours/clang (lower is better).
 //! `cargo bench -p offload-examples --bench openmp [-- NAME..]` (only the kernels whose names contain a NAME)
 //!
-//! Targets (issue 14): at most 1.1x clang's time on pi, Jacobi, n-body and the histogram; at most 1.0x on BabelStream.
+//! Targets: at most 1.1x clang's time on pi, Jacobi, n-body and the histogram; at most 1.0x on BabelStream.
 //! Issue 27: at most 1.1x on hotspot3D, SpMV, XSBench and fasten.
 
 #[path = "kernels/histogram.rs"]
@@ -1399,7 +1399,7 @@ fn print_table(
     }
 }
 
-/// Ours against ours, on the device: issue 14's stencil target (the collapsed nest within 1.2x of sharing the rows),
+/// Ours against ours, on the device: the stencil target (the collapsed nest within 1.2x of sharing the rows),
 /// and a `u64` loop variable against `usize` (measured here, alternating).
 fn print_side_targets(times: &[Vec<Vec<f64>>], picked: &dyn Fn(&str) -> bool) {
     if picked("jacobi_collapse") && picked("jacobi_rows") {

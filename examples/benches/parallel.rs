@@ -2,7 +2,7 @@
 //! run: STREAM triad and a dot product over 64M f32, data already present. Prints GB/s and ratios.
 //! `cargo bench -p offload-examples --bench parallel`
 //!
-//! Targets (issue 4): at least 0.9x rayon and at least 1.0x the clang peer on both, and for dot at least 1.0x clang's
+//! Targets: at least 0.9x rayon and at least 1.0x the clang peer on both, and for dot at least 1.0x clang's
 //! `teams distribute parallel for simd reduction`.
 
 mod peer;

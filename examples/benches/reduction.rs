@@ -1,4 +1,4 @@
-//! An array reduction against team-shared atomics (issue 27, item 3): a 256-bin `u32` histogram of 2^24 values on
+//! An array reduction against team-shared atomics: a 256-bin `u32` histogram of 2^24 values on
 //! the host-elf device, as `reduction(+: hist)` over `let mut hist = [0u32; 256]` and as the `teams, parallel`
 //! region of `--bench openmp` (each team counts into its team-shared atomic bins, then adds them into the result),
 //! on the same geometry (teams of 2 threads), side by side in one run. The data is present; the bins are mapped per

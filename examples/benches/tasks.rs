@@ -1,4 +1,4 @@
-//! Tasks (issue 26), side by side in one run (best of several rounds, since the machine is noisy):
+//! Tasks, side by side in one run (best of several rounds, since the machine is noisy):
 //!
 //! - two compute-bound serial regions on two host-elf devices, both `nowait` and then waited for, against calling
 //!   them one after the other (target: at most 0.6 on 2 cores); run it with `OFFLOAD_HOST_DEVICES=2`;

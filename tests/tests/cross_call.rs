@@ -1,4 +1,4 @@
-//! APIs whose safety spans several calls (issue 24, "cross-call APIs"): a launch's team-shared memory is handed out
+//! APIs whose safety spans several calls: a launch's team-shared memory is handed out
 //! under one atomic element type, the first `team_shared` call's, and a later call with another type fails the
 //! region instead of viewing the same bytes at two widths (a mixed-size race, undefined in Rust). Each region runs
 //! on the default device (host-elf, or gpu-sim under `OFFLOAD_PLUGINS=gpu-sim`) and in the host fallback.

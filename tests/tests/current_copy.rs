@@ -1,4 +1,4 @@
-//! Which copy is current (issue 24): a present mapping records whether its device copy may be newer than the host
+//! Which copy is current: a present mapping records whether its device copy may be newer than the host
 //! copy and which running regions use it, so no construct reads a stale copy, writes a copy a running region reads,
 //! or loses a region's writes to shared atomics. Each test is an outside user's program that raced or lost data
 //! before: on a device the construct is now refused with an error (or its result is the current data's), in the

@@ -676,7 +676,7 @@ fn total(y: &[i64]) -> i64 {
     y.iter().sum()
 }
 
-/// `f(x)` inside `target_data!(map(to: x))` for a region `f(x: &mut [T])` (issue 27): the region writes the device
+/// `f(x)` inside `target_data!(map(to: x))` for a region `f(x: &mut [T])`: the region writes the device
 /// copy, later regions read its writes, and the exit discards them; the host's `x` is never written, whether it was
 /// declared `let mut` or `let`, on the device and on the host (`if(false)`).
 #[test]

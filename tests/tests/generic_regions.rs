@@ -1,4 +1,4 @@
-//! Generic regions and regions in `impl` blocks (issue 17, items 2 and 3): a BabelStream-style `T: Real` stream
+//! Generic regions and regions in `impl` blocks: a BabelStream-style `T: Real` stream
 //! over f32 and f64 called from generic host code, a call with a type `instantiate(..)` does not list (the host
 //! runs it, with the reason; an error under MANDATORY), and method regions taking `&self`, `&mut self` and `self`,
 //! and an associated function. Each runs on the default device (host-elf, or gpu-sim under

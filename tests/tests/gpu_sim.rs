@@ -1,4 +1,4 @@
-//! The simulated GPU (`gpu-sim`, issue 16): GPU-shaped programs built with this package's `gpu-sim` target, run
+//! The simulated GPU (`gpu-sim`): GPU-shaped programs built with this package's `gpu-sim` target, run
 //! with `OFFLOAD_PLUGINS=gpu-sim OMP_TARGET_OFFLOAD=MANDATORY` as a user would. Each runs the `gpu_shaped` binary in
 //! its own process, since the runtime reads the environment once.
 

@@ -1,4 +1,4 @@
-//! `OFFLOAD_RUNTIME=llvm` (issue 29): the fat binary's x86-64 image registered with LLVM's libomptarget, region
+//! `OFFLOAD_RUNTIME=llvm`: the fat binary's x86-64 image registered with LLVM's libomptarget, region
 //! calls and data constructs going through its devices and its present table (the one C and C++ code compiled by
 //! clang uses), parallel regions on the host's cores through our launch plan (teams, barriers, team-shared memory,
 //! reductions, a panicking thread reported), and what does not run there yet failing with an error that says so. Every test here

@@ -1,4 +1,4 @@
-//! Structured data (OpenMP's `declare mapper`, issue 17 item 8): a struct holding slices, `#[derive(Mapper)]`, is a
+//! Structured data (OpenMP's `declare mapper`): a struct holding slices, `#[derive(Mapper)]`, is a
 //! region parameter mapped field by field, and a data construct's variable. Each region runs on the device and in
 //! the host fallback (`if(on_device)`), and the tests change host or device copies where a wrong mapping would copy.
 
@@ -377,7 +377,7 @@ fn deleting_scoped_data_panics_and_leaves_other_holders_their_mapping() {
     assert_eq!(v, vec![4.0; 8]);
 }
 
-// ---- Structs that own their arrays (issue 27, item 6): XSBench's `SimulationData`, whose C struct `malloc`s them.
+// ---- Structs that own their arrays: XSBench's `SimulationData`, whose C struct `malloc`s them.
 
 /// The port of a C struct owning its arrays: `Vec` fields, mapped as slices through `&Sim` (`to`) and `&mut Sim`
 /// (`tofrom`, or the field's `#[map(..)]`); the other fields are values.

@@ -1,4 +1,4 @@
-//! Observability (issue 7): `OFFLOAD_INFO` levels on stderr and the `OFFLOAD_PROFILE` Chrome trace. Each case runs
+//! Observability: `OFFLOAD_INFO` levels on stderr and the `OFFLOAD_PROFILE` Chrome trace. Each case runs
 //! the probe binary in its own process, since the runtime reads the environment once.
 //!
 //! The probe maps `y`, 100 `i64`s (800 bytes) at `y_addr`; `double` maps it `tofrom` and returns a `bool` (a 1-byte

@@ -1,4 +1,4 @@
-//! What real ports trip on (issue 27, items 4-6), accepted safely (the guide, `docs/src/parallel.md`, "Race freedom"): a `collapse(2)` iteration
+//! What real ports trip on, accepted safely (the guide, `docs/src/parallel.md`, "Race freedom"): a `collapse(2)` iteration
 //! writing its own column `y[k * plane + j * m + i]` (hotspot3D), a work-shared iteration handing the sub-slice of
 //! its row to a helper (miniBUDE), and loop bounds read from a by-value `#[declare_target]` struct's fields
 //! (XSBench). Each has its adversary: a program that uses the form to reach another iteration's element fails the

@@ -764,7 +764,7 @@ fn a_divergent_barrier_fails_instead_of_hanging() {
     }
 }
 
-// Launch geometry (issue 14): the host devices never run more threads than the host runs at once. `thread_limit` is
+// Launch geometry: the host devices never run more threads than the host runs at once. `thread_limit` is
 // an upper bound: a team gets at most the host's hardware threads, all running at once, and
 // `omp_get_num_threads()` says how many; a work-shared loop shares its iterations over the threads it got.
 

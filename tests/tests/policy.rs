@@ -268,7 +268,7 @@ fn an_unknown_wait_policy_is_named_and_ignored() {
     );
 }
 
-/// `OFFLOAD_BIND=local-rank` (issue 18): the default device is the launcher's local rank modulo the devices, read from
+/// `OFFLOAD_BIND=local-rank`: the default device is the launcher's local rank modulo the devices, read from
 /// Open MPI's, MPICH's or Slurm's variable; `OFFLOAD_INFO=1` says which rank took which device, and an explicit
 /// `OMP_DEFAULT_DEVICE` wins.
 #[test]

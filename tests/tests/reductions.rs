@@ -1,4 +1,4 @@
-//! Reductions as C programmers write them (issue 27): a tail that is an expression of the reduction variables and of
+//! Reductions as C programmers write them: a tail that is an expression of the reduction variables and of
 //! values computed before the loop, evaluated once after the reduction; on host-elf (or gpu-sim under
 //! `OFFLOAD_PLUGINS=gpu-sim`) and in the host fallback (`if(on_device)` false).
 

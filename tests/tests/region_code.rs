@@ -1,4 +1,4 @@
-//! Region code is Rust (issue 17): what region code reaches of the package goes to the device without an attribute
+//! Region code is Rust: what region code reaches of the package goes to the device without an attribute
 //! (OpenMP 5.0's implicit declare target): functions, consts, statics, types with their impls, user traits with
 //! default methods, generic helpers with trait bounds, and `macro_rules!`. Each region also runs in the host
 //! fallback, and the results must agree.

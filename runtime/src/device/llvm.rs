@@ -1,4 +1,4 @@
-//! LLVM's libomptarget as the device layer under `OFFLOAD_RUNTIME=llvm` (issue 29): the library opened at run time
+//! LLVM's libomptarget as the device layer under `OFFLOAD_RUNTIME=llvm`: the library opened at run time
 //! ([`active`], on first use), and the fat binary's host images and entries registered with it, so that its host
 //! plugin runs our kernels and its present table, the one C and C++ code compiled by clang uses, maps our data.
 //!

@@ -1,4 +1,4 @@
-//! Host threads using one GPU at once (issue 26): each launches on a queue of its own and copies through a staging
+//! Host threads using one GPU at once: each launches on a queue of its own and copies through a staging
 //! buffer of its own, so their dispatches and copies are in flight together. The fake holds the first until the
 //! second has started (`together`): on one queue, or through one staging buffer, the second would wait for the
 //! first, which would give up waiting for it (`apart`).
