@@ -33,6 +33,7 @@ pub struct Lowered {
     /// The return type: the reduction's wire type (`Region::reduce_wire`) where the tail is an expression of the
     /// variables, which the lowered body returns instead.
     pub output: syn::ReturnType,
+    /// The body: a work-shared loop lowered to its driver, the tail replaced where the host evaluates it.
     pub block: Block,
     /// That tail, which the host evaluates once after the reduction.
     pub tail: Option<worksharing::Tail>,
