@@ -20,16 +20,16 @@ pub mod map_type {
     /// LLVM's: libomptarget returns the entry's device address in its place (`use_device_ptr`); offload's own map
     /// lists never set it.
     pub const RETURN_PARAM: u64 = 0x40;
-    /// A copy of the data for this launch alone, never entered in the present table (by-object `firstprivate` values,
-    /// the return slot, reductions).
+    /// A copy of the data for this launch alone, never entered in the present table (`firstprivate` values over 8
+    /// bytes, the return slot, reductions).
     pub const PRIVATE: u64 = 0x80;
     /// Passed to the kernel by value: the entry's bits are the argument, there are no host data to map.
     pub const LITERAL: u64 = 0x100;
-    /// The map was not written but follows from the region's use of the data (no clause span).
+    /// No clause wrote the map: it follows from the parameter's type.
     pub const IMPLICIT: u64 = 0x200;
     /// The `close` modifier: a hint to place the data in memory close to the device.
     pub const CLOSE: u64 = 0x400;
-    /// The `present` modifier: the data must already be mapped, and the region fails if they are not.
+    /// The `present` modifier: the data must already be mapped, and the construct fails if they are not.
     pub const PRESENT: u64 = 0x1000;
     /// Ours, in bits LLVM leaves unused: the host data are atomics of this many bytes each, so the runtime copies
     /// them with atomic loads and stores (other host threads may use them meanwhile).

@@ -15,7 +15,7 @@ pub enum MapType {
     To,
     /// `from`: copied back to the host on exit.
     From,
-    /// `tofrom`: both; the default of `#[target]` and `target_data!`.
+    /// `tofrom`: both; what `map(x)` without a type means on `#[target]` and `target_data!`.
     ToFrom,
     /// `alloc`: device storage only, no copy.
     Alloc,
@@ -100,7 +100,7 @@ impl Construct {
 /// How a variable is mapped: explicitly by a clause, or implicitly from its type.
 #[derive(Clone, Debug)]
 pub struct Map {
-    /// The map type written, or the construct's default.
+    /// The map type: as written, the construct's default for `map(x)`, or what the parameter's type implies.
     pub map_type: MapType,
     /// The `always` modifier: copy even if the data are present.
     pub always: bool,
@@ -149,7 +149,7 @@ impl Map {
 pub struct Section {
     /// The first index, 0 if left out.
     pub lo: Option<Expr>,
-    /// The end, the slice's length if left out.
+    /// The end (included if `inclusive`), the slice's length if left out.
     pub hi: Option<Expr>,
     /// `..=`: `hi` is included.
     pub inclusive: bool,
@@ -204,7 +204,8 @@ pub struct MapItem {
     pub section: Option<Section>,
 }
 
-/// Parses a map item (a variable, with an optional array section), as the data constructs and `target_update!` take it.
+/// Parses a map item of a data construct or `target_update!`: a variable, with an optional array section (`self` is
+/// refused: only a `#[target]` method region maps its receiver).
 pub fn parse_item(input: ParseStream) -> syn::Result<MapItem> {
     parse_item_of(input, Construct::Data)
 }

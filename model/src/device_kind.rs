@@ -28,7 +28,7 @@ pub enum DeviceKind {
 }
 
 impl DeviceKind {
-    /// Every kind, in declaration order (what a listing of kinds follows).
+    /// Every kind, in declaration order.
     pub const ALL: [DeviceKind; 4] = [Self::Host, Self::Nvptx, Self::Amdgcn, Self::GpuSim];
 
     /// The name `OFFLOAD_TARGETS` and `[package.metadata.offload] targets` use.

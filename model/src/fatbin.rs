@@ -39,7 +39,7 @@ pub struct OffloadEntry {
     pub symbol_name: *const c_char,
     /// A kernel: 0. A global: its size in bytes.
     pub size: u64,
-    /// The package tag ([`crate::identity::package_tag`]) of the region's package.
+    /// The package tag ([`crate::identity::package_tag`]) of the entry's package: which images hold its symbol.
     pub data: u64,
     /// Null (LLVM's auxiliary address, unused here).
     pub aux_addr: *const c_void,

@@ -24,7 +24,7 @@ pub const FILE_CAP: usize = 256;
 
 /// [`PanicRecord::state`]'s values.
 pub mod state {
-    /// No thread has claimed the record (its state at load and after each launch's reading).
+    /// No thread has claimed the record: its state when new and after the host has taken it.
     pub const EMPTY: u32 = 0;
     /// A thread claimed the record and is writing it.
     pub const WRITING: u32 = 1;

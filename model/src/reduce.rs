@@ -82,9 +82,9 @@ pub trait Numeric: Copy + Send + Sync + 'static {
     fn reduce_add(a: Self, b: Self) -> Self;
     /// `*` (wrapping for integers).
     fn reduce_mul(a: Self, b: Self) -> Self;
-    /// `min`; for floats, `f32::min`'s (a NaN loses to a number).
+    /// `min`; for floats, std's `min` (a NaN loses to a number).
     fn reduce_min(a: Self, b: Self) -> Self;
-    /// `max`; for floats, `f32::max`'s (a NaN loses to a number).
+    /// `max`; for floats, std's `max` (a NaN loses to a number).
     fn reduce_max(a: Self, b: Self) -> Self;
 }
 

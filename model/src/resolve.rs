@@ -37,7 +37,7 @@ pub enum Site {
     Unknown,
 }
 
-/// One binding of the body: a parameter, or a name a pattern declares.
+/// One binding of the body: a parameter, a name a pattern declares, or one a local item or `use` brings in.
 #[derive(Clone, Debug)]
 pub struct Binding {
     /// The name as declared.
