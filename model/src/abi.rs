@@ -7,20 +7,34 @@ use core::ffi::c_void;
 /// OpenMP map-type bits, with LLVM's values (`OpenMPOffloadMappingFlags`), so a map list we build reads the way
 /// libomptarget's `__tgt_target_kernel` arguments do.
 pub mod map_type {
+    /// Copy the host data to the device on entry.
     pub const TO: u64 = 0x01;
+    /// Copy the device data back to the host on exit.
     pub const FROM: u64 = 0x02;
+    /// Copy even when the data were already present (the `always` modifier).
     pub const ALWAYS: u64 = 0x04;
+    /// Remove the mapping on exit whatever its reference count (`map(delete: ..)`).
     pub const DELETE: u64 = 0x08;
+    /// The entry is passed to the kernel as one of its arguments.
     pub const TARGET_PARAM: u64 = 0x20;
+    /// LLVM's: libomptarget returns the entry's device address in its place (`use_device_ptr`); offload's own map
+    /// lists never set it.
     pub const RETURN_PARAM: u64 = 0x40;
+    /// A copy of the data for this launch alone, never entered in the present table (`firstprivate` values over 8
+    /// bytes, the return slot, reductions).
     pub const PRIVATE: u64 = 0x80;
+    /// Passed to the kernel by value: the entry's bits are the argument, there are no host data to map.
     pub const LITERAL: u64 = 0x100;
+    /// No clause wrote the map: it follows from the parameter's type.
     pub const IMPLICIT: u64 = 0x200;
+    /// The `close` modifier: a hint to place the data in memory close to the device.
     pub const CLOSE: u64 = 0x400;
+    /// The `present` modifier: the data must already be mapped, and the construct fails if they are not.
     pub const PRESENT: u64 = 0x1000;
     /// Ours, in bits LLVM leaves unused: the host data are atomics of this many bytes each, so the runtime copies
     /// them with atomic loads and stores (other host threads may use them meanwhile).
     pub const HOST_ATOMIC_SHIFT: u32 = 36;
+    /// Where the host atomics' element size is kept (from [`HOST_ATOMIC_SHIFT`]): zero for plain data.
     pub const HOST_ATOMIC_MASK: u64 = 0xf << HOST_ATOMIC_SHIFT;
     /// Ours: a literal that is device memory (`DevicePtr`, `DeviceBuffer`); the map-list entry's `base_size` holds
     /// the device it lives on.
@@ -45,20 +59,28 @@ pub const MAX_KERNEL_ARGS: usize = 64;
 /// Team-shared memory every team of a `teams, parallel` launch gets (what a CUDA block may use statically).
 pub const TEAM_SHARED_BYTES: usize = 48 * 1024;
 
-/// Room for a panic message and file name reported by a host-image kernel.
+/// Room for the message of a panic reported by a host-image kernel ([`HostFailure`]).
 pub const FAILURE_MESSAGE_CAP: usize = 1024;
+/// Room for the file name of such a panic.
 pub const FAILURE_FILE_CAP: usize = 512;
 
 /// What a host-image kernel reports when it panicked. The buffers are fixed so the image (which links its own std and
 /// allocator) never hands the runtime memory to free.
 #[repr(C)]
 pub struct HostFailure {
+    /// Nonzero once [`HostFailure::record`] has written the rest; the host zeroes it before the launch.
     pub failed: u32,
+    /// The panic's line.
     pub line: u32,
+    /// The panic's column.
     pub column: u32,
+    /// Bytes of `message` in use.
     pub message_len: u32,
+    /// Bytes of `file` in use.
     pub file_len: u32,
+    /// The panic message, UTF-8, truncated at a character boundary.
     pub message: [u8; FAILURE_MESSAGE_CAP],
+    /// The file the panic names, UTF-8, truncated at a character boundary.
     pub file: [u8; FAILURE_FILE_CAP],
 }
 
@@ -235,15 +257,22 @@ pub mod barrier_status {
 /// memory, and where to report a panic.
 #[repr(C)]
 pub struct HostLaunchEnv {
+    /// This thread's team, from 0.
     pub team_num: u32,
+    /// Teams in the launch.
     pub num_teams: u32,
+    /// This thread's number in its team, from 0.
     pub thread_num: u32,
+    /// Threads in each team.
     pub num_threads: u32,
+    /// The team's team-shared memory (16-byte aligned, zeroed at launch); null or empty where the team has none.
     pub team_shared: *mut u8,
+    /// Bytes of `team_shared`.
     pub team_shared_len: usize,
     /// The team's team-shared claim word, zero at launch: which atomic type `team_shared` hands the block out as
     /// ([`shared_atomics`]). Null where the team has no team-shared memory.
     pub team_shared_claim: *const core::sync::atomic::AtomicU32,
+    /// Where this thread reports a panic to the plugin.
     pub failure: *mut HostFailure,
     /// gpu-sim: this launch's own panic record, so launches running side by side keep their panics apart (null on
     /// the host image, whose entries catch panics themselves).
@@ -251,6 +280,7 @@ pub struct HostLaunchEnv {
     /// The team's barrier: returns a [`barrier_status`] (anything but `DONE` means the barrier can never
     /// complete, and the caller must fail). `None` for a team of one thread.
     pub barrier: Option<unsafe extern "C" fn(ctx: *const c_void) -> u32>,
+    /// The plugin's context `barrier` is called with (null without a barrier).
     pub barrier_ctx: *const c_void,
     /// The launch's `schedule(dynamic)` chunk counter, shared by all its threads (null where there is none).
     pub chunks: *const core::sync::atomic::AtomicUsize,
@@ -280,6 +310,7 @@ pub struct LlvmLaunch {
 }
 
 impl LlvmLaunch {
+    /// What [`LlvmLaunch::magic`] holds in a live plan (the bytes spell `offllvm1`).
     pub const MAGIC: u64 = 0x6f66_666c_6c76_6d31; // "offllvm1"
     /// The tag bit: a `HostLaunchEnv` is 8-aligned, so its address never has it.
     const TAG: usize = 1;
@@ -330,6 +361,7 @@ pub const MAX_COLLAPSE: usize = 6;
 /// Distinct positions of the flattened space give distinct items, and `count` is the number of positions: a thread's
 /// iteration tokens rely on it.
 pub unsafe trait Nest: Clone {
+    /// One iteration: a tuple of the loops' values, outermost first.
     type Item;
     /// Iterations in the flattened space.
     fn count(&self) -> usize;
@@ -358,6 +390,7 @@ pub unsafe trait Nest: Clone {
 pub unsafe trait NestLevel: Iterator<Item: Copy> + Clone {
     /// Whether consecutive positions are consecutive integers.
     const CONSECUTIVE: bool;
+    /// [`NestLevel::part`]'s iterator.
     type Part: Iterator<Item = Self::Item>;
     /// The positions `from..from + n` (inside the level's length).
     fn part(&self, from: usize, n: usize) -> Self::Part;

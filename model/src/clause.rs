@@ -11,15 +11,22 @@ use syn::{Expr, Ident, Token};
 /// OpenMP map types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MapType {
+    /// `to`: copied to the device on entry.
     To,
+    /// `from`: copied back to the host on exit.
     From,
+    /// `tofrom`: both; what `map(x)` without a type means on `#[target]` and `target_data!`.
     ToFrom,
+    /// `alloc`: device storage only, no copy.
     Alloc,
+    /// `release`: on exit, drop one reference without copying back.
     Release,
+    /// `delete`: on exit, remove the mapping whatever its reference count.
     Delete,
 }
 
 impl MapType {
+    /// The map type as clauses spell it (`tofrom`).
     pub fn name(self) -> &'static str {
         match self {
             MapType::To => "to",
@@ -52,9 +59,13 @@ impl MapType {
 /// Which construct a clause list belongs to: it decides the map types allowed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Construct {
+    /// `#[target]`.
     Target,
+    /// `target_data!`.
     Data,
+    /// `target_enter_data!`.
     EnterData,
+    /// `target_exit_data!`.
     ExitData,
 }
 
@@ -89,15 +100,20 @@ impl Construct {
 /// How a variable is mapped: explicitly by a clause, or implicitly from its type.
 #[derive(Clone, Debug)]
 pub struct Map {
+    /// The map type: as written, the construct's default for `map(x)`, or what the parameter's type implies.
     pub map_type: MapType,
+    /// The `always` modifier: copy even if the data are present.
     pub always: bool,
+    /// The `present` modifier: the data must be mapped already.
     pub present: bool,
+    /// The `close` modifier: allocate close to the device.
     pub close: bool,
     /// Where the clause named the variable; `None` for an implicit map.
     pub clause_span: Option<Span>,
 }
 
 impl Map {
+    /// The map a variable no clause names gets: `map_type`, no modifiers, no clause span.
     pub fn implicit(map_type: MapType) -> Self {
         Map {
             map_type,
@@ -131,9 +147,13 @@ impl Map {
 /// An array section `x[lo..hi]` (either bound may be left out, `..=` includes `hi`).
 #[derive(Clone, Debug)]
 pub struct Section {
+    /// The first index, 0 if left out.
     pub lo: Option<Expr>,
+    /// The end (included if `inclusive`), the slice's length if left out.
     pub hi: Option<Expr>,
+    /// `..=`: `hi` is included.
     pub inclusive: bool,
+    /// The brackets' span.
     pub span: Span,
 }
 
@@ -178,10 +198,14 @@ fn usize_at(e: &Expr) -> TokenStream {
 /// A variable in a map clause.
 #[derive(Clone, Debug)]
 pub struct MapItem {
+    /// The variable (`self` for a method region's receiver).
     pub ident: Ident,
+    /// `[lo..hi]`, if written.
     pub section: Option<Section>,
 }
 
+/// Parses a map item of a data construct or `target_update!`: a variable, with an optional array section (`self` is
+/// refused: only a `#[target]` method region maps its receiver).
 pub fn parse_item(input: ParseStream) -> syn::Result<MapItem> {
     parse_item_of(input, Construct::Data)
 }
@@ -234,11 +258,16 @@ fn parse_item_of(input: ParseStream, construct: Construct) -> syn::Result<MapIte
 
 /// One clause.
 pub enum Clause {
+    /// `map(..)`: one map type and its modifiers for each listed variable.
     Map {
+        /// The map type and modifiers.
         map: Map,
+        /// The variables, in clause order.
         items: Vec<MapItem>,
     },
+    /// `device(n)`: the keyword and the device number's expression.
     Device(Ident, Expr),
+    /// `if(cond)`: the keyword and the condition under which the construct uses the device.
     If(Ident, Expr),
     /// `teams_distribute_parallel_for`, `teams`, `simd`, ..: construct words of `#[target]`.
     Construct(Word, proc_macro2::Span),
@@ -246,6 +275,7 @@ pub enum Clause {
     Collapse(Ident, usize),
     /// `reduction(op: a, b)`: the operator, its span, and the variables.
     Reduction(ReduceOp, proc_macro2::Span, Vec<Ident>),
+    /// `num_teams(n)`: the keyword and the number of teams.
     NumTeams(Ident, Expr),
     /// `thread_limit(n)`, or `num_threads(n)` (a `parallel` construct's name for it).
     ThreadLimit(Ident, Expr),
@@ -263,7 +293,9 @@ pub enum Clause {
 /// (lifetimes left out).
 #[derive(Clone, Debug)]
 pub struct Instance {
+    /// The generic arguments, one per type or const parameter.
     pub args: Vec<syn::GenericArgument>,
+    /// Where the list was written.
     pub span: proc_macro2::Span,
 }
 
@@ -303,13 +335,22 @@ pub enum Schedule {
 /// The construct words `#[target]` takes (OpenMP's names, `target` left out).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Word {
+    /// `teams_distribute_parallel_for`: the loop is shared over every team and thread.
     TeamsDistributeParallelFor,
+    /// `teams_distribute_parallel_for_simd`: the same, with OpenMP's `simd` (a hint: the shared loop vectorises
+    /// either way).
     TeamsDistributeParallelForSimd,
+    /// `parallel_for`: the loop is shared over one team's threads.
     ParallelFor,
+    /// `parallel_for_simd`: the same, with OpenMP's `simd` hint.
     ParallelForSimd,
+    /// `teams_distribute`: the loop is shared over the teams, one thread each.
     TeamsDistribute,
+    /// `teams`: with `parallel`, every thread of every team runs the whole body (SPMD).
     Teams,
+    /// `parallel`: with `teams` (SPMD).
     Parallel,
+    /// `simd`: OpenMP's vectorisation hint, only with a loop construct.
     Simd,
 }
 
@@ -514,21 +555,32 @@ fn not_a_clause(kw: &Ident, construct: Construct) -> syn::Error {
 /// `offload::ReduceOp<T>` for the variable's type, named by its path.
 #[derive(Clone, Debug)]
 pub enum ReduceOp {
+    /// `+ * min max & | ^ && ||`.
     Builtin(Builtin),
+    /// A user's operator type, by its path.
     User(syn::Path),
 }
 
 /// OpenMP's reduction operators, each a unit struct of `offload_model::reduce`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Builtin {
+    /// `+`.
     Add,
+    /// `*`.
     Mul,
+    /// `min`.
     Min,
+    /// `max`.
     Max,
+    /// `&`.
     BitAnd,
+    /// `|`.
     BitOr,
+    /// `^`.
     BitXor,
+    /// `&&`.
     And,
+    /// `||`.
     Or,
 }
 

@@ -7,10 +7,15 @@ use proc_macro2::{Delimiter, Spacing, TokenTree as T};
 use syn::parse::{ParseStream, Parser};
 use syn::{Expr, Ident, Token};
 
+/// A data construct as its macro wrote it: the clauses, checked, and `target_data!`'s block.
 pub struct DataConstruct {
+    /// Which of the data constructs it is.
     pub construct: Construct,
+    /// Each mapped variable with its map, in clause order; a variable appears once.
     pub maps: Vec<(Map, MapItem)>,
+    /// `device(n)`, if given.
     pub device: Option<Expr>,
+    /// `if(cond)`, if given.
     pub if_cond: Option<Expr>,
     /// `target_enter_data!`'s `scope(s)`: the data scope borrowed data is entered in.
     pub scope: Option<Expr>,
@@ -19,6 +24,8 @@ pub struct DataConstruct {
 }
 
 impl DataConstruct {
+    /// Parses a data construct's tokens, reporting every mistake found (a variable mapped twice, a clause given twice,
+    /// no map, an `.await` in `target_data!`'s block).
     pub fn parse(
         tokens: proc_macro2::TokenStream,
         construct: Construct,
@@ -152,13 +159,19 @@ fn awaits(block: &syn::Block) -> Vec<proc_macro2::Span> {
 /// The direction of a `target_update!` item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Motion {
+    /// `to:`: host to device.
     To,
+    /// `from:`: device to host.
     From,
 }
 
+/// A `target_update!`'s input.
 pub struct Update {
+    /// Each variable with its direction, in the order written; a variable appears once.
     pub items: Vec<(Motion, MapItem)>,
+    /// `device(n)`, if given.
     pub device: Option<Expr>,
+    /// `if(cond)`, if given.
     pub if_cond: Option<Expr>,
 }
 

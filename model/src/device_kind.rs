@@ -28,6 +28,7 @@ pub enum DeviceKind {
 }
 
 impl DeviceKind {
+    /// Every kind, in declaration order.
     pub const ALL: [DeviceKind; 4] = [Self::Host, Self::Nvptx, Self::Amdgcn, Self::GpuSim];
 
     /// The name `OFFLOAD_TARGETS` and `[package.metadata.offload] targets` use.
@@ -40,6 +41,7 @@ impl DeviceKind {
         }
     }
 
+    /// The kind [`DeviceKind::name`] spells `name`.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.name() == name)
     }
@@ -163,13 +165,18 @@ pub fn triple_arch(triple: &str) -> &str {
 /// (code for the 10.x family).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NvidiaArch {
+    /// The compute capability's major version (`9` of sm_90).
     pub major: u32,
+    /// Its minor version, the last digit (`0` of sm_90).
     pub minor: u32,
+    /// Which code the architecture stands for: PTX for it and newer GPUs, or its `a` or `f` code.
     pub variant: NvidiaVariant,
 }
 
+/// What an NVIDIA architecture's suffix says the code may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NvidiaVariant {
+    /// No suffix: PTX, JIT-compiled for this compute capability and every newer one.
     Portable,
     /// `a`: uses features only this exact compute capability has.
     ArchSpecific,
@@ -232,6 +239,7 @@ pub struct AmdArch<'a> {
 }
 
 impl<'a> AmdArch<'a> {
+    /// `gfx` and three or four hex digits, then `:`-separated features if any; surrounding whitespace is ignored.
     pub fn parse(name: &'a str) -> Option<Self> {
         let name = name.trim();
         let (processor, features) = name.split_once(':').unwrap_or((name, ""));

@@ -22,6 +22,7 @@ pub const DATA_BYTES: usize = 1 << 20;
 
 const PUBLISHED: u32 = 1 << 31;
 
+/// The start of a print buffer, in the memory the plugin allocated; the records follow it.
 #[repr(C)]
 pub struct Header {
     /// Bytes of records reserved (may pass `cap` once full).
@@ -30,6 +31,7 @@ pub struct Header {
     pub lost: AtomicU32,
     /// Bytes of room for records after the header.
     pub cap: u32,
+    /// Unused: pads the header to 16 bytes, so the records after it stay aligned.
     pub _reserved: u32,
 }
 

@@ -22,6 +22,7 @@ impl Errors {
         self.count
     }
 
+    /// Records `e`, to be reported with the rest.
     pub fn push(&mut self, e: syn::Error) {
         self.count += 1;
         match &mut self.found {

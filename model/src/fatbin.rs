@@ -24,14 +24,24 @@ pub mod section {
 #[repr(C)]
 #[derive(Debug)]
 pub struct OffloadEntry {
+    /// Zero (LLVM reserves it).
     pub reserved: u64,
+    /// The entry layout's version, [`OffloadEntry::VERSION`].
     pub version: u16,
+    /// The offload kind, [`OffloadEntry::KIND_OPENMP`].
     pub kind: u16,
+    /// A kernel: 0. A global: the size of its atomics in the low byte, log2 of its alignment in the next
+    /// ([`OffloadEntry::global`]).
     pub flags: u32,
+    /// The host address: the region's host id, or the host static of a global.
     pub address: *const c_void,
+    /// The NUL-terminated device symbol.
     pub symbol_name: *const c_char,
+    /// A kernel: 0. A global: its size in bytes.
     pub size: u64,
+    /// The package tag ([`crate::identity::package_tag`]) of the entry's package: which images hold its symbol.
     pub data: u64,
+    /// Null (LLVM's auxiliary address, unused here).
     pub aux_addr: *const c_void,
 }
 
@@ -39,7 +49,9 @@ pub struct OffloadEntry {
 unsafe impl Sync for OffloadEntry {}
 
 impl OffloadEntry {
+    /// The entry's size in bytes (56).
     pub const SIZE: usize = size_of::<Self>();
+    /// The entry layout this version writes and reads.
     pub const VERSION: u16 = 1;
     /// `OFK_OpenMP` in LLVM's `OffloadKind`.
     pub const KIND_OPENMP: u16 = 1;
@@ -123,6 +135,7 @@ pub enum ImageFormat {
 }
 
 impl ImageFormat {
+    /// Every format, in code order.
     pub const ALL: [ImageFormat; 4] = [Self::SharedObject, Self::Ptx, Self::Cubin, Self::Hsaco];
 
     /// The number the record stores.
@@ -170,11 +183,15 @@ impl core::fmt::Display for ImageFormat {
 #[repr(C)]
 #[derive(Debug)]
 pub struct DeviceImageRecord {
+    /// The record layout's version, [`DeviceImageRecord::VERSION`].
     pub version: u32,
     /// The image's [`ImageFormat::code`].
     pub format: u32,
+    /// A hash of the image's bytes and triple: the same image linked twice has one id.
     pub id: u64,
+    /// The image's first byte.
     pub image_start: *const u8,
+    /// One past the image's last byte.
     pub image_end: *const u8,
     /// NUL-terminated target triple, e.g. `x86_64-unknown-linux-gnu`.
     pub triple: *const c_char,
@@ -230,7 +247,9 @@ impl core::fmt::Display for RecordError {
 }
 
 impl DeviceImageRecord {
+    /// The record's size in bytes (64).
     pub const SIZE: usize = size_of::<Self>();
+    /// The record layout this version writes and reads.
     pub const VERSION: u32 = 1;
 
     /// The decoder: what the record says, if this version can read it. The pointers are returned as they are (the
@@ -257,14 +276,20 @@ impl DeviceImageRecord {
 /// A record's pointer fields: where a writer puts relocations and what a reader follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordPointer {
+    /// [`DeviceImageRecord::image_start`].
     ImageStart,
+    /// [`DeviceImageRecord::image_end`].
     ImageEnd,
+    /// [`DeviceImageRecord::triple`].
     Triple,
+    /// [`DeviceImageRecord::arch`].
     Arch,
+    /// [`DeviceImageRecord::package`].
     Package,
 }
 
 impl RecordPointer {
+    /// Every pointer field, in record order.
     pub const ALL: [RecordPointer; 5] = [
         Self::ImageStart,
         Self::ImageEnd,
@@ -289,13 +314,21 @@ impl RecordPointer {
 /// ([`DeviceImageRecord::decode`]), addresses (`u64`) in a file ([`ImageRecord::encode`], [`ImageRecord::decode`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ImageRecord<P> {
+    /// The image's format.
     pub format: ImageFormat,
+    /// [`DeviceImageRecord::id`].
     pub id: u64,
+    /// [`DeviceImageRecord::image_start`].
     pub image_start: P,
+    /// [`DeviceImageRecord::image_end`].
     pub image_end: P,
+    /// [`DeviceImageRecord::triple`].
     pub triple: P,
+    /// [`DeviceImageRecord::arch`].
     pub arch: P,
+    /// [`DeviceImageRecord::package`].
     pub package: P,
+    /// [`DeviceImageRecord::package_tag`].
     pub package_tag: u64,
 }
 
@@ -415,14 +448,23 @@ impl ImageRecord<*const u8> {
 /// An offload entry as a file holds it, pointers as addresses; [`OffloadEntry`] is the same in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntryFields {
+    /// [`OffloadEntry::reserved`].
     pub reserved: u64,
+    /// [`OffloadEntry::version`].
     pub version: u16,
+    /// [`OffloadEntry::kind`].
     pub kind: u16,
+    /// [`OffloadEntry::flags`].
     pub flags: u32,
+    /// [`OffloadEntry::address`], as an address.
     pub address: u64,
+    /// [`OffloadEntry::symbol_name`], as an address.
     pub symbol_name: u64,
+    /// [`OffloadEntry::size`].
     pub size: u64,
+    /// [`OffloadEntry::data`].
     pub data: u64,
+    /// [`OffloadEntry::aux_addr`], as an address.
     pub aux_addr: u64,
 }
 

@@ -17,12 +17,14 @@ use core::sync::atomic::{fence, AtomicU32, Ordering};
 /// The name of each image's global holding the record's device address (a pointer, null until the plugin sets it).
 pub const SYMBOL: &str = "__offload_panic_record";
 
-/// Room for the message and the file name; longer ones are cut at a character boundary.
+/// Room for the message; a longer one is cut at a character boundary.
 pub const MESSAGE_CAP: usize = 1024;
+/// Room for the file name of the panic's location.
 pub const FILE_CAP: usize = 256;
 
 /// [`PanicRecord::state`]'s values.
 pub mod state {
+    /// No thread has claimed the record: its state when new and after the host has taken it.
     pub const EMPTY: u32 = 0;
     /// A thread claimed the record and is writing it.
     pub const WRITING: u32 = 1;
@@ -34,18 +36,28 @@ pub mod state {
 /// every target (`#[repr(C)]`, no pointers), so the host reads what a GPU wrote.
 #[repr(C)]
 pub struct PanicRecord {
+    /// A [`state`] value: who may write the record and whether the host may read it.
     pub state: AtomicU32,
+    /// The panicking thread's block (team).
     pub block: u32,
+    /// Its thread number in the block.
     pub thread: u32,
+    /// The panic's line (0 without a location).
     pub line: u32,
+    /// The panic's column (0 without a location).
     pub column: u32,
+    /// Bytes of `message` written.
     pub message_len: u32,
+    /// Bytes of `file` written.
     pub file_len: u32,
+    /// The message, UTF-8, cut at a character boundary.
     pub message: [u8; MESSAGE_CAP],
+    /// The location's file name, UTF-8, cut at a character boundary.
     pub file: [u8; FILE_CAP],
 }
 
 impl PanicRecord {
+    /// An empty record.
     pub const fn new() -> Self {
         PanicRecord {
             state: AtomicU32::new(state::EMPTY),
@@ -60,11 +72,12 @@ impl PanicRecord {
         }
     }
 
-    /// The message and file as written (each its recorded length, within its buffer).
+    /// The message as written (its recorded length, within its buffer).
     pub fn message(&self) -> &[u8] {
         &self.message[..(self.message_len as usize).min(MESSAGE_CAP)]
     }
 
+    /// The file name as written (its recorded length, within its buffer).
     pub fn file(&self) -> &[u8] {
         &self.file[..(self.file_len as usize).min(FILE_CAP)]
     }
@@ -78,10 +91,15 @@ impl Default for PanicRecord {
 
 /// Where a panic happened, for [`record`].
 pub struct Site<'a> {
+    /// The location's file name (empty without a location).
     pub file: &'a str,
+    /// The location's line (0 without one).
     pub line: u32,
+    /// The location's column (0 without one).
     pub column: u32,
+    /// The thread's block (team).
     pub block: u32,
+    /// The thread's number in its block.
     pub thread: u32,
 }
 
@@ -231,17 +249,23 @@ pub struct Taken {
     message_len: usize,
     file: [u8; FILE_CAP],
     file_len: usize,
+    /// [`PanicRecord::line`].
     pub line: u32,
+    /// [`PanicRecord::column`].
     pub column: u32,
+    /// [`PanicRecord::block`].
     pub block: u32,
+    /// [`PanicRecord::thread`].
     pub thread: u32,
 }
 
 impl Taken {
+    /// The message as written.
     pub fn message(&self) -> &[u8] {
         &self.message[..self.message_len]
     }
 
+    /// The file name as written.
     pub fn file(&self) -> &[u8] {
         &self.file[..self.file_len]
     }

@@ -28,15 +28,18 @@ pub const fn fnv1a(bytes: &[u8]) -> u64 {
 pub struct StableHasher(u64);
 
 impl StableHasher {
+    /// A hasher of no parts yet.
     pub const fn new() -> Self {
         StableHasher(OFFSET)
     }
 
+    /// Adds `part`, length first.
     pub const fn write(self, part: &[u8]) -> Self {
         let len = (part.len() as u64).to_le_bytes();
         StableHasher(fnv1a_from(fnv1a_from(self.0, &len), part))
     }
 
+    /// The hash of the parts written so far.
     pub const fn finish(self) -> u64 {
         self.0
     }

@@ -585,6 +585,7 @@ unsafe fn in_column<'t, const P: usize>(t: Own<'t>, planes: &[usize; P]) -> Own<
 /// # Safety
 /// `walk` calls `f` once per item of the share, in order, each with the token [`Iteration::own`] gives it.
 pub unsafe trait NestShare: Sized {
+    /// One item of the share: the tuple of the nest's loop values.
     type Item: Iteration;
     /// Runs `f` on every item with its token.
     ///
@@ -718,6 +719,7 @@ where
 /// # Safety
 /// `length` returns the same value on every thread for the whole launch and calls no user code.
 pub unsafe trait Length {
+    /// The number of elements.
     fn length(&self) -> usize;
 }
 

@@ -13,7 +13,11 @@
 //!   outliner (`frontend`: the parse, then `validate`), every phase's mistakes collected by `errors`;
 //! - `mapper` (feature `syntax`): the one reading of a `#[derive(Mapper)]` struct's fields, for the derive and the
 //!   outliner.
+//!
+//! This crate is offload's internal agreement between its macros, build support, runtime and device library, used
+//! through `offload` and `offload-build`; its API follows their versions but is not meant to be used directly.
 #![cfg_attr(not(feature = "syntax"), no_std)]
+#![deny(missing_docs)]
 
 pub mod abi;
 #[cfg(feature = "syntax")]

@@ -33,6 +33,8 @@ pub struct Lowered {
     /// The return type: the reduction's wire type (`Region::reduce_wire`) where the tail is an expression of the
     /// variables, which the lowered body returns instead.
     pub output: syn::ReturnType,
+    /// The body: for a work-shared region, its loop lowered to a driver call and a tail the host evaluates replaced by
+    /// the variables; otherwise as written.
     pub block: Block,
     /// That tail, which the host evaluates once after the reduction.
     pub tail: Option<worksharing::Tail>,

@@ -23,11 +23,24 @@ use syn::{Fields, Ident, Type};
 #[derive(Clone, Debug)]
 pub enum FieldKind {
     /// `&'a [T]` / `&'a mut [T]`: two kernel arguments (device address, length).
-    Slice { elem: Type, mutable: bool },
+    Slice {
+        /// The element type `T`.
+        elem: Type,
+        /// `&mut [T]`.
+        mutable: bool,
+    },
     /// `&'a T` / `&'a mut T`: one kernel argument (device address).
-    Ref { ty: Type, mutable: bool },
+    Ref {
+        /// The object's type `T`.
+        ty: Type,
+        /// `&mut T`.
+        mutable: bool,
+    },
     /// `Vec<T>`, owned: two kernel arguments (device address, length), written through `&mut S` only.
-    Vec { elem: Type },
+    Vec {
+        /// The element type `T`.
+        elem: Type,
+    },
     /// Anything else: a firstprivate value, one kernel argument.
     Value,
 }
@@ -35,8 +48,11 @@ pub enum FieldKind {
 /// One field of a mapper struct.
 #[derive(Clone, Debug)]
 pub struct Field {
+    /// The field's name.
     pub ident: Ident,
+    /// The field's type, as written.
     pub ty: Type,
+    /// How it crosses into a region.
     pub kind: FieldKind,
     /// The map type of a slice or object field (`None` for values).
     pub map: Option<MapType>,

@@ -42,14 +42,23 @@ pub trait ReduceOp<T> {
     }
 }
 
+/// `+`: sums, from 0.
 pub struct Add;
+/// `*`: products, from 1.
 pub struct Mul;
+/// `min`: the least value, from the type's greatest.
 pub struct Min;
+/// `max`: the greatest value, from the type's least.
 pub struct Max;
+/// `&`: bitwise and (logical for `bool`), from all ones.
 pub struct BitAnd;
+/// `|`: bitwise or (logical for `bool`), from 0.
 pub struct BitOr;
+/// `^`: bitwise exclusive or (logical for `bool`), from 0.
 pub struct BitXor;
+/// `&&`: logical and of `bool`s, from `true`.
 pub struct And;
+/// `||`: logical or of `bool`s, from `false`.
 pub struct Or;
 
 /// The numbers `+ * min max` reduce: every integer and float type. A generic region's reduction over its own `T`
@@ -71,8 +80,11 @@ pub trait Numeric: Copy + Send + Sync + 'static {
     const GREATEST: Self;
     /// `+` (wrapping for integers, as C's unsigned arithmetic and OpenMP's reductions in practice).
     fn reduce_add(a: Self, b: Self) -> Self;
+    /// `*` (wrapping for integers).
     fn reduce_mul(a: Self, b: Self) -> Self;
+    /// `min`; for floats, std's `min` (a NaN loses to a number).
     fn reduce_min(a: Self, b: Self) -> Self;
+    /// `max`; for floats, std's `max` (a NaN loses to a number).
     fn reduce_max(a: Self, b: Self) -> Self;
 }
 
@@ -80,8 +92,11 @@ pub trait Numeric: Copy + Send + Sync + 'static {
 pub trait Integer: Numeric {
     /// `&`'s identity.
     const ALL_ONES: Self;
+    /// `&`.
     fn reduce_and(a: Self, b: Self) -> Self;
+    /// `|`.
     fn reduce_or(a: Self, b: Self) -> Self;
+    /// `^`.
     fn reduce_xor(a: Self, b: Self) -> Self;
 }
 
@@ -261,9 +276,16 @@ pub const fn slot_bytes(size: usize) -> usize {
 // operator is the tuple of the variables' operators.
 macro_rules! tuples {
     ($($name:ident($($t:ident $k:tt),+);)*) => {$(
+        /// Several reduction variables as one value, in the tail's order; as an operator, the tuple of their
+        /// operators.
         #[repr(C)]
         #[derive(Clone, Copy, Debug, Default, PartialEq)]
-        pub struct $name<$($t),+>($(pub $t),+);
+        pub struct $name<$($t),+>(
+            $(
+                /// One variable's value (in an operator tuple, its operator).
+                pub $t
+            ),+
+        );
 
         impl<$($t),+> From<($($t,)+)> for $name<$($t),+> {
             #[inline(always)]

@@ -37,9 +37,12 @@ pub enum Site {
     Unknown,
 }
 
+/// One binding of the body: a parameter, a name a pattern declares, or one a local item or `use` brings in.
 #[derive(Clone, Debug)]
 pub struct Binding {
+    /// The name as declared.
     pub ident: Ident,
+    /// Where it is declared.
     pub site: Site,
     /// `mut x`.
     pub mutable: bool,
@@ -56,6 +59,8 @@ pub struct Binding {
 
 /// The body's bindings and what each use names.
 pub struct Resolved {
+    /// Every binding, indexed by [`BindingId`]: the parameters first, in order, then the body's in the order the
+    /// resolver meets them.
     pub bindings: Vec<Binding>,
     uses: HashMap<*const syn::ExprPath, BindingId>,
     /// The bindings in scope that each macro's tokens name.
@@ -117,6 +122,8 @@ impl Resolved {
         self.id_of(p).map(|id| &self.bindings[id])
     }
 
+    /// As [`Resolved::of`], the binding's id. `p` must be a node of the resolved block itself: uses are keyed by
+    /// address.
     pub fn id_of(&self, p: &syn::ExprPath) -> Option<BindingId> {
         self.uses.get(&(p as *const _)).copied()
     }
@@ -222,6 +229,7 @@ impl Resolved {
 
 /// A syntax node [`Resolved::used_in`] can search.
 pub trait UsesIn {
+    /// Runs `v` over the node.
     fn visit_with<'a>(&'a self, v: &mut dyn Visit<'a>);
 }
 

@@ -335,6 +335,8 @@ iteration_tuples!(A a B b 0, C c 1, D d 2, E e 3, F f 4);
 pub struct Exclusive<I>(pub(crate) I);
 
 impl<I> Exclusive<I> {
+    /// Marks `share` as this thread's exclusive part.
+    ///
     /// # Safety
     /// `share` is this thread's part of a partition of one iteration space among the launch's threads: what the
     /// runtime's `__share`/`__share_nest` return for bounds every thread computes alike.
@@ -364,6 +366,8 @@ impl<'a, T> View<'a, T> {
         }
     }
 
+    /// A view of the `len` elements at `ptr`.
+    ///
     /// # Safety
     /// `ptr` is valid for reads and writes of `len` `T`s for `'a` (any value when `len` is 0), and nothing but the
     /// launch's views reaches them meanwhile; every thread of the launch gets its own view and runs its iterations'
@@ -377,11 +381,13 @@ impl<'a, T> View<'a, T> {
         }
     }
 
+    /// Elements in the viewed slice.
     #[inline(always)]
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the viewed slice has no elements.
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
@@ -483,6 +489,8 @@ impl<'a, T> UnsafeView<'a, T> {
         }
     }
 
+    /// An unchecked view of the `len` elements at `ptr`.
+    ///
     /// # Safety
     /// As [`View::new`], but the region, not the tokens, keeps the threads' accesses apart.
     #[inline(always)]
@@ -494,11 +502,13 @@ impl<'a, T> UnsafeView<'a, T> {
         }
     }
 
+    /// Elements in the viewed slice.
     #[inline(always)]
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the viewed slice has no elements.
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.len == 0

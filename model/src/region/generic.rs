@@ -18,6 +18,7 @@ use syn::{GenericArgument, Ident, Type};
 /// A type or const parameter of a generic region.
 #[derive(Clone, Debug)]
 pub struct GenericParam {
+    /// The parameter's name.
     pub ident: Ident,
     /// A const parameter's type (`usize` of `const N: usize`); `None` for a type parameter.
     pub const_ty: Option<Type>,

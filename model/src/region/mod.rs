@@ -19,24 +19,44 @@ use syn::{Expr, Ident, Type};
 #[derive(Clone, Debug)]
 pub enum ParamKind {
     /// `&[T]` / `&mut [T]`: a mapped buffer; two kernel arguments (device address, length).
-    Slice { elem: Type, mutable: bool },
+    Slice {
+        /// The element type `T`.
+        elem: Type,
+        /// `&mut [T]`.
+        mutable: bool,
+    },
     /// `&T` / `&mut T`: a mapped object; one kernel argument (device address).
-    Ref { ty: Type, mutable: bool },
+    Ref {
+        /// The object's type `T`.
+        ty: Type,
+        /// `&mut T`.
+        mutable: bool,
+    },
     /// A `Copy` value, firstprivate: one kernel argument (the bits if 8 bytes or less, else a private copy's address).
     Value,
     /// `offload::DevicePtr<T>`: device memory passed as is (OpenMP's `is_device_ptr`); one argument (the address).
     DevicePtr,
     /// `&offload::DeviceBuffer<T>` / `&mut ..`: device memory passed as is; two arguments (address, length).
-    DeviceBuffer { mutable: bool },
+    DeviceBuffer {
+        /// `&mut DeviceBuffer<T>`.
+        mutable: bool,
+    },
     /// A `#[derive(Mapper)]` struct (`Grid<'_>`; `by_ref`: `Some(mutable)` for `&mut Grid<'_>`): its fields, as
     /// many kernel arguments as [`crate::mapper::fields`] gives them, which only the struct's definition tells.
-    Mapper { by_ref: Option<bool> },
+    Mapper {
+        /// `None` by value, `Some(false)` for `&Grid<'_>`, `Some(true)` for `&mut Grid<'_>`.
+        by_ref: Option<bool>,
+    },
 }
 
+/// One parameter of a region, as its signature and clauses give it.
 #[derive(Clone, Debug)]
 pub struct Param {
+    /// The parameter's name (`self` for a method region's receiver).
     pub ident: Ident,
+    /// Its type as written (`Self` for a by-value receiver).
     pub ty: Type,
+    /// How it crosses to the device.
     pub kind: ParamKind,
     /// `None` for by-value parameters.
     pub map: Option<Map>,
@@ -86,15 +106,21 @@ impl KernelArg<'_> {
 /// A validated `#[target]` region.
 #[derive(Clone, Debug)]
 pub struct Region {
+    /// The function's name.
     pub ident: Ident,
+    /// The parameters, in signature order.
     pub params: Vec<Param>,
     /// `None` for `()`.
     pub ret: Option<Type>,
+    /// `device(n)`, if given.
     pub device: Option<Expr>,
+    /// `if(cond)`, if given.
     pub if_cond: Option<Expr>,
     /// What the teams and threads do with the body.
     pub construct: crate::abi::Construct,
+    /// `num_teams(n)`, if given.
     pub num_teams: Option<Expr>,
+    /// `thread_limit(n)` or `num_threads(n)`, if given; `teams_distribute` without one gets `1`.
     pub thread_limit: Option<Expr>,
     /// Declared `unsafe fn`: opts out of the race-freedom rules.
     pub is_unsafe: bool,
@@ -125,7 +151,9 @@ pub struct Region {
 /// instances for the impl's parameters first, then the method's).
 #[derive(Clone, Copy)]
 pub struct InImpl<'a> {
+    /// The type the impl is for.
     pub self_ty: &'a Type,
+    /// The impl's generics.
     pub generics: &'a syn::Generics,
 }
 

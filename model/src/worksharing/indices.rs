@@ -106,7 +106,9 @@ pub enum ColumnSplit {
 /// A column of the flat index in a view index: its `plane`, and where its parts are.
 #[derive(Clone, Copy)]
 pub struct Column<'a> {
+    /// The column's multiplier (`plane` of `x * plane + flat`).
     pub plane: &'a Expr,
+    /// How the index's parts are arranged.
     pub split: ColumnSplit,
 }
 

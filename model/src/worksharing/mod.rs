@@ -30,7 +30,9 @@ pub use uniform::*;
 
 /// The work-shared loop of a region body.
 pub struct WorkShared<'a> {
+    /// The per-thread `let`s before the loop.
     pub lets: Vec<&'a syn::Local>,
+    /// The loop whose iterations are shared out.
     pub for_loop: &'a ExprForLoop,
     /// The loop variable.
     pub index: syn::Ident,

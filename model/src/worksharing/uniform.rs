@@ -150,6 +150,7 @@ pub fn harden(e: &Expr, structs: &[ValueStruct]) -> Expr {
 /// (`s: &Sim`, which no thread can write through), not `mut`.
 #[derive(Clone, Debug)]
 pub struct ValueStruct {
+    /// The parameter's name.
     pub ident: syn::Ident,
     /// The type's path as a pattern names it (no generic arguments).
     pub ty: syn::Path,
