@@ -1,7 +1,7 @@
-//! Several devices at once: 1000 iterations dealt over every device (`device(i % n)`), each
-//! mapping the shared input `c` to its device and its own slot `red[i]` back, first from host threads (one per
-//! device, as the C original does), then from one thread with `nowait` tasks. Checked against the host's sums; exits
-//! non-zero on any mismatch.
+//! Several devices at once: 1000 iterations dealt over every device (`device(i % n)`), each mapping the shared
+//! input `c` to its device and its own slot `red[i]` to it and back (`map(tofrom: red[i])`), first from host threads
+//! (one per device, as the C original does), then from one thread with `nowait` tasks. Checked against the host's
+//! sums; exits non-zero on any mismatch.
 //!
 //! `OFFLOAD_HOST_DEVICES=2 OFFLOAD_INFO=1 cargo run --release --example devices` shows the launches on both devices.
 
@@ -11,19 +11,12 @@ use std::time::Instant;
 const ITERATIONS: usize = 1000;
 const LEN: usize = 4096;
 
-/// `red = (i + 1) * sum(c)`, work-shared on device `dev`.
-#[target(
-    teams_distribute_parallel_for,
-    device(dev),
-    map(to: c),
-    reduction(+: s)
-)]
-fn weighted_sum(dev: i32, i: usize, c: &[f64]) -> f64 {
-    let mut s = 0.0;
+/// `red[i] += (i + 1) * sum(c)` on device `dev`: `c` is mapped to it, the one slot `red[i]` to it and back.
+#[target(device(dev), map(to: c), map(tofrom: r))]
+fn accumulate(dev: i32, i: usize, c: &[f64], r: &mut f64) {
     for j in 0..c.len() {
-        s += c[j] * (i + 1) as f64;
+        *r += c[j] * (i + 1) as f64;
     }
-    s
 }
 
 /// The device of iteration `i`: dealt round-robin over the devices, or the host where there are none.
@@ -39,11 +32,15 @@ fn main() {
     let devices = omp_get_num_devices();
     let c: Vec<f64> = (0..LEN).map(|j| (j % 7) as f64).collect();
     let total: f64 = c.iter().sum();
-    let want: Vec<f64> = (0..ITERATIONS).map(|i| (i + 1) as f64 * total).collect();
+    // Each slot starts at its index, so a slot not copied in (or not back) shows.
+    let start_of = |i: usize| i as f64;
+    let want: Vec<f64> = (0..ITERATIONS)
+        .map(|i| start_of(i) + (i + 1) as f64 * total)
+        .collect();
 
     // Host threads, one per device: thread t takes the iterations i with i % threads == t.
     let threads = devices.max(1) as usize;
-    let mut red = vec![0.0f64; ITERATIONS];
+    let mut red: Vec<f64> = (0..ITERATIONS).map(start_of).collect();
     let start = Instant::now();
     std::thread::scope(|s| {
         let mut slots: Vec<Vec<(usize, &mut f64)>> = (0..threads).map(|_| Vec::new()).collect();
@@ -54,7 +51,7 @@ fn main() {
             let c = &c;
             s.spawn(move || {
                 for (i, r) in mine {
-                    *r = weighted_sum(device_of(i, devices), i, c);
+                    accumulate(device_of(i, devices), i, c, r);
                 }
             });
         }
@@ -63,14 +60,16 @@ fn main() {
     check("host threads", &red, &want);
 
     // One thread, every iteration a `nowait` region; the scope waits for them all.
-    let mut red = vec![0.0f64; ITERATIONS];
+    let mut red: Vec<f64> = (0..ITERATIONS).map(start_of).collect();
     let start = Instant::now();
     task_scope(|s| {
-        let tasks: Vec<_> = (0..ITERATIONS)
-            .map(|i| nowait_weighted_sum(s, device_of(i, devices), i, &c))
+        let tasks: Vec<_> = red
+            .iter_mut()
+            .enumerate()
+            .map(|(i, r)| nowait_accumulate(s, device_of(i, devices), i, &c, r))
             .collect();
-        for (r, t) in red.iter_mut().zip(tasks) {
-            *r = t.wait().expect("an iteration failed");
+        for t in tasks {
+            t.wait().expect("an iteration failed");
         }
     });
     let tasked = start.elapsed();
