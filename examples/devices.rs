@@ -14,8 +14,8 @@ const LEN: usize = 4096;
 /// `red[i] += (i + 1) * sum(c)` on device `dev`: `c` is mapped to it, the one slot `red[i]` to it and back.
 #[target(device(dev), map(to: c), map(tofrom: r))]
 fn accumulate(dev: i32, i: usize, c: &[f64], r: &mut f64) {
-    for j in 0..c.len() {
-        *r += c[j] * (i + 1) as f64;
+    for cj in c {
+        *r += cj * (i + 1) as f64;
     }
 }
 
