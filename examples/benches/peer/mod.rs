@@ -57,6 +57,9 @@ pub fn run(
 }
 
 /// A running peer: it sets up once, then answers each line it reads (the name of a measurement) with one number.
+/// libomp's default `KMP_BLOCKTIME` (200 ms), how long its idle threads spin, and a margin.
+const BLOCKTIME: std::time::Duration = std::time::Duration::from_millis(250);
+
 #[allow(dead_code)]
 pub struct Session {
     child: Child,
@@ -81,9 +84,13 @@ impl Session {
         })
     }
 
+    /// The peer's figure for `what`, once the peer's OpenMP threads have gone to sleep: libomp's idle threads spin
+    /// for their block time after a parallel region ([`BLOCKTIME`]) and would take the cores from whatever is measured
+    /// next, which two programs run one after the other never see (ours ran at half speed in every such turn).
     pub fn ask(&mut self, what: &str) -> Result<f64, String> {
         writeln!(self.to, "{what}").map_err(|e| format!("the peer is gone: {e}"))?;
         let line = self.read()?;
+        std::thread::sleep(BLOCKTIME);
         line.parse()
             .map_err(|_| format!("the peer answered {what:?} with {line:?}"))
     }
