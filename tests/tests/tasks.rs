@@ -58,6 +58,30 @@ fn a_launch_from_a_helper_thread_says_so_and_has_its_own_track() {
     );
 }
 
+#[test]
+fn a_launch_from_a_task_its_waiting_or_spawning_thread_runs_says_which_task() {
+    // No helpers: each task runs on the thread that spawns it, here the probe's main thread.
+    let r = probe(
+        &["tasks", "0"],
+        &[("OFFLOAD_INFO", "1"), ("OFFLOAD_TASK_THREADS", "0")],
+    );
+    r.assert_ok("device");
+    let launches = r.lines("offload: launch");
+    assert!(
+        launches
+            .iter()
+            .any(|l| l.contains(" in task ") && l.ends_with(" on thread main")),
+        "{}",
+        r.describe()
+    );
+    // A launch outside any task says nothing of tasks.
+    assert!(
+        launches.iter().any(|l| !l.contains(" in task")),
+        "{}",
+        r.describe()
+    );
+}
+
 #[target(teams_distribute_parallel_for, num_teams(2), thread_limit(2))]
 fn scale(k: u32, y: &mut [u32]) {
     for i in 0..y.len() {

@@ -380,12 +380,25 @@ pub fn launch<'a, E: Display>(
     r
 }
 
-/// ` in task thread offload-task-N` for a launch from a task's helper thread (each its own track in the trace too),
-/// else nothing.
+thread_local! {
+    /// The task this thread runs (0: none), as the task layer says through [`running_task`].
+    static TASK: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Makes `task` (0: none) the task this thread's launches are reported in; the one it replaces.
+pub(crate) fn running_task(task: u64) -> u64 {
+    TASK.replace(task)
+}
+
+/// ` in task thread offload-task-N` for a launch from a task's helper thread (each its own track in the trace too);
+/// ` in task N on thread T` for a task another thread runs (one waiting for it, or spawning it with no helpers),
+/// whose launches are on that thread's track; else nothing.
 fn task_thread() -> String {
-    match std::thread::current().name() {
-        Some(n) if n.starts_with("offload-task-") => format!(" in task thread {n}"),
-        _ => String::new(),
+    let thread = std::thread::current();
+    match (thread.name(), TASK.get()) {
+        (Some(n), _) if n.starts_with("offload-task-") => format!(" in task thread {n}"),
+        (_, 0) => String::new(),
+        (name, task) => format!(" in task {task} on thread {}", name.unwrap_or("(unnamed)")),
     }
 }
 

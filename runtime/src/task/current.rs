@@ -27,7 +27,9 @@ pub(crate) fn in_task() -> bool {
     current() != 0
 }
 
-/// Makes `task` this thread's; returns the one it replaces, for the caller to put back.
+/// Makes `task` this thread's (and its launches' in `OFFLOAD_INFO`); returns the one it replaces, for the caller to
+/// put back.
 pub(crate) fn enter(task: u64) -> u64 {
+    crate::observe::running_task(task);
     CURRENT_TASK.replace(task)
 }

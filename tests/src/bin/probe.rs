@@ -97,12 +97,15 @@ fn main() {
                 std::thread::yield_now();
             }
             let w = helper.wait().expect("the 'static task");
+            // And one call outside any task.
+            let mut v: Vec<i64> = (0..10).collect();
+            double(&mut v);
             println!("ran_on={}", ran_on(a.expect("double, as a task")));
             println!("second_ran_on={}", ran_on(b.expect("scale_on, as a task")));
             let sum = sum.expect("the host task");
             println!(
                 "results_correct={}",
-                scaled(&y, 2) && scaled(&z, 3) && scaled(&w, 2) && sum == 45
+                scaled(&y, 2) && scaled(&z, 3) && scaled(&w, 2) && scaled(&v, 2) && sum == 45
             );
         }
         // Many launches, for processes whose `OFFLOAD_INFO` lines share one pipe (tests/observability.rs).
