@@ -56,10 +56,10 @@ pub fn run(
         .collect())
 }
 
-/// A running peer: it sets up once, then answers each line it reads (the name of a measurement) with one number.
 /// libomp's default `KMP_BLOCKTIME` (200 ms), how long its idle threads spin, and a margin.
 const BLOCKTIME: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// A running peer: it sets up once, then answers each line it reads (the name of a measurement) with one number.
 #[allow(dead_code)]
 pub struct Session {
     child: Child,
