@@ -385,9 +385,14 @@ thread_local! {
     static TASK: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Makes `task` (0: none) the task this thread's launches are reported in; the one it replaces.
+/// Makes `task` (0: none) the task this thread runs, which its launches are reported in; the one it replaces.
 pub(crate) fn running_task(task: u64) -> u64 {
     TASK.replace(task)
+}
+
+/// The task this thread runs (0: none).
+pub(crate) fn current_task() -> u64 {
+    TASK.get()
 }
 
 /// ` in task thread offload-task-N` for a launch from a task's helper thread (each its own track in the trace too);
