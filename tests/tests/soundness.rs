@@ -5,54 +5,10 @@ mod common;
 
 use common::probe;
 use core::sync::atomic::{AtomicU32, Ordering};
-use offload::{
-    declare_target, omp_get_mapped_ptr, omp_target_is_present, omp_target_memcpy, target,
-    target_data,
-};
-use std::ffi::c_void;
-
-const HOST: i32 = 1; // omp_get_initial_device() with the one host-elf device
+use offload::{declare_target, omp_target_is_present, target, target_data};
 
 fn present<T>(y: &[T]) -> bool {
     omp_target_is_present(y.as_ptr().cast(), 0)
-}
-
-/// Reads `flag[k]`'s device copy from the host.
-fn device_flag(dflag: usize, k: usize) -> u32 {
-    let mut v = 0u32;
-    // SAFETY: `dflag` is the device copy of a mapped `[AtomicU32; 2]`; `v` is 4 writable bytes.
-    let rc = unsafe {
-        omp_target_memcpy(
-            (&mut v as *mut u32).cast(),
-            dflag as *const c_void,
-            4,
-            0,
-            4 * k,
-            HOST,
-            0,
-        )
-    };
-    assert_eq!(rc, 0);
-    v
-}
-
-/// Signals, on the device, that `hold` may go on: its `flag[1]`.
-fn release_device_flag(dflag: usize) {
-    let one = 1u32;
-    // SAFETY: as above; the kernel reads the flag with atomic loads, and host-elf's copy is a plain store of 4
-    // aligned bytes into memory the kernel only reads.
-    let rc = unsafe {
-        omp_target_memcpy(
-            dflag as *mut c_void,
-            (&one as *const u32).cast(),
-            4,
-            4,
-            0,
-            0,
-            HOST,
-        )
-    };
-    assert_eq!(rc, 0);
 }
 
 /// Tells the host it has started (`flag[0]`), waits for `flag[1]`, then reads the present copy of `x` it was given
@@ -73,31 +29,32 @@ fn a_zero_length_section_keeps_the_present_copy_alive_for_the_whole_launch() {
     if !offload_tests::copies_run_beside_kernels() {
         return;
     }
-    let mut flag: Vec<AtomicU32> = (0..2).map(|_| AtomicU32::new(0)).collect();
+    // Atomics are used in place: the region and the host share the flags.
+    let flag: Vec<AtomicU32> = (0..2).map(|_| AtomicU32::new(0)).collect();
+    let flag = &flag[..];
     let x = vec![1.0f64, 2.0, 4.0, 8.0];
-    target_data!(map(tofrom: flag) => {
-        let dflag = omp_get_mapped_ptr(flag.as_ptr().cast(), 0) as usize;
-        assert_ne!(dflag, 0);
-        let flag: &[AtomicU32] = flag;
-        std::thread::scope(|s| {
-            let xs = &x[..];
-            let h = {
-                let x = xs;
-                target_data!(map(to: x) => {
-                    let h = s.spawn(move || hold(flag, xs));
-                    while device_flag(dflag, 0) == 0 {
-                        std::thread::yield_now();
-                    }
-                    h
-                })
-                // The data region is over while the kernel still reads `x`'s device copy.
-            };
-            // Malloc reuses the block the present copy had if it was freed: fill the heap with other data.
-            let noise: Vec<Vec<f64>> = (0..64).map(|_| vec![-1.0; 12]).collect();
-            release_device_flag(dflag);
-            assert_eq!(h.join().expect("the region"), 7.0, "the region read freed memory");
-            drop(noise);
-        });
+    std::thread::scope(|s| {
+        let xs = &x[..];
+        let h = {
+            let x = xs;
+            target_data!(map(to: x) => {
+                let h = s.spawn(move || hold(flag, xs));
+                while flag[0].load(Ordering::Acquire) == 0 {
+                    std::thread::yield_now();
+                }
+                h
+            })
+            // The data region is over while the kernel still reads `x`'s device copy.
+        };
+        // Malloc reuses the block the present copy had if it was freed: fill the heap with other data.
+        let noise: Vec<Vec<f64>> = (0..64).map(|_| vec![-1.0; 12]).collect();
+        flag[1].store(1, Ordering::Release);
+        assert_eq!(
+            h.join().expect("the region"),
+            7.0,
+            "the region read freed memory"
+        );
+        drop(noise);
     });
     assert!(!present(&x), "the region's exit released the copy it held");
 }

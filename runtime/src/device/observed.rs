@@ -78,6 +78,12 @@ impl ObservedDevice {
         (teams.min(max_teams), threads)
     }
 
+    /// Whether the device's memory is the host's, at the same addresses (see [`DeviceMemory::memory_is_host`]):
+    /// such a device uses host atomics in place.
+    pub fn memory_is_host(&self) -> bool {
+        self.dev.memory().memory_is_host()
+    }
+
     /// `bytes` of device memory aligned to `align`, zero-filled.
     #[inline]
     pub fn alloc(&self, bytes: usize, align: usize) -> Result<DevicePtr, PluginError> {

@@ -40,9 +40,6 @@ struct MapEntry {
     /// The device copy may be newer than the host's: a region that may write it ran since it was last copied
     /// either way as a whole.
     device_newer: bool,
-    /// The host data's `HOST_ATOMIC` map bits: integer atomics, which regions of other threads may write through
-    /// shared borrows, are copied back when the entry dies if a region wrote them.
-    host_atomic: u64,
 }
 
 /// An associated pointer's dynamic count: never reaches zero through exits.
@@ -63,7 +60,6 @@ impl MapEntry {
             dynamic: 0,
             uses: Vec::new(),
             device_newer: false,
-            host_atomic: 0,
         }
     }
 
@@ -198,6 +194,13 @@ pub enum MapError {
         mapped_begin: usize,
         mapped_end: usize,
     },
+    #[error(
+        "integer atomics at host range {begin:#x}..{end:#x} cannot be used by this device: atomics are never copied \
+         (host threads may update them while a region runs, and a copy would lose updates), and this device's \
+         memory is not the host's; use them on a device that shares the host's memory (host-elf, gpu-sim, the host \
+         fallback), or keep the counts in a `DeviceBuffer` of atomics or a `reduction`"
+    )]
+    AtomicsNotShared { begin: usize, end: usize },
     /// The device could not allocate or copy.
     #[error(transparent)]
     Device(#[from] PluginError),
@@ -394,7 +397,6 @@ impl MappingTable {
                 let Some(e) = self.entries.get_mut(&b) else {
                     unreachable!("`find` returns the key of an entry")
                 };
-                e.host_atomic |= map_type & HOST_ATOMIC_MASK;
                 if map_type & (TO | ALWAYS) == TO | ALWAYS
                     && r.begin == b
                     && r.begin + r.size == e.end
@@ -433,7 +435,6 @@ impl MappingTable {
                 let extent = (r.base, r.base + r.base_size.max(r.size));
                 let mut e = MapEntry::new(r.begin + r.size, extent, tgt);
                 e.alloc = Some(alloc);
-                e.host_atomic = map_type & HOST_ATOMIC_MASK;
                 match kind {
                     RefKind::Structured => e.structured = 1,
                     RefKind::Region => {
@@ -503,19 +504,6 @@ impl MappingTable {
         let result = if copy_out && map_type & FROM != 0 && (dies || map_type & ALWAYS != 0) {
             // SAFETY: per the contract.
             unsafe { dev.retrieve(begin, tgt, size, map_type) }.map_err(MapError::from)
-        } else if dies
-            && e.device_newer
-            && e.host_atomic != 0
-            && map_type & DELETE == 0
-            && (copy_out || kind != RefKind::Region)
-        {
-            // Atomics another thread's region wrote through a shared borrow: their writes reach the host, stored
-            // element by element with atomic stores, even where a data construct's exit copies nothing back (a
-            // release, an unwind): the regions' writes are not its to discard. A failed region's exit discards,
-            // as its own results are not copied back. The range this exit holds (the whole entry, but where a
-            // region's section outlived the construct that mapped more).
-            // SAFETY: per the contract: atomics may be stored to through the shared borrow the caller holds.
-            unsafe { dev.retrieve(begin, tgt, size, FROM | e.host_atomic) }.map_err(MapError::from)
         } else {
             Ok(())
         };

@@ -616,7 +616,7 @@ fn not_mapped(
     e: MapError,
 ) -> NotRun {
     match e {
-        MapError::Device(_) => could_not_start(
+        MapError::Device(_) | MapError::AtomicsNotShared { .. } => could_not_start(
             region.name,
             dev,
             maps,

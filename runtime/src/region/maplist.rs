@@ -306,6 +306,8 @@ pub(crate) unsafe fn enter_list<'a>(
         } else if m.base_size == 0 {
             // Zero-length data: no table entry; the kernel gets a dangling, aligned pointer.
             Ok((Arg::new(m.begin as usize as u64), Held::Nothing))
+        } else if m.map_type & HOST_ATOMIC_MASK != 0 {
+            in_place_atomics(dev, m)
         } else if m.size == 0 && m.map_type & PRIVATE == 0 {
             // A zero-length section of a non-empty slice: the present copy if its slice is mapped (as libomptarget
             // looks it up), pinned for the launch; else storage of the slice's size so the region's slice is valid,
@@ -360,6 +362,21 @@ pub(crate) unsafe fn enter_list<'a>(
         }
     }
     Ok(g)
+}
+
+/// Host atomics are never copied: host threads may update them while a region runs, so any copy loses updates
+/// (a copy back reverts the host's; a copy made while a region runs misses the device's). A device whose memory is
+/// the host's uses them in place, at their host address, whatever the map type; nothing is entered in its present
+/// table. Any other device cannot reach them: [`MapError::AtomicsNotShared`].
+fn in_place_atomics(dev: &DeviceEntry, m: &MapArg) -> Result<(Arg, Held), MapError> {
+    if dev.memory_is_host() {
+        Ok((Arg::new(m.base as usize as u64), Held::Nothing))
+    } else {
+        Err(MapError::AtomicsNotShared {
+            begin: m.begin as usize,
+            end: m.begin as usize + m.size,
+        })
+    }
 }
 
 /// A block of the call's own holding the whole slice, with the mapped range copied in for `to`; returns its base's
@@ -484,6 +501,28 @@ mod tests {
             region.exit(true).unwrap();
         }
         assert_eq!(fake.live(), 0);
+    }
+
+    /// Atomics are never copied: a device whose memory is not the host's (the fake's) refuses them, allocating and
+    /// copying nothing, and leaves nothing entered.
+    #[test]
+    fn atomics_are_refused_by_a_device_with_memory_of_its_own() {
+        use std::sync::atomic::AtomicU32;
+        let (dev, fake) = entry();
+        let a: Vec<AtomicU32> = (0..4).map(AtomicU32::new).collect();
+        let x = [1u32; 4];
+        let maps = [
+            MapArg::slice(&x[..] as *const [u32], TO),
+            MapArg::slice(&a[..] as *const [AtomicU32], TO | FROM),
+        ];
+        match unsafe { enter_list(&dev, &maps, RefKind::Region) } {
+            Err(e @ MapError::AtomicsNotShared { .. }) => {
+                assert!(e.to_string().contains("atomics are never copied"), "{e}")
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("atomics copied to a device of its own memory"),
+        }
+        assert_eq!((dev.table().len(), fake.live(), fake.outs()), (0, 0, 0));
     }
 
     #[test]
