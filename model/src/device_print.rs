@@ -8,7 +8,7 @@
 //! at a record not yet published (a thread that trapped half-way). Lines that do not fit are counted in `lost`.
 
 use core::fmt;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// The name of each image's global holding the buffer's device address (null until the plugin sets it: lines are
 /// then dropped).
@@ -25,13 +25,14 @@ const PUBLISHED: u32 = 1 << 31;
 /// The start of a print buffer, in the memory the plugin allocated; the records follow it.
 #[repr(C)]
 pub struct Header {
-    /// Bytes of records reserved (may pass `cap` once full).
-    pub used: AtomicU32,
-    /// Lines that did not fit.
-    pub lost: AtomicU32,
+    /// Bytes of records reserved since the last drain (may pass `cap` once full; [`print()`] shows why it cannot
+    /// wrap).
+    pub used: AtomicU64,
+    /// Lines that did not fit since the last drain.
+    pub lost: AtomicU64,
     /// Bytes of room for records after the header.
     pub cap: u32,
-    /// Unused: pads the header to 16 bytes, so the records after it stay aligned.
+    /// Unused: pads the header to a multiple of 8 bytes.
     pub _reserved: u32,
 }
 
@@ -54,16 +55,28 @@ pub unsafe fn print(p: *mut Header, args: fmt::Arguments<'_>, newline: bool) {
         let _ = fmt::Write::write_str(&mut line, "\n");
     }
     let len = line.len;
-    let record = 4 + len.next_multiple_of(4);
+    let record = (4 + len.next_multiple_of(4)) as u64;
     // SAFETY: per the contract; the header's words are only accessed atomically.
-    let (used, lost, cap) = unsafe { (&(*p).used, &(*p).lost, (*p).cap as usize) };
-    let at = used.fetch_add(record as u32, Ordering::Relaxed) as usize;
-    if at + record > cap {
+    let (used, lost, cap) = unsafe { (&(*p).used, &(*p).lost, (*p).cap as u64) };
+    // `used` cannot wrap. It is reset by each drain, and between drains grows only by reservations this load found
+    // room for. Those that fit total at most `cap`; one that does not leaves `used` past `cap` for every later load
+    // of its own thread (coherence), so each thread makes at most one, of at most `cap` bytes. `used` thus stays
+    // under `cap * (1 + threads run between two drains)`: under 2^64 with the 1 MiB buffer for fewer than 2^43
+    // threads (a CUDA grid has at most 2^41, and each launch that printed is drained). `lost` grows by one per line:
+    // 2^64 lines take centuries at any rate a device prints.
+    let seen = used.load(Ordering::Relaxed);
+    let at = if seen.saturating_add(record) > cap {
+        None
+    } else {
+        let at = used.fetch_add(record, Ordering::Relaxed);
+        (at.saturating_add(record) <= cap).then_some(at as usize)
+    };
+    let Some(at) = at else {
         lost.fetch_add(1, Ordering::Relaxed);
         return;
-    }
+    };
     // SAFETY: `[at, at + record)` lies in the data and is this thread's alone (reserved above); the length word is
-    // 4-byte aligned (records are multiples of 4 after a 16-byte header).
+    // 4-byte aligned (records are multiples of 4 after an 8-aligned header).
     unsafe {
         let data = (p as *mut u8).add(core::mem::size_of::<Header>());
         core::ptr::copy(line.buf.as_ptr(), data.add(at + 4), len);
@@ -95,10 +108,10 @@ impl fmt::Write for Line {
 ///
 /// # Safety
 /// `p` is a buffer as [`print()`] takes it, and no kernel writes it any more (its launch has ended).
-pub unsafe fn drain(p: *mut Header, mut out: impl FnMut(&[u8])) -> u32 {
+pub unsafe fn drain(p: *mut Header, mut out: impl FnMut(&[u8])) -> u64 {
     // SAFETY: per the contract.
-    let (used, lost, cap) = unsafe { (&(*p).used, &(*p).lost, (*p).cap as usize) };
-    let end = (used.load(Ordering::Acquire) as usize).min(cap);
+    let (used, lost, cap) = unsafe { (&(*p).used, &(*p).lost, (*p).cap as u64) };
+    let end = used.load(Ordering::Acquire).min(cap) as usize;
     // SAFETY: the records lie in the data; each was published whole or is skipped.
     unsafe {
         let data = (p as *mut u8).add(core::mem::size_of::<Header>());
@@ -131,15 +144,15 @@ mod tests {
     use std::prelude::rust_2021::*;
     use std::vec;
 
-    /// A buffer with `cap` bytes of room, as a plugin allocates one (`u32`s, for alignment).
-    fn buffer(cap: usize) -> Vec<u32> {
-        let mut b = vec![0u32; (core::mem::size_of::<Header>() + cap) / 4];
+    /// A buffer with `cap` bytes of room, as a plugin allocates one (`u64`s, for alignment).
+    fn buffer(cap: usize) -> Vec<u64> {
+        let mut b = vec![0u64; (core::mem::size_of::<Header>() + cap) / 8];
         // SAFETY: the vector starts with a header's room.
         unsafe { (*(b.as_mut_ptr() as *mut Header)).cap = cap as u32 };
         b
     }
 
-    fn lines(p: *mut Header) -> (Vec<String>, u32) {
+    fn lines(p: *mut Header) -> (Vec<String>, u64) {
         let mut got = Vec::new();
         // SAFETY: no writer runs.
         let lost = unsafe { drain(p, |l| got.push(String::from_utf8_lossy(l).into_owned())) };
@@ -193,6 +206,43 @@ mod tests {
             "{}",
             got[0].len()
         );
+    }
+
+    #[test]
+    fn past_four_gib_of_reserved_room_lines_are_still_counted_and_printed_ones_untouched() {
+        let mut b = buffer(256);
+        let p = b.as_mut_ptr() as *mut Header;
+        // SAFETY: a live buffer, one writer; the counter is set as after about 8.4 million lines of 512 bytes that
+        // did not fit.
+        unsafe {
+            print(p, format_args!("first"), true);
+            (*p).used.store(((1u64 << 32) - 8) as _, Ordering::Relaxed);
+            for i in 0..4 {
+                print(p, format_args!("lost {i}"), true);
+            }
+        }
+        assert_eq!(lines(p), (vec!["first\n".into()], 4));
+        // Nor does a counter at the end of its range wrap.
+        // SAFETY: as above.
+        unsafe {
+            (*p).used.store(u64::MAX - 4, Ordering::Relaxed);
+            (*p).lost.store(u64::MAX - 4, Ordering::Relaxed);
+            print(p, format_args!("lost"), true);
+            assert_eq!((*p).used.load(Ordering::Relaxed), u64::MAX - 4);
+        }
+        assert_eq!(lines(p), (vec![], u64::MAX - 3));
+    }
+
+    #[test]
+    fn the_lost_count_passes_four_billion() {
+        let mut b = buffer(64);
+        let p = b.as_mut_ptr() as *mut Header;
+        // SAFETY: a live buffer, one writer; the count is set as after `u32::MAX` lines that did not fit.
+        unsafe {
+            (*p).lost.store(u32::MAX as _, Ordering::Relaxed);
+            print(p, format_args!("{:<100}", "too long"), true);
+        }
+        assert_eq!(lines(p), (vec![], 1 << 32));
     }
 
     #[test]
