@@ -187,15 +187,15 @@ mod tests {
         // SAFETY: as above.
         assert_eq!(unsafe { prints.take() }, (Vec::new(), 0));
         assert!(data_is_zero(&prints));
-        // Lines past the buffer's room are counted, and the count is reset once taken.
-        let long = "x".repeat(device_print::LINE_CAP);
-        let fits = device_print::DATA_BYTES / (4 + device_print::LINE_CAP);
+        // Lines past the buffer's room are counted, and the count is reset once taken; long ones are whole.
+        let long = "x".repeat(999);
+        let fits = device_print::DATA_BYTES / device_print::record_bytes(1000);
         for _ in 0..fits + 2 {
-            print_line(&prints, format_args!("{}", &long[1..]));
+            print_line(&prints, format_args!("{long}"));
         }
         // SAFETY: as above.
         let (out, lost) = unsafe { prints.take() };
-        assert_eq!(out.len(), fits * device_print::LINE_CAP);
+        assert_eq!(out, format!("{long}\n").repeat(fits).into_bytes());
         assert_eq!(lost, 2);
         // SAFETY: as above.
         assert_eq!(unsafe { prints.take() }, (Vec::new(), 0));
