@@ -1,7 +1,7 @@
 //! `offload::println!` and `offload::print!` in region code (also as plain `println!`/`print!`, through the prelude
 //! the outliner adds). The host image prints at once, a line per call under the stdout lock; GPUs and gpu-sim
-//! append the formatted line to the plugin's print buffer ([`offload_model::device_print`]), which the runtime prints
-//! after the launch.
+//! append the formatted line, whole however long, to the plugin's print buffer ([`offload_model::device_print`]),
+//! which the runtime prints after the launch; a line that does not fit is counted, and the runtime says how many.
 
 /// Prints to the device's output, with a newline.
 #[macro_export]

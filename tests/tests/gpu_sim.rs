@@ -203,6 +203,14 @@ fn check_prints(plugin: &str) {
             let line = format!("hello from block {b} thread {t} of {geometry}");
             let n = r.stdout.lines().filter(|l| *l == line).count();
             assert_eq!(n, 1, "{plugin}: {line:?}\n{}", r.describe);
+            // A line of over 1000 bytes comes out whole, on a line of its own.
+            let long = format!("long line from block {b} thread {t}: {}|", "-".repeat(1000));
+            let n = r.stdout.lines().filter(|l| *l == long).count();
+            assert_eq!(
+                n, 1,
+                "{plugin}: block {b} thread {t}'s long line\n{}",
+                r.describe
+            );
         }
     }
     // `print!` then `println!`: one line.

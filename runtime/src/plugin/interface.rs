@@ -95,7 +95,7 @@ pub trait Device: Send + Sync {
     fn memory(&self) -> &dyn DeviceMemory;
     /// What the last launch's region code printed (`offload::println!`) where the device keeps it (GPUs, gpu-sim),
     /// and how many lines did not fit; emptied for the next launch. The runtime prints it, failed launch or not.
-    fn take_printed(&self) -> (Vec<u8>, u32) {
+    fn take_printed(&self) -> (Vec<u8>, u64) {
         (Vec::new(), 0)
     }
     /// Runs a kernel with the calling convention `(dyn_ptr, args..)` and waits for it. A kernel that started and

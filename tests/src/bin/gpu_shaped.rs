@@ -128,7 +128,7 @@ fn big_blocks(count: &AtomicU32) {
     count.fetch_add(1, Relaxed);
 }
 
-/// Every thread prints a line, through `offload::println!`.
+/// Every thread prints a line, through `offload::println!`, then a line of over 1000 bytes.
 #[target(teams, parallel, num_teams(4), thread_limit(32))]
 fn greet() {
     offload::println!(
@@ -137,6 +137,12 @@ fn greet() {
         omp_get_thread_num(),
         omp_get_num_teams(),
         omp_get_num_threads()
+    );
+    offload::println!(
+        "long line from block {} thread {}: {:-<1000}|",
+        omp_get_team_num(),
+        omp_get_thread_num(),
+        ""
     );
 }
 

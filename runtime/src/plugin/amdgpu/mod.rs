@@ -153,7 +153,7 @@ impl Device for AmdGpuDevice {
         self
     }
 
-    fn take_printed(&self) -> (Vec<u8>, u32) {
+    fn take_printed(&self) -> (Vec<u8>, u64) {
         // SAFETY: each launch holds the dispatcher's `running` shared until its dispatch has ended (or failed).
         unsafe { self.prints.drain(self.dispatch.running()) }
     }

@@ -327,7 +327,7 @@ impl Device for CudaDevice {
         self
     }
 
-    fn take_printed(&self) -> (Vec<u8>, u32) {
+    fn take_printed(&self) -> (Vec<u8>, u64) {
         // SAFETY: launches hold `running` shared until they have synchronised or failed.
         unsafe { self.prints.drain(&self.running) }
     }

@@ -86,7 +86,7 @@ impl<B: HostBlock> Prints<B> {
     ///
     /// # Safety
     /// Every launch whose kernel could write the buffer holds `running` shared until that kernel has ended or failed.
-    pub unsafe fn drain(&self, running: &RwLock<()>) -> (Vec<u8>, u32) {
+    pub unsafe fn drain(&self, running: &RwLock<()>) -> (Vec<u8>, u64) {
         if !self.pending() {
             return (Vec::new(), 0);
         }
@@ -111,7 +111,7 @@ impl<B: HostBlock> Prints<B> {
     ///
     /// # Safety
     /// No kernel that could write the buffer runs (the launches that could have synchronised, or failed).
-    pub unsafe fn take(&self) -> (Vec<u8>, u32) {
+    pub unsafe fn take(&self) -> (Vec<u8>, u64) {
         let _one = self.draining.lock().unwrap_or_else(|p| p.into_inner());
         let Some(buffer) = self.block.host_address() else {
             return (Vec::new(), 0);
@@ -156,7 +156,7 @@ mod tests {
         ignore = "a mebibyte print buffer: too slow under Miri (the protocol runs under Miri in offload-model)"
     )]
     fn a_print_buffer_holds_a_header_and_a_mebibyte_with_the_room_in_its_header() {
-        assert_eq!(PROTOCOL.bytes, 16 + (1 << 20));
+        assert_eq!(PROTOCOL.bytes, 24 + (1 << 20));
         let prints = Prints::new(PlainBlock::new(&PROTOCOL), None);
         // SAFETY: the live header.
         let h = unsafe { &*header(&prints) };
@@ -187,15 +187,15 @@ mod tests {
         // SAFETY: as above.
         assert_eq!(unsafe { prints.take() }, (Vec::new(), 0));
         assert!(data_is_zero(&prints));
-        // Lines past the buffer's room are counted, and the count is reset once taken.
-        let long = "x".repeat(device_print::LINE_CAP);
-        let fits = device_print::DATA_BYTES / (4 + device_print::LINE_CAP);
+        // Lines past the buffer's room are counted, and the count is reset once taken; long ones are whole.
+        let long = "x".repeat(999);
+        let fits = device_print::DATA_BYTES / device_print::record_bytes(1000);
         for _ in 0..fits + 2 {
-            print_line(&prints, format_args!("{}", &long[1..]));
+            print_line(&prints, format_args!("{long}"));
         }
         // SAFETY: as above.
         let (out, lost) = unsafe { prints.take() };
-        assert_eq!(out.len(), fits * device_print::LINE_CAP);
+        assert_eq!(out, format!("{long}\n").repeat(fits).into_bytes());
         assert_eq!(lost, 2);
         // SAFETY: as above.
         assert_eq!(unsafe { prints.take() }, (Vec::new(), 0));

@@ -164,7 +164,7 @@ impl Device for GpuSimDevice {
         &self.memory
     }
 
-    fn take_printed(&self) -> (Vec<u8>, u32) {
+    fn take_printed(&self) -> (Vec<u8>, u64) {
         // SAFETY: each launch holds `streams` shared while its kernel runs.
         unsafe { self.prints.drain(&self.streams) }
     }

@@ -210,13 +210,13 @@ fn each_image_points_at_the_gpus_one_print_buffer_which_each_launch_drains() {
     assert_eq!(unsafe { (*buffer).used.load(Ordering::Relaxed) }, 0);
     assert_eq!(d.take_printed(), (Vec::new(), 0));
     // Lines that do not fit are counted, and the count is emptied too.
-    let long = "x".repeat(device_print::LINE_CAP - 1);
-    let fits = device_print::DATA_BYTES / (4 + device_print::LINE_CAP);
+    let long = "x".repeat(999);
+    let fits = device_print::DATA_BYTES / device_print::record_bytes(1000);
     for _ in 0..fits + 3 {
         print_line(format_args!("{long}"));
     }
     let (printed, lost) = d.take_printed();
-    assert_eq!(printed.len(), fits * device_print::LINE_CAP);
+    assert_eq!(printed.len(), fits * 1000);
     assert_eq!(lost, 3);
     assert_eq!(d.take_printed(), (Vec::new(), 0));
     // A second image points at the same buffer.
