@@ -5,7 +5,11 @@
 //! `OFFLOAD_HOST_DEVICES=2` when it starts on one host-elf device).
 
 use core::sync::atomic::{AtomicU32, Ordering};
-use offload::{declare_target, omp_get_num_devices, omp_target_is_present, target, target_data};
+use offload::{
+    declare_target, omp_get_num_devices, omp_set_default_device, omp_target_is_present, target,
+    target_data, target_update, Error,
+};
+use offload_tests::rerun_self;
 
 /// Spins until `secs` seconds have passed since `t0` (region code has no sleep).
 #[declare_target]
@@ -81,4 +85,161 @@ fn host_updates_of_atomics_survive_a_data_regions_exit() {
         [1, 100, 0, 0],
         "neither the device's nor the host's update is lost"
     );
+}
+
+#[target]
+fn set_all(y: &mut [u32], v: u32) {
+    for e in y.iter_mut() {
+        *e = v;
+    }
+}
+
+#[target]
+fn add_one(y: &mut [u32]) {
+    for e in y.iter_mut() {
+        *e += 1;
+    }
+}
+
+#[target(teams_distribute_parallel_for, reduction(+: s))]
+fn sum(y: &[u32]) -> u64 {
+    let mut s = 0u64;
+    for i in 0..y.len() {
+        s += y[i] as u64;
+    }
+    s
+}
+
+/// Runs the test `name` again on two host-elf devices if this process has one host-elf device and our runtime
+/// (`true`: the caller returns); else the caller runs it here.
+fn on_two_devices(name: &str) -> bool {
+    let ours = std::env::var_os("OFFLOAD_RUNTIME").is_none();
+    let one_host_elf = omp_get_num_devices() == 1
+        && offload::device_info(0).is_some_and(|i| i.plugin == "host-elf");
+    if !(ours && one_host_elf && std::env::var_os("OFFLOAD_HOST_DEVICES").is_none()) {
+        return false;
+    }
+    let out = rerun_self(
+        &[name, "--exact", "--nocapture"],
+        &[],
+        &[("OFFLOAD_HOST_DEVICES", "2")],
+    );
+    assert!(
+        out.status.success(),
+        "{name} on two devices:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    true
+}
+
+// Finding 4: inside `target_data!(map(tofrom: y), device(0))` a region on device 0 set `y` to 7; a region on device 1
+// over `y` copied in the host's stale 0s, and its update was overwritten when the data region ended (`y[0] = 7`
+// where sequential Rust gives 8); a reduction on device 1 over `&y` returned 0 where the current values sum to 448.
+// Now device 1 never computes on a stale copy: the call fails naming device 0, which holds the current data; a
+// stale copy is refreshed before a region uses it; and the data region's exit never stores a stale copy over a
+// newer one.
+#[test]
+fn a_second_device_never_computes_on_a_stale_copy() {
+    if on_two_devices("a_second_device_never_computes_on_a_stale_copy") {
+        return;
+    }
+    if omp_get_num_devices() < 2 || offload_tests::runtime_is_llvm() {
+        // libomptarget's devices keep their own present tables, which our directory does not see yet.
+        eprintln!("skipped: needs two devices of our runtime");
+        return;
+    }
+    let mut y = vec![0u32; 64];
+    target_data!(map(tofrom: y), device(0) => {
+        set_all_on(0, y, 7);
+        // A reduction on device 1 over the data device 0 changed: refused, naming device 0 (the host's copy, which
+        // device 1's would be made from, is stale).
+        let e = try_sum_on(1, y).expect_err("device 1 would sum the host's stale copy");
+        assert!(e.to_string().contains("copy on device 0"), "{e}");
+        // A region on device 1 that writes it: refused too.
+        let e = try_add_one_on(1, y).expect_err("device 1 would start from the host's stale copy");
+        assert!(e.to_string().contains("copy on device 0"), "{e}");
+        // What the error says to do: bring device 0's data to the host; then device 1 may use it.
+        target_update!(from: y);
+        try_add_one_on(1, y).expect("the host is current again");
+        // Device 1's result reached the host, so device 0's copy is stale: a region there refreshes it first.
+        assert_eq!(try_sum_on(0, y).expect("device 0 refreshed"), 8 * 64);
+        set_all_on(1, y, 9);
+    });
+    assert_eq!(
+        y, [9; 64],
+        "the data region's exit keeps device 1's last update"
+    );
+}
+
+fn set_all_on(d: i32, y: &mut [u32], v: u32) {
+    with_device(d, || set_all(y, v))
+}
+
+fn try_sum_on(d: i32, y: &[u32]) -> Result<u64, Error> {
+    with_device(d, || try_sum(y))
+}
+
+fn try_add_one_on(d: i32, y: &mut [u32]) -> Result<(), Error> {
+    with_device(d, || try_add_one(y))
+}
+
+/// Runs `f` with `d` as this thread's default device (`omp_set_default_device` is per thread, as OpenMP's ICV).
+fn with_device<R>(d: i32, f: impl FnOnce() -> R) -> R {
+    let before = offload::omp_get_default_device();
+    omp_set_default_device(d);
+    let r = f();
+    omp_set_default_device(before);
+    r
+}
+
+// Finding 5: the same data region, then a region on `device(5)` (no such device) or after
+// `omp_set_default_device(5)`: it ran in the host fallback on the host's stale copy and returned `Ok`, and its update
+// was lost at the data region's exit. Now it fails, naming the device that holds the current data.
+#[test]
+fn an_absent_device_never_runs_the_fallback_on_a_stale_copy() {
+    if omp_get_num_devices() == 0 || offload_tests::runtime_is_llvm() {
+        // With no device the host's copy is the only one; libomptarget's tables are its own (see below).
+        return;
+    }
+    // Under MANDATORY the absent device's call fails for that first; `if(false)` asks for the host all the same.
+    let mandatory =
+        std::env::var("OMP_TARGET_OFFLOAD").is_ok_and(|p| p.eq_ignore_ascii_case("mandatory"));
+    let mut y = vec![0u32; 16];
+    target_data!(map(tofrom: y), device(0) => {
+        set_all_on(0, y, 7);
+        let absent = omp_get_num_devices() + 4;
+        let e = try_add_one_on(absent, y).expect_err("the host copy is stale");
+        assert!(e.to_string().contains("copy on device 0") || mandatory, "{e}");
+        let e = try_add_one_on_if_false(y).expect_err("the host copy is stale");
+        assert!(e.to_string().contains("copy on device 0"), "{e}");
+    });
+    assert_eq!(y, [7; 16], "device 0's values, no lost update");
+    // With the host current again, the host fallback runs, and its result stays: device 0's copy, made stale by it,
+    // is refreshed before a region there uses it, and never copied back over it.
+    let mut z = vec![1u32; 16];
+    target_data!(map(tofrom: z), device(0) => {
+        try_add_one_on_if_false(z).expect("the host is current");
+        add_one_on(0, z);
+    });
+    assert_eq!(z, [3; 16]);
+    if !mandatory {
+        try_add_one_on(omp_get_num_devices() + 4, &mut z).expect("the fallback");
+        assert_eq!(z, [4; 16]);
+    }
+}
+
+fn add_one_on(d: i32, y: &mut [u32]) {
+    with_device(d, || add_one(y))
+}
+
+#[target(if(cond))]
+fn add_one_if(y: &mut [u32], cond: bool) {
+    for e in y.iter_mut() {
+        *e += 1;
+    }
+}
+
+fn try_add_one_on_if_false(y: &mut [u32]) -> Result<(), Error> {
+    try_add_one_if(y, false)
 }

@@ -232,13 +232,13 @@ fn regions_and_data_constructs_run_there() {
     assert_eq!(v, [6, 6, 6]);
 }
 
-/// Integer atomics as a section: refused like any section (the region addresses the whole slice).
+/// Integer atomics as a section: used in place, as all atomics are (nothing is mapped, so no section either).
 #[target(map(to: hits[2..4]))]
 fn bump_atomic_section(hits: &[AtomicU32]) {
     hits[2].fetch_add(1, Relaxed);
 }
 
-/// The same atomics passed twice: one staged copy for both.
+/// The same atomics passed twice: both are the host's.
 #[target]
 fn count_twice(a: &[AtomicU32], b: &[AtomicU32]) {
     a[0].fetch_add(1, Relaxed);
@@ -289,13 +289,17 @@ fn step() -> u64 {
 }
 
 #[test]
-fn staged_atomics_are_shared_by_the_calls_using_them_and_come_back() {
+fn atomics_are_used_in_place_by_every_call() {
     if !llvm() {
         return;
     }
     let hits = [AtomicU32::new(0)];
     count_twice(&hits, &hits);
-    assert_eq!(hits[0].load(Relaxed), 2, "one copy for both arguments");
+    assert_eq!(
+        hits[0].load(Relaxed),
+        2,
+        "the host's atomics for both arguments"
+    );
     bump_to(&hits);
     assert_eq!(
         hits[0].load(Relaxed),
@@ -366,13 +370,12 @@ fn calls_running_at_once_on_overlapping_windows_of_one_buffer() {
 }
 
 #[test]
-fn calls_on_a_slice_and_a_part_of_it_share_the_staged_atomics() {
+fn calls_on_a_slice_and_a_part_of_it_meet_on_the_hosts_atomics() {
     if !llvm() {
         return;
     }
-    // A call on a part of the atomics that starts while the whole's call runs shares its copy, so the whole's call
-    // sees the part's write. Started the other way round, the whole's call waits for the part's to end and then
-    // reads its write from the host: either way `meet` returns.
+    // A call on a part of the atomics that starts while the whole's call runs writes the host's atomics, which the
+    // whole's call reads: `meet` returns.
     let flags = [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)];
     let met = std::thread::scope(|s| {
         let whole = s.spawn(|| meet(&flags[..], 0));
@@ -382,7 +385,7 @@ fn calls_on_a_slice_and_a_part_of_it_share_the_staged_atomics() {
     });
     assert!(met);
     assert_eq!((flags[0].load(Relaxed), flags[1].load(Relaxed)), (1, 1));
-    // In one call: the part shares the whole's copy.
+    // In one call: the part is the whole's.
     let hits = [AtomicU32::new(0), AtomicU32::new(0)];
     count_twice(&hits, &hits[..1]);
     assert_eq!(hits[0].load(Relaxed), 2);
@@ -480,22 +483,14 @@ fn what_does_not_run_there_yet_is_an_error_naming_it() {
     };
     // libomptarget would allocate the section alone, where the region addresses the whole slice.
     says(try_bump_section(&mut [0; 4]).unwrap_err(), "map section");
+    // Atomics are never copied, so neither a section of them nor a data construct's is refused: they are used in
+    // place.
     let hits: Vec<AtomicU32> = (0..8).map(|_| AtomicU32::new(0)).collect();
-    says(try_bump_atomic_section(&hits).unwrap_err(), "map section");
-    // A data construct's atomics: libomptarget's copies are `memcpy`s, which would race with host threads using them.
+    try_bump_atomic_section(&hits).expect("used in place");
+    assert_eq!(hits[2].load(Relaxed), 1);
     let mut hits = [AtomicU32::new(0)];
-    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        target_data!(map(tofrom: hits) => { count(hits); });
-    }))
-    .expect_err("refused");
-    let msg = refused
-        .downcast_ref::<String>()
-        .cloned()
-        .unwrap_or_default();
-    assert!(
-        msg.contains("OFFLOAD_RUNTIME=llvm") && msg.contains("atomics"),
-        "{msg}"
-    );
+    target_data!(map(tofrom: hits) => { count(hits); });
+    assert_eq!(hits[0].load(Relaxed), 1);
     // `present` data that is not there is an error, not libomptarget's abort.
     let x = vec![1i64; 5];
     let absent = std::panic::catch_unwind(|| {
@@ -507,7 +502,7 @@ fn what_does_not_run_there_yet_is_an_error_naming_it() {
 }
 
 #[test]
-fn a_regions_atomics_are_staged_and_concurrent_regions_lose_no_update() {
+fn concurrent_regions_on_the_same_atomics_lose_no_update() {
     if !llvm() {
         return;
     }

@@ -1,6 +1,7 @@
 //! An entry of the device table: an observed device with what the runtime keeps for it (its kernels, loaded on
 //! first use, its present table, whether it was lost).
 
+use super::directory::Directory;
 use super::observed::ObservedDevice;
 use super::present::MappingTable;
 use crate::observe::{self, ImageName, Watch};
@@ -31,10 +32,11 @@ impl Deref for DeviceEntry {
 
 impl DeviceEntry {
     pub fn new(dev: ObservedDevice) -> Self {
+        let number = dev.number;
         DeviceEntry {
             dev,
             kernels: OnceLock::new(),
-            mapping: Mutex::new(MappingTable::default()),
+            mapping: Mutex::new(MappingTable::new(number, Directory::global().clone())),
             lost: AtomicBool::new(false),
         }
     }

@@ -2,6 +2,7 @@
 //! which every plugin call is made and observed, and each device's present table. Above this layer nobody holds a
 //! plugin device.
 
+pub mod directory;
 pub mod entry;
 #[cfg(test)]
 pub mod fake;

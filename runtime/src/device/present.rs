@@ -7,21 +7,21 @@
 //! exit). Data is copied in only when an entry is created (0 to 1) and out only when it dies (1 to 0), unless
 //! `always`. A section's allocation covers its whole slice, so a region handed the slice may form it on the device.
 //!
-//! Which copy is current: each entry records whether its device copy may be newer than the host's (a region that
-//! may write it ran), and how many running regions use it, reading or writing. A construct that would write the
-//! device copy under a running region (`target_update!(to: ..)`, an `always, to` map) or read it while a region
-//! writes it (`target_update!(from: ..)`) is refused ([`MapError::InUse`]); a copy made from host data that a
-//! newer device copy overlaps is refused by the map-list walk ([`MapError::Stale`]); an entry of host atomics a
-//! region wrote is copied back when it dies, whatever the last exit's map type, since other threads' regions may
-//! have written through their shared borrows.
+//! Which copy is current is the coherence directory's to say (`super::directory`: across the host and every device,
+//! newer copies and stale parts); this table reports each copy it makes, drops, writes or refreshes there, and
+//! asks it before copying. Each entry also records how many running regions use it, reading or writing. A construct
+//! that would write the device copy under a running region (`target_update!(to: ..)`, an `always, to` map, a
+//! refresh) or read it while a region writes it (`target_update!(from: ..)`) is refused ([`MapError::InUse`]); a
+//! copy made from host data that a newer device copy overlaps is refused ([`MapError::Stale`]). Host atomics never
+//! reach the table: they are used in place (the map-list walk).
 
+use super::directory::{Directory, Holder};
 use super::observed::ObservedDevice;
 use crate::observe::{self, Change};
 use crate::plugin::{DevicePtr, PluginError};
-use offload_model::abi::map_type::{
-    ALWAYS, DELETE, DEVICE_WRITES, FROM, HOST_ATOMIC_MASK, PRESENT, TO,
-};
+use offload_model::abi::map_type::{ALWAYS, DELETE, DEVICE_WRITES, FROM, PRESENT, TO};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 #[derive(Debug)]
 struct MapEntry {
@@ -37,9 +37,6 @@ struct MapEntry {
     /// The running regions using the entry's device copy (their references are among `structured`), each with the
     /// host range it can reach: a region on one part of a mapping leaves the other parts free to copy.
     uses: Vec<Use>,
-    /// The device copy may be newer than the host's: a region that may write it ran since it was last copied
-    /// either way as a whole.
-    device_newer: bool,
 }
 
 /// An associated pointer's dynamic count: never reaches zero through exits.
@@ -59,20 +56,19 @@ impl MapEntry {
             structured: 0,
             dynamic: 0,
             uses: Vec::new(),
-            device_newer: false,
         }
     }
 
     /// A running region starts using the entry with `map_type`: it mapped `r.begin..` (`r.size` bytes) and can reach
-    /// its whole slice `r.base..`.
-    fn begin_use(&mut self, r: &Range, map_type: u64) {
+    /// its whole slice `r.base..`. Returns whether it may write the device copy.
+    fn begin_use(&mut self, r: &Range, map_type: u64) -> bool {
         let writes = writes_device(map_type);
-        self.device_newer |= writes;
         self.uses.push(Use {
             mapped: (r.begin, r.size),
-            reach: (r.base, r.base + r.base_size.max(r.size)),
+            reach: reach(r),
             writes,
         });
+        writes
     }
 
     /// The region that mapped `begin..` (`size` bytes) with `map_type` stops using the entry.
@@ -112,11 +108,27 @@ struct Use {
     writes: bool,
 }
 
-/// Whether a region's map of `map_type` may write the device copy: anything but a plain `to` of non-atomic data
-/// held by `&` (`from`, `tofrom` and `alloc` maps are of `&mut` data, as `DEVICE_WRITES` says a `to` of a `&mut`
-/// is; atomics are written through shared borrows).
+/// Whether a region's map of `map_type` may write the device copy (or the host fallback the host's): anything but a
+/// plain `to` of data held by `&` (`from`, `tofrom` and `alloc` maps are of `&mut` data, as `DEVICE_WRITES` says a
+/// `to` of a `&mut` is; atomics, written through shared borrows, are never mapped).
 pub fn writes_device(map_type: u64) -> bool {
-    map_type & TO == 0 || map_type & (FROM | HOST_ATOMIC_MASK | DEVICE_WRITES) != 0
+    map_type & TO == 0 || map_type & (FROM | DEVICE_WRITES) != 0
+}
+
+/// The host range a region mapping `r` can reach: its whole slice, of which a section maps part.
+fn reach(r: &Range) -> (usize, usize) {
+    (r.base, r.base + r.base_size.max(r.size))
+}
+
+/// [`MapError::Stale`]: `[begin, end)` meets `holder`'s newer copy.
+fn stale(begin: usize, end: usize, holder: Holder) -> MapError {
+    MapError::Stale {
+        begin,
+        end,
+        mapped_begin: holder.begin,
+        mapped_end: holder.end,
+        device: holder.device,
+    }
 }
 
 /// Which reference count a construct uses.
@@ -184,15 +196,18 @@ pub enum MapError {
         what: &'static str,
     },
     #[error(
-        "host range {begin:#x}..{end:#x} overlaps the mapped range {mapped_begin:#x}..{mapped_end:#x}, whose device \
-         copy a region may have changed, so the host copy is stale and a private device copy made from it would be \
-         wrong; bring the mapped range to the host first (`target_update!(from: ..)`) or map the same range"
+        "host range {begin:#x}..{end:#x} overlaps host range {mapped_begin:#x}..{mapped_end:#x}, whose copy on device \
+         {device} a region may have changed, so the host's copy is stale and using it would compute on, or copy, \
+         old data; bring that range to the host first (`target_update!(from: ..)` on device {device}), or use it on \
+         device {device}"
     )]
     Stale {
         begin: usize,
         end: usize,
         mapped_begin: usize,
         mapped_end: usize,
+        /// The device holding the current data.
+        device: i32,
     },
     #[error(
         "integer atomics at host range {begin:#x}..{end:#x} cannot be used by this device: atomics are never copied \
@@ -206,14 +221,25 @@ pub enum MapError {
     Device(#[from] PluginError),
 }
 
-#[derive(Default, Debug)]
+#[derive(Debug)]
 pub struct MappingTable {
+    /// The device whose table this is, as the directory knows it.
+    device: i32,
+    /// Which copies are current, across every device (`super::directory`).
+    dir: Arc<Directory>,
     entries: BTreeMap<usize, MapEntry>,
     /// Allocations that regions use without a reference count of their own (zero-length sections of present data):
     /// allocation -> (pins, whether its entry has died). A pinned block outlives its entry until the last pin goes,
     /// so a kernel never runs on freed memory, while copies still follow OpenMP's counts. A pin is a running
     /// region's use of its entry's device copy, as the entry's `uses` are.
     pins: BTreeMap<DevicePtr, (u64, bool)>,
+}
+
+/// A table of its own, with a directory of its own (the unit tests'), as device 0.
+impl Default for MappingTable {
+    fn default() -> Self {
+        MappingTable::new(0, Arc::default())
+    }
 }
 
 enum Found {
@@ -223,6 +249,88 @@ enum Found {
 }
 
 impl MappingTable {
+    /// The empty table of `device`, which reports its copies to `dir`.
+    pub fn new(device: i32, dir: Arc<Directory>) -> Self {
+        MappingTable {
+            device,
+            dir,
+            entries: BTreeMap::new(),
+            pins: BTreeMap::new(),
+        }
+    }
+
+    /// The directory this table reports to.
+    pub fn directory(&self) -> &Directory {
+        &self.dir
+    }
+
+    /// [`MapError::Stale`] for `[begin, end)` if another device's copy of it may be newer than the host's.
+    fn newer_elsewhere(&self, begin: usize, end: usize) -> Result<(), MapError> {
+        match self.dir.newer(Some(self.device), begin, end) {
+            Some(h) => Err(stale(begin, end, h)),
+            None => Ok(()),
+        }
+    }
+
+    /// Copies `[begin, end)` of the entry at `b` back to the host, skipping the parts where its copy is stale (newer
+    /// data is on the host or another device: an older copy never overwrites it).
+    ///
+    /// # Safety
+    /// The host range is writable; it lies in the entry.
+    unsafe fn retrieve_current(
+        &self,
+        dev: &ObservedDevice,
+        b: usize,
+        begin: usize,
+        end: usize,
+        map_type: u64,
+    ) -> Result<(), MapError> {
+        let tgt = self.entries[&b].tgt;
+        let mut at = begin;
+        let stale = self.dir.stale_parts(self.device, b, begin, end);
+        for &(sb, se) in stale.iter().chain(std::iter::once(&(end, end))) {
+            if sb > at {
+                // SAFETY: per the contract; the device range lies in the entry.
+                unsafe { dev.retrieve(at, tgt + (at - b) as u64, sb - at, map_type) }?;
+            }
+            at = at.max(se);
+        }
+        Ok(())
+    }
+
+    /// Brings the stale parts of the entry at `b` within `[begin, end)` up to date from the host before a region
+    /// uses them: refused if another device holds newer data there ([`MapError::Stale`]) or a running region uses
+    /// them ([`MapError::InUse`]).
+    ///
+    /// # Safety
+    /// The host range is readable.
+    unsafe fn refresh(
+        &self,
+        dev: &ObservedDevice,
+        b: usize,
+        begin: usize,
+        end: usize,
+    ) -> Result<(), MapError> {
+        let e = &self.entries[&b];
+        let (begin, end) = (begin.max(b), end.min(e.end));
+        for (sb, se) in self.dir.stale_parts(self.device, b, begin, end) {
+            self.newer_elsewhere(sb, se)?;
+            let users = self.users(e, sb, se);
+            if users > 0 {
+                return Err(MapError::InUse {
+                    begin: sb,
+                    end: se,
+                    regions: users,
+                    what: "refreshing its stale part from the host",
+                });
+            }
+            // SAFETY: per the contract; the device range lies in the entry.
+            unsafe { dev.submit(e.tgt + (sb - b) as u64, sb, se - sb, TO) }?;
+            self.dir.copied_in(self.device, b, sb, se, false);
+        }
+        Ok(())
+    }
+
     fn find(&self, begin: usize, size: usize) -> Result<Found, MapError> {
         let end = begin + size.max(1);
         if let Some((&b, e)) = self.entries.range(..=begin).next_back() {
@@ -272,7 +380,8 @@ impl MappingTable {
         }
         let base = e.tgt + (r.begin - b) as u64 - (r.begin - r.base) as u64;
         if writes_device(map_type) {
-            e.device_newer = true;
+            self.dir
+                .device_writes(self.device, b, r.base, r.base + r.base_size);
         }
         if let Some(a) = e.alloc {
             self.pins.entry(a).or_insert((0, false)).0 += 1;
@@ -309,23 +418,6 @@ impl MappingTable {
             .is_some_and(|(_, e)| e.end > begin)
     }
 
-    /// The first present entry intersecting `[begin, end)` whose device copy may be newer than the host's (or is
-    /// being written by a running region), as its host range: a copy made from the host data of `[begin, end)`
-    /// would be stale there.
-    pub fn newer_within(&self, begin: usize, end: usize) -> Option<(usize, usize)> {
-        let end = end.max(begin + 1);
-        let first = self
-            .entries
-            .range(..=begin)
-            .next_back()
-            .filter(|(_, e)| e.end > begin)
-            .map_or(begin, |(&b, _)| b);
-        self.entries
-            .range(first..end)
-            .find(|(_, e)| e.device_newer || e.written())
-            .map(|(&b, e)| (b, e.end))
-    }
-
     /// Running regions using `e`'s device copy of `[begin, end)`: those that can reach it, and the pins on its
     /// allocation (a pinned region can reach the whole allocation).
     fn users(&self, e: &MapEntry, begin: usize, end: usize) -> u64 {
@@ -337,7 +429,7 @@ impl MappingTable {
     #[cfg(test)]
     pub fn device_newer(&self, begin: usize) -> Option<bool> {
         match self.find(begin, 1) {
-            Ok(Found::Inside(b)) => self.entries.get(&b).map(|e| e.device_newer),
+            Ok(Found::Inside(b)) => Some(self.dir.is_newer(self.device, b)),
             _ => None,
         }
     }
@@ -381,34 +473,39 @@ impl MappingTable {
                     });
                 }
                 let tgt = e.tgt + (r.begin - b) as u64;
+                let end = r.begin + r.size;
                 if map_type & (TO | ALWAYS) == TO | ALWAYS {
-                    let users = self.users(e, r.begin, r.begin + r.size);
+                    let users = self.users(e, r.begin, end);
                     if users > 0 {
                         return Err(MapError::InUse {
                             begin: r.begin,
-                            end: r.begin + r.size,
+                            end,
                             regions: users,
                             what: "an `always, to` map copying host data into it",
                         });
                     }
+                    self.newer_elsewhere(r.begin, end)?;
                     // SAFETY: per the contract; the device range lies inside the entry.
                     unsafe { dev.submit(tgt, r.begin, r.size, map_type) }?;
+                    let whole = r.begin == b && end == e.end;
+                    self.dir.copied_in(self.device, b, r.begin, end, whole);
+                }
+                if kind == RefKind::Region {
+                    // The region may use its whole slice: what of it this copy holds must be current first.
+                    // SAFETY: per the contract, the region's slice is readable.
+                    unsafe { self.refresh(dev, b, r.base, reach(&r).1) }?;
                 }
                 let Some(e) = self.entries.get_mut(&b) else {
                     unreachable!("`find` returns the key of an entry")
                 };
-                if map_type & (TO | ALWAYS) == TO | ALWAYS
-                    && r.begin == b
-                    && r.begin + r.size == e.end
-                {
-                    // The whole device copy is the host's again.
-                    e.device_newer = false;
-                }
                 match kind {
                     RefKind::Structured => e.structured += 1,
                     RefKind::Region => {
                         e.structured += 1;
-                        e.begin_use(&r, map_type);
+                        if e.begin_use(&r, map_type) {
+                            let (lo, hi) = reach(&r);
+                            self.dir.device_writes(self.device, b, lo, hi);
+                        }
                     }
                     RefKind::Dynamic => e.dynamic = e.dynamic.saturating_add(1),
                 }
@@ -422,6 +519,8 @@ impl MappingTable {
                         size: r.size,
                     });
                 }
+                // A copy made from host data another device has changed would be stale from the start.
+                self.newer_elsewhere(r.begin, r.begin + r.size)?;
                 let alloc = dev.alloc(r.base_size.max(r.size), r.align)?;
                 let tgt = alloc + (r.begin - r.base) as u64;
                 if map_type & TO != 0 {
@@ -435,11 +534,16 @@ impl MappingTable {
                 let extent = (r.base, r.base + r.base_size.max(r.size));
                 let mut e = MapEntry::new(r.begin + r.size, extent, tgt);
                 e.alloc = Some(alloc);
+                self.dir
+                    .track(self.device, r.begin, r.begin + r.size, false);
                 match kind {
                     RefKind::Structured => e.structured = 1,
                     RefKind::Region => {
                         e.structured = 1;
-                        e.begin_use(&r, map_type);
+                        if e.begin_use(&r, map_type) {
+                            let (lo, hi) = reach(&r);
+                            self.dir.device_writes(self.device, r.begin, lo, hi);
+                        }
                     }
                     RefKind::Dynamic => e.dynamic = 1,
                 }
@@ -500,16 +604,19 @@ impl MappingTable {
             }
         }
         let dies = e.total() == 0;
-        let tgt = e.tgt + (begin - b) as u64;
         let result = if copy_out && map_type & FROM != 0 && (dies || map_type & ALWAYS != 0) {
-            // SAFETY: per the contract.
-            unsafe { dev.retrieve(begin, tgt, size, map_type) }.map_err(MapError::from)
+            // SAFETY: per the contract; the range lies in the entry.
+            unsafe { self.retrieve_current(dev, b, begin, begin + size, map_type) }
         } else {
             Ok(())
+        };
+        let Some(e) = self.entries.get_mut(&b) else {
+            unreachable!("`find` returns the key of an entry")
         };
         if dies {
             let (end, tgt, alloc) = (e.end, e.tgt, e.alloc);
             self.entries.remove(&b);
+            self.dir.untrack(self.device, b);
             observe::mapping(Change::Removed, b, end - b, tgt, 0, 0);
             if let Some(a) = alloc {
                 match self.pins.get_mut(&a) {
@@ -525,9 +632,10 @@ impl MappingTable {
                 && map_type & ALWAYS != 0
                 && begin == b
                 && begin + size == e.end
+                && !e.written()
             {
-                // The host copy is the device's again.
-                e.device_newer = e.written();
+                // The host holds what the copy holds (its stale parts' current data is elsewhere).
+                self.dir.copied_out(self.device, b);
             }
             observe::mapping(Change::Down, b, e.end - b, e.tgt, e.structured, e.dynamic);
         }
@@ -574,22 +682,27 @@ impl MappingTable {
                 what,
             });
         }
-        let tgt = e.tgt + (begin - b) as u64;
-        // SAFETY: per the contract; the device range lies inside the entry.
-        unsafe {
-            if motion & TO != 0 {
-                dev.submit(tgt, begin, size, motion)?;
-            }
-            if motion & FROM != 0 {
-                dev.retrieve(begin, tgt, size, motion)?;
-            }
+        let (tgt, end) = (e.tgt + (begin - b) as u64, begin + size);
+        // Both copies are equal again where it was all of the copy (no region writes it: checked above).
+        let whole = begin == b && end == e.end;
+        if motion & TO != 0 {
+            // The host's data must be the current data.
+            self.newer_elsewhere(begin, end)?;
+            // SAFETY: per the contract; the device range lies inside the entry.
+            unsafe { dev.submit(tgt, begin, size, motion) }?;
+            self.dir.copied_in(self.device, b, begin, end, whole);
         }
-        let Some(e) = self.entries.get_mut(&b) else {
-            unreachable!("`find` returns the key of an entry")
-        };
-        if begin == b && begin + size == e.end {
-            // Both copies are equal again (no region writes it: checked above).
-            e.device_newer = false;
+        if motion & FROM != 0 {
+            // Where this copy is stale the host's data is current, unless another device's is newer: then neither
+            // copy here is, and the update says where the current data is.
+            for (sb, se) in self.dir.stale_parts(self.device, b, begin, end) {
+                self.newer_elsewhere(sb, se)?;
+            }
+            // SAFETY: per the contract; the range lies in the entry.
+            unsafe { self.retrieve_current(dev, b, begin, end, motion) }?;
+            if whole {
+                self.dir.copied_out(self.device, b);
+            }
         }
         Ok(())
     }
@@ -612,7 +725,7 @@ impl MappingTable {
                 let end = begin + size.max(1);
                 let mut e = MapEntry::new(end, (begin, end), tgt);
                 e.dynamic = INFINITE;
-                e.device_newer = true;
+                self.dir.track(self.device, begin, end, true);
                 observe::mapping(Change::New, begin, e.end - begin, tgt, 0, INFINITE);
                 self.entries.insert(begin, e);
                 Ok(())
@@ -626,6 +739,7 @@ impl MappingTable {
             Some(e) if e.alloc.is_none() => {
                 observe::mapping(Change::Removed, begin, e.end - begin, e.tgt, 0, 0);
                 self.entries.remove(&begin);
+                self.dir.untrack(self.device, begin);
                 Ok(())
             }
             _ => Err(MapError::NotAssociated { begin }),

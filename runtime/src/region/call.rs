@@ -8,7 +8,9 @@
 use super::error::{Error, Location};
 use super::maplist::{enter_list, MapArg};
 use super::on_llvm;
+use crate::device::directory::Directory;
 use crate::device::llvm::{Launched, Libomptarget};
+use crate::device::present::writes_device;
 use crate::device::{
     initial_device, is_initial, select, DeviceEntry, Host, MapError, RefKind, Selection,
 };
@@ -18,7 +20,7 @@ use crate::host::panic::{no_threads, panic_message};
 use crate::observe::{self, Label, LaunchName, Watch};
 use crate::plugin::{gpu, Kernel, LaunchParams, PluginError};
 use crate::registry::{entry_index, entry_symbol};
-use offload_model::abi::map_type::{DEVICE_MEMORY, LITERAL, PRIVATE, REDUCTION};
+use offload_model::abi::map_type::{DEVICE_MEMORY, HOST_ATOMIC_MASK, LITERAL, PRIVATE, REDUCTION};
 use offload_model::fatbin::OffloadEntry;
 use std::any::TypeId;
 use std::mem::{size_of, MaybeUninit};
@@ -62,16 +64,32 @@ pub unsafe fn target<R>(
         Err(NotRun::Failed(e)) => return Err(e),
         Err(NotRun::Host(why)) => why,
     };
-    run_host(w, region.name, why, launch, fallback)
+    run_host(w, region.name, why, launch, maps, fallback)
+}
+
+/// The host ranges a map-list entry's region can reach through host data (its whole slice), and whether it may write
+/// them; `None` for what is not host data of the caller's (literals, private copies, device memory, atomics, which
+/// are used in place).
+fn host_data(m: &MapArg) -> Option<((usize, usize), bool)> {
+    let data = m.map_type & (LITERAL | PRIVATE | HOST_ATOMIC_MASK) == 0 && m.base_size > 0;
+    data.then(|| {
+        let r = m.range();
+        let lo = r.base.min(r.begin);
+        let hi = (r.base + r.base_size).max(r.begin + r.size);
+        ((lo, hi), writes_device(m.map_type))
+    })
 }
 
 /// The host fallback of a region that did not run on a device, for `why`: an error under `MANDATORY` when the
-/// region could not start on a device, else the fallback, observed.
+/// region could not start on a device, or where a device's copy of its data may be newer than the host's (the
+/// fallback computes on the host's: see `device::directory`); else the fallback, observed, after which the
+/// devices' copies of what it may have written are stale.
 fn run_host<R>(
     w: Watch,
     name: &'static str,
     why: Host,
     launch: Launch,
+    maps: &[MapArg],
     fallback: impl FnOnce() -> R,
 ) -> Result<R, Error> {
     if let Host::Unavailable(r) = &why {
@@ -82,10 +100,37 @@ fn run_host<R>(
             });
         }
     }
+    let dir = Directory::global();
+    for ((lo, hi), _) in maps.iter().filter_map(host_data) {
+        if let Some(h) = dir.newer(None, lo, hi) {
+            return Err(Error::Mapping {
+                what: format!("region {name}"),
+                device: initial_device(),
+                plugin: "host-fallback",
+                message: format!(
+                    "the host fallback would compute on the host's copy: {}",
+                    MapError::Stale {
+                        begin: lo,
+                        end: hi,
+                        mapped_begin: h.begin,
+                        mapped_end: h.end,
+                        device: h.device,
+                    }
+                ),
+            });
+        }
+    }
     let note = || launch.reduced(launch.host_geometry(), HOST_LIMITS_WHY);
-    match observe::fallback(w, name, why.reason(), note, || {
+    let ran = observe::fallback(w, name, why.reason(), note, || {
         catch_unwind(AssertUnwindSafe(fallback))
-    }) {
+    });
+    // Even a panicking fallback may have written some of its data.
+    for ((lo, hi), writes) in maps.iter().filter_map(host_data) {
+        if writes {
+            dir.host_writes(lo, hi);
+        }
+    }
+    match ran {
         Ok(r) => Ok(r),
         Err(payload) => match no_threads(&*payload) {
             // Threads the region needed could not start: an error of the call, not a panic of the region.
@@ -176,7 +221,7 @@ pub unsafe fn target_without_kernel<R>(
             }
         }
     };
-    run_host(w, generic.name, why, launch, fallback)
+    run_host(w, generic.name, why, launch, maps, fallback)
 }
 
 /// Runs a region that takes device memory: on its device, or not at all (no host fallback: the host cannot

@@ -228,7 +228,7 @@ pub(crate) enum Held {
 /// Whether a map whose range overlaps a present entry without lying inside it may get a private copy instead of
 /// the error OpenMP's rule against extending a mapping gives: a `to` map of non-atomic data, which only reads it.
 /// A private copy made from the host data is what the present copy would show unless a region may have changed
-/// the present copy: the walk checks that too (the table's `newer_within`), and refuses with
+/// the present copy, or another device's: the walk asks the coherence directory, and refuses with
 /// [`MapError::Stale`] where the host copy is stale. So a region no longer fails because of another thread's
 /// short-lived map, and never computes on stale data.
 fn private_on_overlap(m: &MapArg, kind: RefKind) -> bool {
@@ -336,12 +336,13 @@ pub(crate) unsafe fn enter_list<'a>(
                 )),
                 Err(MapError::Extends { .. }) if private_on_overlap(m, kind) => {
                     let r = m.range();
-                    match t.newer_within(r.begin, r.begin + r.size) {
-                        Some((mapped_begin, mapped_end)) => Err(MapError::Stale {
+                    match t.directory().newer(None, r.begin, r.begin + r.size) {
+                        Some(h) => Err(MapError::Stale {
                             begin: r.begin,
                             end: r.begin + r.size,
-                            mapped_begin,
-                            mapped_end,
+                            mapped_begin: h.begin,
+                            mapped_end: h.end,
+                            device: h.device,
                         }),
                         None => private_in(dev, m).map_err(MapError::from),
                     }
