@@ -413,6 +413,81 @@ fn kernels_that_wait_for_each_other_start_while_a_data_construct_waits() {
     assert!(a && b, "{a} {b}");
 }
 
+/// Reads `x[0]`, says it started (`flags[0]`), waits (boundedly) for `flags[1]`, reads `x[0]` again.
+#[target]
+fn read_twice(flags: &[AtomicU32], x: &[i64]) -> i64 {
+    let before = x[0];
+    flags[0].store(1, Relaxed);
+    let mut spins = 0u64;
+    while flags[1].load(Relaxed) == 0 && spins < 2_000_000_000 {
+        spins += 1;
+        core::hint::spin_loop();
+    }
+    before * 1000 + x[0]
+}
+
+#[target(map(always, to: x))]
+fn first_always(x: &[i64]) -> i64 {
+    x[0]
+}
+
+// Finding 6 of the third review: a region with `map(always, to: y)` started while another thread's region read `y`
+// through `&[i64]`, and its copy landed under the running region (which read 7, then 0): a data race from safe code.
+// Now it is refused while the other region runs, as on our runtime.
+#[test]
+fn an_always_to_region_under_a_running_reader_is_refused() {
+    if !llvm() {
+        return;
+    }
+    let flags = [AtomicU32::new(0), AtomicU32::new(0)];
+    let mut x = vec![0i64; 4];
+    target_data!(map(tofrom: x) => {
+        add_one(x);
+        let x: &[i64] = x;
+        let (read, refused) = std::thread::scope(|s| {
+            let reader = s.spawn(|| read_twice(&flags, x));
+            while flags[0].load(Relaxed) == 0 {
+                std::thread::yield_now();
+            }
+            let refused = try_first_always(x);
+            flags[1].store(1, Relaxed);
+            (reader.join().unwrap(), refused)
+        });
+        assert_eq!(read, 1001, "the running region's copy was not written under it");
+        let e = refused.expect_err("refused while the reader runs");
+        assert!(e.to_string().contains("running region"), "{e}");
+        // Once it is done, the `always` copy runs.
+        assert_eq!(first_always(x), 0, "the host's value, copied in");
+    });
+}
+
+// Finding 7 of the third review: a data construct on unrelated data waited until no kernel ran at all, so two
+// regions that wait for each other with a data construct between them deadlocked (broken only by their own time
+// limit). A data construct waits only for kernels that use its data.
+#[test]
+fn a_data_construct_waits_only_for_the_kernels_using_its_data() {
+    if !llvm() {
+        return;
+    }
+    let flags = [AtomicU32::new(0), AtomicU32::new(0)];
+    let w = vec![1i64; 4];
+    let t0 = std::time::Instant::now();
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| meet(&flags, 0));
+        while flags[0].load(Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        let b = s.spawn(|| {
+            target_data!(map(to: w) => {
+                meet(&flags, 1)
+            })
+        });
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(a && b, "the regions met: {a} {b}");
+    assert!(t0.elapsed().as_secs() < 20, "{:?}", t0.elapsed());
+}
+
 #[test]
 fn device_globals_are_the_images_copies() {
     if !llvm() {

@@ -244,52 +244,97 @@ impl Map {
 
 static ACTIVE: OnceLock<Result<Libomptarget, LlvmError>> = OnceLock::new();
 
-/// Kernels run holding it shared, data operations (which copy) alone.
+/// Which host data the running kernels and data operations use, per range, as our present tables track it.
 static IN_USE: InUse = InUse {
-    state: std::sync::Mutex::new((0, false)),
+    uses: std::sync::Mutex::new(Vec::new()),
     changed: std::sync::Condvar::new(),
 };
 
-/// Kernels running (shared) or a data operation (alone), with kernels first: a kernel never queues behind a waiting
-/// data operation, so kernels that wait for each other (as kernels of tasks may) all start. std's `RwLock` may make
-/// a reader wait behind a waiting writer, which would leave a kernel waiting for one that cannot start.
+/// The host ranges running kernels and data operations use. A data operation (which copies) waits only for those
+/// using its data, and holds it alone while it runs; a kernel waits only for a data operation running on its data
+/// (never for one that waits: kernels that wait for each other, as kernels of tasks may, all start) and, where it
+/// copies into a copy others use (an `always` map), is refused instead, as our runtime refuses it: waiting could
+/// deadlock with a kernel that waits for it.
 struct InUse {
-    /// (kernels running, a data operation running).
-    state: std::sync::Mutex<(usize, bool)>,
+    uses: std::sync::Mutex<Vec<Use>>,
     changed: std::sync::Condvar,
 }
 
-/// One holder of [`IN_USE`]: a kernel's share, or a data operation's whole.
-struct Held(bool);
+/// One running kernel's or data operation's host ranges.
+struct Use {
+    id: usize,
+    ranges: Vec<(usize, usize)>,
+    data: bool,
+}
+
+/// A kernel's or data operation's use in [`IN_USE`], by id, until dropped.
+struct Held(usize);
+
+fn overlap(a: &[(usize, usize)], b: &[(usize, usize)]) -> bool {
+    a.iter()
+        .any(|&(x, y)| b.iter().any(|&(u, v)| x < v && u < y))
+}
+
+/// The host ranges of `maps`' data (literals have none): each entry's whole object and the part mapped.
+fn ranges(maps: &[Map]) -> Vec<(usize, usize)> {
+    maps.iter()
+        .filter(|m| m.map_type as u64 & LITERAL == 0 && m.size > 0)
+        .map(|m| {
+            // SAFETY: a data entry's base is an initialised pointer (only literals carry other bits).
+            let base = unsafe { m.base.assume_init() } as usize;
+            let begin = m.begin as usize;
+            (base.min(begin), begin + m.size as usize)
+        })
+        .collect()
+}
+
+static NEXT_USE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
 
 impl InUse {
-    fn kernel(&self) -> Held {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while s.1 {
-            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
-        }
-        s.0 += 1;
-        Held(false)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Use>> {
+        self.uses.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn data(&self) -> Held {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while s.0 > 0 || s.1 {
-            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+    /// A kernel over `ranges` starts; `copies`: it copies into present data (an `always` map). `Err` says why not.
+    fn kernel(&self, ranges: Vec<(usize, usize)>, copies: bool) -> Result<Held, String> {
+        let mut uses = self.lock();
+        loop {
+            if uses.iter().any(|u| u.data && overlap(&u.ranges, &ranges)) {
+                uses = self.changed.wait(uses).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            if copies && uses.iter().any(|u| overlap(&u.ranges, &ranges)) {
+                return Err("an `always` map would copy into a device copy that a running region on another \
+                            thread uses, and race with it (wait for that region to return first)"
+                    .into());
+            }
+            return Ok(self.hold(&mut uses, ranges, false));
         }
-        s.1 = true;
-        Held(true)
+    }
+
+    /// A data operation over `ranges` starts, once nothing else uses them.
+    fn data(&self, ranges: Vec<(usize, usize)>) -> Held {
+        let mut uses = self.lock();
+        while uses.iter().any(|u| overlap(&u.ranges, &ranges)) {
+            uses = self.changed.wait(uses).unwrap_or_else(|p| p.into_inner());
+        }
+        self.hold(&mut uses, ranges, true)
+    }
+
+    fn hold(&self, uses: &mut Vec<Use>, ranges: Vec<(usize, usize)>, data: bool) -> Held {
+        let id = NEXT_USE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        uses.push(Use { id, ranges, data });
+        Held(id)
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let mut s = IN_USE.state.lock().unwrap_or_else(|p| p.into_inner());
-        if self.0 {
-            s.1 = false;
-        } else {
-            s.0 -= 1;
+        let mut uses = IN_USE.lock();
+        if let Some(k) = uses.iter().position(|u| u.id == self.0) {
+            uses.swap_remove(k);
         }
+        drop(uses);
         IN_USE.changed.notify_all();
     }
 }
@@ -536,9 +581,8 @@ impl Libomptarget {
     }
 
     unsafe fn data(&self, f: DataMapper, device: i32, maps: &[Map]) {
-        // Alone: a copy must not meet a kernel another thread runs on the same data (our runtime refuses that per
-        // buffer; here every data operation waits for the running kernels, and they for it).
-        let _alone = IN_USE.data();
+        // Alone on its data: a copy must not meet a kernel another thread runs on the same data.
+        let _alone = IN_USE.data(ranges(maps));
         let (mut base, mut begin, mut size, mut types) = split(maps.iter());
         // SAFETY: four arrays of `maps.len()` entries, no names or mappers (null is allowed).
         unsafe {
@@ -623,7 +667,12 @@ impl Libomptarget {
             thread_limit: [grid.1, 1, 1],
             dyn_cgroup_mem,
         };
-        let _running = IN_USE.kernel();
+        let copies = maps
+            .iter()
+            .any(|m| m.map_type as u64 & (LITERAL | ALWAYS) == ALWAYS);
+        let _running = IN_USE
+            .kernel(ranges(&maps), copies)
+            .map_err(Launched::Busy)?;
         // SAFETY: the arrays and the plan outlive the call; `entry.address` is the host key registered for the
         // kernel, whose entry hands its body to the plan.
         let status = unsafe {
@@ -668,6 +717,9 @@ pub enum Launched {
     /// The call was refused before anything ran, for this reason.
     #[error("{0}")]
     Refused(String),
+    /// Its data is in use by a running region, for this reason; nothing ran.
+    #[error("{0}")]
+    Busy(String),
 }
 
 /// Our launch plan ([`LlvmLaunch`] first, which the kernel's entry reads) and what only the runtime reads.

@@ -485,6 +485,12 @@ unsafe fn run_on_llvm(
             }))
         }
         Err(e @ Launched::NotRun(_)) => Err(NotRun::Host(Host::Unavailable(e.to_string().into()))),
+        Err(Launched::Busy(why)) => Err(NotRun::Failed(Error::Mapping {
+            what: format!("region {}", region.name),
+            device: d,
+            plugin: "llvm",
+            message: why,
+        })),
         Err(Launched::Refused(why)) => Err(NotRun::Failed(on_llvm::unsupported_error(
             region.name,
             d,
