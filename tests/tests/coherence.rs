@@ -144,9 +144,8 @@ fn a_second_device_never_computes_on_a_stale_copy() {
     if on_two_devices("a_second_device_never_computes_on_a_stale_copy") {
         return;
     }
-    if omp_get_num_devices() < 2 || offload_tests::runtime_is_llvm() {
-        // libomptarget's devices keep their own present tables, which our directory does not see yet.
-        eprintln!("skipped: needs two devices of our runtime");
+    if omp_get_num_devices() < 2 {
+        eprintln!("skipped: needs two devices");
         return;
     }
     let mut y = vec![0u32; 64];
@@ -198,8 +197,8 @@ fn with_device<R>(d: i32, f: impl FnOnce() -> R) -> R {
 // was lost at the data region's exit. Now it fails, naming the device that holds the current data.
 #[test]
 fn an_absent_device_never_runs_the_fallback_on_a_stale_copy() {
-    if omp_get_num_devices() == 0 || offload_tests::runtime_is_llvm() {
-        // With no device the host's copy is the only one; libomptarget's tables are its own (see below).
+    if omp_get_num_devices() == 0 {
+        // With no device the host's copy is the only one.
         return;
     }
     // Under MANDATORY the absent device's call fails for that first; `if(false)` asks for the host all the same.

@@ -122,7 +122,7 @@ fn under_offload_runtime_llvm() {
         eprintln!("{stderr}");
     } else {
         assert!(
-            stdout.contains("test result: ok. 17 passed"),
+            stdout.contains("test result: ok. 19 passed"),
             "{stdout}\n{stderr}"
         );
     }

@@ -224,6 +224,19 @@ impl Directory {
             .collect()
     }
 
+    /// The copy of `device` holding `[begin, end)`, as its host range, if one is tracked (libomptarget's devices,
+    /// whose tables are not ours, find their copies here).
+    pub fn copy_holding(&self, device: i32, begin: usize, end: usize) -> Option<(usize, usize)> {
+        if self.tracked.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let (begin, end) = span(begin, end);
+        self.lock()
+            .over(begin, end)
+            .find(|(&(b, d), c)| d == device && b <= begin && end <= c.end)
+            .map(|(&(b, _), c)| (b, c.end))
+    }
+
     /// Whether `device`'s copy starting at `copy` may be newer than the host's.
     #[cfg(test)]
     pub fn is_newer(&self, device: i32, copy: usize) -> bool {

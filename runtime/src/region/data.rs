@@ -133,7 +133,7 @@ impl Entered {
         };
         if let Some((lib, d)) = dev.1 {
             // SAFETY: the guard holding this borrows the data until the exit.
-            unsafe { lib.enter(d, &on_llvm::data_maps("target_data!", (lib, d), &maps)) };
+            unsafe { on_llvm::enter(lib, d, "target_data!", &maps) };
         }
         Entered {
             dev: dev.0,
@@ -150,12 +150,16 @@ impl Entered {
         if let Some((lib, d)) = self.llvm.take() {
             // On unwind a release: nothing copied back.
             let unwinding = std::thread::panicking() && !self.began_unwinding;
-            let mut maps = on_llvm::data_maps("target_data!", (lib, d), &self.maps);
-            if unwinding || self.moved {
-                maps.iter_mut().for_each(|m| m.clear(FROM));
-            }
             // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
-            unsafe { lib.exit(d, &maps) };
+            unsafe {
+                on_llvm::exit(
+                    lib,
+                    d,
+                    "target_data!",
+                    &self.maps,
+                    !unwinding && !self.moved,
+                )
+            };
             return;
         }
         let Some(dev) = self.dev.take() else { return };
@@ -732,7 +736,7 @@ impl<S: MapSource + ?Sized> MapWriteAtomic for S where S::Target: HostAtomic {}
 unsafe fn update_one(dev: DataDevice, m: MapArg) {
     if let Some((lib, d)) = dev.1 {
         // SAFETY: per the callers.
-        unsafe { lib.update(d, &on_llvm::data_maps("target_update!", (lib, d), &[m])) };
+        unsafe { on_llvm::update(lib, d, m) };
         return;
     }
     let Some(d) = dev.0 else { return };
@@ -909,7 +913,7 @@ impl<V: MapOwner> Mapped<V> {
             if let Some((lib, d)) = llvm {
                 let m = V::Target::map_one(value.target_mut(), None, map_type);
                 // SAFETY: `value` is owned by the returned `Mapped` for as long as the mapping can live.
-                unsafe { lib.enter(d, &on_llvm::data_maps("target_enter_data!", (lib, d), &[m])) };
+                unsafe { on_llvm::enter(lib, d, "target_enter_data!", &[m]) };
             }
             return Mapped {
                 value: Some(value),
@@ -945,7 +949,7 @@ impl<V: MapOwner> Mapped<V> {
         if let Some((lib, d)) = self.llvm {
             let m = V::Target::map_one(value.target_mut(), None, map_type);
             // SAFETY: we own the buffer; `from` writes into it through `&mut`.
-            unsafe { lib.exit(d, &on_llvm::data_maps("target_exit_data!", (lib, d), &[m])) };
+            unsafe { on_llvm::exit(lib, d, "target_exit_data!", &[m], true) };
         }
         if let Some(d) = self.dev {
             let _scope = d.scope(Label::Construct("target_exit_data!"));
@@ -995,7 +999,7 @@ impl<V: MapOwner> Drop for Mapped<V> {
         if let (Some(value), Some((lib, d))) = (self.value.as_mut(), self.llvm) {
             let m = V::Target::map_one(value.target_mut(), None, 0);
             // SAFETY: we own the buffer; `release` copies nothing.
-            unsafe { lib.exit(d, &on_llvm::data_maps("Mapped drop", (lib, d), &[m])) };
+            unsafe { on_llvm::exit(lib, d, "Mapped drop", &[m], true) };
         }
         if let (Some(mut value), Some(d)) = (self.value.take(), self.dev) {
             let _scope = d.scope(Label::Construct("Mapped drop (release)"));

@@ -14,8 +14,9 @@
 
 use super::error::Error;
 use super::maplist::MapArg;
+use crate::device::directory::{Directory, Holder};
 use crate::device::llvm::{Launched, Libomptarget, Map};
-use crate::device::present::MapError;
+use crate::device::present::{writes_device, MapError};
 use offload_model::abi::map_type::{
     ALWAYS, CLOSE, DELETE, FROM, HOST_ATOMIC_MASK, LITERAL, PRESENT, PRIVATE, RETURN_PARAM, TO,
 };
@@ -194,9 +195,244 @@ pub(super) unsafe fn launch(
             m.map_type |= PRIVATE;
         }
     }
+    // SAFETY: forwarded.
+    let copies =
+        unsafe { before_launch(lib, device, &maps) }.map_err(|e| Launched::Busy(e.to_string()))?;
     let args: Vec<Map> = maps.iter().map(|m| to_llvm(m, true)).collect();
     // SAFETY: forwarded; the entry was registered with the program's images.
-    unsafe { lib.kernel(device, entry, &args, geometry) }
+    unsafe { lib.kernel(device, entry, &args, geometry) }?;
+    after_launch(device, &maps, &copies);
+    Ok(())
+}
+
+/// The host range of an entry the coherence directory tracks (`device::directory`): host data a construct maps,
+/// not literals, private copies, empty data or atomics.
+fn tracked(m: &MapArg) -> Option<(usize, usize)> {
+    let data = m.map_type & (LITERAL | PRIVATE | HOST_ATOMIC_MASK) == 0 && m.size > 0;
+    data.then(|| (m.begin as usize, m.begin as usize + m.size))
+}
+
+/// The host range a region can reach through `m` (its whole slice).
+fn reach(m: &MapArg) -> (usize, usize) {
+    let (b, e) = (m.begin as usize, m.begin as usize + m.size);
+    (b.min(m.base as usize), e.max(m.base as usize + m.base_size))
+}
+
+fn stale(begin: usize, end: usize, h: Holder) -> MapError {
+    MapError::Stale {
+        begin,
+        end,
+        mapped_begin: h.begin,
+        mapped_end: h.end,
+        device: h.device,
+    }
+}
+
+/// Refreshes the stale parts of libomptarget's copy `copy` on `d` within `[begin, end)` from the host, as our
+/// present table does before a region uses a copy or an exit copies it back: refused where another device holds
+/// newer data.
+///
+/// # Safety
+/// The host range is readable.
+unsafe fn refresh(
+    lib: &Libomptarget,
+    d: i32,
+    copy: (usize, usize),
+    (begin, end): (usize, usize),
+) -> Result<(), MapError> {
+    let dir = Directory::global();
+    let (begin, end) = (begin.max(copy.0), end.min(copy.1));
+    for (sb, se) in dir.stale_parts(d, copy.0, begin, end) {
+        if let Some(h) = dir.newer(Some(d), sb, se) {
+            return Err(stale(sb, se, h));
+        }
+        let p = sb as *mut std::ffi::c_void;
+        // SAFETY: per the contract; the part lies in the present copy.
+        unsafe { lib.update(d, &[Map::data(p, p, se - sb, TO)]) };
+        dir.copied_in(d, copy.0, sb, se, false);
+    }
+    Ok(())
+}
+
+/// Before a region's launch on `d`: what the coherence directory asks (see `device::directory`), as our present
+/// tables do. A copy libomptarget will make from the host is refused where another device holds newer data; a
+/// present copy's stale parts the region can reach are refreshed first. Returns each entry's present copy, if any.
+///
+/// # Safety
+/// As [`launch`].
+unsafe fn before_launch(
+    lib: &Libomptarget,
+    d: i32,
+    maps: &[MapArg],
+) -> Result<Vec<Option<(usize, usize)>>, MapError> {
+    let dir = Directory::global();
+    let mut copies = Vec::with_capacity(maps.len());
+    for m in maps {
+        let copy = tracked(m).and_then(|(b, e)| dir.copy_holding(d, b, e));
+        match (tracked(m), copy) {
+            // SAFETY: forwarded.
+            (Some(_), Some(c)) => unsafe { refresh(lib, d, c, reach(m)) }?,
+            (Some((b, e)), None) => {
+                if let Some(h) = dir.newer(Some(d), b, e) {
+                    return Err(stale(b, e, h));
+                }
+            }
+            (None, _) if m.map_type & (PRIVATE | LITERAL) == PRIVATE && m.base_size > 0 => {
+                // A private copy of host data: the host's must be current.
+                let (b, e) = reach(m);
+                if let Some(h) = dir.newer(None, b, e) {
+                    return Err(stale(b, e, h));
+                }
+            }
+            (None, _) => {}
+        }
+        copies.push(copy);
+    }
+    Ok(copies)
+}
+
+/// After a region ran on `d`: a present copy it may have written is newer than the host's, and every other
+/// device's copy of what it can reach is stale; data it wrote through a copy of its own reached the host, so every
+/// device's copy of that is stale.
+fn after_launch(d: i32, maps: &[MapArg], copies: &[Option<(usize, usize)>]) {
+    let dir = Directory::global();
+    for (m, copy) in maps.iter().zip(copies) {
+        if tracked(m).is_none() || !writes_device(m.map_type) {
+            continue;
+        }
+        let (lo, hi) = reach(m);
+        match copy {
+            Some(c) => dir.device_writes(d, c.0, lo, hi),
+            None if m.map_type & FROM != 0 => dir.host_writes(lo, hi),
+            None => {}
+        }
+    }
+}
+
+/// A data construct's entry of `maps` on libomptarget's device `d` (`construct` names it in a refusal): refused
+/// where a copy would be made from host data another device holds newer; the copies it makes are tracked.
+///
+/// # Safety
+/// As [`Libomptarget::enter`].
+#[track_caller]
+pub(super) unsafe fn enter(lib: &Libomptarget, d: i32, construct: &str, maps: &[MapArg]) {
+    let llvm_maps = data_maps(construct, (lib, d), maps);
+    let dir = Directory::global();
+    let fresh: Vec<(usize, usize)> = maps
+        .iter()
+        .filter_map(tracked)
+        .filter(|&(b, _)| !lib.is_present(b as *const _, d))
+        .collect();
+    for &(b, e) in &fresh {
+        if let Some(h) = dir.newer(Some(d), b, e) {
+            panic!(
+                "offload: {construct} on device {d} (llvm): {}",
+                stale(b, e, h)
+            );
+        }
+    }
+    // SAFETY: forwarded.
+    unsafe { lib.enter(d, &llvm_maps) };
+    for (b, e) in fresh {
+        if lib.is_present(b as *const _, d) {
+            dir.track(d, b, e, false);
+        }
+    }
+}
+
+/// A data construct's exit of `maps` on `d`, copying back (`copy_back`) as their map types say: a copy's stale parts
+/// are refreshed from the host first, so libomptarget's copy back never stores older data over newer; the copies
+/// that end are no longer tracked.
+///
+/// # Safety
+/// As [`Libomptarget::exit`].
+#[track_caller]
+pub(super) unsafe fn exit(
+    lib: &Libomptarget,
+    d: i32,
+    construct: &str,
+    maps: &[MapArg],
+    copy_back: bool,
+) {
+    let mut llvm_maps = data_maps(construct, (lib, d), maps);
+    if !copy_back {
+        llvm_maps.iter_mut().for_each(|m| m.clear(FROM));
+    }
+    let dir = Directory::global();
+    let copies: Vec<(usize, usize)> = maps
+        .iter()
+        .filter_map(|m| {
+            let (b, e) = tracked(m)?;
+            let c = dir.copy_holding(d, b, e)?;
+            if copy_back && m.map_type & FROM != 0 {
+                // SAFETY: per the contract; the host data is live. Where another device holds newer data, the
+                // refresh is refused and the copy back still writes only the host's own (older) values.
+                let _ = unsafe { refresh(lib, d, c, (b, e)) };
+            }
+            Some(c)
+        })
+        .collect();
+    // SAFETY: forwarded.
+    unsafe { lib.exit(d, &llvm_maps) };
+    for (b, _) in copies {
+        if !lib.is_present(b as *const _, d) {
+            dir.untrack(d, b);
+        }
+    }
+}
+
+/// `target_update!` of `m` on `d`: `to` is refused where another device holds newer data; `from` copies only the
+/// parts of the copy that are not stale (refused where another device holds them newer).
+///
+/// # Safety
+/// As [`Libomptarget::update`].
+#[track_caller]
+pub(super) unsafe fn update(lib: &Libomptarget, d: i32, m: MapArg) {
+    let llvm_maps = data_maps("target_update!", (lib, d), &[m]);
+    let dir = Directory::global();
+    let Some((b, e)) = tracked(&m) else {
+        // SAFETY: forwarded.
+        return unsafe { lib.update(d, &llvm_maps) };
+    };
+    let Some(c) = dir.copy_holding(d, b, e) else {
+        // SAFETY: forwarded.
+        return unsafe { lib.update(d, &llvm_maps) };
+    };
+    let refuse = |h: Holder| -> ! {
+        panic!(
+            "offload: target_update! on device {d} (llvm): {}",
+            stale(b, e, h)
+        )
+    };
+    let whole = (b, e) == c;
+    if m.map_type & TO != 0 {
+        if let Some(h) = dir.newer(Some(d), b, e) {
+            refuse(h)
+        }
+        // SAFETY: forwarded.
+        unsafe { lib.update(d, &llvm_maps) };
+        dir.copied_in(d, c.0, b, e, whole);
+    }
+    if m.map_type & FROM != 0 {
+        let parts = dir.stale_parts(d, c.0, b, e);
+        for &(sb, se) in &parts {
+            if let Some(h) = dir.newer(Some(d), sb, se) {
+                refuse(h)
+            }
+        }
+        let mut at = b;
+        for &(sb, se) in parts.iter().chain(std::iter::once(&(e, e))) {
+            if sb > at {
+                let p = at as *mut std::ffi::c_void;
+                // SAFETY: forwarded; the part lies in the updated range.
+                unsafe { lib.update(d, &[Map::data(p, p, sb - at, m.map_type & (FROM | ALWAYS))]) };
+            }
+            at = at.max(se);
+        }
+        if whole {
+            dir.copied_out(d, c.0);
+        }
+    }
 }
 
 /// A region that cannot run under `OFFLOAD_RUNTIME=llvm`, as the call's error.
