@@ -9,6 +9,7 @@
 
 mod data;
 mod declare_target;
+mod flow;
 mod mapper;
 mod target;
 
@@ -168,9 +169,17 @@ pub fn declare_target(args: TokenStream, item: TokenStream) -> TokenStream {
 /// `target_data!(map(to: x), map(tofrom: y), device(d), if(c) => { .. })`. Inside the block each mapped name is
 /// re-bound to a reference to its data (`&mut [T]`; for `to` only where the source is a `&mut` or the block writes
 /// it, else `&[T]`: OpenMP's `to` governs only the copy-in); regions called there find it present and copy nothing.
-/// The exit runs on every way out of the block (`return`, `?`, `break`), copying `from` and `tofrom` data back;
-/// an unwinding panic releases the data without copying. Map types are `to`, `from`, `tofrom` and `alloc`, with
-/// sections (`y[lo..hi]`) and the modifiers of `#[target]`'s `map`.
+/// The exit runs on every way out of the block (`return`, `?`, `break`, `continue`), copying `from` and `tofrom`
+/// data back; an unwinding panic releases the data without copying. Map types are `to`, `from`, `tofrom` and
+/// `alloc`, with sections (`y[lo..hi]`) and the modifiers of `#[target]`'s `map`.
+///
+/// The block runs in a closure, called at once inside the data region, so nothing can suspend it between the entry
+/// and the exit: an `.await` in it is a compile error, whichever macro wrote it (await before or after the
+/// construct; one inside an `async` block is fine). Its value is the macro's, and `return`, `?`, `break` and
+/// `continue` written in it (also in a nested `target_data!` and in the arguments of `println!`, `assert_eq!` and
+/// the other standard macros) leave it as they would a plain block; one that another macro writes is a compile
+/// error. The closure borrows what the block uses, so the block cannot initialize a `let x;` declared before it:
+/// make `x` the block's value (`let x = target_data!(.. => { .. })`).
 ///
 /// ```
 /// use offload::{target, target_data};

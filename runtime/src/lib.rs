@@ -209,6 +209,7 @@ pub mod __private {
     pub use crate::api::buffer::{host_slice, host_slice_mut};
     pub use crate::device::llvm;
     pub use crate::host::{run_fallback, run_fallback_reduce, Launch};
+    pub use crate::region::block::{run_block, BlockTry, Flow, FromBlockResidual};
     pub use crate::region::call::{
         fail, instance_key, target, target_device_memory, target_on_device, target_without_kernel,
         GenericRegion, Instance, RegionInfo,
