@@ -198,8 +198,8 @@ pub use offload_model::reduce::{Integer, Numeric};
 pub use offload_model::view as __view;
 pub use plugin::DeviceDescription;
 pub use region::{
-    data_scope, DataScope, DeviceCopy, DevicePtr, Error, Firstprivate, MapOwner, Mapped,
-    ScopedMapped, ScopedSource, ToView,
+    data_scope, DataScope, DeviceCopy, DevicePtr, Error, Firstprivate, Fixed, MapOwner, Mapped,
+    MutArg, ScopedMapped, ScopedSource, ToView,
 };
 pub use task::{spawn, task_scope, Task, TaskScope};
 

@@ -14,5 +14,6 @@ pub mod types;
 
 pub use data::{MapOwner, Mapped, ToView};
 pub use error::Error;
+pub use mapper::{Fixed, MutArg};
 pub use scope::{data_scope, DataScope, ScopedMapped, ScopedSource};
 pub use types::{DeviceCopy, DevicePtr, Firstprivate};
