@@ -1064,18 +1064,18 @@ fn main() {
 
     // times[kernel][contender][round], seconds.
     let mut times = vec![vec![Vec::new(); 3]; KERNELS.len()];
-    let ok;
-    let set_up;
-    target_data!(
+    // The block's value: it runs in a closure, which cannot initialize a `let ok;` declared outside it.
+    let (ok, set_up) = target_data!(
         map(to: a, pos, hdata, hs_power, hs_in, sp_row, sp_col, sp_val, sp_x, xs, protein, ligand, forcefield, poses),
         map(tofrom: anew, vel, hist, sa, sb, sc, hs_out, sp_y, xs_verification, energies) => {
         let mut d = Data {
             a, anew, pos, vel, hdata, hist, sa, sb, sc, hs_power, hs_in, hs_out, sp_row, sp_col, sp_val, sp_x, sp_y, xs: *xs,
             xs_verification, protein, ligand, forcefield, poses, energies,
         };
-        ok = check_all(&mut d, &mut peer, &want);
-        set_up = started.elapsed().as_secs_f64();
+        let ok = check_all(&mut d, &mut peer, &want);
+        let set_up = started.elapsed().as_secs_f64();
         measure(&mut d, &mut peer, &picked, &mut times);
+        (ok, set_up)
     });
 
     print_table(&times, &picked, &peer, (teams, threads));

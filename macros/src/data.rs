@@ -37,7 +37,7 @@ fn or_error(r: syn::Result<TokenStream>) -> TokenStream {
 }
 
 pub fn target_data(input: TokenStream) -> TokenStream {
-    or_error(DataConstruct::parse(input, Construct::Data).map(|c| {
+    or_error(DataConstruct::parse(input, Construct::Data).and_then(|c| {
         let (device, cond) = device_and_if(&c.device, &c.if_cond);
         // The scaffolding's names are mixed-site: the block cannot name (and so cannot forget or move) a guard, or
         // shadow the device the guards use.
@@ -108,20 +108,23 @@ pub fn target_data(input: TokenStream) -> TokenStream {
         } else {
             quote!()
         };
-        // The block's value is bound in a `let`, so its temporaries die before the guards (edition 2021 would keep a
-        // tail expression's temporaries past them); a block that always diverges draws no lint on our scaffolding.
-        quote!({
+        // The block runs in a closure, called here: it cannot be suspended (an `.await` in it, whatever macro wrote
+        // it, is rustc's error), and what leaves it (`return`, `?`, `break`, `continue`) is carried across the
+        // closure and done after it (`crate::flow`), where the guards exit on the way out.
+        let run = crate::flow::rewrite(body)?.run(lints);
+        // The block's value is the closure's, bound in a `let`, so its temporaries die before the guards (edition
+        // 2021 would keep a tail expression's temporaries past them); a block that always diverges draws no lint
+        // on our scaffolding.
+        Ok(quote!({
             #[allow(unreachable_code)]
             let #value = {
                 let #dev = ::offload::__private::DataDevice::select("target_data!", #device, #cond);
                 #(#guards)*
                 #(#rebinds)*
-                #lints
-                let #value = #body;
-                #value
+                #run
             };
             #value
-        })
+        }))
     }))
 }
 

@@ -9,6 +9,7 @@
 
 mod data;
 mod declare_target;
+mod flow;
 mod mapper;
 mod target;
 
@@ -27,7 +28,10 @@ use proc_macro::TokenStream;
 ///
 /// A struct may own its arrays instead: `Vec<T>` fields and values, no lifetime parameter. A region takes it as
 /// `&S` (each `Vec` mapped `to`) or `&mut S` (`tofrom`, and its value fields' writes come back), or as the field's
-/// `#[map(..)]` says; on a device a `Vec` field is an `offload::DeviceVec<T>`, a slice of the device copy.
+/// `#[map(..)]` says; on a device a `Vec` field is an `offload::DeviceVec<T>`, a slice of the device copy. A data
+/// construct maps it as `offload::Fixed<S>`, which a `target_data!` block sees (`s: &Fixed<S>` or `&mut Fixed<S>`):
+/// it reads as the struct and goes to regions' `&S` and `&mut S` parameters, but cannot grow, replace or drop a
+/// mapped `Vec`.
 ///
 /// ```
 /// use offload::{target, Mapper};
@@ -80,6 +84,10 @@ pub fn derive_mapper(item: TokenStream) -> TokenStream {
 /// but not `async`. Its body is compiled `#![no_std]` for the device: it may use `core` and `offload`'s device
 /// functions, and of its own crate's functions only `#[declare_target]` ones. Parallel regions are checked to be
 /// free of data races (a `&mut [T]` is written only at the iteration's own elements); the guide's chapter on parallel constructs (`docs/src/parallel.md`) has the rules.
+///
+/// A `&mut S` parameter whose type is a path (a struct: `s: &mut Sim`, not a number, an array or a generic
+/// parameter) is `&mut impl offload::MutArg<S>` on the host: it takes `&mut S` (`&mut Box<S>` and `&mut` of a
+/// `Mapped<Box<S>>` too), and a data construct's re-bound struct that owns its arrays (`&mut offload::Fixed<S>`).
 ///
 /// ```
 /// use offload::target;
@@ -167,10 +175,19 @@ pub fn declare_target(args: TokenStream, item: TokenStream) -> TokenStream {
 /// A structured device data environment (OpenMP's `target data`):
 /// `target_data!(map(to: x), map(tofrom: y), device(d), if(c) => { .. })`. Inside the block each mapped name is
 /// re-bound to a reference to its data (`&mut [T]`; for `to` only where the source is a `&mut` or the block writes
-/// it, else `&[T]`: OpenMP's `to` governs only the copy-in); regions called there find it present and copy nothing.
-/// The exit runs on every way out of the block (`return`, `?`, `break`), copying `from` and `tofrom` data back;
-/// an unwinding panic releases the data without copying. Map types are `to`, `from`, `tofrom` and `alloc`, with
-/// sections (`y[lo..hi]`) and the modifiers of `#[target]`'s `map`.
+/// it, else `&[T]`: OpenMP's `to` governs only the copy-in; a struct that owns its arrays as `offload::Fixed<S>`,
+/// whose `Vec`s cannot change); regions called there find it present and copy nothing. The exit runs on every way
+/// out of the block (`return`, `?`, `break`, `continue`), copying `from` and `tofrom` data back; an unwinding panic
+/// releases the data without copying. Map types are `to`, `from`, `tofrom` and `alloc`, with sections
+/// (`y[lo..hi]`) and the modifiers of `#[target]`'s `map`.
+///
+/// The block runs in a closure, called at once inside the data region, so nothing can suspend it between the entry
+/// and the exit: an `.await` in it is a compile error, whichever macro wrote it (await before or after the
+/// construct; one inside an `async` block is fine). Its value is the macro's, and `return`, `?`, `break` and
+/// `continue` written in it (also in a nested `target_data!` and in the arguments of `println!`, `assert_eq!` and
+/// the other standard macros) leave it as they would a plain block; one that another macro writes is a compile
+/// error. The closure borrows what the block uses, so the block cannot initialize a `let x;` declared before it:
+/// make `x` the block's value (`let x = target_data!(.. => { .. })`).
 ///
 /// ```
 /// use offload::{target, target_data};

@@ -43,7 +43,8 @@ fn expand(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
     }
 }
 
-/// A struct that owns its arrays: `OwnedMapper` (its map list through `&S`/`&mut S`) and the data constructs' traits.
+/// A struct that owns its arrays: `OwnedMapper` (its map list through `&S`/`&mut S`) and the data constructs' traits
+/// (the constructs map it as `offload::Fixed<S>`).
 fn expand_owned(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
     let p = quote!(::offload::__private);
     let name = &item.ident;
@@ -116,28 +117,18 @@ fn expand_owned(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
                 }
             }
 
+            // A data construct maps the struct as `offload::Fixed<Self>`, which is what a `target_data!` block and
+            // a `ScopedMapped` see: through it nothing can grow, replace or drop a `Vec` while it is mapped.
             impl #p::MapSource for #name {
-                type Target = Self;
-                fn map_ref(&self) -> &Self {
-                    self
+                type Target = ::offload::Fixed<Self>;
+                fn map_ref(&self) -> &::offload::Fixed<Self> {
+                    ::offload::Fixed::from_ref(self)
                 }
             }
 
             impl #p::MapSourceMut for #name {
-                fn map_mut(&mut self) -> &mut Self {
-                    self
-                }
-            }
-
-            impl #p::MapTarget for #name {
-                unsafe fn map_args(
-                    this: *const Self,
-                    section: #p::Section,
-                    map_type: u64,
-                    out: &mut ::std::vec::Vec<#p::MapArg>,
-                ) {
-                    // SAFETY: forwarded (the caller's contract).
-                    unsafe { #p::owned_mapper_data_maps(this, section, map_type, out) }
+                fn map_mut(&mut self) -> &mut ::offload::Fixed<Self> {
+                    ::offload::Fixed::from_mut(self)
                 }
             }
         };

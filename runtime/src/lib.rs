@@ -198,8 +198,8 @@ pub use offload_model::reduce::{Integer, Numeric};
 pub use offload_model::view as __view;
 pub use plugin::DeviceDescription;
 pub use region::{
-    data_scope, DataScope, DeviceCopy, DevicePtr, Error, Firstprivate, MapOwner, Mapped,
-    ScopedMapped, ScopedSource, ToView,
+    data_scope, DataScope, DeviceCopy, DevicePtr, Error, Firstprivate, Fixed, MapOwner, Mapped,
+    MutArg, ScopedMapped, ScopedSource, ToView,
 };
 pub use task::{spawn, task_scope, Task, TaskScope};
 
@@ -209,6 +209,7 @@ pub mod __private {
     pub use crate::api::buffer::{host_slice, host_slice_mut};
     pub use crate::device::llvm;
     pub use crate::host::{run_fallback, run_fallback_reduce, Launch};
+    pub use crate::region::block::{run_block, BlockTry, Flow, FromBlockResidual};
     pub use crate::region::call::{
         fail, instance_key, target, target_device_memory, target_on_device, target_without_kernel,
         GenericRegion, Instance, RegionInfo,

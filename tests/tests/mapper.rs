@@ -473,7 +473,8 @@ fn a_data_region_maps_an_owning_struct_and_regions_inside_copy_nothing() {
     target_data!(map(to: s) => {
         assert!(omp_target_is_present(s.concs.as_ptr().cast(), 0));
         assert!(omp_target_is_present(s.mats.as_ptr().cast(), 0));
-        s.concs[1] = 100.0; // the host copy only: the region finds `concs` present and copies nothing in
+        // `s: &mut offload::Fixed<Sim>`, whose `Vec`s cannot change: their elements are written through `elems_mut`.
+        s.elems_mut(|s| &s.concs)[1] = 100.0; // the host copy only: the region finds `concs` present and copies nothing in
         let mut out = vec![0.0; 64];
         lookup(true, s, &mut out);
         assert_eq!(out[5], 1.0 * 0.5 + 64.0, "the device copy, mapped at the entry");
@@ -481,35 +482,54 @@ fn a_data_region_maps_an_owning_struct_and_regions_inside_copy_nothing() {
     assert!(!omp_target_is_present(s.concs.as_ptr().cast(), 0));
 }
 
-/// A block that replaces a mapped `Vec` would have the exit copy the device values into the dropped buffer: the exit
-/// releases the mapping without copying back, and says so.
+/// The block sees the struct as `offload::Fixed<Sim>` (`&mut` here): regions take it as their `&mut Sim` (written `s` or
+/// `&mut s`) and `&Sim` parameters and find its arrays present, copying nothing; the host copy changes only at the
+/// exit. (Nothing in the block can replace, grow or drop a `Vec`: tests/ui/target_data_owned_*.rs.)
 #[test]
-fn replacing_a_mapped_vec_inside_a_data_region_releases_it_and_says_so() {
-    if omp_get_num_devices() == 0 {
-        return; // nothing mapped
-    }
+fn an_owning_structs_data_region_lends_it_to_regions_that_copy_nothing() {
+    let device = ran_on_device(true);
     let mut s = sim();
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        target_data!(map(tofrom: s) => {
-            s.concs = vec![7.0; 1000];
-        });
-    }));
-    let p = r.expect_err("the exit says the data moved");
-    let msg = p
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
-    assert!(msg.contains("moved inside the block"), "{msg}");
+    target_data!(map(tofrom: s) => {
+        let mut out = vec![0.0; 64];
+        lookup(true, s, &mut out);
+        assert_eq!(out[5], 1.0 * 0.5 + 64.0);
+        assert_eq!(update(true, s), !device);
+        assert_eq!(update(true, &mut s), !device);
+        assert_eq!(s.scale, 8.0, "a value field is the region's object, copied in and out by each call");
+        if device {
+            assert!(omp_target_is_present(s.concs.as_ptr().cast(), 0));
+            assert_eq!(s.concs[0], 0.0, "the device copy was written, not the host's: nothing copied back");
+        } else {
+            assert_eq!(s.concs[0], 2.0);
+        }
+    });
     assert_eq!(
         s.concs,
-        vec![7.0; 1000],
-        "nothing written over the block's own value"
+        (2..10).map(|i| i as f64).collect::<Vec<_>>(),
+        "copied back at the exit"
     );
-    assert!(
-        !omp_target_is_present(s.mats.as_ptr().cast(), 0),
-        "every field released"
+    assert_eq!(
+        s.mats[0],
+        if device { 0 } else { 99 },
+        "`#[map(to)]`: not copied back"
     );
+    assert!(!device || !omp_target_is_present(s.concs.as_ptr().cast(), 0));
+}
+
+/// Entered in a data scope, the struct is a `ScopedMapped` that derefs to `offload::Fixed<Sim>` too: a region takes it
+/// as `&mut Sim`, and nothing can replace a `Vec` before the exit (tests/ui/scoped_owning_push.rs).
+#[test]
+fn an_owning_struct_entered_in_a_data_scope_goes_to_mut_regions() {
+    let device = ran_on_device(true);
+    let mut s = sim();
+    data_scope(|sc| {
+        let r = &mut s;
+        let mut m = target_enter_data!(map(to: r), scope(sc));
+        update(true, &mut m);
+        assert_eq!(m.concs[0], if device { 0.0 } else { 1.0 });
+        target_exit_data!(map(from: m));
+    });
+    assert_eq!(s.concs, (1..9).map(|i| i as f64).collect::<Vec<_>>());
 }
 
 /// An owning struct with a `bool` beside its array.
@@ -569,4 +589,40 @@ fn a_region_that_swaps_vec_fields_fails_on_a_device() {
     let e = try_swap_arrays(true, &mut p).expect_err("a moved field fails the region");
     assert!(e.to_string().contains("moved a `Vec` field"), "{e}");
     assert_eq!((p.a[0], p.b[0]), (2.0, 1.0), "nothing copied back");
+}
+
+/// A block cannot replace a mapped `Vec` (it sees `offload::Fixed<Pair>`), but a region's host fallback, which gets the
+/// `&mut Pair`, may swap two: the exit would copy each device copy into the other buffer, so it releases the mapping
+/// without copying back, and says so.
+#[test]
+fn a_fallback_that_swaps_mapped_vecs_inside_a_data_region_releases_them_and_says_so() {
+    if omp_get_num_devices() == 0 {
+        return; // nothing mapped
+    }
+    let mut p = Pair {
+        a: vec![1.0; 2],
+        b: vec![2.0; 4],
+    };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        target_data!(map(tofrom: p) => {
+            swap_arrays(false, p);
+        });
+    }));
+    let e = r.expect_err("the exit says the data moved");
+    let msg = e
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(msg.contains("moved inside the block"), "{msg}");
+    assert_eq!(
+        (p.a.len(), p.b.len()),
+        (4, 2),
+        "the swap stands, nothing copied over it"
+    );
+    assert!(
+        !omp_target_is_present(p.a.as_ptr().cast(), 0)
+            && !omp_target_is_present(p.b.as_ptr().cast(), 0),
+        "every field released"
+    );
 }

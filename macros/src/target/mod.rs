@@ -133,7 +133,7 @@ fn failed(e: syn::Error, func: &ItemFn) -> TokenStream {
         syn::ReturnType::Default => quote!(()),
         syn::ReturnType::Type(_, t) => quote!(#t),
     };
-    let inputs = outer_inputs(sig);
+    let inputs = outer_inputs(sig, &[]);
     let nowait = nowait::nowait(&func.vis, sig, None, &ret, None);
     quote! {
         #err
@@ -182,7 +182,16 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         (quote!(), quote!(#host_name))
     };
 
-    let outer_inputs = outer_inputs(&sig);
+    let mut_args = mut_arg_params(region, &sig);
+    let outer_inputs = outer_inputs(&sig, &mut_args);
+    // Each `&mut impl MutArg<S>` parameter as the `&mut S` the rest of the call uses.
+    let mut_arg_lets = mut_args.iter().map(|(id, ty)| {
+        quote_spanned!(ty.span()=>
+            #[allow(unused_unsafe)]
+            // SAFETY: the region alone uses the struct (its map list and host fallback).
+            let #id: &mut #ty = unsafe { ::offload::MutArg::__mut_arg(#id) };
+        )
+    });
     let idents: Vec<_> = region.params.iter().map(|p| &p.ident).collect();
 
     let params::Params {
@@ -283,6 +292,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             -> ::core::result::Result<#ret_ty, ::offload::Error>
             #where_clause
         {
+            #(#mut_arg_lets)*
             #host_fn_inside
             #entries
 
@@ -443,9 +453,54 @@ pub(crate) fn instance_key(region: &Region, k: Option<usize>) -> TokenStream {
     quote!((#(#parts,)*))
 }
 
+/// The `&mut S` parameters (`S` named by a path: a struct, `Self`) that take `&mut impl offload::MutArg<S>` on the
+/// host, by name, with `S`: so a `target_data!` block's re-bound struct that owns its arrays, `&mut Fixed<S>`, which
+/// gives no `&mut S` to anything else, can be passed to them. Not numbers (`&mut f64`, whose literal arguments
+/// infer their type from the parameter), nor a generic parameter or a type with generic arguments (no struct that
+/// owns its arrays is one), which keep their deref coercions.
+pub(crate) fn mut_arg_params(
+    region: &Region,
+    sig: &syn::Signature,
+) -> Vec<(syn::Ident, syn::Type)> {
+    const PRIMITIVES: &[&str] = &[
+        "bool", "char", "f32", "f64", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16",
+        "u32", "u64", "u128", "usize",
+    ];
+    let generic = |id: &syn::Ident| {
+        region.generic_params.iter().any(|g| g.ident == *id)
+            || sig.generics.type_params().any(|t| t.ident == *id)
+    };
+    region
+        .params
+        .iter()
+        .filter_map(|p| {
+            let ParamKind::Ref { ty, mutable: true } = &p.kind else {
+                return None;
+            };
+            // A typed parameter (not `&mut self`) written `&mut Path`.
+            let written_ref = sig.inputs.iter().any(|a| match a {
+                FnArg::Typed(pt) => {
+                    matches!(&*pt.pat, Pat::Ident(pi) if pi.ident == p.ident)
+                        && matches!(&*pt.ty, syn::Type::Reference(_))
+                }
+                FnArg::Receiver(_) => false,
+            });
+            let (true, syn::Type::Path(path)) = (written_ref, ty) else {
+                return None;
+            };
+            let last = path.path.segments.last()?;
+            let plain = path.qself.is_none() && last.arguments.is_none();
+            let single = path.path.segments.len() == 1 && path.path.leading_colon.is_none();
+            let excluded =
+                single && (PRIMITIVES.contains(&&*last.ident.to_string()) || generic(&last.ident));
+            (plain && !excluded).then(|| (p.ident.clone(), ty.clone()))
+        })
+        .collect()
+}
+
 /// The parameters of the region's function and its `try_` twin: as written, without `mut` (only the body, kept in
-/// `__offload_host`, mutates them).
-fn outer_inputs(sig: &syn::Signature) -> Vec<TokenStream> {
+/// `__offload_host`, mutates them), and each of `mut_args` as `&mut impl offload::MutArg<S>`.
+fn outer_inputs(sig: &syn::Signature, mut_args: &[(syn::Ident, syn::Type)]) -> Vec<TokenStream> {
     sig.inputs
         .iter()
         .map(|a| match a {
@@ -453,6 +508,9 @@ fn outer_inputs(sig: &syn::Signature) -> Vec<TokenStream> {
                 let mut pt = pt.clone();
                 if let Pat::Ident(pi) = &mut *pt.pat {
                     pi.mutability = None;
+                    if let Some((_, ty)) = mut_args.iter().find(|(id, _)| *id == pi.ident) {
+                        mut_arg_type(&mut pt.ty, ty, quote!());
+                    }
                 }
                 quote!(#pt)
             }
@@ -465,6 +523,15 @@ fn outer_inputs(sig: &syn::Signature) -> Vec<TokenStream> {
             }
         })
         .collect()
+}
+
+/// `&'a mut S` as `&'a mut (impl offload::MutArg<S> + extra)` (the reference's own lifetime kept).
+pub(crate) fn mut_arg_type(param: &mut syn::Type, s: &syn::Type, extra: TokenStream) {
+    if let syn::Type::Reference(r) = param {
+        let bound: syn::Type =
+            syn::parse_quote_spanned!(s.span()=> (impl ::offload::MutArg<#s> #extra));
+        *r.elem = bound;
+    }
 }
 
 /// The host fallback's parameters: the lowered ones, with a device buffer that is not a view as its slice (`&[T]`,

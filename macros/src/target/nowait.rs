@@ -26,10 +26,13 @@ pub(super) fn nowait(
         span: sig.ident.span(),
         fresh: Vec::new(),
     };
+    // `&mut S` parameters take what the region's own function takes (`&mut impl offload::MutArg<S>`), sent to the
+    // task.
+    let mut_args = region.map_or_else(Vec::new, |r| super::mut_arg_params(r, sig));
     let inputs: Vec<TokenStream> = sig
         .inputs
         .iter()
-        .map(|a| scoped_input(a, &scope, &mut elided))
+        .map(|a| scoped_input(a, &scope, &mut elided, &mut_args))
         .collect();
     let fresh = &elided.fresh;
     // A method's receiver stays first (`x.nowait_m(s, ..)`); the scope comes before the other parameters.
@@ -97,13 +100,22 @@ pub(super) fn nowait(
     }
 }
 
-/// A parameter as written (without `mut`), every elided lifetime in its type a fresh one (a receiver's, the scope's).
-fn scoped_input(arg: &FnArg, scope: &Lifetime, elided: &mut ScopeElided) -> TokenStream {
+/// A parameter as written (without `mut`; one of `mut_args` as `&mut impl MutArg<S>`), every elided lifetime in its
+/// type a fresh one (a receiver's, the scope's).
+fn scoped_input(
+    arg: &FnArg,
+    scope: &Lifetime,
+    elided: &mut ScopeElided,
+    mut_args: &[(syn::Ident, syn::Type)],
+) -> TokenStream {
     match arg {
         FnArg::Typed(pt) => {
             let mut pt = pt.clone();
             if let syn::Pat::Ident(pi) = &mut *pt.pat {
                 pi.mutability = None;
+                if let Some((_, ty)) = mut_args.iter().find(|(id, _)| *id == pi.ident) {
+                    super::mut_arg_type(&mut pt.ty, ty, quote!(+ ::core::marker::Send));
+                }
             }
             elided.visit_type_mut(&mut pt.ty);
             quote!(#pt)

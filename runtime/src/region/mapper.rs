@@ -2,8 +2,9 @@
 //! what a region call and the data constructs do with it. The derive writes the per-field code (it alone knows the
 //! fields); this module holds the trait and the generic glue the expansions call.
 
-use super::data::Section;
+use super::data::{MapSource, MapSourceMut, MapTarget, Mapped, Section};
 use super::maplist::MapArg;
+use super::scope::ScopedMapped;
 use super::types::DeviceCopy;
 use offload_model::abi::map_type::{DEVICE_WRITES, FROM};
 
@@ -248,6 +249,196 @@ pub unsafe fn owned_mapper_data_maps<M: OwnedMapper>(
     unsafe { M::maps(this.cast_mut(), mutable, clause, false, out) }
 }
 
+/// A struct that owns its arrays (`#[derive(Mapper)]` with `Vec` fields) while a data construct maps them: what the
+/// data constructs map it as, and what a `target_data!` block (`&Fixed<S>`, or `&mut Fixed<S>` where the map writes
+/// it) and a [`ScopedMapped`](crate::ScopedMapped) of it see. It derefs to the struct, shared only, so its fields read
+/// as they are (`s.concs[k]`, `s.concs.len()`, `s.lookups`) and it coerces to a region's `&S` parameter; a region's
+/// `&mut S` parameter takes `&mut Fixed<S>` too (see [`MutArg`]). Nothing can grow, shrink, replace or drop a `Vec`
+/// field through it, so the mapped memory can be neither freed nor reused while the data is present (a new `Vec` at
+/// the same address would otherwise be found "present" and run on the old device copy). Write a field's elements on
+/// the host with [`Fixed::elems_mut`]; change the struct itself before or after the construct.
+///
+/// ```
+/// use offload::{target, target_data, target_update, Mapper};
+///
+/// #[derive(Mapper)]
+/// pub struct Sim {
+///     concs: Vec<f64>,
+///     lookups: usize,
+/// }
+///
+/// #[target]
+/// fn refresh(s: &mut Sim) {
+///     for c in s.concs.iter_mut() {
+///         *c *= 2.0;
+///     }
+/// }
+///
+/// # // A doctest has no device image: the host stands in.
+/// # offload::omp_set_default_device(offload::omp_get_initial_device());
+/// let mut s = Sim { concs: vec![1.0; 4], lookups: 4 };
+/// target_data!(map(tofrom: s) => {        // `s: &mut offload::Fixed<Sim>` inside
+///     s.elems_mut(|s| &s.concs)[0] = 5.0; // the host copy ..
+///     target_update!(to: s);              // .. sent to the device copy
+///     refresh(s);                         // present: nothing is copied
+///     assert_eq!(s.concs.len(), s.lookups);
+///     // s.concs.push(1.0);               // error: `Fixed` gives no `&mut Vec`
+/// });
+/// assert_eq!(s.concs, [10.0, 2.0, 2.0, 2.0]);
+/// ```
+#[repr(transparent)]
+pub struct Fixed<S>(S);
+
+impl<S> Fixed<S> {
+    /// `s` as the data constructs map it.
+    pub fn from_ref(s: &S) -> &Fixed<S> {
+        // SAFETY: `Fixed<S>` is a transparent wrapper of `S`.
+        unsafe { &*std::ptr::from_ref(s).cast::<Fixed<S>>() }
+    }
+
+    /// `s` as the data constructs map it, exclusively: what a writing map re-binds it to.
+    pub fn from_mut(s: &mut S) -> &mut Fixed<S> {
+        // SAFETY: as above.
+        unsafe { &mut *std::ptr::from_mut(s).cast::<Fixed<S>>() }
+    }
+
+    /// The elements of one of the struct's `Vec` fields, to write on the host (OpenMP's `to` governs only the
+    /// copy-in; `target_update!(to: s)` sends them to the device copy): `s.elems_mut(|s| &s.concs)[k] = x`. `field`
+    /// names the field; the slice cannot change the `Vec` itself.
+    ///
+    /// # Panics
+    /// If `field` returns a `Vec` that is not stored in the struct (not one of its fields).
+    #[track_caller]
+    pub fn elems_mut<T>(&mut self, field: impl FnOnce(&S) -> &Vec<T>) -> &mut [T] {
+        // The address first, the borrow `field` got ends here; the pointer used is then taken from `&mut self`.
+        let at = std::ptr::from_ref(field(&self.0)) as usize;
+        let base = std::ptr::from_mut(&mut self.0).cast::<u8>();
+        let offset = at.wrapping_sub(base as usize);
+        assert!(
+            offset <= std::mem::size_of::<S>()
+                && std::mem::size_of::<S>() - offset >= std::mem::size_of::<Vec<T>>(),
+            "offload: Fixed::elems_mut: the closure must name one of the struct's own `Vec` fields (`|s| &s.field`)"
+        );
+        // SAFETY: a `&Vec<T>` lay at `offset` inside the struct, so a `Vec<T>` is stored there: one of its fields (the
+        // other fields of a struct the data constructs map are `Copy` values, which hold no `Vec`). `&mut self`
+        // borrows the struct, so that `Vec` and its elements, exclusively; the slice cannot reach the `Vec` itself.
+        unsafe { (*base.add(offset).cast::<Vec<T>>()).as_mut_slice() }
+    }
+}
+
+impl<S> std::ops::Deref for Fixed<S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        &self.0
+    }
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for Fixed<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+// A nested construct or an update of the re-bound name maps the struct again, as `Fixed` (never as `&mut S`).
+impl<S: OwnedMapper> MapSource for Fixed<S> {
+    type Target = Fixed<S>;
+    fn map_ref(&self) -> &Fixed<S> {
+        self
+    }
+}
+
+impl<S: OwnedMapper> MapSourceMut for Fixed<S> {
+    fn map_mut(&mut self) -> &mut Fixed<S> {
+        self
+    }
+}
+
+impl<S: OwnedMapper> MapTarget for Fixed<S> {
+    #[track_caller]
+    unsafe fn map_args(this: *const Self, section: Section, map_type: u64, out: &mut Vec<MapArg>) {
+        // SAFETY: forwarded; `Fixed<S>` is a transparent wrapper of `S`.
+        unsafe { owned_mapper_data_maps(this.cast::<S>(), section, map_type, out) }
+    }
+}
+
+/// What a region's `&mut S` parameter takes, where `S` is named by a path (a struct, `Self`): `&mut S` itself (also
+/// as a `&mut &mut S`, a `&mut Box<S>`, a `Mapped<Box<S>>`), and the re-bound name of a struct that owns its arrays
+/// inside a data construct, `&mut Fixed<S>` (or a `ScopedMapped` of one), which no other `&mut S` parameter takes.
+/// `#[target] fn update(s: &mut Sim)` is `fn update(s: &mut impl MutArg<Sim>)` on the host, so both `update(&mut
+/// sim)` and, in `target_data!(map(tofrom: sim) => { update(sim) })`, the block's `sim` call it. The region gets
+/// the `&mut S`; the block never does (it could grow a mapped `Vec` with it).
+///
+/// # Safety
+/// Implemented by offload only: [`MutArg::__mut_arg`] returns the `S` the value stands for.
+#[diagnostic::on_unimplemented(
+    message = "a region's `&mut {S}` parameter takes `&mut {S}`, not `&mut {Self}`",
+    label = "expected `&mut {S}`",
+    note = "a region's `&mut S` parameter takes `&mut S`, `&mut Box<S>`, a `Mapped<Box<S>>` and a data construct's \
+            re-bound owning struct (`&mut offload::Fixed<S>`); for another pointer to an `S`, pass `&mut *p`"
+)]
+pub unsafe trait MutArg<S> {
+    /// The struct, for the region's call.
+    ///
+    /// # Safety
+    /// For the region's own use (its map list and host fallback, region code, which cannot grow a `Vec` field: it is
+    /// a `DeviceVec` on a device), not handed on to other code.
+    #[doc(hidden)]
+    unsafe fn __mut_arg(&mut self) -> &mut S;
+}
+
+// SAFETY: the struct itself.
+unsafe impl<S> MutArg<S> for S {
+    unsafe fn __mut_arg(&mut self) -> &mut S {
+        self
+    }
+}
+
+// SAFETY: the struct it points to.
+unsafe impl<S> MutArg<S> for &mut S {
+    unsafe fn __mut_arg(&mut self) -> &mut S {
+        self
+    }
+}
+
+// SAFETY: the boxed struct.
+unsafe impl<S> MutArg<S> for Box<S> {
+    unsafe fn __mut_arg(&mut self) -> &mut S {
+        self
+    }
+}
+
+// SAFETY: the struct it stands for, handed to the region only (the trait's contract).
+unsafe impl<S> MutArg<S> for Fixed<S> {
+    unsafe fn __mut_arg(&mut self) -> &mut S {
+        &mut self.0
+    }
+}
+
+// SAFETY: as above.
+unsafe impl<S> MutArg<S> for &mut Fixed<S> {
+    unsafe fn __mut_arg(&mut self) -> &mut S {
+        &mut self.0
+    }
+}
+
+// SAFETY: the entered box's value (`Mapped` derefs to it).
+unsafe impl<S: DeviceCopy> MutArg<S> for Mapped<Box<S>> {
+    unsafe fn __mut_arg(&mut self) -> &mut S {
+        self
+    }
+}
+
+// SAFETY: the entered struct, handed to the region only (the trait's contract).
+unsafe impl<S> MutArg<S> for ScopedMapped<'_, &mut S>
+where
+    S: MapSourceMut<Target = Fixed<S>>,
+{
+    unsafe fn __mut_arg(&mut self) -> &mut S {
+        let fixed: &mut Fixed<S> = self;
+        &mut fixed.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! The host side of a mapper struct's map path, with the impl `#[derive(Mapper)]` writes (written out: the derive
@@ -429,6 +620,37 @@ mod tests {
             )
         };
         assert_eq!(data.len(), 2);
+    }
+
+    /// `Fixed` gives the elements of the struct's own `Vec`s (the pointer taken from its `&mut`, under Miri too), and
+    /// refuses a `Vec` stored elsewhere.
+    #[test]
+    fn fixed_gives_a_fields_elements_and_refuses_any_other_vec() {
+        static ELSEWHERE: Vec<f64> = Vec::new();
+        let mut s = Sim {
+            concs: vec![1.0; 4],
+            mats: vec![7; 3],
+            n: 3,
+        };
+        let f = Fixed::from_mut(&mut s);
+        f.elems_mut(|s| &s.concs)[2] = 5.0;
+        let mats = f.elems_mut(|s| &s.mats);
+        mats[0] = 1;
+        mats[2] = 2;
+        assert_eq!((f.concs.len(), f.mats.len(), f.n), (4, 3, 3));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f.elems_mut(|_| &ELSEWHERE);
+        }));
+        assert!(r.is_err(), "not one of the struct's fields");
+        assert_eq!((s.concs[2], s.mats.as_slice()), (5.0, [1, 7, 2].as_slice()));
+        // A data construct maps it as the struct's own entries.
+        let mut data = Vec::new();
+        // SAFETY: `s` is live and borrowed exclusively while `data` is used.
+        unsafe {
+            let this = std::ptr::from_mut(Fixed::from_mut(&mut s));
+            Fixed::map_args(this.cast_const(), None, TO | FROM, &mut data)
+        };
+        assert_eq!((data.len(), data[0].size), (2, 32));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! its arguments (the map-list walk), launches its kernel and unmaps, or runs the host fallback; the data constructs
 //! map and unmap on their own. The types that say what may cross into a region and the public `Error` live here too.
 
+pub mod block;
 pub mod call;
 pub mod data;
 pub mod error;
@@ -13,5 +14,6 @@ pub mod types;
 
 pub use data::{MapOwner, Mapped, ToView};
 pub use error::Error;
+pub use mapper::{Fixed, MutArg};
 pub use scope::{data_scope, DataScope, ScopedMapped, ScopedSource};
 pub use types::{DeviceCopy, DevicePtr, Firstprivate};

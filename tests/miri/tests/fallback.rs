@@ -328,10 +328,12 @@ fn a_struct_that_owns_its_arrays() {
     };
     let mut out = vec![0.0; 3];
     target_data!(map(tofrom: s), device(host) => {
+        // `s: &mut offload::Fixed<Sim>`: regions take it as `&Sim` and `&mut Sim`, the block its elements.
         lookup(s, &mut out);
+        s.elems_mut(|s| &s.concs)[1] += 10.0;
         refresh(s);
         target_update!(from: s, device(host));
     });
     assert_eq!(out, [2.0, 1.0, 2.0]);
-    assert_eq!((s.concs.as_slice(), s.lookups), ([2.0, 3.0].as_slice(), 2));
+    assert_eq!((s.concs.as_slice(), s.lookups), ([2.0, 13.0].as_slice(), 2));
 }
