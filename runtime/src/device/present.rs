@@ -367,26 +367,41 @@ impl MappingTable {
 
     /// A zero-length section's slice, if it lies in a present entry's allocation: the device address of its base
     /// `r.base`, with the allocation pinned (`Some`) until [`MappingTable::unpin`] so it cannot be freed under the
-    /// region; `None` for an associated pointer's memory, which is the user's to keep. A region whose map of
-    /// `map_type` may write the slice marks the entry's device copy newer.
-    pub fn pin_slice(&mut self, r: Range, map_type: u64) -> Option<(DevicePtr, Option<DevicePtr>)> {
-        let (&b, e) = self.entries.range_mut(..=r.begin).next_back()?;
+    /// region; `None` for an associated pointer's memory, which is the user's to keep. The region uses the copy as
+    /// a region mapping the slice would: its stale parts are refreshed first (refused where another device holds
+    /// newer data), and a region whose map of `map_type` may write the slice makes the copy newer there.
+    ///
+    /// # Safety
+    /// The slice's host range is readable.
+    pub unsafe fn pin_slice(
+        &mut self,
+        dev: &ObservedDevice,
+        r: Range,
+        map_type: u64,
+    ) -> Result<Option<(DevicePtr, Option<DevicePtr>)>, MapError> {
+        let Some((&b, e)) = self.entries.range(..=r.begin).next_back() else {
+            return Ok(None);
+        };
         let inside = r.begin >= b
             && r.begin <= e.end
             && r.base >= e.extent.0
             && r.base + r.base_size <= e.extent.1;
         if !inside {
-            return None;
+            return Ok(None);
         }
+        let (lo, hi) = (r.base.max(b), (r.base + r.base_size).min(e.end));
+        // SAFETY: per the contract.
+        unsafe { self.refresh(dev, b, lo, hi) }?;
+        let e = &self.entries[&b];
         let base = e.tgt + (r.begin - b) as u64 - (r.begin - r.base) as u64;
-        if writes_device(map_type) {
-            self.dir
-                .device_writes(self.device, b, r.base, r.base + r.base_size);
+        let alloc = e.alloc;
+        if writes_device(map_type) && lo < hi {
+            self.dir.device_writes(self.device, b, lo, hi);
         }
-        if let Some(a) = e.alloc {
+        if let Some(a) = alloc {
             self.pins.entry(a).or_insert((0, false)).0 += 1;
         }
-        Some((base, e.alloc))
+        Ok(Some((base, alloc)))
     }
 
     /// Drops a pin [`MappingTable::pin_slice`] took; frees the allocation if its entry died meanwhile.
@@ -503,8 +518,10 @@ impl MappingTable {
                     RefKind::Region => {
                         e.structured += 1;
                         if e.begin_use(&r, map_type) {
+                            // What it writes that the copy holds (the rest of its slice is never copied back).
                             let (lo, hi) = reach(&r);
-                            self.dir.device_writes(self.device, b, lo, hi);
+                            self.dir
+                                .device_writes(self.device, b, lo.max(b), hi.min(e.end));
                         }
                     }
                     RefKind::Dynamic => e.dynamic = e.dynamic.saturating_add(1),
@@ -541,8 +558,9 @@ impl MappingTable {
                     RefKind::Region => {
                         e.structured = 1;
                         if e.begin_use(&r, map_type) {
-                            let (lo, hi) = reach(&r);
-                            self.dir.device_writes(self.device, r.begin, lo, hi);
+                            // Only the section is ever copied back: the rest of the slice is unspecified.
+                            self.dir
+                                .device_writes(self.device, r.begin, r.begin, r.begin + r.size);
                         }
                     }
                     RefKind::Dynamic => e.dynamic = 1,

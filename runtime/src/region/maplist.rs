@@ -312,17 +312,17 @@ pub(crate) unsafe fn enter_list<'a>(
             // A zero-length section of a non-empty slice: the present copy if its slice is mapped (as libomptarget
             // looks it up), pinned for the launch; else storage of the slice's size so the region's slice is valid,
             // contents unspecified.
-            match t
-                .get_or_insert_with(|| dev.table())
-                .pin_slice(m.range(), m.map_type)
-            {
-                Some((base, Some(alloc))) => Ok((Arg::new(base), Held::Pinned(alloc))),
-                Some((base, None)) => Ok((Arg::new(base), Held::Nothing)),
-                None if m.map_type & PRESENT != 0 => Err(MapError::NotPresent {
+            let t = t.get_or_insert_with(|| dev.table());
+            // SAFETY: the caller guarantees the host range.
+            match unsafe { t.pin_slice(dev, m.range(), m.map_type) } {
+                Ok(Some((base, Some(alloc)))) => Ok((Arg::new(base), Held::Pinned(alloc))),
+                Ok(Some((base, None))) => Ok((Arg::new(base), Held::Nothing)),
+                Ok(None) if m.map_type & PRESENT != 0 => Err(MapError::NotPresent {
                     begin: m.begin as usize,
                     size: 0,
                 }),
-                None => private_in(dev, m).map_err(MapError::from),
+                Ok(None) => private_in(dev, m).map_err(MapError::from),
+                Err(e) => Err(e),
             }
         } else if m.map_type & PRIVATE != 0 {
             private_in(dev, m).map_err(MapError::from)

@@ -21,6 +21,7 @@ use offload_model::abi::map_type::{
     ALWAYS, CLOSE, DELETE, FROM, HOST_ATOMIC_MASK, LITERAL, PRESENT, PRIVATE, RETURN_PARAM, TO,
 };
 use offload_model::fatbin::OffloadEntry;
+use std::mem::MaybeUninit;
 
 /// The bits libomptarget takes from ours. Not `IMPLICIT`: with it, libomptarget takes data that only partly
 /// overlaps a mapping as present, and the region would address past the device copy's end (`extends_present`
@@ -291,19 +292,20 @@ unsafe fn before_launch(
     Ok(copies)
 }
 
-/// After a region ran on `d`: a present copy it may have written is newer than the host's, and every other
-/// device's copy of what it can reach is stale; data it wrote through a copy of its own reached the host, so every
-/// device's copy of that is stale.
+/// After a region ran on `d`: a present copy it may have written is newer than the host's where it holds what the
+/// region can reach, and every other device's copy of those bytes is stale; the part it mapped through a copy of
+/// its own reached the host, so every device's copy of that is stale.
 fn after_launch(d: i32, maps: &[MapArg], copies: &[Option<(usize, usize)>]) {
     let dir = Directory::global();
     for (m, copy) in maps.iter().zip(copies) {
-        if tracked(m).is_none() || !writes_device(m.map_type) {
+        let Some((b, e)) = tracked(m) else { continue };
+        if !writes_device(m.map_type) {
             continue;
         }
         let (lo, hi) = reach(m);
         match copy {
-            Some(c) => dir.device_writes(d, c.0, lo, hi),
-            None if m.map_type & FROM != 0 => dir.host_writes(lo, hi),
+            Some(c) => dir.device_writes(d, c.0, lo.max(c.0), hi.min(c.1)),
+            None if m.map_type & FROM != 0 => dir.host_writes(b, e),
             None => {}
         }
     }
@@ -340,9 +342,10 @@ pub(super) unsafe fn enter(lib: &Libomptarget, d: i32, construct: &str, maps: &[
     }
 }
 
-/// A data construct's exit of `maps` on `d`, copying back (`copy_back`) as their map types say: a copy's stale parts
-/// are refreshed from the host first, so libomptarget's copy back never stores older data over newer; the copies
-/// that end are no longer tracked.
+/// A data construct's exit of `maps` on `d`, copying back (`copy_back`) as their map types say: libomptarget copies a
+/// copy back whole, so the host's bytes where the copy is stale are kept aside and put back after it (the construct
+/// holds the host data exclusively), and older data never stays over newer; the copies that end are no longer
+/// tracked.
 ///
 /// # Safety
 /// As [`Libomptarget::exit`].
@@ -359,21 +362,38 @@ pub(super) unsafe fn exit(
         llvm_maps.iter_mut().for_each(|m| m.clear(FROM));
     }
     let dir = Directory::global();
+    // As `MaybeUninit` bytes: a `DeviceCopy` struct's padding is uninitialised.
+    let mut kept: Vec<(usize, Vec<MaybeUninit<u8>>)> = Vec::new();
     let copies: Vec<(usize, usize)> = maps
         .iter()
         .filter_map(|m| {
             let (b, e) = tracked(m)?;
             let c = dir.copy_holding(d, b, e)?;
             if copy_back && m.map_type & FROM != 0 {
-                // SAFETY: per the contract; the host data is live. Where another device holds newer data, the
-                // refresh is refused and the copy back still writes only the host's own (older) values.
-                let _ = unsafe { refresh(lib, d, c, (b, e)) };
+                for (sb, se) in dir.stale_parts(d, c.0, b, e) {
+                    let mut bytes = vec![MaybeUninit::<u8>::uninit(); se - sb];
+                    // SAFETY: per the contract, the host range is live and (with `FROM`) held exclusively.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            sb as *const MaybeUninit<u8>,
+                            bytes.as_mut_ptr(),
+                            se - sb,
+                        )
+                    };
+                    kept.push((sb, bytes));
+                }
             }
             Some(c)
         })
         .collect();
     // SAFETY: forwarded.
     unsafe { lib.exit(d, &llvm_maps) };
+    for (at, bytes) in kept {
+        // SAFETY: as above: the host bytes the copy back overwrote with the stale copy's, put back.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut MaybeUninit<u8>, bytes.len())
+        };
+    }
     for (b, _) in copies {
         if !lib.is_present(b as *const _, d) {
             dir.untrack(d, b);

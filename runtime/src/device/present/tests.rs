@@ -274,7 +274,9 @@ fn a_pinned_allocation_outlives_its_entry_until_the_last_unpin() {
     let empty = Range { size: 0, ..whole };
     unsafe {
         let tgt = t.enter(&obs, whole, TO, RefKind::Structured).unwrap();
-        let (base, alloc) = t.pin_slice(empty, TO).expect("the slice is present");
+        let (base, alloc) = unsafe { t.pin_slice(&obs, empty, TO) }
+            .unwrap()
+            .expect("the slice is present");
         assert_eq!((base, alloc), (tgt, Some(tgt)));
         t.exit(&obs, whole.begin, 32, 0, RefKind::Structured, true)
             .unwrap();
@@ -418,7 +420,8 @@ fn a_pinned_region_uses_the_device_copy_too() {
     unsafe {
         let tgt = t.enter(&obs, whole, TO, RefKind::Structured).unwrap();
         let (_, alloc) = t
-            .pin_slice(Range { size: 0, ..whole }, TO | FROM)
+            .pin_slice(&obs, Range { size: 0, ..whole }, TO | FROM)
+            .unwrap()
             .expect("present");
         assert_eq!(
             t.device_newer(whole.begin),

@@ -1,6 +1,7 @@
-//! Adversarial review of issue 36 (one coherence directory, atomics in place): safe programs, written as outside
-//! users write them, that lose an update or compute on a stale copy and return `Ok`. Each failing test is
-//! `#[ignore = "hole: .."]`; run them with `--include-ignored`.
+//! Attacks on the coherence directory from an adversarial review: safe programs, written as outside users write
+//! them, that lost an update or computed on a stale copy and returned `Ok` (sections of one slice on two devices, a
+//! zero-length section over a stale or another device's newer copy, an exit under `OFFLOAD_RUNTIME=llvm` copying a
+//! stale copy back). Each failed before its fix.
 
 use offload::{omp_get_num_devices, omp_set_default_device, target, target_data, Error};
 use offload_tests::rerun_self;
@@ -61,7 +62,7 @@ fn on_device() -> bool {
     omp_get_num_devices() > 0
 }
 
-/// Reruns test `name` with `set` (and `--include-ignored`) when this process does not have them yet: `true` means the
+/// Reruns test `name` with `set` when this process does not have them yet: `true` means the
 /// caller returns (the child ran it).
 fn rerun_with(name: &str, set: &[(&str, &str)]) -> bool {
     if set
@@ -86,7 +87,8 @@ fn rerun_with(name: &str, set: &[(&str, &str)]) -> bool {
 
 /// Two host-elf devices under our runtime.
 fn on_two_devices(name: &str) -> bool {
-    std::env::var_os("OFFLOAD_RUNTIME").is_none() && rerun_with(name, &[("OFFLOAD_HOST_DEVICES", "2")])
+    std::env::var_os("OFFLOAD_RUNTIME").is_none()
+        && rerun_with(name, &[("OFFLOAD_HOST_DEVICES", "2")])
 }
 
 // Hole 1 (present.rs `MappingTable::enter` + `Directory::device_writes`): a section region's copy is checked against
@@ -95,7 +97,6 @@ fn on_two_devices(name: &str) -> bool {
 // `y[8..16]` newer; a region on device 1 over `y[0..8]` (disjoint bytes) marks device 0's copy stale there, so
 // device 0's exit skips it and its writes never reach the host.
 #[test]
-#[ignore = "hole: a section region on device 1 marks device 0's newer copy of other bytes stale; its update is lost"]
 fn r1_a_section_on_one_device_never_discards_another_devices_section() {
     if on_two_devices("r1_a_section_on_one_device_never_discards_another_devices_section") {
         return;
@@ -115,7 +116,6 @@ fn r1_a_section_on_one_device_never_discards_another_devices_section() {
 // The same with the region on device 0 entering the present section and device 1 holding the newer section: the
 // region's writes mark device 1's copy stale outside the region's section.
 #[test]
-#[ignore = "hole: a section region on device 0 marks device 1's newer section stale; its update is lost"]
 fn r1b_a_present_section_region_never_discards_another_devices_section() {
     if on_two_devices("r1b_a_present_section_region_never_discards_another_devices_section") {
         return;
@@ -138,7 +138,6 @@ fn r1b_a_present_section_region_never_discards_another_devices_section() {
 // without refreshing its stale parts. The host fallback (`if(false)`) wrote `y` (2s), which marks device 0's copy
 // stale; the zero-length-section region then sums device 0's old 1s and returns `Ok(16)`.
 #[test]
-#[ignore = "hole: a zero-length section computes on a stale present copy and returns Ok"]
 fn r2_a_zero_length_section_never_computes_on_a_stale_copy() {
     if !on_device() {
         return;
@@ -160,7 +159,6 @@ fn r2_a_zero_length_section_never_computes_on_a_stale_copy() {
 // its copy (stale), and device 0 skips its own stale parts too: `y` ends as 0s, both updates lost (sequential
 // Rust: 6, or a refusal: 5).
 #[test]
-#[ignore = "hole: a zero-length section on device 0 ignores device 1's newer copy; device 1's update is lost"]
 fn r3_a_zero_length_section_never_overrides_a_newer_copy_elsewhere() {
     if on_two_devices("r3_a_zero_length_section_never_overrides_a_newer_copy_elsewhere") {
         return;
@@ -183,7 +181,11 @@ fn r3_a_zero_length_section_never_overrides_a_newer_copy_elsewhere() {
             }
         });
     });
-    assert_eq!(y, if refused { [5; 16] } else { [6; 16] }, "device 1's update is lost");
+    assert_eq!(
+        y,
+        if refused { [5; 16] } else { [6; 16] },
+        "device 1's update is lost"
+    );
 }
 
 // Hole 4 (on_llvm.rs `exit`): under OFFLOAD_RUNTIME=llvm a data construct's exit whose stale parts cannot be refreshed
@@ -212,12 +214,14 @@ fn r4_an_llvm_exit_never_copies_a_stale_part_back() {
     });
     // Device 1's writes are discarded (`release`): the current data is the fallback's.
     let v = offload::target_exit_data!(map(release: m));
-    assert_eq!(v, [1; 16], "device 0's stale copy went back over the fallback's update");
+    assert_eq!(
+        v, [1; 16],
+        "device 0's stale copy went back over the fallback's update"
+    );
 }
 
 /// Runs r4 again under OFFLOAD_RUNTIME=llvm (libomptarget's host plugin has several devices).
 #[test]
-#[ignore = "hole: under OFFLOAD_RUNTIME=llvm a data construct's exit copies a stale copy back over newer host data"]
 fn r4_llvm() {
     if std::env::var_os("OFFLOAD_RUNTIME").is_some() {
         return;
