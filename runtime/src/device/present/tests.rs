@@ -274,7 +274,8 @@ fn a_pinned_allocation_outlives_its_entry_until_the_last_unpin() {
     let empty = Range { size: 0, ..whole };
     unsafe {
         let tgt = t.enter(&obs, whole, TO, RefKind::Structured).unwrap();
-        let (base, alloc) = unsafe { t.pin_slice(&obs, empty, TO) }
+        let (base, alloc) = t
+            .pin_slice(&obs, empty, TO)
             .unwrap()
             .expect("the slice is present");
         assert_eq!((base, alloc), (tgt, Some(tgt)));
