@@ -18,7 +18,7 @@ use offload::{
 };
 use offload_tests::rerun_self;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Buffers per sequence, and their length.
@@ -249,11 +249,13 @@ enum Op {
         dev: Dev,
         section: Option<(usize, usize)>,
     },
-    /// The host writes `y[at] = v`, then `target_update!(to: y, device(d))` on every device in turn.
+    /// The host writes `y[at] = v`, then `target_update!(to: y, device(d))` on every device in turn (on `only`, if
+    /// set).
     HostSet {
         buf: usize,
         at: usize,
         v: u32,
+        only: Option<i32>,
     },
     /// `threads` host threads at once, each running `bump` (adding `k`) on `dev` and adding one `host_adds` times on
     /// the host; inside `target_data!(map(to|tofrom: a), device(d))` if `data` says so.
@@ -790,18 +792,15 @@ impl Model {
         Ok(())
     }
 
-    /// The host wrote `y[at] = v`; then each device in turn got `target_update!(to: y)` with outcome `outs[d]` (the
-    /// updates stop at the first that panics).
-    fn host_set(&mut self, b: usize, at: usize, v: u32, outs: &[Outcome]) -> Res {
+    /// The host wrote `y[at] = v`; then each of `devices` in turn got `target_update!(to: y)`, with outcome `outs[k]`
+    /// (the updates stop at the first that panics).
+    fn host_set(&mut self, b: usize, at: usize, v: u32, devices: &[i32], outs: &[Outcome]) -> Res {
         let buf = &mut self.bufs[b];
         buf.h[at] = Some(v);
-        if outs.len() != self.env.devices.max(0) as usize
-            && !matches!(outs.last(), Some(Outcome::Panic(_)))
-        {
+        if outs.len() != devices.len() && !matches!(outs.last(), Some(Outcome::Panic(_))) {
             return Err(format!("updates stopped early: {outs:?}"));
         }
-        for (d, out) in outs.iter().enumerate() {
-            let d = d as i32;
+        for (&d, out) in devices.iter().zip(outs) {
             if buf.copies[d as usize].is_none() {
                 expect_ok(out, Some(None))?;
                 continue;
@@ -816,8 +815,18 @@ impl Model {
                 buf.holder = None;
             }
         }
-        // Every copy holds the host's data now.
-        buf.l = buf.h.clone();
+        if buf.holder.is_none() {
+            // The host's data is the current data; a copy no update reached lacks the host's write (OpenMP: the
+            // program updates each device it wants to see it), so its value there is not the logical one.
+            buf.l = buf.h.clone();
+            for (e, c) in buf.copies.iter_mut().enumerate() {
+                if let Some(c) = c.as_mut().filter(|_| !devices.contains(&(e as i32))) {
+                    c.junk[at] = true;
+                }
+            }
+        }
+        // Else the device holding newer data, which no update reached, still holds the logical value; the host's
+        // write stays on the host (and is overwritten if that copy comes back, kept if it is discarded).
         Ok(())
     }
 
@@ -1246,11 +1255,15 @@ fn run_op(op: &Op, places: &mut [Place<'_>], cx: &mut Cx) -> Res {
             tally("update", &out);
             cx.model.update(buf, to, dev, section, &out)
         }
-        Op::HostSet { buf, at, v } => {
+        Op::HostSet { buf, at, v, only } => {
             let y = places[buf].data_mut();
             y[at] = v;
+            let devices: Vec<i32> = match only {
+                Some(d) => vec![d],
+                None => (0..env.devices).collect(),
+            };
             let mut outs = Vec::new();
-            for d in 0..env.devices {
+            for &d in &devices {
                 let out = construct(|| target_update!(to: y, device(d)));
                 let stop = matches!(out, Outcome::Panic(_));
                 outs.push(out);
@@ -1259,7 +1272,7 @@ fn run_op(op: &Op, places: &mut [Place<'_>], cx: &mut Cx) -> Res {
                 }
             }
             outs.iter().for_each(|o| tally("host write's update", o));
-            cx.model.host_set(buf, at, v, &outs)
+            cx.model.host_set(buf, at, v, &devices, &outs)
         }
         Op::Atomics {
             dev,
@@ -1487,6 +1500,11 @@ fn leaf(env: Env) -> BoxedStrategy<Op> {
         Just(ExitKind::Drop)
     ];
     // libomptarget refuses integer atomics in data constructs.
+    let only = if n > 0 {
+        prop_oneof![Just(None), (0..n).prop_map(Some)].boxed()
+    } else {
+        Just(None).boxed()
+    };
     let atomics_data = if n > 0 && !env.llvm {
         prop_oneof![2 => Just(None), 1 => (any::<bool>(), 0..n).prop_map(Some)].boxed()
     } else {
@@ -1498,7 +1516,7 @@ fn leaf(env: Env) -> BoxedStrategy<Op> {
         2 => (buf.clone(), exit).prop_map(|(buf, how)| Op::Exit { buf, how }),
         3 => (buf.clone(), any::<bool>(), dev(n), proptest::option::of(section()).prop_map(move |s| s.filter(|_| !env.llvm)))
             .prop_map(|(buf, to, dev, section)| Op::Update { buf, to, dev, section }),
-        2 => (buf.clone(), 0..LEN, 0u32..1000).prop_map(|(buf, at, v)| Op::HostSet { buf, at, v }),
+        2 => (buf.clone(), 0..LEN, 0u32..1000, only).prop_map(|(buf, at, v, only)| Op::HostSet { buf, at, v, only }),
         1 => (dev(n), 1usize..=3, 1u32..4, 0u32..3, atomics_data).prop_map(|(dev, threads, k, host_adds, data)| {
             Op::Atomics { dev, threads, k, host_adds, data }
         }),
@@ -1565,6 +1583,37 @@ fn run_sequence(ops: &[Op], env: Env) -> Res {
     Ok(())
 }
 
+/// Every sequence one step simpler than `ops`: an operation left out, or a data region replaced by its block.
+fn simpler(ops: &[Op]) -> Vec<Vec<Op>> {
+    let mut out = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let with = |mid: &[Op]| [&ops[..i], mid, &ops[i + 1..]].concat();
+        out.push(with(&[]));
+        if let Op::Data { body, .. } = op {
+            out.push(with(body));
+            for b in simpler(body) {
+                let mut op = op.clone();
+                if let Op::Data { body, .. } = &mut op {
+                    *body = b;
+                }
+                out.push(with(&[op]));
+            }
+        }
+    }
+    out
+}
+
+/// Simplifies a failing sequence while it still fails.
+fn flatten(mut ops: Vec<Op>, env: Env) -> Vec<Op> {
+    while let Some(s) = simpler(&ops)
+        .into_iter()
+        .find(|s| run_sequence(s, env).is_err())
+    {
+        ops = s;
+    }
+    ops
+}
+
 static QUIET: AtomicBool = AtomicBool::new(false);
 
 /// The sequences' expected panics (refusals, failing regions) would flood the output: the panic hook stays quiet
@@ -1599,6 +1648,16 @@ fn search(cases: u32, seed: u64) {
     QUIET.store(true, Ordering::Relaxed);
     let r = runner.run(&sequence(env), |ops| {
         run_sequence(&ops, env).map_err(TestCaseError::fail)
+    });
+    // Proptest cannot take a data region's block out of it: do that too, for the smallest program.
+    let r = r.map_err(|e| match e {
+        TestError::Fail(_, ops) => {
+            let ops = flatten(ops, env);
+            let why = run_sequence(&ops, env).expect_err("still fails");
+            let ops: Vec<String> = ops.iter().map(|op| format!("    {op:?}")).collect();
+            format!("{why}\nsmallest failing sequence:\n{}", ops.join("\n"))
+        }
+        e => e.to_string(),
     });
     QUIET.store(false, Ordering::Relaxed);
     eprintln!(
