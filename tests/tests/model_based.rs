@@ -549,11 +549,7 @@ impl Model {
                         return Err(format!("expected the host fallback, got {out:?}"));
                     }
                     let holder_ok = buf.holder.is_none_or(|h| h == d);
-                    if REFUSED_REGIONS_KEEP_THEIR_ALWAYS_TO_COPY
-                        && kind.always_to()
-                        && buf.copies[d as usize].is_some()
-                        && holder_ok
-                    {
+                    if REFUSED_REGIONS_KEEP_THEIR_ALWAYS_TO_COPY && kind.always_to() && holder_ok {
                         // What the runtime does (see `a_region_refused_for_memory_changes_nothing`): the `always,
                         // to` copy into the present copy happened before the allocation failed, and stays.
                         buf.l = buf.h.clone();
@@ -1769,6 +1765,18 @@ fn quiet_panics() {
 /// Runs `cases` random sequences from `seed` on this process's devices; panics with the shrunk counterexample.
 fn search(cases: u32, seed: u64) {
     let env = Env::here();
+    // The model is of devices whose memory is the host's and which run these regions' images: on a GPU, atomics
+    // are refused and a panic loses the device.
+    let other = (0..env.devices).find_map(|d| {
+        offload::device_info(d)
+            .map(|i| i.plugin)
+            .filter(|&p| !env.llvm && p != "host-elf" && p != "gpu-sim")
+            .map(|p| format!("device {d} ({p})"))
+    });
+    if let Some(other) = other {
+        eprintln!("model: skipped: {other} is not host-elf or gpu-sim (OFFLOAD_PLUGINS=host-elf or gpu-sim runs it)");
+        return;
+    }
     let config = Config {
         cases,
         failure_persistence: None,
