@@ -24,7 +24,6 @@ use loom::sync::{
     atomic::{AtomicUsize, Ordering},
     Mutex, MutexGuard,
 };
-use std::collections::BTreeMap;
 #[cfg(not(loom))]
 use std::sync::{
     atomic::{AtomicUsize, Ordering},
@@ -52,8 +51,10 @@ pub struct Directory {
 
 #[derive(Default, Debug)]
 struct Copies {
-    /// By (first host byte, device): one device's copies never overlap, different devices' may.
-    map: BTreeMap<(usize, i32), Copy>,
+    /// Sorted by (first host byte, device): one device's copies never overlap, different devices' may. A vector,
+    /// not a tree: a region's own copy is added and removed on every call, and the vector keeps its memory where a
+    /// tree would allocate a node for the first entry and free it with the last.
+    map: Vec<((usize, i32), Copy)>,
     /// The longest copy's length, never lowered: a copy intersecting a range starts at most this far before it.
     longest: usize,
 }
@@ -80,12 +81,47 @@ impl Default for Directory {
 static GLOBAL: LazyLock<Arc<Directory>> = LazyLock::new(Arc::default);
 
 impl Copies {
+    fn at(&self, key: &(usize, i32)) -> Result<usize, usize> {
+        self.map.binary_search_by(|(k, _)| k.cmp(key))
+    }
+
+    fn insert(&mut self, key: (usize, i32), copy: Copy) -> Option<Copy> {
+        match self.at(&key) {
+            Ok(k) => Some(std::mem::replace(&mut self.map[k].1, copy)),
+            Err(k) => {
+                self.map.insert(k, (key, copy));
+                None
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &(usize, i32)) -> Option<Copy> {
+        self.at(key).ok().map(|k| self.map.remove(k).1)
+    }
+
+    fn get(&self, key: &(usize, i32)) -> Option<&Copy> {
+        self.at(key).ok().map(|k| &self.map[k].1)
+    }
+
+    fn get_mut(&mut self, key: &(usize, i32)) -> Option<&mut Copy> {
+        self.at(key).ok().map(|k| &mut self.map[k].1)
+    }
+
+    /// The index range of the copies that may intersect `[begin, end)`: those starting from `longest` before it.
+    fn window(&self, begin: usize, end: usize) -> std::ops::Range<usize> {
+        let from = (begin.saturating_sub(self.longest), i32::MIN);
+        let lo = self.map.partition_point(|(k, _)| *k < from);
+        let hi = self.map.partition_point(|(k, _)| *k < (end, i32::MIN));
+        lo..hi.max(lo)
+    }
+
     /// The copies intersecting `[begin, end)` (`end > begin`), with their keys.
     fn over(&self, begin: usize, end: usize) -> impl Iterator<Item = (&(usize, i32), &Copy)> {
-        let from = (begin.saturating_sub(self.longest), i32::MIN);
-        self.map
-            .range(from..(end, i32::MIN))
-            .filter(move |((_, _), c)| c.end > begin)
+        let w = self.window(begin, end);
+        self.map[w]
+            .iter()
+            .map(|(k, c)| (k, c))
+            .filter(move |(_, c)| c.end > begin)
     }
 
     fn over_mut(
@@ -93,10 +129,11 @@ impl Copies {
         begin: usize,
         end: usize,
     ) -> impl Iterator<Item = (&(usize, i32), &mut Copy)> {
-        let from = (begin.saturating_sub(self.longest), i32::MIN);
-        self.map
-            .range_mut(from..(end, i32::MIN))
-            .filter(move |((_, _), c)| c.end > begin)
+        let w = self.window(begin, end);
+        self.map[w]
+            .iter_mut()
+            .map(|(k, c)| (&*k, c))
+            .filter(move |(_, c)| c.end > begin)
     }
 }
 
@@ -121,7 +158,7 @@ impl Directory {
         let (begin, end) = span(begin, end);
         let mut c = self.lock();
         c.longest = c.longest.max(end - begin);
-        let old = c.map.insert(
+        let old = c.insert(
             (begin, device),
             Copy {
                 end,
@@ -134,10 +171,39 @@ impl Directory {
         }
     }
 
-    /// `device`'s copy starting at `begin` is gone.
-    pub fn untrack(&self, device: i32, begin: usize) {
-        if self.lock().map.remove(&(begin, device)).is_some() {
-            self.tracked.fetch_sub(1, Ordering::Release);
+    /// `device` made a copy of `[begin, end)` from the host's data for a region that may write all of it: as
+    /// [`Directory::track`] then [`Directory::device_writes`] over it, under one lock (a region's own copy, made and
+    /// dropped on every call, costs two locks in all).
+    pub fn track_written(&self, device: i32, begin: usize, end: usize) {
+        let (begin, end) = span(begin, end);
+        let mut c = self.lock();
+        c.longest = c.longest.max(end - begin);
+        for (&(b, d), other) in c.over_mut(begin, end) {
+            if d != device {
+                add(&mut other.stale, (begin.max(b), end.min(other.end)));
+            }
+        }
+        let old = c.insert(
+            (begin, device),
+            Copy {
+                end,
+                newer: true,
+                stale: Vec::new(),
+            },
+        );
+        if old.is_none() {
+            self.tracked.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// `device`'s copy starting at `begin` is gone; returns the parts where it was stale.
+    pub fn untrack(&self, device: i32, begin: usize) -> Vec<(usize, usize)> {
+        match self.lock().remove(&(begin, device)) {
+            Some(c) => {
+                self.tracked.fetch_sub(1, Ordering::Release);
+                c.stale
+            }
+            None => Vec::new(),
         }
     }
 
@@ -168,7 +234,7 @@ impl Directory {
                 add(&mut other.stale, (begin.max(b), end.min(other.end)));
             }
         }
-        if let Some(own) = c.map.get_mut(&(copy, device)) {
+        if let Some(own) = c.get_mut(&(copy, device)) {
             own.newer = true;
         }
     }
@@ -188,7 +254,7 @@ impl Directory {
     /// stale there, and no longer newer if that was all of it (`whole`).
     pub fn copied_in(&self, device: i32, copy: usize, begin: usize, end: usize, whole: bool) {
         let (begin, end) = span(begin, end);
-        if let Some(own) = self.lock().map.get_mut(&(copy, device)) {
+        if let Some(own) = self.lock().get_mut(&(copy, device)) {
             remove(&mut own.stale, (begin, end));
             if whole {
                 own.newer = false;
@@ -199,7 +265,7 @@ impl Directory {
     /// The host holds all of `device`'s copy starting at `copy` (copied back whole) and no region writes it: it is no
     /// longer newer.
     pub fn copied_out(&self, device: i32, copy: usize) {
-        if let Some(own) = self.lock().map.get_mut(&(copy, device)) {
+        if let Some(own) = self.lock().get_mut(&(copy, device)) {
             own.newer = false;
         }
     }
@@ -214,7 +280,7 @@ impl Directory {
     ) -> Vec<(usize, usize)> {
         let (begin, end) = span(begin, end);
         let c = self.lock();
-        let Some(own) = c.map.get(&(copy, device)) else {
+        let Some(own) = c.get(&(copy, device)) else {
             return Vec::new();
         };
         own.stale
@@ -222,6 +288,11 @@ impl Directory {
             .filter(|&&(b, e)| b < end && begin < e)
             .map(|&(b, e)| (b.max(begin), e.min(end)))
             .collect()
+    }
+
+    /// Whether no copy is tracked: the host fallback's common path skips the directory.
+    pub fn is_empty(&self) -> bool {
+        self.tracked.load(Ordering::Acquire) == 0
     }
 
     /// The copy of `device` holding `[begin, end)`, as its host range, if one is tracked (libomptarget's devices,
@@ -240,10 +311,7 @@ impl Directory {
     /// Whether `device`'s copy starting at `copy` may be newer than the host's.
     #[cfg(test)]
     pub fn is_newer(&self, device: i32, copy: usize) -> bool {
-        self.lock()
-            .map
-            .get(&(copy, device))
-            .is_some_and(|c| c.newer)
+        self.lock().get(&(copy, device)).is_some_and(|c| c.newer)
     }
 }
 
@@ -317,8 +385,8 @@ mod loom_tests {
             writer.join().unwrap();
             reader.join().unwrap();
             assert!(d.newer(None, 0, 1000).is_some());
-            d.untrack(0, 100);
-            d.untrack(1, 300);
+            let _ = d.untrack(0, 100);
+            let _ = d.untrack(1, 300);
             assert_eq!(d.newer(None, 0, 1000), None);
         });
     }
@@ -399,9 +467,9 @@ mod tests {
         d.host_writes(190, 310);
         assert_eq!(d.stale_parts(0, 100, 0, 1000), [(190, 200)]);
         assert_eq!(d.stale_parts(2, 300, 0, 1000), [(300, 310)]);
-        d.untrack(0, 100);
-        d.untrack(1, 150);
-        d.untrack(2, 300);
+        let _ = d.untrack(0, 100);
+        let _ = d.untrack(1, 150);
+        let _ = d.untrack(2, 300);
         assert_eq!(d.tracked.load(Ordering::Relaxed), 0);
     }
 }

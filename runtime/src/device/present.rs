@@ -281,14 +281,17 @@ impl MappingTable {
         &self,
         dev: &ObservedDevice,
         b: usize,
-        begin: usize,
-        end: usize,
+        (begin, end): (usize, usize),
+        stale: &[(usize, usize)],
         map_type: u64,
     ) -> Result<(), MapError> {
         let tgt = self.entries[&b].tgt;
         let mut at = begin;
-        let stale = self.dir.stale_parts(self.device, b, begin, end);
-        for &(sb, se) in stale.iter().chain(std::iter::once(&(end, end))) {
+        let stale = stale
+            .iter()
+            .filter(|&&(sb, se)| sb < end && begin < se)
+            .map(|&(sb, se)| (sb.max(begin), se.min(end)));
+        for (sb, se) in stale.chain(std::iter::once((end, end))) {
             if sb > at {
                 // SAFETY: per the contract; the device range lies in the entry.
                 unsafe { dev.retrieve(at, tgt + (at - b) as u64, sb - at, map_type) }?;
@@ -551,19 +554,26 @@ impl MappingTable {
                 let extent = (r.base, r.base + r.base_size.max(r.size));
                 let mut e = MapEntry::new(r.begin + r.size, extent, tgt);
                 e.alloc = Some(alloc);
-                self.dir
-                    .track(self.device, r.begin, r.begin + r.size, false);
-                match kind {
-                    RefKind::Structured => e.structured = 1,
+                let end = r.begin + r.size;
+                let written = match kind {
+                    RefKind::Structured => {
+                        e.structured = 1;
+                        false
+                    }
                     RefKind::Region => {
                         e.structured = 1;
-                        if e.begin_use(&r, map_type) {
-                            // Only the section is ever copied back: the rest of the slice is unspecified.
-                            self.dir
-                                .device_writes(self.device, r.begin, r.begin, r.begin + r.size);
-                        }
+                        e.begin_use(&r, map_type)
                     }
-                    RefKind::Dynamic => e.dynamic = 1,
+                    RefKind::Dynamic => {
+                        e.dynamic = 1;
+                        false
+                    }
+                };
+                if written {
+                    // Only the section is ever copied back: the rest of the slice is unspecified.
+                    self.dir.track_written(self.device, r.begin, end);
+                } else {
+                    self.dir.track(self.device, r.begin, end, false);
                 }
                 observe::mapping(Change::New, r.begin, r.size, tgt, e.structured, e.dynamic);
                 self.entries.insert(r.begin, e);
@@ -622,9 +632,19 @@ impl MappingTable {
             }
         }
         let dies = e.total() == 0;
-        let result = if copy_out && map_type & FROM != 0 && (dies || map_type & ALWAYS != 0) {
+        // A dying copy leaves the directory first (one lock for that and its stale parts): no other thread can make
+        // it stale meanwhile, as that needs a writer of the bytes this exit holds.
+        let copies = copy_out && map_type & FROM != 0 && (dies || map_type & ALWAYS != 0);
+        let stale = if dies {
+            self.dir.untrack(self.device, b)
+        } else if copies {
+            self.dir.stale_parts(self.device, b, begin, begin + size)
+        } else {
+            Vec::new()
+        };
+        let result = if copies {
             // SAFETY: per the contract; the range lies in the entry.
-            unsafe { self.retrieve_current(dev, b, begin, begin + size, map_type) }
+            unsafe { self.retrieve_current(dev, b, (begin, begin + size), &stale, map_type) }
         } else {
             Ok(())
         };
@@ -634,7 +654,6 @@ impl MappingTable {
         if dies {
             let (end, tgt, alloc) = (e.end, e.tgt, e.alloc);
             self.entries.remove(&b);
-            self.dir.untrack(self.device, b);
             observe::mapping(Change::Removed, b, end - b, tgt, 0, 0);
             if let Some(a) = alloc {
                 match self.pins.get_mut(&a) {
@@ -716,8 +735,9 @@ impl MappingTable {
             for (sb, se) in self.dir.stale_parts(self.device, b, begin, end) {
                 self.newer_elsewhere(sb, se)?;
             }
+            let stale = self.dir.stale_parts(self.device, b, begin, end);
             // SAFETY: per the contract; the range lies in the entry.
-            unsafe { self.retrieve_current(dev, b, begin, end, motion) }?;
+            unsafe { self.retrieve_current(dev, b, (begin, end), &stale, motion) }?;
             if whole {
                 self.dir.copied_out(self.device, b);
             }
@@ -757,7 +777,7 @@ impl MappingTable {
             Some(e) if e.alloc.is_none() => {
                 observe::mapping(Change::Removed, begin, e.end - begin, e.tgt, 0, 0);
                 self.entries.remove(&begin);
-                self.dir.untrack(self.device, begin);
+                let _ = self.dir.untrack(self.device, begin);
                 Ok(())
             }
             _ => Err(MapError::NotAssociated { begin }),

@@ -101,7 +101,9 @@ fn run_host<R>(
         }
     }
     let dir = Directory::global();
-    for ((lo, hi), _) in maps.iter().filter_map(host_data) {
+    // No device copy anywhere (the common fallback): nothing to ask or to make stale.
+    let copies = !dir.is_empty();
+    for ((lo, hi), _) in maps.iter().filter(|_| copies).filter_map(host_data) {
         if let Some(h) = dir.newer(None, lo, hi) {
             return Err(Error::Mapping {
                 what: format!("region {name}"),
@@ -125,7 +127,11 @@ fn run_host<R>(
         catch_unwind(AssertUnwindSafe(fallback))
     });
     // Even a panicking fallback may have written some of its data.
-    for ((lo, hi), writes) in maps.iter().filter_map(host_data) {
+    for ((lo, hi), writes) in maps
+        .iter()
+        .filter(|_| copies || !dir.is_empty())
+        .filter_map(host_data)
+    {
         if writes {
             dir.host_writes(lo, hi);
         }

@@ -5,8 +5,8 @@ use super::types::{DeviceCopy, DevicePtr};
 use crate::device::{DeviceEntry, MapError, Range, RefKind};
 use crate::plugin::{Arg, DevicePtr as DeviceAddr, PluginError};
 use offload_model::abi::map_type::{
-    DELETE, DEVICE_MEMORY, FROM, HOST_ATOMIC_MASK, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL, PRESENT,
-    PRIVATE, REDUCTION, TO,
+    ALWAYS, DELETE, DEVICE_MEMORY, FROM, HOST_ATOMIC_MASK, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL,
+    PRESENT, PRIVATE, REDUCTION, TO,
 };
 use std::mem::{align_of, size_of, MaybeUninit};
 
@@ -295,12 +295,19 @@ pub(crate) unsafe fn enter_list<'a>(
     let mut g = MapGuard {
         dev,
         maps,
-        held: Vec::with_capacity(maps.len()),
+        held: vec![Held::Nothing; maps.len()],
         kind,
-        args: Vec::with_capacity(maps.len()),
+        args: vec![Arg::uninit(); maps.len()],
     };
     let mut t = None;
-    for m in maps {
+    // An `always, to` map copies host data over a present copy, which nothing can undo: such entries go last, so a
+    // refusal of another (no room for a copy, a stale range) leaves the device's data as it was.
+    let always_to = |m: &MapArg| m.map_type & (LITERAL | TO | ALWAYS) == TO | ALWAYS;
+    let order = (0..maps.len())
+        .filter(|&k| !always_to(&maps[k]))
+        .chain((0..maps.len()).filter(|&k| always_to(&maps[k])));
+    for k in order {
+        let m = &maps[k];
         let r = if m.map_type & LITERAL != 0 {
             Ok((m.literal, Held::Nothing))
         } else if m.base_size == 0 {
@@ -352,12 +359,12 @@ pub(crate) unsafe fn enter_list<'a>(
         };
         match r {
             Ok((a, h)) => {
-                g.args.push(a);
-                g.held.push(h);
+                g.args[k] = a;
+                g.held[k] = h;
             }
             Err(e) => {
                 drop(t);
-                // The guard undoes the entries entered so far.
+                // The guard undoes the entries entered so far (the others hold nothing).
                 return Err(e);
             }
         }

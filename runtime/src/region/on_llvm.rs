@@ -396,7 +396,7 @@ pub(super) unsafe fn exit(
     }
     for (b, _) in copies {
         if !lib.is_present(b as *const _, d) {
-            dir.untrack(d, b);
+            let _ = dir.untrack(d, b);
         }
     }
 }
