@@ -14,7 +14,10 @@
 //!   or `target_update!(from: ..)`) skips a copy's stale parts, so an older copy never overwrites newer data.
 //!
 //! Safe code cannot have two writers of one host range at once (a region that writes holds it by `&mut`, and
-//! atomics are used in place, never copied), so at most one copy of any byte is newer than the host's.
+//! atomics are used in place, never copied), so at most one copy of any byte is newer than the host's. For the same
+//! reason the copy a region makes for itself (mapped for one call, not present before) is not tracked: while it
+//! lives the region holds its data, so nothing else can write those bytes or find them newer, and the common call
+//! costs no lock here (only a writing region's marking of other devices' copies, where any are tracked).
 //!
 //! Locking: callers may hold one device's present table when they call in; the directory's own lock is taken last
 //! and never held while a table is locked or data is copied, so no two locks are ever waited for in opposite order.
@@ -171,33 +174,11 @@ impl Directory {
         }
     }
 
-    /// `device` made a copy of `[begin, end)` from the host's data for a region that may write all of it: as
-    /// [`Directory::track`] then [`Directory::device_writes`] over it, under one lock (a region's own copy, made and
-    /// dropped on every call, costs two locks in all).
-    pub fn track_written(&self, device: i32, begin: usize, end: usize) {
-        let (begin, end) = span(begin, end);
-        let mut c = self.lock();
-        c.longest = c.longest.max(end - begin);
-        for (&(b, d), other) in c.over_mut(begin, end) {
-            if d != device {
-                add(&mut other.stale, (begin.max(b), end.min(other.end)));
-            }
-        }
-        let old = c.insert(
-            (begin, device),
-            Copy {
-                end,
-                newer: true,
-                stale: Vec::new(),
-            },
-        );
-        if old.is_none() {
-            self.tracked.fetch_add(1, Ordering::Release);
-        }
-    }
-
     /// `device`'s copy starting at `begin` is gone; returns the parts where it was stale.
     pub fn untrack(&self, device: i32, begin: usize) -> Vec<(usize, usize)> {
+        if self.tracked.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
         match self.lock().remove(&(begin, device)) {
             Some(c) => {
                 self.tracked.fetch_sub(1, Ordering::Release);
@@ -227,6 +208,9 @@ impl Directory {
     /// A region that may write `[begin, end)` through `device`'s copy starting at `copy` runs: that copy may be
     /// newer than the host's from now on, and every other device's copy of those bytes is stale.
     pub fn device_writes(&self, device: i32, copy: usize, begin: usize, end: usize) {
+        if self.tracked.load(Ordering::Acquire) == 0 {
+            return;
+        }
         let (begin, end) = span(begin, end);
         let mut c = self.lock();
         for (&(b, d), other) in c.over_mut(begin, end) {

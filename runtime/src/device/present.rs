@@ -569,9 +569,15 @@ impl MappingTable {
                         false
                     }
                 };
-                if written {
-                    // Only the section is ever copied back: the rest of the slice is unspecified.
-                    self.dir.track_written(self.device, r.begin, end);
+                if kind == RefKind::Region {
+                    // A region's own copy is not tracked: while the region runs it holds the data (`&mut` if it
+                    // may write it), so no other device or host fallback can use or write those bytes, and
+                    // whoever enters this copy meanwhile shares a `&` borrow with it, under which nothing writes
+                    // them either. Its writes still make other devices' copies stale.
+                    if written {
+                        // Only the section is ever copied back: the rest of the slice is unspecified.
+                        self.dir.device_writes(self.device, r.begin, r.begin, end);
+                    }
                 } else {
                     self.dir.track(self.device, r.begin, end, false);
                 }
