@@ -131,6 +131,39 @@ fn stale(begin: usize, end: usize, holder: Holder) -> MapError {
     }
 }
 
+/// Copies `[begin, end)` of the copy whose first host byte `b` is at `tgt` back to the host, skipping its `stale`
+/// parts (newer data is on the host or another device: an older copy never overwrites it).
+///
+/// # Safety
+/// The host range is writable; it lies in the copy.
+unsafe fn retrieve_current(
+    dev: &ObservedDevice,
+    (b, tgt): (usize, DevicePtr),
+    (begin, end): (usize, usize),
+    stale: &[(usize, usize)],
+    map_type: u64,
+) -> Result<(), MapError> {
+    if stale.is_empty() {
+        // SAFETY: per the contract.
+        return Ok(unsafe {
+            dev.retrieve(begin, tgt + (begin - b) as u64, end - begin, map_type)
+        }?);
+    }
+    let mut at = begin;
+    let stale = stale
+        .iter()
+        .filter(|&&(sb, se)| sb < end && begin < se)
+        .map(|&(sb, se)| (sb.max(begin), se.min(end)));
+    for (sb, se) in stale.chain(std::iter::once((end, end))) {
+        if sb > at {
+            // SAFETY: per the contract; the device range lies in the copy.
+            unsafe { dev.retrieve(at, tgt + (at - b) as u64, sb - at, map_type) }?;
+        }
+        at = at.max(se);
+    }
+    Ok(())
+}
+
 /// Which reference count a construct uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RefKind {
@@ -270,35 +303,6 @@ impl MappingTable {
             Some(h) => Err(stale(begin, end, h)),
             None => Ok(()),
         }
-    }
-
-    /// Copies `[begin, end)` of the entry at `b` back to the host, skipping the parts where its copy is stale (newer
-    /// data is on the host or another device: an older copy never overwrites it).
-    ///
-    /// # Safety
-    /// The host range is writable; it lies in the entry.
-    unsafe fn retrieve_current(
-        &self,
-        dev: &ObservedDevice,
-        b: usize,
-        (begin, end): (usize, usize),
-        stale: &[(usize, usize)],
-        map_type: u64,
-    ) -> Result<(), MapError> {
-        let tgt = self.entries[&b].tgt;
-        let mut at = begin;
-        let stale = stale
-            .iter()
-            .filter(|&&(sb, se)| sb < end && begin < se)
-            .map(|&(sb, se)| (sb.max(begin), se.min(end)));
-        for (sb, se) in stale.chain(std::iter::once((end, end))) {
-            if sb > at {
-                // SAFETY: per the contract; the device range lies in the entry.
-                unsafe { dev.retrieve(at, tgt + (at - b) as u64, sb - at, map_type) }?;
-            }
-            at = at.max(se);
-        }
-        Ok(())
     }
 
     /// Brings the stale parts of the entry at `b` within `[begin, end)` up to date from the host before a region
@@ -638,6 +642,7 @@ impl MappingTable {
             }
         }
         let dies = e.total() == 0;
+        let copy = (b, e.tgt);
         // A dying copy leaves the directory first (one lock for that and its stale parts): no other thread can make
         // it stale meanwhile, as that needs a writer of the bytes this exit holds.
         let copies = copy_out && map_type & FROM != 0 && (dies || map_type & ALWAYS != 0);
@@ -650,7 +655,7 @@ impl MappingTable {
         };
         let result = if copies {
             // SAFETY: per the contract; the range lies in the entry.
-            unsafe { self.retrieve_current(dev, b, (begin, begin + size), &stale, map_type) }
+            unsafe { retrieve_current(dev, copy, (begin, begin + size), &stale, map_type) }
         } else {
             Ok(())
         };
@@ -743,7 +748,7 @@ impl MappingTable {
             }
             let stale = self.dir.stale_parts(self.device, b, begin, end);
             // SAFETY: per the contract; the range lies in the entry.
-            unsafe { self.retrieve_current(dev, b, (begin, end), &stale, motion) }?;
+            unsafe { retrieve_current(dev, (b, e.tgt), (begin, end), &stale, motion) }?;
             if whole {
                 self.dir.copied_out(self.device, b);
             }
