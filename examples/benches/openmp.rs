@@ -1017,6 +1017,7 @@ fn main() {
         "run with the host-elf device available"
     );
     let inputs = Inputs::new();
+    let mut fallback_inputs = Inputs::new();
     let want = reference(&inputs);
     let Inputs {
         a,
@@ -1074,7 +1075,7 @@ fn main() {
         };
         let ok = check_all(&mut d, &mut peer, &want);
         let set_up = started.elapsed().as_secs_f64();
-        measure(&mut d, &mut peer, &picked, &mut times);
+        measure(&mut d, &mut fallback_inputs.data(), &mut peer, &picked, &mut times);
         (ok, set_up)
     });
 
@@ -1085,6 +1086,45 @@ fn main() {
         started.elapsed().as_secs_f64()
     );
     assert!(ok, "a kernel computed a wrong result (above)");
+}
+
+impl Inputs {
+    /// The kernels' data, borrowed from these inputs.
+    fn data(&mut self) -> Data<'_> {
+        Data {
+            a: &self.a,
+            anew: &mut self.anew,
+            pos: &self.pos,
+            vel: &mut self.vel,
+            hdata: &self.hdata,
+            hist: &mut self.hist,
+            sa: &mut self.sa,
+            sb: &mut self.sb,
+            sc: &mut self.sc,
+            hs_power: &self.hs_power,
+            hs_in: &self.hs_in,
+            hs_out: &mut self.hs_out,
+            sp_row: &self.sp_row,
+            sp_col: &self.sp_col,
+            sp_val: &self.sp_val,
+            sp_x: &self.sp_x,
+            sp_y: &mut self.sp_y,
+            xs: SimulationData {
+                num_nucs: &self.xs_num_nucs,
+                concs: &self.xs_concs,
+                mats: &self.xs_mats,
+                unionized_energy_array: &self.xs_egrid,
+                index_grid: &self.xs_index,
+                nuclide_grid: &self.xs_grid,
+            },
+            xs_verification: &mut self.xs_verification,
+            protein: &self.protein,
+            ligand: &self.ligand,
+            forcefield: &self.forcefield,
+            poses: &self.poses,
+            energies: &mut self.energies,
+        }
+    }
 }
 
 /// Every kernel's inputs, the same as the peer builds.
@@ -1304,9 +1344,12 @@ fn check_all(d: &mut Data, peer: &mut Result<peer::Session, String>, want: &[f64
     ok
 }
 
-/// [`ROUNDS`] rounds of every picked kernel, the contenders taking turns, into `times[kernel][contender]`.
+/// [`ROUNDS`] rounds of every picked kernel, the contenders taking turns, into `times[kernel][contender]`. The host
+/// fallback runs on `host`, data of its own: `d`'s device copies are newer than its host copies once a kernel ran
+/// there, and the host fallback never computes on a stale copy (it would be refused).
 fn measure(
     d: &mut Data,
+    host: &mut Data,
     peer: &mut Result<peer::Session, String>,
     picked: &dyn Fn(&str) -> bool,
     times: &mut [Vec<Vec<f64>>],
@@ -1324,7 +1367,7 @@ fn measure(
             for who in order {
                 let t = match who {
                     DEVICE => best(|| run(name, true, d)),
-                    FALLBACK => best(|| run(name, false, d)),
+                    FALLBACK => best(|| run(name, false, host)),
                     _ => match peer {
                         Ok(p) => p.ask(name).unwrap_or_else(|e| {
                             eprintln!("{e}");
