@@ -659,9 +659,6 @@ impl MappingTable {
         } else {
             Ok(())
         };
-        let Some(e) = self.entries.get_mut(&b) else {
-            unreachable!("`find` returns the key of an entry")
-        };
         if dies {
             let (end, tgt, alloc) = (e.end, e.tgt, e.alloc);
             self.entries.remove(&b);
