@@ -84,6 +84,38 @@ pub fn ran_on(initial: bool) -> &'static str {
     }
 }
 
+/// Runs `f` with `d` as this thread's default device (`omp_set_default_device` is per thread, as OpenMP's ICV).
+pub fn with_device<R>(d: i32, f: impl FnOnce() -> R) -> R {
+    let before = offload::omp_get_default_device();
+    offload::omp_set_default_device(d);
+    let r = f();
+    offload::omp_set_default_device(before);
+    r
+}
+
+/// Runs the test `name` again on two host-elf devices if this process has one host-elf device and our runtime
+/// (`true`: the caller returns, the child ran it); else the caller runs it here.
+pub fn on_two_devices(name: &str) -> bool {
+    let ours = std::env::var_os("OFFLOAD_RUNTIME").is_none();
+    let one_host_elf = offload::omp_get_num_devices() == 1
+        && offload::device_info(0).is_some_and(|i| i.plugin == "host-elf");
+    if !(ours && one_host_elf && std::env::var_os("OFFLOAD_HOST_DEVICES").is_none()) {
+        return false;
+    }
+    let out = rerun_self(
+        &[name, "--exact", "--nocapture"],
+        &[],
+        &[("OFFLOAD_HOST_DEVICES", "2")],
+    );
+    assert!(
+        out.status.success(),
+        "{name} on two devices:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    true
+}
+
 #[cfg(test)]
 mod unit {
     use offload::{omp_is_initial_device, target};

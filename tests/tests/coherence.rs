@@ -6,10 +6,10 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 use offload::{
-    declare_target, omp_get_num_devices, omp_set_default_device, omp_target_is_present, target,
-    target_data, target_update, Error,
+    declare_target, omp_get_num_devices, omp_target_is_present, target, target_data, target_update,
+    Error,
 };
-use offload_tests::rerun_self;
+use offload_tests::{on_two_devices, with_device};
 
 /// Spins until `secs` seconds have passed since `t0` (region code has no sleep).
 #[declare_target]
@@ -110,29 +110,6 @@ fn sum(y: &[u32]) -> u64 {
     s
 }
 
-/// Runs the test `name` again on two host-elf devices if this process has one host-elf device and our runtime
-/// (`true`: the caller returns); else the caller runs it here.
-fn on_two_devices(name: &str) -> bool {
-    let ours = std::env::var_os("OFFLOAD_RUNTIME").is_none();
-    let one_host_elf = omp_get_num_devices() == 1
-        && offload::device_info(0).is_some_and(|i| i.plugin == "host-elf");
-    if !(ours && one_host_elf && std::env::var_os("OFFLOAD_HOST_DEVICES").is_none()) {
-        return false;
-    }
-    let out = rerun_self(
-        &[name, "--exact", "--nocapture"],
-        &[],
-        &[("OFFLOAD_HOST_DEVICES", "2")],
-    );
-    assert!(
-        out.status.success(),
-        "{name} on two devices:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    true
-}
-
 // Finding 4: inside `target_data!(map(tofrom: y), device(0))` a region on device 0 set `y` to 7; a region on device 1
 // over `y` copied in the host's stale 0s, and its update was overwritten when the data region ended (`y[0] = 7`
 // where sequential Rust gives 8); a reduction on device 1 over `&y` returned 0 where the current values sum to 448.
@@ -181,15 +158,6 @@ fn try_sum_on(d: i32, y: &[u32]) -> Result<u64, Error> {
 
 fn try_add_one_on(d: i32, y: &mut [u32]) -> Result<(), Error> {
     with_device(d, || try_add_one(y))
-}
-
-/// Runs `f` with `d` as this thread's default device (`omp_set_default_device` is per thread, as OpenMP's ICV).
-fn with_device<R>(d: i32, f: impl FnOnce() -> R) -> R {
-    let before = offload::omp_get_default_device();
-    omp_set_default_device(d);
-    let r = f();
-    omp_set_default_device(before);
-    r
 }
 
 // Finding 5: the same data region, then a region on `device(5)` (no such device) or after

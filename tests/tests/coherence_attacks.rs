@@ -3,8 +3,8 @@
 //! zero-length section over a stale or another device's newer copy, an exit under `OFFLOAD_RUNTIME=llvm` copying a
 //! stale copy back). Each failed before its fix.
 
-use offload::{omp_get_num_devices, omp_set_default_device, target, target_data, Error};
-use offload_tests::rerun_self;
+use offload::{omp_get_num_devices, target, target_data, Error};
+use offload_tests::{on_two_devices, rerun_self, with_device};
 
 #[target]
 fn set_all(y: &mut [u32], v: u32) {
@@ -49,15 +49,6 @@ fn add_one_present(x: &mut [u32]) {
     }
 }
 
-/// Runs `f` with `d` as this thread's default device.
-fn with_device<R>(d: i32, f: impl FnOnce() -> R) -> R {
-    let before = offload::omp_get_default_device();
-    omp_set_default_device(d);
-    let r = f();
-    omp_set_default_device(before);
-    r
-}
-
 fn on_device() -> bool {
     omp_get_num_devices() > 0
 }
@@ -83,12 +74,6 @@ fn rerun_with(name: &str, set: &[(&str, &str)]) -> bool {
         String::from_utf8_lossy(&out.stderr)
     );
     true
-}
-
-/// Two host-elf devices under our runtime.
-fn on_two_devices(name: &str) -> bool {
-    std::env::var_os("OFFLOAD_RUNTIME").is_none()
-        && rerun_with(name, &[("OFFLOAD_HOST_DEVICES", "2")])
 }
 
 // Hole 1 (present.rs `MappingTable::enter` + `Directory::device_writes`): a section region's copy is checked against
