@@ -120,14 +120,16 @@ fn reach(r: &Range) -> (usize, usize) {
     (r.base, r.base + r.base_size.max(r.size))
 }
 
-/// [`MapError::Stale`]: `[begin, end)` meets `holder`'s newer copy.
-fn stale(begin: usize, end: usize, holder: Holder) -> MapError {
-    MapError::Stale {
-        begin,
-        end,
-        mapped_begin: holder.begin,
-        mapped_end: holder.end,
-        device: holder.device,
+impl MapError {
+    /// [`MapError::Stale`]: `[begin, end)` meets `holder`'s newer copy.
+    pub fn stale(begin: usize, end: usize, holder: Holder) -> MapError {
+        MapError::Stale {
+            begin,
+            end,
+            mapped_begin: holder.begin,
+            mapped_end: holder.end,
+            device: holder.device,
+        }
     }
 }
 
@@ -300,7 +302,7 @@ impl MappingTable {
     /// [`MapError::Stale`] for `[begin, end)` if another device's copy of it may be newer than the host's.
     fn newer_elsewhere(&self, begin: usize, end: usize) -> Result<(), MapError> {
         match self.dir.newer(Some(self.device), begin, end) {
-            Some(h) => Err(stale(begin, end, h)),
+            Some(h) => Err(MapError::stale(begin, end, h)),
             None => Ok(()),
         }
     }

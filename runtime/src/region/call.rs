@@ -111,13 +111,7 @@ fn run_host<R>(
                 plugin: "host-fallback",
                 message: format!(
                     "the host fallback would compute on the host's copy: {}",
-                    MapError::Stale {
-                        begin: lo,
-                        end: hi,
-                        mapped_begin: h.begin,
-                        mapped_end: h.end,
-                        device: h.device,
-                    }
+                    MapError::stale(lo, hi, h)
                 ),
             });
         }

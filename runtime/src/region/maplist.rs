@@ -344,13 +344,7 @@ pub(crate) unsafe fn enter_list<'a>(
                 Err(MapError::Extends { .. }) if private_on_overlap(m, kind) => {
                     let r = m.range();
                     match t.directory().newer(None, r.begin, r.begin + r.size) {
-                        Some(h) => Err(MapError::Stale {
-                            begin: r.begin,
-                            end: r.begin + r.size,
-                            mapped_begin: h.begin,
-                            mapped_end: h.end,
-                            device: h.device,
-                        }),
+                        Some(h) => Err(MapError::stale(r.begin, r.begin + r.size, h)),
                         None => private_in(dev, m).map_err(MapError::from),
                     }
                 }

@@ -219,16 +219,6 @@ fn reach(m: &MapArg) -> (usize, usize) {
     (b.min(m.base as usize), e.max(m.base as usize + m.base_size))
 }
 
-fn stale(begin: usize, end: usize, h: Holder) -> MapError {
-    MapError::Stale {
-        begin,
-        end,
-        mapped_begin: h.begin,
-        mapped_end: h.end,
-        device: h.device,
-    }
-}
-
 /// Refreshes the stale parts of libomptarget's copy `copy` on `d` within `[begin, end)` from the host, as our
 /// present table does before a region uses a copy or an exit copies it back: refused where another device holds
 /// newer data.
@@ -245,7 +235,7 @@ unsafe fn refresh(
     let (begin, end) = (begin.max(copy.0), end.min(copy.1));
     for (sb, se) in dir.stale_parts(d, copy.0, begin, end) {
         if let Some(h) = dir.newer(Some(d), sb, se) {
-            return Err(stale(sb, se, h));
+            return Err(MapError::stale(sb, se, h));
         }
         let p = sb as *mut std::ffi::c_void;
         // SAFETY: per the contract; the part lies in the present copy.
@@ -275,14 +265,14 @@ unsafe fn before_launch(
             (Some(_), Some(c)) => unsafe { refresh(lib, d, c, reach(m)) }?,
             (Some((b, e)), None) => {
                 if let Some(h) = dir.newer(Some(d), b, e) {
-                    return Err(stale(b, e, h));
+                    return Err(MapError::stale(b, e, h));
                 }
             }
             (None, _) if m.map_type & (PRIVATE | LITERAL) == PRIVATE && m.base_size > 0 => {
                 // A private copy of host data: the host's must be current.
                 let (b, e) = reach(m);
                 if let Some(h) = dir.newer(None, b, e) {
-                    return Err(stale(b, e, h));
+                    return Err(MapError::stale(b, e, h));
                 }
             }
             (None, _) => {}
@@ -329,7 +319,7 @@ pub(super) unsafe fn enter(lib: &Libomptarget, d: i32, construct: &str, maps: &[
         if let Some(h) = dir.newer(Some(d), b, e) {
             panic!(
                 "offload: {construct} on device {d} (llvm): {}",
-                stale(b, e, h)
+                MapError::stale(b, e, h)
             );
         }
     }
@@ -421,7 +411,7 @@ pub(super) unsafe fn update(lib: &Libomptarget, d: i32, m: MapArg) {
     let refuse = |h: Holder| -> ! {
         panic!(
             "offload: target_update! on device {d} (llvm): {}",
-            stale(b, e, h)
+            MapError::stale(b, e, h)
         )
     };
     let whole = (b, e) == c;
