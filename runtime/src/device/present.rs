@@ -138,6 +138,7 @@ impl MapError {
 ///
 /// # Safety
 /// The host range is writable; it lies in the copy.
+#[inline]
 unsafe fn retrieve_current(
     dev: &ObservedDevice,
     (b, tgt): (usize, DevicePtr),

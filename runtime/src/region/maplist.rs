@@ -301,11 +301,13 @@ pub(crate) unsafe fn enter_list<'a>(
     };
     let mut t = None;
     // An `always, to` map copies host data over a present copy, which nothing can undo: such entries go last, so a
-    // refusal of another (no room for a copy, a stale range) leaves the device's data as it was.
+    // refusal of another (no room for a copy, a stale range) leaves the device's data as it was. (Two passes only
+    // where there is one: the common list has none.)
     let always_to = |m: &MapArg| m.map_type & (LITERAL | TO | ALWAYS) == TO | ALWAYS;
+    let last = maps.iter().any(always_to);
     let order = (0..maps.len())
-        .filter(|&k| !always_to(&maps[k]))
-        .chain((0..maps.len()).filter(|&k| always_to(&maps[k])));
+        .filter(|&k| !last || !always_to(&maps[k]))
+        .chain((0..if last { maps.len() } else { 0 }).filter(|&k| always_to(&maps[k])));
     for k in order {
         let m = &maps[k];
         let r = if m.map_type & LITERAL != 0 {
