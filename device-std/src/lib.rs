@@ -362,7 +362,7 @@ pub mod __rt {
     /// `a` follows the calling convention for a `T`.
     #[inline(always)]
     pub unsafe fn value<T: Copy>(a: u64) -> T {
-        if core::mem::size_of::<T>() <= 8 {
+        if offload_model::abi::passes_by_bits(core::mem::size_of::<T>()) {
             // SAFETY: the host copied a `T`'s bytes into the low bytes of `a`.
             unsafe { core::ptr::read_unaligned(&a as *const u64 as *const T) }
         } else {

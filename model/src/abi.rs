@@ -56,6 +56,13 @@ pub mod map_type {
 /// The most kernel arguments (after `dyn_ptr`) a region may have: each slice counts two, the return slot one.
 pub const MAX_KERNEL_ARGS: usize = 64;
 
+/// Whether a firstprivate value of `size` bytes crosses as its bits in its kernel argument (else the argument is a
+/// private copy's device address): the host's map list and the device's entry both ask this.
+#[inline(always)]
+pub const fn passes_by_bits(size: usize) -> bool {
+    size <= 8
+}
+
 /// Team-shared memory every team of a `teams, parallel` launch gets (what a CUDA block may use statically).
 pub const TEAM_SHARED_BYTES: usize = 48 * 1024;
 

@@ -2,7 +2,9 @@
 //! - [`identity`]: how a region is named (crate + module path + function) and the device symbol that name mangles to;
 //! - [`fatbin`]: the fat binary's tables (section names, entry and image-record layouts, their one encoder and
 //!   decoder, image formats);
-//! - [`abi`]: the kernel ABI shared by map lists, the runtime, offload-device and the kernel entries;
+//! - [`abi`]: the kernel ABI's run-time half, shared by map lists, the runtime, offload-device and the kernel entries;
+//!   `plan` (feature `syntax`): its compile-time half, each region parameter's slots, map entries and rebuild,
+//!   computed once for the macro and the outliner;
 //! - [`reduce`] and [`lanes`]: the reduction operators and the loop drivers work-shared loops are lowered to;
 //! - [`view`]: what a `&mut [T]` parameter is inside a parallel body, and the tokens that make its writes race-free;
 //! - `lower` (feature `syntax`): the one lowering of a region's body, which the macro and the outliner both apply;
@@ -40,6 +42,8 @@ pub mod lower;
 #[cfg(feature = "syntax")]
 pub mod mapper;
 mod math;
+#[cfg(feature = "syntax")]
+pub mod plan;
 pub mod reduce;
 #[cfg(feature = "syntax")]
 pub mod region;

@@ -59,12 +59,9 @@ pub struct Field {
 }
 
 impl Field {
-    /// How many kernel arguments the field passes.
+    /// How many kernel arguments the field passes (the plan's table, as for a parameter of the same kind).
     pub fn kernel_args(&self) -> usize {
-        match self.kind {
-            FieldKind::Slice { .. } | FieldKind::Vec { .. } => 2,
-            FieldKind::Ref { .. } | FieldKind::Value => 1,
-        }
+        crate::plan::field_slots(&self.kind)
     }
 
     /// Whether the field is a `&mut` (a parallel region cannot share it among its threads).

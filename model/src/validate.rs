@@ -19,7 +19,10 @@ pub(crate) fn validate(region: &Region, words: &Words, func: &ItemFn, errors: &m
     check_reduction_return(region, func, errors);
     check_body(region, func, errors);
     // A mapper struct counts one here: its fields are checked where its definition is known.
-    let n: usize = region.kernel_args().iter().map(|a| a.width(1)).sum();
+    let n: usize = crate::plan::plan(region)
+        .iter()
+        .map(|a| a.width(Some(1)))
+        .sum();
     if n > crate::abi::MAX_KERNEL_ARGS {
         errors.push(syn::Error::new(
             region.ident.span(),

@@ -159,7 +159,7 @@ impl MapArg {
     /// `T` is `Firstprivate` (the expansion checks it separately, so a wrong type gets one error, not two).
     #[inline]
     pub unsafe fn value<T>(v: &T) -> Self {
-        if size_of::<T>() <= 8 {
+        if offload_model::abi::passes_by_bits(size_of::<T>()) {
             // The value's bytes, padding (uninitialised) included: they travel as `Arg`, never read as a number.
             let mut bits = Arg::zeroed();
             // SAFETY: `T` fits in `bits`; `Firstprivate` types hold no pointers.
