@@ -7,7 +7,7 @@
 //! - how the region gets it back ([`Rebuild`]: what the outliner's kernel entry turns its slots into, and what the
 //!   host fallback passes; a parallel `&mut` is a view in both, the view decision made here).
 //!
-//! The macro (`macros/src/target/params.rs`) and the outliner (`build-support/src/outline/kernel.rs`) only print
+//! The macro (`macros/src/region/params.rs`) and the outliner (`build-support/src/outline/kernel.rs`) only print
 //! these plans. What cannot be decided from the region's tokens is decided by a type, the same one on both sides:
 //! a `Copy` value crosses as its bits when it is 8 bytes or less, else as a private copy's address
 //! ([`crate::abi::passes_by_bits`], read by the runtime's map list and offload-device's entry); a `&S` parameter is
