@@ -446,7 +446,7 @@ pub mod __rt {
         unsafe { crate::DeviceBuffer::from_raw(p as *mut T, len as usize) }
     }
 
-    pub use crate::device_vec::{OwnedMapper, ProbeObject, ProbeOwned, RefProbe};
+    pub use crate::device_vec::{MapperSlots, OwnedMapper, ProbeObject, ProbeOwned, RefProbe};
 
     /// A `Vec<T>` field of an owning mapper struct.
     ///

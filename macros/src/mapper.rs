@@ -91,6 +91,7 @@ fn expand_owned(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
         }
     }
     let check_fn = format_ident!("__offload_mapper_checks");
+    let slots: usize = fields.iter().map(Field::kernel_args).sum();
     quote! {
         const _: () = {
             #no_drop
@@ -104,6 +105,8 @@ fn expand_owned(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
             // over its elements, taken without a reference to them, `FROM` and `DEVICE_WRITES` only through
             // `&mut`; values are checked `Firstprivate` and point into the struct.
             unsafe impl #p::OwnedMapper for #name {
+                const SLOTS: usize = #slots;
+
                 #[allow(unused_variables, unused_unsafe)]
                 unsafe fn maps(
                     this: *mut Self,
@@ -144,6 +147,8 @@ struct FieldParts {
     rebuilt: Vec<TokenStream>,
     maps: Vec<TokenStream>,
     checks: Vec<TokenStream>,
+    /// The struct's kernel arguments: its fields' slots.
+    slots: usize,
 }
 
 impl FieldParts {
@@ -152,6 +157,7 @@ impl FieldParts {
         for (k, f) in fields.iter().enumerate() {
             parts.push(k, f);
         }
+        parts.slots = fields.iter().map(Field::kernel_args).sum();
         parts
     }
 
@@ -279,6 +285,7 @@ fn mapper_impl(
         raw_parts,
         rebuilt,
         maps,
+        slots,
         ..
     } = parts;
     quote! {
@@ -289,6 +296,7 @@ fn mapper_impl(
         unsafe impl #impl_generics #p::Mapper for #name #ty_generics #where_clause {
             type Raw = (#(#raw_tys,)*);
             const PARALLEL_ERROR: ::core::option::Option<&'static str> = #parallel_error;
+            const SLOTS: usize = #slots;
 
             unsafe fn raw(this: *mut Self) -> Self::Raw {
                 // SAFETY: `this` points to a live struct (the caller's contract).

@@ -88,22 +88,25 @@ pub(super) fn keep_item(m: &mut Mirror, item: &impl Spanned, attrs: &[Attribute]
 /// device copy), the derives a `DeviceVec` cannot have dropped (`Clone`, `Copy`, `Default`: a device cannot
 /// allocate), and the marker `offload::__rt::OwnedMapper` implemented, which the kernel entries check.
 pub(super) fn keep_with_mapper(m: &mut Mirror, item: &Item, attrs: &[Attribute]) {
-    let owning = match item {
+    let mapper = match item {
         Item::Struct(st) if offload_model::mapper::derives_mapper(&st.attrs) => {
             let input: syn::DeriveInput = st.clone().into();
-            offload_model::mapper::fields(&input)
-                .ok()
-                .filter(|f| offload_model::mapper::owns(f))
-                .map(|f| (st, f))
+            offload_model::mapper::fields(&input).ok().map(|f| (st, f))
         }
         _ => None,
     };
-    let Some((st, fields)) = owning else {
+    let Some((st, fields)) = mapper else {
         keep_item(m, item, attrs);
         blank_field_maps(m, item);
         return;
     };
     let r = m.range(item.span());
+    if !offload_model::mapper::owns(&fields) {
+        keep_item(m, item, attrs);
+        blank_field_maps(m, item);
+        m.insert(r.end, mapper_slots(st, &fields));
+        return;
+    }
     m.keep(r.clone());
     blank_attrs_dropping(m, attrs, &["Clone", "Copy", "Default"]);
     blank_field_maps(m, item);
@@ -124,8 +127,35 @@ pub(super) fn keep_with_mapper(m: &mut Mirror, item: &Item, attrs: &[Attribute])
     }
     m.insert(
         r.end,
-        format!(" impl ::offload::__rt::OwnedMapper for {} {{}}", st.ident),
+        format!(
+            " impl ::offload::__rt::OwnedMapper for {} {{}}{}",
+            st.ident,
+            mapper_slots(st, &fields)
+        ),
     );
+}
+
+/// `impl MapperSlots for S`: the struct's kernel arguments, which the kernel entries rebuilding it check.
+fn mapper_slots(st: &syn::ItemStruct, fields: &[offload_model::mapper::Field]) -> String {
+    let slots: usize = fields
+        .iter()
+        .map(offload_model::mapper::Field::kernel_args)
+        .sum();
+    let name = &st.ident;
+    let (impl_generics, ty_generics, where_clause) = st.generics.split_for_impl();
+    let slots = proc_macro2::Literal::usize_unsuffixed(slots);
+    // The struct's own `cfg`s: the impl exists where the struct does.
+    let cfgs = st.attrs.iter().filter(|a| a.path().is_ident("cfg"));
+    // On the struct's last line: the mirror keeps every item on its original line.
+    format!(
+        " {}",
+        quote::quote!(
+            #(#cfgs)*
+            impl #impl_generics ::offload::__rt::MapperSlots for #name #ty_generics #where_clause {
+                const SLOTS: usize = #slots;
+            }
+        )
+    )
 }
 
 /// A mapper struct's `#[map(..)]` field attributes belong to its derive, which the device crate does not run.

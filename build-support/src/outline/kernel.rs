@@ -6,7 +6,7 @@
 use offload_model::lower::ViewKind;
 use offload_model::mapper::{Field, FieldKind};
 use offload_model::plan::{plan, ArgPlan, Rebuild};
-use offload_model::region::Region;
+use offload_model::region::{Param, Region};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, ToTokens};
 
@@ -112,6 +112,9 @@ impl Unpacked {
         };
         match arg.rebuild {
             Rebuild::Mapper { by_ref } => {
+                if mapper_fields(arg.param(), mappers).is_some() {
+                    self.checks.push(slots_check(arg.param(), names.len()));
+                }
                 let value = rebuild_mapper(arg.param(), mappers, names);
                 let m = format_ident!("__offload_m{}", i);
                 self.lets.push(quote!(let mut #m = #value;));
@@ -139,6 +142,7 @@ impl Unpacked {
             }
             Rebuild::Ref { mutable } if owned_mapper(&arg, mappers).is_some() => {
                 // An owning mapper struct, rebuilt from its fields' arguments, as the host's `RefParam` chose.
+                self.checks.push(slots_check(arg.param(), names.len()));
                 let m = format_ident!("__offload_m{}", i);
                 let value =
                     rebuild_owned(arg.param(), mappers, names, mutable, &m, &mut self.checks);
@@ -192,6 +196,33 @@ impl Unpacked {
             Rebuild::Return => self.ret = Some(one().clone()),
         }
     }
+}
+
+/// A compile-time check that the mapper struct parameter `p`, as Rust resolves its type in the region's module,
+/// takes the `n` kernel arguments the entry gives it (the struct's `MapperSlots`, which the outliner writes from
+/// its definition as the host's derive counts them): a struct found by the wrong name fails here.
+fn slots_check(p: &Param, n: usize) -> TokenStream {
+    struct Static;
+    impl syn::visit_mut::VisitMut for Static {
+        fn visit_lifetime_mut(&mut self, l: &mut syn::Lifetime) {
+            *l = syn::Lifetime::new("'static", l.span());
+        }
+    }
+    let mut ty = match &p.ty {
+        syn::Type::Reference(r) => (*r.elem).clone(),
+        t => t.clone(),
+    };
+    syn::visit_mut::VisitMut::visit_type_mut(&mut Static, &mut ty);
+    let msg = format!(
+        "offload: the region parameter `{}` is rebuilt from {n} kernel arguments, but its struct takes another \
+         number: another mapper struct shares its name in this package; rename one",
+        p.ident
+    );
+    quote!(
+        const _: () = ::core::assert!(
+            <#ty as ::offload::__rt::MapperSlots>::SLOTS == #n, #msg
+        );
+    )
 }
 
 /// Stores the region's value `__offload_r` through the return slot `r`: every thread of a parallel region computes

@@ -36,6 +36,10 @@ pub unsafe trait Mapper: Sized {
     type Raw;
     /// Why a parallel region cannot take the struct (it has a `&mut` field, naming it and the fix), or `None`.
     const PARALLEL_ERROR: Option<&'static str>;
+    /// How many kernel arguments the struct takes: its fields' slots (`offload_model::plan::field_slots`). The
+    /// kernel entry, written by the outliner from the struct's definition, is checked against the same number,
+    /// stated on the struct in the device crate (`offload_device::__rt::MapperSlots`).
+    const SLOTS: usize;
 
     /// The raw parts of `*this`, its reference fields' pointers derived from the fields' own references.
     ///
@@ -86,8 +90,14 @@ impl<M: Mapper> MapperRaw<M> {
     /// # Safety
     /// As [`Mapper::maps`]: `self` outlives the map list's use, and the struct stays borrowed that long.
     pub unsafe fn kernel_maps(&self, clause: u64, out: &mut Vec<MapArg>) {
+        let before = out.len();
         // SAFETY: forwarded.
         unsafe { M::maps(&self.0, clause, true, out) }
+        debug_assert_eq!(
+            out.len() - before,
+            M::SLOTS,
+            "a mapper struct's entries are its slots"
+        );
     }
 }
 
@@ -140,6 +150,9 @@ pub unsafe fn mapper_data_maps<M: Mapper>(
 /// reference to the struct), its length's literal, and `FROM` or `DEVICE_WRITES` only when `mutable`; a value's
 /// entry points into `*this`.
 pub unsafe trait OwnedMapper: Sized {
+    /// How many kernel arguments the struct takes, as [`Mapper::SLOTS`].
+    const SLOTS: usize;
+
     /// Pushes the fields' map-list entries, each field's map type combined with `clause`: one per kernel argument for
     /// a region (`kernel`), the `Vec`s only for a data construct.
     ///
@@ -458,6 +471,7 @@ mod tests {
     unsafe impl<'a> Mapper for Grid<'a> {
         type Raw = (*mut [f64], *const [f64], usize);
         const PARALLEL_ERROR: Option<&'static str> = Some("field `u` is `&mut [f64]`");
+        const SLOTS: usize = 5;
 
         unsafe fn raw(this: *mut Self) -> Self::Raw {
             // SAFETY: the caller's contract.
@@ -504,6 +518,8 @@ mod tests {
 
     // SAFETY: as the derive writes it for these fields (`mats` is `#[map(to)]`).
     unsafe impl OwnedMapper for Sim {
+        const SLOTS: usize = 5;
+
         unsafe fn maps(
             this: *mut Self,
             mutable: bool,
