@@ -235,10 +235,16 @@ fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<MapEntry> {
     plan(region)
         .into_iter()
         .map(|arg| {
+            let site = arg.param.map(site);
             let entries = match arg.host {
                 HostMaps::Mapper { bits } => {
                     let ptr = ptr(arg.param());
-                    return MapEntry::Many(quote!(#ptr.kernel_maps(#bits, &mut __offload_v);));
+                    let site = site.expect("a parameter");
+                    return MapEntry::Many(quote!(
+                        let __offload_from = __offload_v.len();
+                        #ptr.kernel_maps(#bits, &mut __offload_v);
+                        #p::name_entries(&mut __offload_v, __offload_from, #site);
+                    ));
                 }
                 HostMaps::Slice {
                     elem,
@@ -264,12 +270,15 @@ fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<MapEntry> {
                     };
                     // One object, or an owning mapper struct's fields: `T` decides (see `RefParam`). Checked
                     // `DeviceCopy` (or `OwnedMapper`) there, spanned at this type.
+                    let site = site.expect("a parameter");
                     return MapEntry::Many(quote_spanned!(ty.span()=> {
                         #[allow(unused_imports)]
                         use #p::{ViaObject as _, ViaOwnedMapper as _};
                         let param = (&&#p::RefParam::<#ty>::new(#raw, #mutable)).ref_param();
+                        let __offload_from = __offload_v.len();
                         // SAFETY: the parameter's borrow outlives the map list's use.
                         unsafe { #p::RefMaps::kernel_maps(param, #bits, &mut __offload_v) };
+                        #p::name_entries(&mut __offload_v, __offload_from, #site);
                     }));
                 }
                 HostMaps::Value => {
@@ -292,9 +301,21 @@ fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<MapEntry> {
             };
             // The kernel entry takes as many arguments: one entry each.
             assert_eq!(entries.len(), arg.width(None), "offload's map list disagrees with its plan for {arg:?}");
-            MapEntry::Fixed(entries)
+            MapEntry::Fixed(match site {
+                Some(site) => entries.into_iter().map(|e| quote!(#e.named(#site))).collect(),
+                None => entries,
+            })
         })
         .collect()
+}
+
+/// Where parameter `p` is written, for its map entries' errors: its name, and `file!()`/`line!()` spanned at it, so
+/// they give its line in the user's source.
+fn site(p: &offload_model::region::Param) -> TokenStream {
+    let name = p.ident.to_string();
+    quote_spanned!(p.ident.span()=> &::offload::__private::VarSite {
+        name: #name, file: ::core::file!(), line: ::core::line!()
+    })
 }
 
 /// `let __offload_lo_x: usize = ..; let __offload_hi_x ..` for the mapped sections, evaluated before the raw pointers
