@@ -1,8 +1,8 @@
 //! `#[derive(Mapper)]` (OpenMP's `declare mapper`): a struct holding slices crosses into a region field by field.
-//! The fields come from the model (`offload_model::mapper::fields`), which the outliner's kernel entry reads too, so
+//! The fields come from the model (`offload_frontend::mapper::fields`), which the outliner's kernel entry reads too, so
 //! the map list built here and the struct rebuilt on the device agree on the kernel arguments.
 
-use offload_model::mapper::{fields, Field, FieldKind};
+use offload_frontend::mapper::{fields, Field, FieldKind};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
@@ -13,7 +13,7 @@ pub fn derive(input: TokenStream) -> TokenStream {
         Err(e) => return e.to_compile_error(),
     };
     match fields(&item) {
-        Ok(fields) if offload_model::mapper::owns(&fields) => expand_owned(&item, &fields),
+        Ok(fields) if offload_frontend::mapper::owns(&fields) => expand_owned(&item, &fields),
         Ok(fields) => expand(&item, &fields),
         Err(e) => e.to_compile_error(),
     }
@@ -101,7 +101,7 @@ fn expand_owned(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
                 #(#checks)*
             }
 
-            // SAFETY: generated from the fields (offload_model::mapper::fields): each `Vec`'s entries are a slice's
+            // SAFETY: generated from the fields (offload_frontend::mapper::fields): each `Vec`'s entries are a slice's
             // over its elements, taken without a reference to them, `FROM` and `DEVICE_WRITES` only through
             // `&mut`; values are checked `Firstprivate` and point into the struct.
             unsafe impl #p::OwnedMapper for #name {
@@ -289,7 +289,7 @@ fn mapper_impl(
         ..
     } = parts;
     quote! {
-        // SAFETY: generated from the fields (offload_model::mapper::fields): each reference field's raw pointer
+        // SAFETY: generated from the fields (offload_frontend::mapper::fields): each reference field's raw pointer
         // is derived from the field itself and rebuilt as the same kind of reference, its entries are those
         // of a parameter of its type with `FROM` only on `&mut` fields, values are checked `Firstprivate`, and
         // the parallel error names a `&mut` field if there is one.

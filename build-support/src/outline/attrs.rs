@@ -89,9 +89,11 @@ pub(super) fn keep_item(m: &mut Mirror, item: &impl Spanned, attrs: &[Attribute]
 /// allocate), and the marker `offload::__rt::OwnedMapper` implemented, which the kernel entries check.
 pub(super) fn keep_with_mapper(m: &mut Mirror, item: &Item, attrs: &[Attribute]) {
     let mapper = match item {
-        Item::Struct(st) if offload_model::mapper::derives_mapper(&st.attrs) => {
+        Item::Struct(st) if offload_frontend::mapper::derives_mapper(&st.attrs) => {
             let input: syn::DeriveInput = st.clone().into();
-            offload_model::mapper::fields(&input).ok().map(|f| (st, f))
+            offload_frontend::mapper::fields(&input)
+                .ok()
+                .map(|f| (st, f))
         }
         _ => None,
     };
@@ -101,7 +103,7 @@ pub(super) fn keep_with_mapper(m: &mut Mirror, item: &Item, attrs: &[Attribute])
         return;
     };
     let r = m.range(item.span());
-    if !offload_model::mapper::owns(&fields) {
+    if !offload_frontend::mapper::owns(&fields) {
         keep_item(m, item, attrs);
         blank_field_maps(m, item);
         m.insert(r.end, mapper_slots(st, &fields));
@@ -111,7 +113,7 @@ pub(super) fn keep_with_mapper(m: &mut Mirror, item: &Item, attrs: &[Attribute])
     blank_attrs_dropping(m, attrs, &["Clone", "Copy", "Default"]);
     blank_field_maps(m, item);
     for (f, field) in fields.iter().zip(&st.fields) {
-        if let (offload_model::mapper::FieldKind::Vec { .. }, syn::Type::Path(tp)) =
+        if let (offload_frontend::mapper::FieldKind::Vec { .. }, syn::Type::Path(tp)) =
             (&f.kind, &field.ty)
         {
             // The path up to its generic arguments (`Vec`, `std::vec::Vec`), which stay as written.
@@ -136,10 +138,10 @@ pub(super) fn keep_with_mapper(m: &mut Mirror, item: &Item, attrs: &[Attribute])
 }
 
 /// `impl MapperSlots for S`: the struct's kernel arguments, which the kernel entries rebuilding it check.
-fn mapper_slots(st: &syn::ItemStruct, fields: &[offload_model::mapper::Field]) -> String {
+fn mapper_slots(st: &syn::ItemStruct, fields: &[offload_frontend::mapper::Field]) -> String {
     let slots: usize = fields
         .iter()
-        .map(offload_model::mapper::Field::kernel_args)
+        .map(offload_frontend::mapper::Field::kernel_args)
         .sum();
     let name = &st.ident;
     let (impl_generics, ty_generics, where_clause) = st.generics.split_for_impl();
@@ -161,7 +163,7 @@ fn mapper_slots(st: &syn::ItemStruct, fields: &[offload_model::mapper::Field]) -
 /// A mapper struct's `#[map(..)]` field attributes belong to its derive, which the device crate does not run.
 pub(super) fn blank_field_maps(m: &mut Mirror, item: &Item) {
     let Item::Struct(st) = item else { return };
-    if !offload_model::mapper::derives_mapper(&st.attrs) {
+    if !offload_frontend::mapper::derives_mapper(&st.attrs) {
         return;
     }
     for a in st.fields.iter().flat_map(|f| &f.attrs) {
@@ -179,9 +181,9 @@ pub(super) fn blank_field_maps(m: &mut Mirror, item: &Item) {
 pub(super) fn collect_mappers(items: &[Item], out: &mut kernel::Mappers) {
     for item in items {
         match item {
-            Item::Struct(s) if offload_model::mapper::derives_mapper(&s.attrs) => {
+            Item::Struct(s) if offload_frontend::mapper::derives_mapper(&s.attrs) => {
                 let input: syn::DeriveInput = s.clone().into();
-                if let Ok(fields) = offload_model::mapper::fields(&input) {
+                if let Ok(fields) = offload_frontend::mapper::fields(&input) {
                     let cfg = s.fields.iter().any(|f| {
                         f.attrs
                             .iter()

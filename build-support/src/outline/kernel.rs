@@ -1,12 +1,12 @@
 //! The kernel entry of a region: the calling convention `(dyn_ptr, a0, .., ak)` (one `u64` per map-list entry, in
-//! the order of the region's plan, `offload_model::plan`) unpacked into the region's parameters, as each
+//! the order of the region's plan, `offload_frontend::plan`) unpacked into the region's parameters, as each
 //! parameter's plan says. Types are inferred from the region's own
 //! signature, so the entry never has to name them.
 
-use offload_model::lower::ViewKind;
-use offload_model::mapper::{Field, FieldKind};
-use offload_model::plan::{plan, ArgPlan, Rebuild};
-use offload_model::region::{Param, Region};
+use offload_frontend::lower::ViewKind;
+use offload_frontend::mapper::{Field, FieldKind};
+use offload_frontend::plan::{plan, ArgPlan, Rebuild};
+use offload_frontend::region::{Param, Region};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, ToTokens};
 
@@ -283,14 +283,14 @@ fn declare(
 fn owned_mapper<'m>(a: &ArgPlan, mappers: &'m Mappers) -> Option<&'m [Field]> {
     match a.rebuild {
         Rebuild::Ref { .. } => {
-            mapper_fields(a.param(), mappers).filter(|f| offload_model::mapper::owns(f))
+            mapper_fields(a.param(), mappers).filter(|f| offload_frontend::mapper::owns(f))
         }
         _ => None,
     }
 }
 
 fn mapper_fields<'m>(
-    p: &offload_model::region::Param,
+    p: &offload_frontend::region::Param,
     mappers: &'m Mappers,
 ) -> Option<&'m [Field]> {
     mappers
@@ -300,7 +300,7 @@ fn mapper_fields<'m>(
 
 /// The mapper struct's path as written in the region's signature, without generic arguments (a struct expression
 /// names it so), and without a reference.
-fn mapper_path(p: &offload_model::region::Param) -> Option<syn::Path> {
+fn mapper_path(p: &offload_frontend::region::Param) -> Option<syn::Path> {
     let mut ty = &p.ty;
     if let syn::Type::Reference(r) = ty {
         ty = &r.elem;
@@ -317,7 +317,7 @@ fn mapper_path(p: &offload_model::region::Param) -> Option<syn::Path> {
 /// as a `DeviceVec` over its device copy; a value by value through `&S`, and through `&mut S` read from its device
 /// object and written back after the call (`after`), so the host gets the region's writes, as in the fallback.
 fn rebuild_owned(
-    p: &offload_model::region::Param,
+    p: &offload_frontend::region::Param,
     mappers: &Mappers,
     args: &[syn::Ident],
     mutable: bool,
@@ -351,9 +351,9 @@ fn rebuild_owned(
 }
 
 /// The struct a mapper parameter is on the device, built from its fields' kernel arguments `args` (as many as
-/// `offload_model::mapper::fields` gives them, in the order the derive's map list has).
+/// `offload_frontend::mapper::fields` gives them, in the order the derive's map list has).
 fn rebuild_mapper(
-    p: &offload_model::region::Param,
+    p: &offload_frontend::region::Param,
     mappers: &Mappers,
     args: &[syn::Ident],
 ) -> TokenStream {

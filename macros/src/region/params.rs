@@ -2,9 +2,9 @@
 //! both derive from it, so neither holds a borrow the other would invalidate), the fallback's argument (a view per
 //! thread for a parallel `&mut`), the trait checks its type needs, and its entries in the map list.
 
-use offload_model::lower::ViewKind;
-use offload_model::plan::{plan, HostMaps, Rebuild};
-use offload_model::region::{ParamKind, Region};
+use offload_frontend::lower::ViewKind;
+use offload_frontend::plan::{plan, HostMaps, Rebuild};
+use offload_frontend::region::{ParamKind, Region};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -45,7 +45,7 @@ pub fn params(region: &Region) -> Params {
             (Rebuild::View(v), ParamKind::Slice { .. }) => {
                 // Each thread of the fallback gets its own view of the slice (see `offload_model::view`).
                 raw.push(take(true));
-                let (view, elem) = (view_path(v), offload_model::lower::view_elem(p));
+                let (view, elem) = (view_path(v), offload_frontend::lower::view_elem(p));
                 fallback_args.push(quote_spanned!(Span::mixed_site()=>
                     // SAFETY: the parameter's borrow lasts the whole call; every thread gets its own view.
                     unsafe { ::offload::__view::#view::<#elem>::new(#ptr as *mut #elem, #ptr.len()) }
@@ -53,7 +53,7 @@ pub fn params(region: &Region) -> Params {
             }
             (Rebuild::View(v), _) => {
                 raw.push(take(true));
-                let (view, elem) = (view_path(v), offload_model::lower::view_elem(p));
+                let (view, elem) = (view_path(v), offload_frontend::lower::view_elem(p));
                 fallback_args.push(quote_spanned!(Span::mixed_site()=>
                     // SAFETY: host memory (the fallback runs for the initial device's buffers only), borrowed
                     // for the whole call; every thread gets its own view.
@@ -134,7 +134,7 @@ pub fn params(region: &Region) -> Params {
 /// list and the fallback's rebuilt struct both derive from them), and its parallel check.
 fn mapper_param(
     region: &Region,
-    p: &offload_model::region::Param,
+    p: &offload_frontend::region::Param,
     by_ref: Option<bool>,
     raw: &mut Vec<TokenStream>,
     checks: &mut Vec<TokenStream>,
@@ -216,12 +216,12 @@ pub fn map_list_expr(region: &Region, slot_ty: &TokenStream) -> TokenStream {
 }
 
 /// The raw pointer a parameter is taken as once (`__offload_ptr_x`), which the map list and the fallback share.
-fn ptr(p: &offload_model::region::Param) -> syn::Ident {
+fn ptr(p: &offload_frontend::region::Param) -> syn::Ident {
     format_ident!("__offload_ptr_{}", p.ident)
 }
 
 /// A mapped section's bounds, computed before the raw pointers are taken (`__offload_lo_x`, `__offload_hi_x`).
-fn section_idents(p: &offload_model::region::Param) -> (syn::Ident, syn::Ident) {
+fn section_idents(p: &offload_frontend::region::Param) -> (syn::Ident, syn::Ident) {
     (
         format_ident!("__offload_lo_{}", p.ident),
         format_ident!("__offload_hi_{}", p.ident),
@@ -311,7 +311,7 @@ fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<MapEntry> {
 
 /// Where parameter `p` is written, for its map entries' errors: its name, and `file!()`/`line!()` spanned at it, so
 /// they give its line in the user's source.
-fn site(p: &offload_model::region::Param) -> TokenStream {
+fn site(p: &offload_frontend::region::Param) -> TokenStream {
     let name = p.ident.to_string();
     quote_spanned!(p.ident.span()=> &::offload::__private::VarSite {
         name: #name, file: ::core::file!(), line: ::core::line!()

@@ -9,7 +9,7 @@ use super::types::DeviceCopy;
 use offload_model::abi::map_type::{DEVICE_WRITES, FROM};
 
 /// A struct whose slice and reference fields are mapped and whose other fields are firstprivate values, field by
-/// field in declaration order (`offload_model::mapper::fields`, which the outliner's kernel entry reads too).
+/// field in declaration order (`offload_frontend::mapper::fields`, which the outliner's kernel entry reads too).
 /// Implemented by `#[derive(offload::Mapper)]`; not meant to be implemented by hand.
 ///
 /// # Safety
@@ -36,7 +36,7 @@ pub unsafe trait Mapper: Sized {
     type Raw;
     /// Why a parallel region cannot take the struct (it has a `&mut` field, naming it and the fix), or `None`.
     const PARALLEL_ERROR: Option<&'static str>;
-    /// How many kernel arguments the struct takes: its fields' slots (`offload_model::plan::field_slots`). The
+    /// How many kernel arguments the struct takes: its fields' slots (`offload_frontend::plan::field_slots`). The
     /// kernel entry, written by the outliner from the struct's definition, is checked against the same number,
     /// stated on the struct in the device crate (`offload_device::__rt::MapperSlots`).
     const SLOTS: usize;

@@ -23,13 +23,13 @@ pub(crate) fn validate(region: &Region, words: &Words, func: &ItemFn, errors: &m
         .iter()
         .map(|a| a.width(Some(1)))
         .sum();
-    if n > crate::abi::MAX_KERNEL_ARGS {
+    if n > offload_model::abi::MAX_KERNEL_ARGS {
         errors.push(syn::Error::new(
             region.ident.span(),
             format!(
                 "this region has {n} kernel arguments (a slice counts two, a return value one); at most {} fit: \
                  group parameters into `#[declare_target]` `#[repr(C)]` structs",
-                crate::abi::MAX_KERNEL_ARGS
+                offload_model::abi::MAX_KERNEL_ARGS
             ),
         ));
     }

@@ -10,14 +10,14 @@
 //! The macro (`macros/src/region/params.rs`) and the outliner (`build-support/src/outline/kernel.rs`) only print
 //! these plans. What cannot be decided from the region's tokens is decided by a type, the same one on both sides:
 //! a `Copy` value crosses as its bits when it is 8 bytes or less, else as a private copy's address
-//! ([`crate::abi::passes_by_bits`], read by the runtime's map list and offload-device's entry); a `&S` parameter is
+//! ([`offload_model::abi::passes_by_bits`], read by the runtime's map list and offload-device's entry); a `&S` parameter is
 //! one object unless `S` is an owning mapper struct (`#[derive(Mapper)]` with `Vec` fields), whose fields then take
 //! their own slots, as a mapper struct parameter's do ([`Slots`]).
 
-use crate::abi::map_type::DEVICE_WRITES;
 use crate::lower::{view_kind, ViewKind};
 use crate::mapper::FieldKind;
 use crate::region::{Param, ParamKind, Region};
+use offload_model::abi::map_type::DEVICE_WRITES;
 use syn::Type;
 
 /// How many kernel arguments a parameter takes.
@@ -52,7 +52,7 @@ pub enum HostMaps<'a> {
         /// The map bits.
         bits: u64,
     },
-    /// A firstprivate value: its bits, or a private copy ([`crate::abi::passes_by_bits`]).
+    /// A firstprivate value: its bits, or a private copy ([`offload_model::abi::passes_by_bits`]).
     Value,
     /// A `DevicePtr`'s address, as is.
     DevicePtr,

@@ -80,7 +80,7 @@ pub struct Region {
     /// `if(cond)`, if given.
     pub if_cond: Option<Expr>,
     /// What the teams and threads do with the body.
-    pub construct: crate::abi::Construct,
+    pub construct: offload_model::abi::Construct,
     /// `num_teams(n)`, if given.
     pub num_teams: Option<Expr>,
     /// `thread_limit(n)` or `num_threads(n)`, if given; `teams_distribute` without one gets `1`.
@@ -130,7 +130,7 @@ impl<'a> From<&'a syn::ItemImpl> for InImpl<'a> {
 }
 
 impl Region {
-    /// The reduction's operator type (a [`crate::reduce`] operator, or a `TupleK` of them for several variables).
+    /// The reduction's operator type (a [`offload_model::reduce`] operator, or a `TupleK` of them for several variables).
     pub fn reduce_op(&self) -> Option<TokenStream> {
         self.reduce_ops(|tuple, ops| quote::quote!(::offload::__reduce::#tuple<#(#ops),*>))
     }

@@ -328,7 +328,7 @@ pub fn param_form(ty: &Type) -> Option<Option<bool>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::map_type::{mapper_field, ALWAYS, DELETE, FROM, TO};
+    use offload_model::abi::map_type::{mapper_field, ALWAYS, DELETE, FROM, TO};
 
     #[test]
     fn fields_in_declaration_order_with_their_map_types_and_arguments() {
