@@ -2,6 +2,7 @@
 //! enters them on a device (and exits them again) through its present table. Regions and data constructs share it.
 
 use super::types::{DeviceCopy, DevicePtr};
+use crate::device::present::MappingTable;
 use crate::device::{DeviceEntry, MapError, Range, RefKind};
 use crate::plugin::{Arg, DevicePtr as DeviceAddr, PluginError};
 use offload_model::abi::map_type::{
@@ -10,6 +11,7 @@ use offload_model::abi::map_type::{
 };
 use offload_model::abi::VarSite;
 use std::mem::{align_of, size_of, MaybeUninit};
+use std::sync::MutexGuard;
 
 /// One map-list entry as the host sees it: libomptarget's (base, begin, size, map type). `[begin, begin+size)` is
 /// what is mapped (a section, or all of `[base, base+base_size)`); a region gets the device address of `base`. A
@@ -325,71 +327,88 @@ pub(crate) unsafe fn enter_list<'a>(
     };
     let mut t = None;
     // An `always, to` map copies host data over a present copy, which nothing can undo: such entries go last, so a
-    // refusal of another (no room for a copy, a stale range) leaves the device's data as it was. (Two passes only
-    // where there is one: the common list has none.)
+    // refusal of another (no room for a copy, a stale range) leaves the device's data as it was.
     let always_to = |m: &MapArg| m.map_type & (LITERAL | TO | ALWAYS) == TO | ALWAYS;
-    let last = maps.iter().any(always_to);
-    let order = (0..maps.len())
-        .filter(|&k| !last || !always_to(&maps[k]))
-        .chain((0..if last { maps.len() } else { 0 }).filter(|&k| always_to(&maps[k])));
-    for k in order {
-        let m = &maps[k];
-        let r = if m.map_type & LITERAL != 0 {
-            Ok((m.literal, Held::Nothing))
-        } else if m.base_size == 0 {
-            // Zero-length data: no table entry; the kernel gets a dangling, aligned pointer.
-            Ok((Arg::new(m.begin as usize as u64), Held::Nothing))
-        } else if m.map_type & HOST_ATOMIC_MASK != 0 {
-            in_place_atomics(dev, m)
-        } else if m.size == 0 && m.map_type & PRIVATE == 0 {
-            // A zero-length section of a non-empty slice: the present copy if its slice is mapped (as libomptarget
-            // looks it up), pinned for the launch; else storage of the slice's size so the region's slice is valid,
-            // contents unspecified.
-            let t = t.get_or_insert_with(|| dev.table());
-            // SAFETY: the caller guarantees the host range.
-            match unsafe { t.pin_slice(dev, m.range(), m.map_type) } {
-                Ok(Some((base, Some(alloc)))) => Ok((Arg::new(base), Held::Pinned(alloc))),
-                Ok(Some((base, None))) => Ok((Arg::new(base), Held::Nothing)),
-                Ok(None) if m.map_type & PRESENT != 0 => Err(MapError::NotPresent {
-                    begin: m.begin as usize,
-                    size: 0,
-                }),
-                Ok(None) => private_in(dev, m).map_err(MapError::from),
-                Err(e) => Err(e),
+    let mut deferred = false;
+    for last in [false, true] {
+        let slots = g.args.iter_mut().zip(g.held.iter_mut());
+        for (m, (arg, held)) in maps.iter().zip(slots) {
+            if always_to(m) != last {
+                deferred |= always_to(m);
+                continue;
             }
-        } else if m.map_type & PRIVATE != 0 {
-            private_in(dev, m).map_err(MapError::from)
-        } else {
-            let t = t.get_or_insert_with(|| dev.table());
-            // SAFETY: the caller guarantees the host range.
-            match unsafe { t.enter(dev, m.range(), m.map_type, kind) } {
-                Ok(tgt) => Ok((
-                    Arg::new(tgt - (m.begin as usize - m.base as usize) as u64),
-                    Held::Table,
-                )),
-                Err(MapError::Extends { .. }) if private_on_overlap(m, kind) => {
-                    let r = m.range();
-                    match t.directory().newer(None, r.begin, r.begin + r.size) {
-                        Some(h) => Err(MapError::stale(r.begin, r.begin + r.size, h)),
-                        None => private_in(dev, m).map_err(MapError::from),
-                    }
+            // SAFETY: forwarded from the caller.
+            match unsafe { enter_one(dev, m, kind, &mut t) } {
+                Ok((a, h)) => (*arg, *held) = (a, h),
+                Err(e) => {
+                    drop(t);
+                    // The guard undoes the entries entered so far (the others hold nothing).
+                    return Err(e.of(m.site));
                 }
-                Err(e) => Err(e),
             }
-        };
-        match r {
-            Ok((a, h)) => {
-                g.args[k] = a;
-                g.held[k] = h;
-            }
-            Err(e) => {
-                drop(t);
-                // The guard undoes the entries entered so far (the others hold nothing).
-                return Err(e.of(m.site));
-            }
+        }
+        // The common list has no `always, to` entry: one pass.
+        if !deferred {
+            break;
         }
     }
     Ok(g)
+}
+
+/// Enters one map-list entry (`t` is the device's table, locked on first need): the kernel argument it passes and
+/// what it holds.
+///
+/// # Safety
+/// As [`enter_list`].
+unsafe fn enter_one<'d>(
+    dev: &'d DeviceEntry,
+    m: &MapArg,
+    kind: RefKind,
+    t: &mut Option<MutexGuard<'d, MappingTable>>,
+) -> Result<(Arg, Held), MapError> {
+    if m.map_type & LITERAL != 0 {
+        Ok((m.literal, Held::Nothing))
+    } else if m.base_size == 0 {
+        // Zero-length data: no table entry; the kernel gets a dangling, aligned pointer.
+        Ok((Arg::new(m.begin as usize as u64), Held::Nothing))
+    } else if m.map_type & HOST_ATOMIC_MASK != 0 {
+        in_place_atomics(dev, m)
+    } else if m.size == 0 && m.map_type & PRIVATE == 0 {
+        // A zero-length section of a non-empty slice: the present copy if its slice is mapped (as libomptarget
+        // looks it up), pinned for the launch; else storage of the slice's size so the region's slice is valid,
+        // contents unspecified.
+        let t = t.get_or_insert_with(|| dev.table());
+        // SAFETY: the caller guarantees the host range.
+        match unsafe { t.pin_slice(dev, m.range(), m.map_type) } {
+            Ok(Some((base, Some(alloc)))) => Ok((Arg::new(base), Held::Pinned(alloc))),
+            Ok(Some((base, None))) => Ok((Arg::new(base), Held::Nothing)),
+            Ok(None) if m.map_type & PRESENT != 0 => Err(MapError::NotPresent {
+                begin: m.begin as usize,
+                size: 0,
+            }),
+            Ok(None) => private_in(dev, m).map_err(MapError::from),
+            Err(e) => Err(e),
+        }
+    } else if m.map_type & PRIVATE != 0 {
+        private_in(dev, m).map_err(MapError::from)
+    } else {
+        let t = t.get_or_insert_with(|| dev.table());
+        // SAFETY: the caller guarantees the host range.
+        match unsafe { t.enter(dev, m.range(), m.map_type, kind) } {
+            Ok(tgt) => Ok((
+                Arg::new(tgt - (m.begin as usize - m.base as usize) as u64),
+                Held::Table,
+            )),
+            Err(MapError::Extends { .. }) if private_on_overlap(m, kind) => {
+                let r = m.range();
+                match t.directory().newer(None, r.begin, r.begin + r.size) {
+                    Some(h) => Err(MapError::stale(r.begin, r.begin + r.size, h)),
+                    None => private_in(dev, m).map_err(MapError::from),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// Host atomics are never copied: host threads may update them while a region runs, so any copy loses updates
