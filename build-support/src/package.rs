@@ -236,7 +236,7 @@ impl Package {
         let mut package = Package {
             host_crates,
             device_deps,
-            uses_offload: normal_deps(pkg).any(|d| d["name"].as_str() == Some("offload")),
+            uses_offload: normal_deps(pkg).any(|d| d["name"].as_str() == Some(RUNTIME)),
             name: s(&pkg["name"]),
             edition: s(&pkg["edition"]),
             manifest_dir,
@@ -468,7 +468,7 @@ fn resolved_offload_libraries(pkg: &Value, manifest: &Path) -> Vec<(String, Pack
             .as_array()
             .into_iter()
             .flatten()
-            .any(|d| d["name"] == "offload" && d["kind"].is_null());
+            .any(|d| d["name"] == RUNTIME && d["kind"].is_null());
         let Some(dir) = dep_pkg["manifest_path"]
             .as_str()
             .and_then(|m| Path::new(m).parent())
@@ -495,9 +495,13 @@ fn resolved_offload_libraries(pkg: &Value, manifest: &Path) -> Vec<(String, Pack
     libs
 }
 
+/// The runtime's package, which an offload-aware package depends on (as `offload`, its library's name; cargo's
+/// metadata names a dependency by its package).
+const RUNTIME: &str = "omp-offload";
+
 /// Our own packages: dependencies of every offload package, never device dependencies.
 const OURS: &[&str] = &[
-    "offload",
+    RUNTIME,
     "offload-build",
     "offload-device",
     "offload-macros",

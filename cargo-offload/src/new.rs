@@ -42,19 +42,29 @@ impl Source {
         }
     }
 
-    /// The dependency's right-hand side for package `name` (`offload` in `runtime/`, `offload-build` in
-    /// `build-support/`).
-    fn dependency(&self, name: &str, folder: &str) -> String {
+    /// The right-hand side of the dependency `key` on package `package` (`offload` on `omp-offload` in `runtime/`,
+    /// `offload-build` in `build-support/`): a key that is not the package's name says which package it means.
+    fn dependency(&self, key: &str, package: &str, folder: &str) -> String {
+        let renamed = match key == package {
+            true => String::new(),
+            false => format!("package = \"{package}\", "),
+        };
         match self {
             Source::Path(root) => format!(
-                "{{ path = {} }}",
+                "{{ {renamed}path = {} }}",
                 toml_string(&root.join(folder).display().to_string())
             ),
-            Source::Git(url) => format!("{{ git = {}, package = \"{name}\" }}", toml_string(url)),
-            Source::Registry(v) => format!("\"{v}\""),
+            Source::Git(url) => {
+                format!("{{ git = {}, package = \"{package}\" }}", toml_string(url))
+            }
+            Source::Registry(v) if renamed.is_empty() => format!("\"{v}\""),
+            Source::Registry(v) => format!("{{ {renamed}version = \"{v}\" }}"),
         }
     }
 }
+
+/// The runtime's package, which the new package depends on as `offload` (its library's name).
+const RUNTIME_PACKAGE: &str = "omp-offload";
 
 /// What to make.
 #[derive(Clone, Debug)]
@@ -197,14 +207,17 @@ fn manifest(name: &str, options: &NewOptions) -> String {
     );
     let _ = writeln!(
         s,
-        "[dependencies]\noffload = {}\n",
-        options.source.dependency("offload", "runtime")
+        "# The runtime, published as `omp-offload`; its library (`use offload::..`) is `offload`. Its GPU plugins are\n\
+         # features on by default (`cuda`, `amdgpu`, `gpu-sim`): `default-features = false` builds for the host only.\n\
+         [dependencies]\noffload = {}\n",
+        options.source.dependency("offload", RUNTIME_PACKAGE, "runtime")
     );
-    let _ = writeln!(
+    let _ =
+        writeln!(
         s,
         "# build.rs outlines the package's regions into device crates and embeds their images.\n\
          [build-dependencies]\noffload-build = {}\n",
-        options.source.dependency("offload-build", "build-support")
+        options.source.dependency("offload-build", "offload-build", "build-support")
     );
     let _ = writeln!(
         s,
@@ -328,7 +341,9 @@ mod tests {
         let m = manifest("demo", &o);
         assert!(m.contains("name = \"demo\""), "{m}");
         assert!(
-            m.contains(r#"offload = { path = "/src/off \"load\"/runtime" }"#),
+            m.contains(
+                r#"offload = { package = "omp-offload", path = "/src/off \"load\"/runtime" }"#
+            ),
             "{m}"
         );
         assert!(m.contains("offload-build = { path = "), "{m}");
@@ -338,11 +353,17 @@ mod tests {
             &options(Source::Git("https://example.org/o.git".into())),
         );
         assert!(
-            m.contains(r#"offload = { git = "https://example.org/o.git", package = "offload" }"#),
+            m.contains(
+                r#"offload = { git = "https://example.org/o.git", package = "omp-offload" }"#
+            ),
             "{m}"
         );
         let m = manifest("demo", &options(Source::Registry("0.1.0")));
-        assert!(m.contains("offload = \"0.1.0\"\n"), "{m}");
+        assert!(
+            m.contains("offload = { package = \"omp-offload\", version = \"0.1.0\" }\n"),
+            "{m}"
+        );
+        assert!(m.contains("offload-build = \"0.1.0\"\n"), "{m}");
     }
 
     #[test]

@@ -400,6 +400,49 @@ fn new_makes_a_program_and_a_library_that_run_on_host_elf_at_once() {
     assert!(out.contains("launch first::saxpy"), "{out}");
     assert!(out.contains("launch first::sum"), "{out}");
 
+    // Host only: the runtime without its GPU plugins' features builds neither cudarc nor gpu-sim's coroutines, its
+    // regions still run on host-elf, and naming a plugin left out says which feature it needs.
+    let tree = |program: &Path| {
+        let o = cargo_in(program, &["tree", "-e", "normal", "--prefix", "none"], &[]);
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let with_gpus = tree(&program);
+    assert!(with_gpus.contains("cudarc v"), "{with_gpus}");
+    let manifest = std::fs::read_to_string(program.join("Cargo.toml")).unwrap();
+    let host_only = manifest.replacen("offload = { ", "offload = { default-features = false, ", 1);
+    assert_ne!(manifest, host_only, "{manifest}");
+    std::fs::write(program.join("Cargo.toml"), host_only).unwrap();
+    let host_tree = tree(&program);
+    assert!(host_tree.contains("omp-offload v"), "{host_tree}");
+    for gpu_only in ["cudarc", "corosensei"] {
+        assert!(!host_tree.contains(gpu_only), "{host_tree}");
+    }
+    let o = cargo_in(
+        &program,
+        &["run", "--bin", "demo"],
+        &[("OFFLOAD_INFO", "1"), ("OMP_TARGET_OFFLOAD", "MANDATORY")],
+    );
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains(
+            "launch demo::saxpy (entry __omp_offloading_rs_4demo5saxpy) on device 0 (host-elf)"
+        ),
+        "{out}"
+    );
+    let o = cargo_in(
+        &program,
+        &["run", "--bin", "demo"],
+        &[("OFFLOAD_PLUGINS", "cuda,host-elf")],
+    );
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("offload: OFFLOAD_PLUGINS names `cuda`, but offload was built without its `cuda` feature"),
+        "{out}"
+    );
+
     let o = cargo_offload(
         &[
             "new",

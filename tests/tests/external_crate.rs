@@ -47,7 +47,7 @@ fn an_external_crate_runs_its_regions_on_host_elf() {
         &dir.join("Cargo.toml"),
         &format!(
             "[package]\nname = \"outside-app\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[dependencies]\n\
-             offload = {{ path = {:?} }}\n\n[build-dependencies]\noffload-build = {{ path = {:?} }}\n\n[workspace]\n",
+             offload = {{ package = \"omp-offload\", path = {:?} }}\n\n[build-dependencies]\noffload-build = {{ path = {:?} }}\n\n[workspace]\n",
             workspace.join("runtime"),
             workspace.join("build-support"),
         ),
@@ -115,7 +115,7 @@ fn an_external_crate_calls_an_offload_aware_librarys_device_items() {
         &dir.join("Cargo.toml"),
         &format!(
             "[package]\nname = \"library-user\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n\
-             offload = {{ path = {:?} }}\ngeo = {{ package = \"offload-devlib\", path = {:?} }}\n\n\
+             offload = {{ package = \"omp-offload\", path = {:?} }}\ngeo = {{ package = \"offload-devlib\", path = {:?} }}\n\n\
              [build-dependencies]\noffload-build = {{ path = {:?} }}\n\n[workspace]\n",
             workspace.join("runtime"),
             workspace.join("tests/devlib"),
@@ -177,7 +177,7 @@ fn an_external_crate_calls_a_git_librarys_device_items() {
         &repo.join("Cargo.toml"),
         &format!(
             "[package]\nname = \"gitlib\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[features]\ndouble = []\n\n\
-             [dependencies]\noffload = {{ path = {:?} }}\n\n[build-dependencies]\noffload-build = {{ path = {:?} }}\n\n\
+             [dependencies]\noffload = {{ package = \"omp-offload\", path = {:?} }}\n\n[build-dependencies]\noffload-build = {{ path = {:?} }}\n\n\
              [workspace]\n",
             workspace.join("runtime"),
             workspace.join("build-support"),
@@ -234,11 +234,11 @@ fn factor() -> f64 {
         &dir.join("Cargo.toml"),
         &format!(
             "[package]\nname = \"git-library-user\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n\
-             offload = {{ path = {rt:?} }}\ngitlib = {{ git = \"file://{repo}\", features = [\"double\"] }}\n\n\
+             offload = {{ package = \"omp-offload\", path = {rt:?} }}\ngitlib = {{ git = \"file://{repo}\", features = [\"double\"] }}\n\n\
              [build-dependencies]\noffload-build = {{ path = {build:?} }}\n\n[workspace]\n\n\
              # Cargo counts the library's path dependencies as its git source's: one `offload` for both, as a\n\
              # registry library's and its dependent's come from the registry.\n\
-             [patch.\"file://{repo}\"]\noffload = {{ path = {rt:?} }}\noffload-build = {{ path = {build:?} }}\n",
+             [patch.\"file://{repo}\"]\noffload = {{ package = \"omp-offload\", path = {rt:?} }}\noffload-build = {{ path = {build:?} }}\n",
             rt = workspace.join("runtime"),
             repo = repo.display(),
             build = workspace.join("build-support"),

@@ -1,5 +1,5 @@
 //! A fake device for the device and region layers' tests: its memory is ordinary heap blocks, so the present table
-//! and the map-list walk run under Miri (`cargo +nightly miri test -p offload --lib`).
+//! and the map-list walk run under Miri (`cargo +nightly miri test -p omp-offload --lib`).
 
 use super::observed::ObservedDevice;
 use crate::plugin::{

@@ -93,6 +93,8 @@ fn discover() -> Vec<DeviceEntry> {
                     "OFFLOAD_PLUGINS names an unknown plugin `{w}`; known: {}",
                     known.join(", ")
                 ));
+            } else if let Some(why) = plugin::not_built(w) {
+                observe::warning(format_args!("OFFLOAD_PLUGINS names `{w}`, but {why}"));
             }
         }
     }

@@ -9,6 +9,11 @@ pub enum PluginError {
     /// The plugin can drive no device: its driver or runtime is missing or unusable, or there is no hardware.
     #[error("{reason}")]
     Unavailable { reason: String },
+    /// The plugin was compiled out: `offload` was built without the cargo feature that brings it.
+    #[error(
+        "offload was built without its `{feature}` feature (add it to the `offload` dependency's `features`)"
+    )]
+    NotBuilt { feature: &'static str },
     /// One device could not be opened; the plugin's other devices may still be used.
     #[error("{device}: {reason}")]
     Open { device: String, reason: String },

@@ -1,5 +1,5 @@
 //! The table against a fake device whose memory is ordinary heap blocks; run under Miri too
-//! (`cargo +nightly miri test -p offload --lib present`).
+//! (`cargo +nightly miri test -p omp-offload --lib present`).
 use super::*;
 use crate::device::fake::FakeDevice;
 

@@ -6,17 +6,32 @@
 //! after each launch ([`print`](mod@print)). And the CUDA and AMD plugins' pools of [`lanes`]: a stream or queue
 //! per host thread using a device at once, so that tasks overlap on one GPU.
 
+// A build with some of the GPU plugins (cargo features) leaves parts of what they share unused, which parts depending
+// on the set; the full set, the default, still has every item checked for use.
+#![cfg_attr(
+    not(all(feature = "cuda", feature = "amdgpu", feature = "gpu-sim")),
+    allow(dead_code)
+)]
+
+// Each part is built with the plugins that use it; the geometry below is the region layer's too, always built.
+#[cfg(any(feature = "cuda", feature = "amdgpu", feature = "gpu-sim"))]
 pub mod host_block;
+#[cfg(any(feature = "cuda", feature = "amdgpu"))]
 pub mod lanes;
+#[cfg(any(feature = "cuda", feature = "amdgpu", feature = "gpu-sim"))]
 pub mod panic;
+#[cfg(any(feature = "cuda", feature = "amdgpu", feature = "gpu-sim"))]
 pub mod print;
 
+#[cfg(any(feature = "cuda", feature = "gpu-sim"))]
 use super::interface::Arg;
+#[cfg(any(feature = "cuda", feature = "gpu-sim"))]
 use std::ffi::c_void;
 
 /// CUDA's `kernelParams` for the calling convention `(dyn_ptr, a0, .., ak)`: a pointer to each parameter's 8 bytes,
 /// `dyn_ptr` first. Whoever launches copies the bytes each points to (the driver, or gpu-sim's [`unpack`]); they
 /// are never read as numbers here (a small by-value argument's padding is uninitialised).
+#[cfg(any(feature = "cuda", feature = "gpu-sim"))]
 pub fn kernel_params(dyn_ptr: &u64, args: &[Arg]) -> Vec<*mut c_void> {
     let mut params: Vec<*mut c_void> = Vec::with_capacity(args.len() + 1);
     params.push((dyn_ptr as *const u64).cast_mut().cast());
@@ -28,6 +43,7 @@ pub fn kernel_params(dyn_ptr: &u64, args: &[Arg]) -> Vec<*mut c_void> {
 ///
 /// # Safety
 /// `params` came from [`kernel_params`], whose `dyn_ptr` and arguments are still alive.
+#[cfg(feature = "gpu-sim")]
 pub unsafe fn unpack(params: &[*mut c_void]) -> (u64, Vec<Arg>) {
     // SAFETY: per the contract, each pointer points to 8 live bytes (the first an initialised `u64`).
     unsafe {
@@ -55,7 +71,7 @@ pub fn default_geometry(multiprocessors: u32, wide: bool) -> (u32, u32) {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "gpu-sim"))]
 mod tests {
     use super::*;
     use std::mem::MaybeUninit;
