@@ -56,7 +56,6 @@ const PENDING: &[&str] = &[
     "model/src/worksharing/races.rs::check_races",
     "runtime/src/env.rs::icv",
     "tests/tests/data_env.rs",
-    "tests/tests/model_based.rs",
 ];
 
 /// The workspace root: the folder above this crate's.
