@@ -55,7 +55,6 @@ const PENDING: &[&str] = &[
     "model/src/worksharing/races.rs::Races::visit_expr",
     "model/src/worksharing/races.rs::check_races",
     "runtime/src/env.rs::icv",
-    "tests/tests/data_env.rs",
 ];
 
 /// The workspace root: the folder above this crate's.
