@@ -46,7 +46,6 @@ const PENDING: &[&str] = &[
     "build-support/src/nested/cargo.rs::run_cargo",
     "build-support/src/outline/mod.rs::outline_package",
     "build-support/src/package.rs::device_deps",
-    "examples/benches/openmp.rs",
     "macros/src/data.rs::target_data",
     "macros/src/mapper.rs::expand_owned",
     "model/src/clause.rs::parse_map",
