@@ -41,8 +41,6 @@ const PENDING: &[&str] = &[
     "runtime/src/plugin/gpu_sim/grid.rs::Block::run",
     "runtime/src/region/call.rs::run_on_llvm",
     // Shortened next, on this branch.
-    "build-support/src/devlink.rs::amdgcn_shim",
-    "build-support/src/devlink.rs::link_nvptx",
     "build-support/src/nested/cargo.rs::run_cargo",
     "build-support/src/outline/mod.rs::outline_package",
     "build-support/src/package.rs::device_deps",
