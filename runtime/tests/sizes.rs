@@ -96,11 +96,12 @@ struct Functions<'a> {
     file: &'a str,
     /// The file's lines, to read the comments above a function (syn drops plain comments).
     text: Vec<&'a str>,
-    /// Enclosing impl's type, trait, or function names, for the function's name.
+    /// The names of the enclosing inline modules, impl's type, trait or functions, for the function's name.
     scope: Vec<String>,
     long: Vec<Long>,
 }
 
+/// `#[test]` or `#[cfg(test)]`: test code inside a library file.
 fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| {
         a.path().is_ident("test")
@@ -185,10 +186,9 @@ impl<'ast> Visit<'ast> for Functions<'_> {
         if is_cfg_test(&f.attrs) {
             return;
         }
-        let vis_or_fn = start(&f.attrs, f.sig.fn_token.span);
         self.check(
             &f.sig.ident,
-            vis_or_fn,
+            start(&f.attrs, f.sig.fn_token.span),
             f.sig.fn_token.span,
             f.block.brace_token.span.close(),
         );
