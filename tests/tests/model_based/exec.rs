@@ -2,8 +2,6 @@
 
 use super::*;
 
-// The executor: runs the operations on the runtime and reports each outcome to the model.
-
 /// A buffer, owned or entered.
 pub(crate) enum Slot {
     Owned(Vec<u32>),

@@ -3,8 +3,6 @@
 
 use super::*;
 
-// The reference model.
-
 /// An element's value; `None` where OpenMP leaves it unspecified (a `from` or `alloc` copy not yet written, and
 /// what is copied from it), which any value matches, and which the first observation fixes.
 pub(crate) type V = Option<u32>;

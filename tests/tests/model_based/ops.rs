@@ -2,8 +2,6 @@
 
 use super::*;
 
-// The operations.
-
 /// Where a construct is asked to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Dev {

@@ -2,8 +2,6 @@
 
 use super::*;
 
-// Sequences: generation, one run, the runner.
-
 pub(crate) fn dev(devices: i32) -> BoxedStrategy<Dev> {
     if devices > 0 {
         prop_oneof![
