@@ -140,23 +140,7 @@ pub fn link_nvptx(
             .map_err(Error::io(format!("reading {}", ptx_path.display())))?;
         check_ptx(&ptx, kernels, cuda)?;
         if let Some(ptxas) = &cuda.ptxas {
-            let cubin = work.join(format!("{sm}.cubin"));
-            let log = run(
-                Command::new(ptxas)
-                    .arg(format!("-arch={sm}"))
-                    .arg("-v")
-                    .arg(&ptx_path)
-                    .arg("-o")
-                    .arg(&cubin),
-                "ptxas",
-            )?;
-            std::fs::write(work.join(format!("{sm}.ptxas.log")), log).map_err(io(work))?;
-            images.push(Linked {
-                arch: sm.clone(),
-                format: ImageFormat::Cubin,
-                bytes: std::fs::read(&cubin)
-                    .map_err(Error::io(format!("reading {}", cubin.display())))?,
-            });
+            images.push(assemble_cubin(ptxas, sm, &ptx_path, work)?);
         }
         // The driver takes PTX as a NUL-terminated string.
         let mut bytes = ptx.into_bytes();
@@ -168,6 +152,27 @@ pub fn link_nvptx(
         });
     }
     Ok(images)
+}
+
+/// Assembles `ptx_path` into a cubin for `sm` with `ptxas`, keeping its log (`-v`: registers, spills) beside it.
+fn assemble_cubin(ptxas: &Path, sm: &str, ptx_path: &Path, work: &Path) -> Result<Linked, Error> {
+    let cubin = work.join(format!("{sm}.cubin"));
+    let log = run(
+        Command::new(ptxas)
+            .arg(format!("-arch={sm}"))
+            .arg("-v")
+            .arg(ptx_path)
+            .arg("-o")
+            .arg(&cubin),
+        "ptxas",
+    )?;
+    std::fs::write(work.join(format!("{sm}.ptxas.log")), log)
+        .map_err(Error::io(format!("writing {}", work.display())))?;
+    Ok(Linked {
+        arch: sm.to_string(),
+        format: ImageFormat::Cubin,
+        bytes: std::fs::read(&cubin).map_err(Error::io(format!("reading {}", cubin.display())))?,
+    })
 }
 
 /// What `internalize` keeps external: the kernels, the device globals (`#[declare_target] static`s, which the
@@ -348,7 +353,7 @@ fn ptx_has_panic_record(ptx: &str) -> bool {
 /// for this GPU (what ROCm's `oclc_*.bc` files hold, written here so any gfx works): correctly rounded `sqrt`, no
 /// fast-math. They are strong definitions, not `linkonce_odr` as in ROCm: llvm-link drops unreferenced linkonce ones
 /// before ocml comes.
-// A data table (the shim's LLVM IR, a few values put in), exempt from the 100-line limit on functions.
+// long: one LLVM IR module's text with a few values put in, which reads best whole.
 fn amdgcn_shim(gfx: &str) -> String {
     // gfx90a -> 9010, gfx942 -> 9402, gfx1100 -> 11000. Build support checked the name, so it parses.
     let (major, minor, stepping) = AmdArch::parse(gfx).map_or((0, 0, 0), |a| a.isa_version());

@@ -520,37 +520,7 @@ fn device_deps(pkg: &Value, manifest: &Path) -> Result<Vec<DeviceDep>, Error> {
         .collect();
     let mut out = Vec::new();
     for dep in normal_deps(pkg) {
-        let package = dep["name"].as_str().unwrap_or_default();
-        let Some(path) = dep["path"].as_str().filter(|_| !OURS.contains(&package)) else {
-            continue;
-        };
-        let mut lib = Package::load(Path::new(path))?;
-        if !lib.uses_offload {
-            continue;
-        }
-        // The features the entry asks for (cargo may unify more in from elsewhere in the build; region code should
-        // not depend on those).
-        let defaults = dep["uses_default_features"].as_bool() != Some(false);
-        lib.enable_only(
-            defaults.then_some("default").into_iter().chain(
-                dep["features"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|f| f.as_str()),
-            ),
-        );
-        // Code names the library by its rename, else by its lib target's name.
-        let ident = match dep["rename"].as_str() {
-            Some(r) => r.replace('-', "_"),
-            None => lib
-                .lib_crate_name()
-                .unwrap_or_else(|| package.replace('-', "_")),
-        };
-        out.push(DeviceDep {
-            ident,
-            source: DepSource::Offload(Box::new(lib)),
-        });
+        out.extend(path_library(dep)?);
     }
     // Registry and git dependencies have no path in the manifest: their sources are where cargo resolved them.
     if normal_deps(pkg)
@@ -576,30 +546,71 @@ fn device_deps(pkg: &Value, manifest: &Path) -> Result<Vec<DeviceDep>, Error> {
         if out.iter().any(|d| d.ident == ident) {
             continue; // an offload-aware library, found above
         }
-        let package = dep["name"].as_str().unwrap_or(name);
-        let features: Vec<String> = dep["features"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|f| f.as_str())
-            .filter(|f| *f != "std")
-            .map(|f| format!("{f:?}"))
-            .collect();
-        let source = match dep["path"].as_str() {
-            Some(path) => format!("path = {path:?}"),
-            None => format!("version = {:?}", dep["req"].as_str().unwrap_or("*")),
-        };
-        out.push(DeviceDep {
-            ident: ident.clone(),
-            source: DepSource::Crate {
-                toml: format!(
-                    "{ident} = {{ package = {package:?}, {source}, default-features = false, features = [{}] }}",
-                    features.join(", ")
-                ),
-            },
-        });
+        out.push(listed_crate(dep, ident, name));
     }
     Ok(out)
+}
+
+/// A path dependency `dep` that is an offload-aware library, with the features its entry asks for; `None` for other
+/// path dependencies and for ours.
+fn path_library(dep: &Value) -> Result<Option<DeviceDep>, Error> {
+    let package = dep["name"].as_str().unwrap_or_default();
+    let Some(path) = dep["path"].as_str().filter(|_| !OURS.contains(&package)) else {
+        return Ok(None);
+    };
+    let mut lib = Package::load(Path::new(path))?;
+    if !lib.uses_offload {
+        return Ok(None);
+    }
+    // The features the entry asks for (cargo may unify more in from elsewhere in the build; region code should
+    // not depend on those).
+    let defaults = dep["uses_default_features"].as_bool() != Some(false);
+    lib.enable_only(
+        defaults.then_some("default").into_iter().chain(
+            dep["features"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f.as_str()),
+        ),
+    );
+    // Code names the library by its rename, else by its lib target's name.
+    let ident = match dep["rename"].as_str() {
+        Some(r) => r.replace('-', "_"),
+        None => lib
+            .lib_crate_name()
+            .unwrap_or_else(|| package.replace('-', "_")),
+    };
+    Ok(Some(DeviceDep {
+        ident,
+        source: DepSource::Offload(Box::new(lib)),
+    }))
+}
+
+/// A crate `[package.metadata.offload] device-dependencies` lists, as its line in a device crate's `[dependencies]`.
+fn listed_crate(dep: &Value, ident: String, name: &str) -> DeviceDep {
+    let package = dep["name"].as_str().unwrap_or(name);
+    let features: Vec<String> = dep["features"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str())
+        .filter(|f| *f != "std")
+        .map(|f| format!("{f:?}"))
+        .collect();
+    let source = match dep["path"].as_str() {
+        Some(path) => format!("path = {path:?}"),
+        None => format!("version = {:?}", dep["req"].as_str().unwrap_or("*")),
+    };
+    DeviceDep {
+        ident: ident.clone(),
+        source: DepSource::Crate {
+            toml: format!(
+                "{ident} = {{ package = {package:?}, {source}, default-features = false, features = [{}] }}",
+                features.join(", ")
+            ),
+        },
+    }
 }
 
 #[cfg(test)]

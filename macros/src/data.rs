@@ -1,7 +1,7 @@
 //! `target_data!`, `target_enter_data!`, `target_exit_data!`, `target_update!`: parsed by the model, expanded into
 //! calls of the runtime's data-environment API.
 
-use offload_frontend::clause::{Construct, MapType, Section};
+use offload_frontend::clause::{Construct, Map, MapItem, MapType, Section};
 use offload_frontend::data::{DataConstruct, Motion, Update};
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
@@ -39,67 +39,20 @@ fn or_error(r: syn::Result<TokenStream>) -> TokenStream {
 pub fn target_data(input: TokenStream) -> TokenStream {
     or_error(DataConstruct::parse(input, Construct::Data).and_then(|c| {
         let (device, cond) = device_and_if(&c.device, &c.if_cond);
-        // The scaffolding's names are mixed-site: the block cannot name (and so cannot forget or move) a guard, or
-        // shadow the device the guards use.
-        let hygienic = |name: String| syn::Ident::new(&name, Span::mixed_site());
         let dev = hygienic("__offload_dev".into());
         let value = hygienic("__offload_value".into());
-        let mut guards = Vec::new();
-        let mut written_to = false;
-        let mut rebinds = Vec::new();
-        for (map, item) in &c.maps {
-            let id = &item.ident;
-            let g = hygienic(format!("__offload_mapped_{id}"));
-            let (bits, sec) = (map.bits(), section(&item.section));
-            // Each guard borrows its source until the region's exit, and the block's name borrows the guard, so
-            // neither the source nor a reference into it can be touched or escape before the copy back.
-            let body = c.body.as_ref().expect("target_data! has a block");
-            if map.map_type == MapType::To && !offload_frontend::data::block_writes(body, id) {
-                // OpenMP's `to` governs only the copy-in. A block that does not visibly write `x` borrows it shared
-                // (so an immutable source maps `to`), unless the source is a `&mut`: then `map_to` resolves to the
-                // exclusive borrow, and the block may pass `x` on to `&mut` parameters.
-                // The section once: a view that makes its private copy maps it again.
-                let section = hygienic(format!("__offload_section_{id}"));
-                guards.push(quote_spanned!(id.span()=>
-                    let #section = #sec;
-                    #[allow(unused_mut)]
-                    let mut #g = {
-                        // One of the two `map_to`s is used, depending on the source's type.
-                        #[allow(unused_imports)]
-                        use ::offload::__private::{EnterTo as _, MapToExcl as _, MapToShared as _};
-                        #id.map_to().enter_to(#dev, #section, #bits)
-                    };
-                ));
-                if offload_frontend::data::block_passes_on(body, id) {
-                    // Passed on to a function whose parameter may be `&mut [T]`: a slice from a shared borrow is
-                    // re-bound as `&mut offload::ToView`, which gives the device copy to write (a private host copy
-                    // of its own, made at the first `&mut`); anything else as `rebind` gives it.
-                    let view = hygienic(format!("__offload_view_{id}"));
-                    rebinds.push(quote!(
-                        #[allow(unused_mut, unused_variables)]
-                        let mut #view = {
-                            #[allow(unused_imports)]
-                            use ::offload::__private::ViewFallback as _;
-                            #g.view(#dev, #section, #bits)
-                        };
-                        #[allow(unused_mut, unused_variables)]
-                        let mut #id = ::offload::__private::Rebind::rebind(&mut #view);
-                    ));
-                } else {
-                    rebinds.push(quote!(#[allow(unused_mut, unused_variables)] let mut #id = #g.rebind();));
-                }
-            } else {
-                written_to |= map.map_type == MapType::To;
-                // A `to` variable the block writes is borrowed exclusively too (the source must be mutable); the
-                // exit copies back only for `from`/`tofrom`.
-                guards.push(quote_spanned!(id.span()=>
-                    let mut #g = ::offload::__private::MappedMut::enter(
-                        #dev, { use ::offload::__private::MapWrite as _; #id.map_write() }, #sec, #bits);
-                ));
-                rebinds.push(quote!(#[allow(unused_mut, unused_variables)] let mut #id = #g.get_mut();));
-            }
-        }
         let body = c.body.as_ref().expect("target_data! has a block");
+        let mut guards = Vec::new();
+        let mut rebinds = Vec::new();
+        let mut written_to = false;
+        for (map, item) in &c.maps {
+            let (guard, rebind) = guard_and_rebind(map, item, body, &dev);
+            guards.push(guard);
+            rebinds.push(rebind);
+            // A `to` variable the block writes.
+            written_to |= map.map_type == MapType::To
+                && offload_frontend::data::block_writes(body, &item.ident);
+        }
         // A `to` variable re-bound `&mut` because the block writes `&mut x` is a `&mut [T]` there, so clippy calls
         // that borrow needless; without it the macro would see no write and re-bind `x` shared, so the suggested
         // `f(x)` would not compile.
@@ -126,6 +79,71 @@ pub fn target_data(input: TokenStream) -> TokenStream {
             #value
         }))
     }))
+}
+
+/// The scaffolding's names are mixed-site: the block cannot name (and so cannot forget or move) a guard, or shadow
+/// the device the guards use.
+fn hygienic(name: String) -> syn::Ident {
+    syn::Ident::new(&name, Span::mixed_site())
+}
+
+/// One mapped variable of `target_data!`: the guard that enters it on device `dev`, and the block's re-binding of its
+/// name. Each guard borrows its source until the region's exit, and the block's name borrows the guard, so neither
+/// the source nor a reference into it can be touched or escape before the copy back.
+fn guard_and_rebind(
+    map: &Map,
+    item: &MapItem,
+    body: &syn::Block,
+    dev: &syn::Ident,
+) -> (TokenStream, TokenStream) {
+    let id = &item.ident;
+    let g = hygienic(format!("__offload_mapped_{id}"));
+    let (bits, sec) = (map.bits(), section(&item.section));
+    if map.map_type == MapType::To && !offload_frontend::data::block_writes(body, id) {
+        // OpenMP's `to` governs only the copy-in. A block that does not visibly write `x` borrows it shared
+        // (so an immutable source maps `to`), unless the source is a `&mut`: then `map_to` resolves to the
+        // exclusive borrow, and the block may pass `x` on to `&mut` parameters.
+        // The section once: a view that makes its private copy maps it again.
+        let section = hygienic(format!("__offload_section_{id}"));
+        let guard = quote_spanned!(id.span()=>
+            let #section = #sec;
+            #[allow(unused_mut)]
+            let mut #g = {
+                // One of the two `map_to`s is used, depending on the source's type.
+                #[allow(unused_imports)]
+                use ::offload::__private::{EnterTo as _, MapToExcl as _, MapToShared as _};
+                #id.map_to().enter_to(#dev, #section, #bits)
+            };
+        );
+        let rebind = if offload_frontend::data::block_passes_on(body, id) {
+            // Passed on to a function whose parameter may be `&mut [T]`: a slice from a shared borrow is
+            // re-bound as `&mut offload::ToView`, which gives the device copy to write (a private host copy
+            // of its own, made at the first `&mut`); anything else as `rebind` gives it.
+            let view = hygienic(format!("__offload_view_{id}"));
+            quote!(
+                #[allow(unused_mut, unused_variables)]
+                let mut #view = {
+                    #[allow(unused_imports)]
+                    use ::offload::__private::ViewFallback as _;
+                    #g.view(#dev, #section, #bits)
+                };
+                #[allow(unused_mut, unused_variables)]
+                let mut #id = ::offload::__private::Rebind::rebind(&mut #view);
+            )
+        } else {
+            quote!(#[allow(unused_mut, unused_variables)] let mut #id = #g.rebind();)
+        };
+        (guard, rebind)
+    } else {
+        // A `to` variable the block writes is borrowed exclusively too (the source must be mutable); the
+        // exit copies back only for `from`/`tofrom`.
+        let guard = quote_spanned!(id.span()=>
+            let mut #g = ::offload::__private::MappedMut::enter(
+                #dev, { use ::offload::__private::MapWrite as _; #id.map_write() }, #sec, #bits);
+        );
+        let rebind = quote!(#[allow(unused_mut, unused_variables)] let mut #id = #g.get_mut(););
+        (guard, rebind)
+    }
 }
 
 pub fn target_enter_data(input: TokenStream) -> TokenStream {

@@ -51,44 +51,9 @@ fn expand_owned(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
     let no_drop = no_drop(item);
     let (mut checks, mut maps) = (Vec::new(), Vec::new());
     for f in fields {
-        let (id, ty) = (&f.ident, &f.ty);
-        let bits = f.map.map_or(0, |m| m.bits());
-        match &f.kind {
-            FieldKind::Vec { elem } => maps.push(quote_spanned!(elem.span()=> {
-                let v: *mut ::std::vec::Vec<#elem> = &raw mut (*this).#id;
-                // Neither makes a reference to the elements (`Vec`'s guarantee), so the pointer stays valid beside
-                // the region's own reference to the struct.
-                let data: *const [#elem] = if mutable {
-                    ::core::ptr::slice_from_raw_parts_mut((*v).as_mut_ptr(), (*v).len())
-                } else {
-                    ::core::ptr::slice_from_raw_parts((*v).as_ptr(), (*v).len())
-                };
-                // Through `&S` the region reads it: `to`, whatever the field's `#[map(..)]` (a `from` or `alloc`
-                // copy would be read uninitialised).
-                let field = if mutable { #bits } else { #p::TO };
-                let writes = if kernel && mutable { #p::DEVICE_WRITES } else { 0 };
-                out.push(#p::MapArg::slice::<#elem>(data, #p::mapper_field(clause, field) | writes));
-                if kernel {
-                    out.push(#p::MapArg::literal(data.len() as u64));
-                }
-            })),
-            _ => {
-                checks.push(quote_spanned!(ty.span()=> #p::assert_firstprivate::<#ty>();));
-                // Through `&S` a firstprivate value; through `&mut S` an object mapped as the struct is, so the
-                // region's writes come back on a device as they stay in the host fallback.
-                maps.push(quote!(
-                    if kernel && mutable {
-                        // SAFETY: `Firstprivate`, checked above; `*this` is borrowed exclusively (the contract).
-                        // Always copied in and out, whatever the clause: the entry reads the value and writes
-                        // it back, so a `from` or `alloc` copy would carry uninitialised bytes into a `bool`.
-                        out.push(#p::MapArg::value_object(&raw mut (*this).#id, #p::TO | #p::FROM));
-                    } else if kernel {
-                        // SAFETY: `Firstprivate`, checked above; `*this` outlives the entry (the trait's contract).
-                        out.push(#p::MapArg::value(&(*this).#id));
-                    }
-                ));
-            }
-        }
+        let (check, map) = owned_field(f);
+        checks.extend(check);
+        maps.push(map);
     }
     let check_fn = format_ident!("__offload_mapper_checks");
     let slots: usize = fields.iter().map(Field::kernel_args).sum();
@@ -135,6 +100,54 @@ fn expand_owned(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
                 }
             }
         };
+    }
+}
+
+/// One field's part of `OwnedMapper::maps`: a `Vec`'s slice (and its length, for a kernel), or a value, with the
+/// check that the value is `Firstprivate`.
+fn owned_field(f: &Field) -> (Option<TokenStream>, TokenStream) {
+    let p = quote!(::offload::__private);
+    let (id, ty) = (&f.ident, &f.ty);
+    let bits = f.map.map_or(0, |m| m.bits());
+    match &f.kind {
+        FieldKind::Vec { elem } => (
+            None,
+            quote_spanned!(elem.span()=> {
+                let v: *mut ::std::vec::Vec<#elem> = &raw mut (*this).#id;
+                // Neither makes a reference to the elements (`Vec`'s guarantee), so the pointer stays valid beside
+                // the region's own reference to the struct.
+                let data: *const [#elem] = if mutable {
+                    ::core::ptr::slice_from_raw_parts_mut((*v).as_mut_ptr(), (*v).len())
+                } else {
+                    ::core::ptr::slice_from_raw_parts((*v).as_ptr(), (*v).len())
+                };
+                // Through `&S` the region reads it: `to`, whatever the field's `#[map(..)]` (a `from` or `alloc`
+                // copy would be read uninitialised).
+                let field = if mutable { #bits } else { #p::TO };
+                let writes = if kernel && mutable { #p::DEVICE_WRITES } else { 0 };
+                out.push(#p::MapArg::slice::<#elem>(data, #p::mapper_field(clause, field) | writes));
+                if kernel {
+                    out.push(#p::MapArg::literal(data.len() as u64));
+                }
+            }),
+        ),
+        _ => {
+            let check = quote_spanned!(ty.span()=> #p::assert_firstprivate::<#ty>(););
+            // Through `&S` a firstprivate value; through `&mut S` an object mapped as the struct is, so the
+            // region's writes come back on a device as they stay in the host fallback.
+            let map = quote!(
+                if kernel && mutable {
+                    // SAFETY: `Firstprivate`, checked above; `*this` is borrowed exclusively (the contract).
+                    // Always copied in and out, whatever the clause: the entry reads the value and writes
+                    // it back, so a `from` or `alloc` copy would carry uninitialised bytes into a `bool`.
+                    out.push(#p::MapArg::value_object(&raw mut (*this).#id, #p::TO | #p::FROM));
+                } else if kernel {
+                    // SAFETY: `Firstprivate`, checked above; `*this` outlives the entry (the trait's contract).
+                    out.push(#p::MapArg::value(&(*this).#id));
+                }
+            );
+            (Some(check), map)
+        }
     }
 }
 

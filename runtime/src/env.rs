@@ -69,27 +69,18 @@ static ICV: OnceLock<Icv> = OnceLock::new();
 /// The settings, read from the environment on first use.
 pub fn icv() -> &'static Icv {
     ICV.get_or_init(|| Icv {
-        policy: match std::env::var("OMP_TARGET_OFFLOAD") {
-            Err(_) => Policy::Default,
-            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "" | "default" => Policy::Default,
-                "disabled" => Policy::Disabled,
-                "mandatory" => Policy::Mandatory,
-                _ => ignoring(
-                    "OMP_TARGET_OFFLOAD",
-                    &v,
-                    "DEFAULT, DISABLED or MANDATORY",
-                    Policy::Default,
-                ),
-            },
-        },
-        default_device: match std::env::var("OMP_DEFAULT_DEVICE") {
-            Err(_) => 0,
-            Ok(v) => v
-                .trim()
-                .parse()
-                .unwrap_or_else(|_| ignoring("OMP_DEFAULT_DEVICE", &v, "a device number", 0)),
-        },
+        policy: word(
+            "OMP_TARGET_OFFLOAD",
+            &[
+                ("", Policy::Default),
+                ("default", Policy::Default),
+                ("disabled", Policy::Disabled),
+                ("mandatory", Policy::Mandatory),
+            ],
+            "DEFAULT, DISABLED or MANDATORY",
+            Policy::Default,
+        ),
+        default_device: number("OMP_DEFAULT_DEVICE", "a device number", 0),
         bind: match std::env::var("OMP_DEFAULT_DEVICE") {
             Ok(_) => None,
             Err(_) => bind(std::env::var("OFFLOAD_BIND").ok().as_deref(), |k| {
@@ -103,14 +94,12 @@ pub fn icv() -> &'static Icv {
                 .filter(|s| !s.is_empty())
                 .collect()
         }),
-        spin: Duration::from_micros(match std::env::var("OMP_WAIT_POLICY") {
-            Err(_) => 1_000,
-            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "active" => 200_000,
-                "passive" => 0,
-                _ => ignoring("OMP_WAIT_POLICY", &v, "ACTIVE or PASSIVE", 1_000),
-            },
-        }),
+        spin: Duration::from_micros(word(
+            "OMP_WAIT_POLICY",
+            &[("active", 200_000), ("passive", 0)],
+            "ACTIVE or PASSIVE",
+            1_000,
+        )),
         info: info_level(std::env::var("OFFLOAD_INFO").ok().as_deref()),
         profile: std::env::var_os("OFFLOAD_PROFILE").filter(|p| !p.is_empty()),
         profile_max_events: std::env::var("OFFLOAD_PROFILE_MAX_EVENTS")
@@ -125,39 +114,53 @@ pub fn icv() -> &'static Icv {
             Err(_) => 1,
             Ok(v) => host_devices(&v),
         },
-        task_threads: match std::env::var("OFFLOAD_TASK_THREADS") {
-            Err(_) => 8,
-            Ok(v) => v
-                .trim()
-                .parse()
-                .unwrap_or_else(|_| ignoring("OFFLOAD_TASK_THREADS", &v, "a number of threads", 8)),
-        },
-        host_memory: match std::env::var("OFFLOAD_HOST_MEMORY") {
-            Err(_) => usize::MAX,
-            Ok(v) => v.trim().parse().unwrap_or_else(|_| {
-                ignoring("OFFLOAD_HOST_MEMORY", &v, "a number of bytes", usize::MAX)
-            }),
-        },
-        runtime: match std::env::var("OFFLOAD_RUNTIME") {
-            Err(_) => Runtime::Offload,
-            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "" | "offload" => Runtime::Offload,
-                "llvm" => Runtime::Llvm,
-                _ => ignoring("OFFLOAD_RUNTIME", &v, "offload or llvm", Runtime::Offload),
-            },
-        },
+        task_threads: number("OFFLOAD_TASK_THREADS", "a number of threads", 8),
+        host_memory: number("OFFLOAD_HOST_MEMORY", "a number of bytes", usize::MAX),
+        runtime: word(
+            "OFFLOAD_RUNTIME",
+            &[
+                ("", Runtime::Offload),
+                ("offload", Runtime::Offload),
+                ("llvm", Runtime::Llvm),
+            ],
+            "offload or llvm",
+            Runtime::Offload,
+        ),
         libomptarget: std::env::var_os("OFFLOAD_LIBOMPTARGET")
             .filter(|p| !p.is_empty())
             .map(Into::into),
-        llvm_gpu: match std::env::var("OFFLOAD_LLVM_GPU") {
-            Err(_) => false,
-            Ok(v) => match v.trim() {
-                "" | "0" => false,
-                "1" => true,
-                _ => ignoring("OFFLOAD_LLVM_GPU", &v, "0 or 1", false),
-            },
-        },
+        llvm_gpu: word(
+            "OFFLOAD_LLVM_GPU",
+            &[("", false), ("0", false), ("1", true)],
+            "0 or 1",
+            false,
+        ),
     })
+}
+
+/// A variable that takes one of `words` (trimmed, in any case): the value of the word given; `unset` where it is not
+/// set, and, with a warning naming what is `expected`, where it is another word.
+fn word<T: Copy>(name: &str, words: &[(&str, T)], expected: &str, unset: T) -> T {
+    let Ok(v) = std::env::var(name) else {
+        return unset;
+    };
+    let given = v.trim().to_ascii_lowercase();
+    match words.iter().find(|(w, _)| *w == given) {
+        Some(&(_, t)) => t,
+        None => ignoring(name, &v, expected, unset),
+    }
+}
+
+/// A variable that takes a number: `unset` where it is not set, and, with a warning naming what is `expected`,
+/// where it is not a number.
+fn number<T: std::str::FromStr>(name: &str, expected: &str, unset: T) -> T {
+    match std::env::var(name) {
+        Err(_) => unset,
+        Ok(v) => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| ignoring(name, &v, expected, unset)),
+    }
 }
 
 /// A process's rank among those its launcher started on this node, and the variable that said it.

@@ -66,9 +66,25 @@ pub(super) fn run_cargo(
     let output = cmd
         .output()
         .map_err(Error::io(format!("running {cargo} for the device image")))?;
-    let mut errors = String::new();
-    let mut rlibs = String::new();
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
+    let (rlibs, mut errors) = read_messages(&output.stdout, target, workspace_root);
+    if output.status.success() {
+        // What a device link from rlibs needs: exactly this build's, not stale ones of earlier builds.
+        return write_if_changed(&target_dir.join(RLIBS), &rlibs);
+    }
+    if errors.is_empty() {
+        errors = String::from_utf8_lossy(&output.stderr).into_owned();
+    }
+    Err(Error::DeviceBuild {
+        image: format!("package `{image}` ({})", target.triple()),
+        output: errors,
+    })
+}
+
+/// Reads the nested cargo's JSON messages: the rlibs it made (one path a line), its warnings passed on to the
+/// outer build's, and its errors rendered against the user's source.
+fn read_messages(stdout: &[u8], target: &DeviceTarget, workspace_root: &Path) -> (String, String) {
+    let (mut rlibs, mut errors) = (String::new(), String::new());
+    for line in String::from_utf8_lossy(stdout).lines() {
         let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
@@ -95,17 +111,7 @@ pub(super) fn run_cargo(
             _ => {}
         }
     }
-    if output.status.success() {
-        // What a device link from rlibs needs: exactly this build's, not stale ones of earlier builds.
-        return write_if_changed(&target_dir.join(RLIBS), &rlibs);
-    }
-    if errors.is_empty() {
-        errors = String::from_utf8_lossy(&output.stderr).into_owned();
-    }
-    Err(Error::DeviceBuild {
-        image: format!("package `{image}` ({})", target.triple()),
-        output: errors,
-    })
+    (rlibs, errors)
 }
 
 /// A device-build error as rustc renders it, but quoting the user's source: the device crate keeps every item on its

@@ -178,25 +178,7 @@ pub fn outline_package(
         let mut outliner = Outliner::new(pkg, &tree, abi);
         outliner.dep_kept = dep_kept(pkg, &out.libraries);
         let mut krate = outliner.run(key, target.kind, &mut diags);
-        for r in &krate.regions {
-            match seen.get(&(target.kind, r.identity.clone())) {
-                Some((f, l)) => diags.push(Diagnostic {
-                    message: format!("two regions are named `{}`", r.identity),
-                    file: pkg.display_path(&r.file),
-                    abs_file: r.file.clone(),
-                    line: r.line,
-                    column: 1,
-                    len: 1,
-                    help: Some(format!(
-                        "the other is at {}:{l}; rename one",
-                        pkg.display_path(f).display()
-                    )),
-                }),
-                None => {
-                    seen.insert((target.kind, r.identity.clone()), (r.file.clone(), r.line));
-                }
-            }
-        }
+        same_names(pkg, target.kind, &krate.regions, &mut seen, &mut diags);
         krate.regions.sort_by(|a, b| a.identity.cmp(&b.identity));
         out.crates.push(krate);
     }
@@ -206,6 +188,36 @@ pub fn outline_package(
         Ok(out)
     } else {
         Err(diags)
+    }
+}
+
+/// Reports each region of `regions` whose name a region of the same kind of target in `seen` already has (one image
+/// per kind holds them all, by name), and adds the others to `seen`.
+fn same_names(
+    pkg: &Package,
+    kind: Kind,
+    regions: &[RegionSite],
+    seen: &mut HashMap<(Kind, String), (PathBuf, usize)>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    for r in regions {
+        match seen.get(&(kind, r.identity.clone())) {
+            Some((f, l)) => diags.push(Diagnostic {
+                message: format!("two regions are named `{}`", r.identity),
+                file: pkg.display_path(&r.file),
+                abs_file: r.file.clone(),
+                line: r.line,
+                column: 1,
+                len: 1,
+                help: Some(format!(
+                    "the other is at {}:{l}; rename one",
+                    pkg.display_path(f).display()
+                )),
+            }),
+            None => {
+                seen.insert((kind, r.identity.clone()), (r.file.clone(), r.line));
+            }
+        }
     }
 }
 

@@ -703,59 +703,7 @@ fn parse_map(content: ParseStream, kw: &Ident, construct: Construct) -> syn::Res
         found
     };
     if has_colon {
-        let mut words: Vec<Ident> = Vec::new();
-        while !content.peek(Token![:]) {
-            words.push(content.call(syn::ext::IdentExt::parse_any)?);
-            if content.peek(Token![,]) {
-                let _: Token![,] = content.parse()?;
-            }
-        }
-        let _: Token![:] = content.parse()?;
-        let Some(ty) = words.pop() else {
-            return Err(content.error("expected a map type before `:`"));
-        };
-        let allowed = construct.allowed();
-        let names = allowed
-            .iter()
-            .map(|t| t.name())
-            .collect::<Vec<_>>()
-            .join(", ");
-        map.map_type = match ty.to_string().as_str() {
-            "to" => MapType::To,
-            "from" => MapType::From,
-            "tofrom" => MapType::ToFrom,
-            "alloc" => MapType::Alloc,
-            "release" => MapType::Release,
-            "delete" => MapType::Delete,
-            _ => {
-                return Err(syn::Error::new(
-                    ty.span(),
-                    format!("unknown map type `{ty}`; use {names}"),
-                ))
-            }
-        };
-        if !allowed.contains(&map.map_type) {
-            return Err(syn::Error::new(
-                ty.span(),
-                format!(
-                    "`{ty}` is not a map type of `{}`; use {names}",
-                    construct.name()
-                ),
-            ));
-        }
-        for m in words {
-            match m.to_string().as_str() {
-                "always" => map.always = true,
-                "present" => map.present = true,
-                "close" => map.close = true,
-                _ => {
-                    return Err(syn::Error::new(
-                        m.span(),
-                        format!("unknown map-type modifier `{m}`; use always, present or close"),
-                    ))
-                }
-            }
-        }
+        parse_map_type(content, construct, &mut map)?;
     }
     let item: fn(ParseStream) -> syn::Result<MapItem> = match construct {
         Construct::Target => |i| parse_item_of(i, Construct::Target),
@@ -772,6 +720,64 @@ fn parse_map(content: ParseStream, kw: &Ident, construct: Construct) -> syn::Res
         map,
         items: items.into_iter().collect(),
     })
+}
+
+/// A map clause's `[always,] [present,] [close,] TYPE:` before its list, into `map`.
+fn parse_map_type(content: ParseStream, construct: Construct, map: &mut Map) -> syn::Result<()> {
+    let mut words: Vec<Ident> = Vec::new();
+    while !content.peek(Token![:]) {
+        words.push(content.call(syn::ext::IdentExt::parse_any)?);
+        if content.peek(Token![,]) {
+            let _: Token![,] = content.parse()?;
+        }
+    }
+    let _: Token![:] = content.parse()?;
+    let Some(ty) = words.pop() else {
+        return Err(content.error("expected a map type before `:`"));
+    };
+    let allowed = construct.allowed();
+    let names = allowed
+        .iter()
+        .map(|t| t.name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    map.map_type = match ty.to_string().as_str() {
+        "to" => MapType::To,
+        "from" => MapType::From,
+        "tofrom" => MapType::ToFrom,
+        "alloc" => MapType::Alloc,
+        "release" => MapType::Release,
+        "delete" => MapType::Delete,
+        _ => {
+            return Err(syn::Error::new(
+                ty.span(),
+                format!("unknown map type `{ty}`; use {names}"),
+            ))
+        }
+    };
+    if !allowed.contains(&map.map_type) {
+        return Err(syn::Error::new(
+            ty.span(),
+            format!(
+                "`{ty}` is not a map type of `{}`; use {names}",
+                construct.name()
+            ),
+        ));
+    }
+    for m in words {
+        match m.to_string().as_str() {
+            "always" => map.always = true,
+            "present" => map.present = true,
+            "close" => map.close = true,
+            _ => {
+                return Err(syn::Error::new(
+                    m.span(),
+                    format!("unknown map-type modifier `{m}`; use always, present or close"),
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Records a `device`/`if` clause, or an error if the clause was already given.

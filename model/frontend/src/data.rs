@@ -30,24 +30,8 @@ impl DataConstruct {
         tokens: proc_macro2::TokenStream,
         construct: Construct,
     ) -> syn::Result<DataConstruct> {
-        let parser = |input: ParseStream| {
-            let clauses = parse_clauses(input, construct)?;
-            let body = if construct == Construct::Data {
-                if !input.peek(Token![=>]) {
-                    return Err(input.error("`target_data!` ends with `=> { block }`: `target_data!(map(to: x) => { .. })`"));
-                }
-                input.parse::<Token![=>]>()?;
-                let b: syn::Block = input.parse()?;
-                if !input.is_empty() {
-                    return Err(input.error("nothing may follow the block"));
-                }
-                Some(b)
-            } else {
-                None
-            };
-            Ok((clauses, body))
-        };
-        let (clauses, body) = parser.parse2(tokens)?;
+        let (clauses, body) =
+            (|input: ParseStream| parse_input(input, construct)).parse2(tokens)?;
         let mut errors = Errors::default();
         if let Some(b) = &body {
             for span in awaits(b) {
@@ -108,6 +92,30 @@ impl DataConstruct {
         }
         errors.finish(c)
     }
+}
+
+/// A data construct's clauses and, for `target_data!`, its `=> { block }`.
+fn parse_input(
+    input: ParseStream,
+    construct: Construct,
+) -> syn::Result<(Vec<Clause>, Option<syn::Block>)> {
+    let clauses = parse_clauses(input, construct)?;
+    let body = if construct == Construct::Data {
+        if !input.peek(Token![=>]) {
+            return Err(input.error(
+                "`target_data!` ends with `=> { block }`: `target_data!(map(to: x) => { .. })`",
+            ));
+        }
+        input.parse::<Token![=>]>()?;
+        let b: syn::Block = input.parse()?;
+        if !input.is_empty() {
+            return Err(input.error("nothing may follow the block"));
+        }
+        Some(b)
+    } else {
+        None
+    };
+    Ok((clauses, body))
 }
 
 /// Where a block awaits, outside the `async` blocks, closures and items it contains (their futures are new ones;

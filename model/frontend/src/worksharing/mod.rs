@@ -178,84 +178,86 @@ pub struct Exits<'a> {
     pub leaves: Vec<(Span, String)>,
 }
 
+/// Finds `exits`' expressions: a visitor of the innermost body, counting the loops it enters.
+struct ExitFinder<'a> {
+    /// The labels of the nest's loops, innermost last.
+    labels: Vec<String>,
+    depth: usize,
+    out: Exits<'a>,
+}
+impl ExitFinder<'_> {
+    fn targets_us(&self, label: Option<&syn::Lifetime>) -> bool {
+        match label {
+            Some(l) => self.labels.contains(&l.ident.to_string()),
+            None => self.depth == 0,
+        }
+    }
+    fn leave(&mut self, span: Span, what: &str) {
+        self.out.leaves.push((
+            span,
+            format!(
+                "`{what}` would leave the work-shared loop, whose iterations are shared out over threads that \
+                 each run only theirs; skip an iteration with `continue`, or keep a flag and test it in the body"
+            ),
+        ));
+    }
+}
+impl<'a> Visit<'a> for ExitFinder<'a> {
+    fn visit_expr_continue(&mut self, c: &'a syn::ExprContinue) {
+        let innermost = self.labels.last();
+        match &c.label {
+            // `continue 'outer` in a collapsed nest skips the rest of an inner loop: iterations of the one
+            // flattened space that other threads may own.
+            Some(l) if self.targets_us(Some(l)) && innermost != Some(&l.ident.to_string()) => {
+                self.out.leaves.push((
+                    c.span(),
+                    format!(
+                        "`continue {l}` skips the rest of an inner loop, but `collapse(n)` shares the nest out as \
+                         one space of iterations: only the innermost loop's iteration can be skipped"
+                    ),
+                ))
+            }
+            label if self.targets_us(label.as_ref()) => self.out.continues.push(c),
+            _ => {}
+        }
+    }
+    fn visit_expr_break(&mut self, b: &'a syn::ExprBreak) {
+        if self.targets_us(b.label.as_ref()) {
+            self.leave(b.span(), "break");
+        }
+        syn::visit::visit_expr_break(self, b);
+    }
+    fn visit_expr_return(&mut self, r: &'a syn::ExprReturn) {
+        self.leave(r.span(), "return");
+        syn::visit::visit_expr_return(self, r);
+    }
+    fn visit_expr_for_loop(&mut self, f: &'a ExprForLoop) {
+        self.visit_expr(&f.expr);
+        self.depth += 1;
+        self.visit_block(&f.body);
+        self.depth -= 1;
+    }
+    fn visit_expr_while(&mut self, w: &'a syn::ExprWhile) {
+        self.visit_expr(&w.cond);
+        self.depth += 1;
+        self.visit_block(&w.body);
+        self.depth -= 1;
+    }
+    fn visit_expr_loop(&mut self, l: &'a syn::ExprLoop) {
+        self.depth += 1;
+        self.visit_block(&l.body);
+        self.depth -= 1;
+    }
+    // A closure's `return` and loops are its own; so are items'.
+    fn visit_expr_closure(&mut self, _: &'a syn::ExprClosure) {}
+    fn visit_item(&mut self, _: &'a syn::Item) {}
+}
+
 /// The `continue`, `break` and `return` expressions in the work-shared loop's body that target the loop itself (or,
 /// under `collapse(n)`, any loop of the nest).
 pub fn exits<'a>(ws: &WorkShared<'a>) -> Exits<'a> {
-    struct V<'a> {
-        /// The labels of the nest's loops, innermost last.
-        labels: Vec<String>,
-        depth: usize,
-        out: Exits<'a>,
-    }
-    impl V<'_> {
-        fn targets_us(&self, label: Option<&syn::Lifetime>) -> bool {
-            match label {
-                Some(l) => self.labels.contains(&l.ident.to_string()),
-                None => self.depth == 0,
-            }
-        }
-        fn leave(&mut self, span: Span, what: &str) {
-            self.out.leaves.push((
-                span,
-                format!(
-                    "`{what}` would leave the work-shared loop, whose iterations are shared out over threads that \
-                     each run only theirs; skip an iteration with `continue`, or keep a flag and test it in the body"
-                ),
-            ));
-        }
-    }
-    impl<'a> Visit<'a> for V<'a> {
-        fn visit_expr_continue(&mut self, c: &'a syn::ExprContinue) {
-            let innermost = self.labels.last();
-            match &c.label {
-                // `continue 'outer` in a collapsed nest skips the rest of an inner loop: iterations of the one
-                // flattened space that other threads may own.
-                Some(l) if self.targets_us(Some(l)) && innermost != Some(&l.ident.to_string()) => {
-                    self.out.leaves.push((
-                        c.span(),
-                        format!(
-                            "`continue {l}` skips the rest of an inner loop, but `collapse(n)` shares the nest out as \
-                             one space of iterations: only the innermost loop's iteration can be skipped"
-                        ),
-                    ))
-                }
-                label if self.targets_us(label.as_ref()) => self.out.continues.push(c),
-                _ => {}
-            }
-        }
-        fn visit_expr_break(&mut self, b: &'a syn::ExprBreak) {
-            if self.targets_us(b.label.as_ref()) {
-                self.leave(b.span(), "break");
-            }
-            syn::visit::visit_expr_break(self, b);
-        }
-        fn visit_expr_return(&mut self, r: &'a syn::ExprReturn) {
-            self.leave(r.span(), "return");
-            syn::visit::visit_expr_return(self, r);
-        }
-        fn visit_expr_for_loop(&mut self, f: &'a ExprForLoop) {
-            self.visit_expr(&f.expr);
-            self.depth += 1;
-            self.visit_block(&f.body);
-            self.depth -= 1;
-        }
-        fn visit_expr_while(&mut self, w: &'a syn::ExprWhile) {
-            self.visit_expr(&w.cond);
-            self.depth += 1;
-            self.visit_block(&w.body);
-            self.depth -= 1;
-        }
-        fn visit_expr_loop(&mut self, l: &'a syn::ExprLoop) {
-            self.depth += 1;
-            self.visit_block(&l.body);
-            self.depth -= 1;
-        }
-        // A closure's `return` and loops are its own; so are items'.
-        fn visit_expr_closure(&mut self, _: &'a syn::ExprClosure) {}
-        fn visit_item(&mut self, _: &'a syn::Item) {}
-    }
     let body = ws.inner.last().map_or(&ws.for_loop.body, |l| &l.0.body);
-    let mut v = V {
+    let mut v = ExitFinder {
         labels: std::iter::once(ws.for_loop)
             .chain(ws.inner.iter().map(|l| l.0))
             .map(|f| {

@@ -31,27 +31,7 @@ pub fn check_races(region: &Region, block: &Block, ws: &WorkShared, errors: &mut
     });
     // One object every thread holds: any use of it races (the signature's error says so too).
     let objects = params_of(&|k| matches!(k, ParamKind::Ref { mutable: true, .. }));
-    // The reduction variable is each thread's private copy, combined at the end, and `private(x)` says `x` is the
-    // thread's own: the loop may update them.
-    let mut own = Vec::new();
-    for p in &region.private {
-        match ws.at_loop(&p.to_string()) {
-            Some(id) if matches!(res.bindings[id].site, Site::Let(_)) => own.push(id),
-            _ => errors.push(syn::Error::new(
-                p.span(),
-                format!(
-                    "`private({p})` names a per-thread local: declare it before the loop, `let mut {p}: T;` (or with \
-                     a value)"
-                ),
-            )),
-        }
-    }
-    let reductions: Vec<BindingId> = region
-        .reductions
-        .iter()
-        .filter_map(|(_, v)| ws.reduction_var(v))
-        .collect();
-    own.extend(&reductions);
+    let (own, reductions) = own_locals(region, ws, errors);
     let outer: Vec<BindingId> = ws
         .lets_before()
         .into_iter()
@@ -93,6 +73,35 @@ pub fn check_races(region: &Region, block: &Block, ws: &WorkShared, errors: &mut
     for (span, msg) in c.errors {
         errors.push(syn::Error::new(span, msg));
     }
+}
+
+/// The per-thread locals the loop may update, and the reduction variables among them: each reduction variable is
+/// the thread's private copy, combined at the end, and `private(x)` says `x` is the thread's own.
+fn own_locals(
+    region: &Region,
+    ws: &WorkShared,
+    errors: &mut Errors,
+) -> (Vec<BindingId>, Vec<BindingId>) {
+    let mut own = Vec::new();
+    for p in &region.private {
+        match ws.at_loop(&p.to_string()) {
+            Some(id) if matches!(ws.res.bindings[id].site, Site::Let(_)) => own.push(id),
+            _ => errors.push(syn::Error::new(
+                p.span(),
+                format!(
+                    "`private({p})` names a per-thread local: declare it before the loop, `let mut {p}: T;` (or with \
+                     a value)"
+                ),
+            )),
+        }
+    }
+    let reductions: Vec<BindingId> = region
+        .reductions
+        .iter()
+        .filter_map(|(_, v)| ws.reduction_var(v))
+        .collect();
+    own.extend(&reductions);
+    (own, reductions)
 }
 
 pub(super) struct Races<'a> {
@@ -177,50 +186,12 @@ impl<'ast> Visit<'ast> for Races<'_> {
                     self.is(&inner.expr, self.exclusive) && !self.is(&inner.expr, self.objects)
                 }) =>
             {
-                let (inner, lo, n) = slice_chain(outer).unwrap_or_else(|| unreachable!());
-                let row = match self.vars.as_slice() {
-                    [Some(i)] => row_slice(self.res, &inner.index, *i).is_some(),
-                    _ => false,
-                };
-                if !(self.in_loop && row) {
-                    let msg = self.not_owned_message(&inner.expr);
-                    self.errors.push((inner.expr.span(), msg));
-                }
-                let was = std::mem::replace(&mut self.writing, false);
-                self.visit_expr(lo);
-                self.visit_expr(n);
-                self.writing = was;
+                self.sub_slice(outer)
             }
             Expr::Index(ix)
                 if self.is(&ix.expr, self.exclusive) && !self.is(&ix.expr, self.objects) =>
             {
-                let n = name(&ix.expr).unwrap_or_default();
-                if !(self.in_loop && self.owned(&ix.index)) {
-                    let msg = if self.in_loop && !self.writing {
-                        format!(
-                            "reading `{n}[{index}]` races: `{n}` is `&mut`, and the iteration that owns that element \
-                             may be writing it on another thread at the same time; read only `{n}[{own}]`, or take the \
-                             values to read as a separate `&[T]` parameter (a copy made before the region, as \
-                             Jacobi's `a` and `anew`), or declare the region `unsafe fn`",
-                            index = quote::ToTokens::to_token_stream(&*ix.index),
-                            own = self.flat_index()
-                        )
-                    } else if self.in_loop && name(&ix.index).is_some_and(|i| i == self.index) {
-                        format!(
-                            "`{n}[{i}]`: this `{i}` is not the loop variable but a name that rebinds it (a `let`, a \
-                             closure's parameter, an inner loop's variable), so the element may be another \
-                             iteration's; index with the loop variable itself, or declare the region `unsafe fn`",
-                            i = self.index
-                        )
-                    } else {
-                        self.not_owned_message(&ix.expr)
-                    };
-                    self.errors.push((ix.expr.span(), msg));
-                }
-                // The index itself is read.
-                let was = std::mem::replace(&mut self.writing, false);
-                self.visit_expr(&ix.index);
-                self.writing = was;
+                self.indexed(ix)
             }
             Expr::Path(_) if self.is(e, self.exclusive) => {
                 let n = name(e).unwrap_or_default();
@@ -314,6 +285,54 @@ pub fn check_reserved(block: &Block, errors: &mut Errors) {
 }
 
 impl Races<'_> {
+    /// `y[lo..][..n]` of a `&mut` parameter: only the loop's own row may be sub-sliced so.
+    fn sub_slice(&mut self, outer: &syn::ExprIndex) {
+        let (inner, lo, n) = slice_chain(outer).unwrap_or_else(|| unreachable!());
+        let row = match self.vars.as_slice() {
+            [Some(i)] => row_slice(self.res, &inner.index, *i).is_some(),
+            _ => false,
+        };
+        if !(self.in_loop && row) {
+            let msg = self.not_owned_message(&inner.expr);
+            self.errors.push((inner.expr.span(), msg));
+        }
+        let was = std::mem::replace(&mut self.writing, false);
+        self.visit_expr(lo);
+        self.visit_expr(n);
+        self.writing = was;
+    }
+
+    /// `y[ix]` of a `&mut` parameter: only the iteration's own element, inside the loop.
+    fn indexed(&mut self, ix: &syn::ExprIndex) {
+        let n = name(&ix.expr).unwrap_or_default();
+        if !(self.in_loop && self.owned(&ix.index)) {
+            let msg = if self.in_loop && !self.writing {
+                format!(
+                    "reading `{n}[{index}]` races: `{n}` is `&mut`, and the iteration that owns that element \
+                     may be writing it on another thread at the same time; read only `{n}[{own}]`, or take the \
+                     values to read as a separate `&[T]` parameter (a copy made before the region, as \
+                     Jacobi's `a` and `anew`), or declare the region `unsafe fn`",
+                    index = quote::ToTokens::to_token_stream(&*ix.index),
+                    own = self.flat_index()
+                )
+            } else if self.in_loop && name(&ix.index).is_some_and(|i| i == self.index) {
+                format!(
+                    "`{n}[{i}]`: this `{i}` is not the loop variable but a name that rebinds it (a `let`, a \
+                     closure's parameter, an inner loop's variable), so the element may be another \
+                     iteration's; index with the loop variable itself, or declare the region `unsafe fn`",
+                    i = self.index
+                )
+            } else {
+                self.not_owned_message(&ix.expr)
+            };
+            self.errors.push((ix.expr.span(), msg));
+        }
+        // The index itself is read.
+        let was = std::mem::replace(&mut self.writing, false);
+        self.visit_expr(&ix.index);
+        self.writing = was;
+    }
+
     /// Why `y` (a `&mut` parameter indexed with what the iteration does not own) may not be indexed so.
     fn not_owned_message(&self, y: &Expr) -> String {
         let n = name(y).unwrap_or_default();

@@ -9,6 +9,8 @@ use offload::{
 };
 use std::ffi::c_void;
 
+mod leaving;
+
 const HOST: i32 = 1; // omp_get_initial_device() with the one host-elf device
 
 #[target]
@@ -419,14 +421,7 @@ fn unwinding_out_of_a_data_region_releases_without_copying() {
     assert!(!present(&y), "released");
 
     // Leaving by `return` or `?` is a normal exit: it copies back.
-    fn early(y: &mut Vec<i64>) -> Option<()> {
-        target_data!(map(tofrom: y) => {
-            inc(y);
-            None?;
-            Some(())
-        })
-    }
-    assert_eq!(early(&mut y), None);
+    assert_eq!(leaving::early(&mut y), None);
     assert_eq!(y, [2; 8]);
 }
 
@@ -434,35 +429,16 @@ fn unwinding_out_of_a_data_region_releases_without_copying() {
 // exit); what leaves the block does what it says once the closure has returned, the exit running on the way out.
 #[test]
 fn return_question_mark_break_and_continue_leave_a_data_region_through_its_exit() {
-    fn ret(y: &mut Vec<i64>, early: bool) -> i64 {
-        target_data!(map(tofrom: y) => {
-            inc(y);
-            if early {
-                return -1;
-            }
-            first(y)
-        })
-    }
     let mut y = vec![1i64; 4];
-    assert_eq!(ret(&mut y, true), -1, "returned from the function");
+    assert_eq!(leaving::ret(&mut y, true), -1, "returned from the function");
     assert_eq!((y[0], present(&y)), (2, false), "copied back and released");
-    assert_eq!(ret(&mut y, false), 3, "the block's value");
+    assert_eq!(leaving::ret(&mut y, false), 3, "the block's value");
 
-    // `?` converts the error as everywhere (here into a `Box<dyn Error>`), in the block and in `assert_eq!`'s
-    // arguments.
-    fn parse(y: &mut Vec<i64>, s: &str) -> Result<i64, Box<dyn std::error::Error>> {
-        let n = target_data!(map(tofrom: y) => {
-            inc(y);
-            assert_eq!(s.parse::<i64>()? + 1, first(y) - 1);
-            let n: i64 = s.parse()?;
-            n + first(y)
-        });
-        Ok(n)
-    }
+    // `?` converts the error as everywhere, in the block and in `assert_eq!`'s arguments.
     let mut y = vec![2i64; 4];
-    assert!(parse(&mut y, "x").is_err());
+    assert!(leaving::parse(&mut y, "x").is_err());
     assert_eq!((y[0], present(&y)), (3, false));
-    assert_eq!(parse(&mut y, "2").unwrap(), 6);
+    assert_eq!(leaving::parse(&mut y, "2").unwrap(), 6);
 
     // `break` and `continue`, unlabeled and labeled, to loops around the construct.
     let mut y = vec![0i64; 4];
@@ -509,26 +485,10 @@ fn return_question_mark_break_and_continue_leave_a_data_region_through_its_exit(
     assert_eq!((last, y[0]), (9, 9));
 
     // Through nested data regions: both exit.
-    fn nested(y: &mut Vec<i64>, x: &[i64], stop: i64) -> Option<u32> {
-        let mut k = 0;
-        loop {
-            target_data!(map(tofrom: y) => {
-                target_data!(map(to: x) => {
-                    inc(y);
-                    k += 1;
-                    if k == 3 {
-                        break;
-                    }
-                    x.iter().position(|&v| v == stop)?;
-                });
-            });
-        }
-        Some(k)
-    }
     let (mut y, x) = (vec![0i64; 4], vec![1i64, 2]);
-    assert_eq!(nested(&mut y, &x, 9), None);
+    assert_eq!(leaving::nested(&mut y, &x, 9), None);
     assert_eq!((y[0], present(&y), present(&x)), (1, false, false));
-    assert_eq!(nested(&mut y, &x, 2), Some(3));
+    assert_eq!(leaving::nested(&mut y, &x, 2), Some(3));
     assert_eq!((y[0], present(&y), present(&x)), (4, false, false));
 
     // A closure's `return` inside the block is the closure's own.
@@ -549,25 +509,8 @@ fn return_question_mark_break_and_continue_leave_a_data_region_through_its_exit(
 // within one poll, so a future forgotten at an `.await` around it leaves nothing mapped.
 #[test]
 fn a_data_region_inside_an_async_block_runs_whole_between_its_awaits() {
-    use std::future::Future;
-    use std::pin::Pin;
-    use std::task::{Context, Poll, Waker};
-    /// Pending once.
-    struct Yield(bool);
-    impl Future for Yield {
-        type Output = ();
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-            if self.0 {
-                return Poll::Ready(());
-            }
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-    fn poll<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
-        f.poll(&mut Context::from_waker(Waker::noop()))
-    }
+    use leaving::{poll, Yield};
+    use std::task::Poll;
     let mut v = vec![1i64; 8];
     let mut fut = Box::pin(async {
         Yield(false).await;
@@ -662,23 +605,10 @@ fn a_zero_length_section_of_present_data_sees_the_device_copy() {
     });
 }
 
-struct CopiesBackOnDrop(Vec<i64>);
-
-impl Drop for CopiesBackOnDrop {
-    fn drop(&mut self) {
-        let y = &mut self.0;
-        target_data!(map(tofrom: y) => { inc(y); });
-        assert_eq!(
-            y[0], 1,
-            "a data region inside a destructor copies back even during an unwind"
-        );
-    }
-}
-
 #[test]
 fn a_data_region_in_a_destructor_during_an_unwind_copies_back() {
     let r = std::panic::catch_unwind(|| {
-        let _guard = CopiesBackOnDrop(vec![0; 4]);
+        let _guard = leaving::CopiesBackOnDrop(vec![0; 4]);
         panic!("unwinding");
     });
     assert!(r.is_err());
