@@ -28,10 +28,8 @@ const PENDING: &[&str] = &[
     // Being split by another change.
     "runtime/src/region/data.rs",
     // In code being rewritten.
-    "build-support/src/outline/kernel.rs::Unpacked::push",
     "macros/src/region/mod.rs::expand_region",
     "macros/src/region/nowait.rs::nowait",
-    "macros/src/region/params.rs::params",
     "model/frontend/src/region/parse.rs::apply_map",
     "model/frontend/src/region/parse.rs::classify_param",
     "runtime/src/device/llvm.rs::Libomptarget::kernel",

@@ -153,25 +153,7 @@ impl Unpacked {
                     quote!(&#m)
                 });
             }
-            Rebuild::Ref { mutable } => {
-                let a = one();
-                let f = if mutable {
-                    quote!(object_mut)
-                } else {
-                    quote!(object)
-                };
-                let o = format_ident!("__offload_o{}", i);
-                self.lets
-                    .push(quote!(let #o = unsafe { ::offload::__rt::#f(#a) };));
-                self.call_args.push(quote!(#o));
-                // One object here means one on the host: an owning mapper struct the outliner did not see by name
-                // fails this build.
-                self.checks.push(quote!({
-                    #[allow(unused_imports)]
-                    use ::offload::__rt::{ProbeObject as _, ProbeOwned as _};
-                    (&&::offload::__rt::RefProbe::of(&#o)).one_object();
-                }));
-            }
+            Rebuild::Ref { mutable } => self.push_object(i, mutable, one()),
             Rebuild::Value => {
                 let a = one();
                 self.call_args.push(quote!(::offload::__rt::value(#a)))
@@ -195,6 +177,26 @@ impl Unpacked {
             }
             Rebuild::Return => self.ret = Some(one().clone()),
         }
+    }
+
+    /// A `&T` / `&mut T` parameter (plan `i`) passed as one object at `a`.
+    fn push_object(&mut self, i: usize, mutable: bool, a: &syn::Ident) {
+        let f = if mutable {
+            quote!(object_mut)
+        } else {
+            quote!(object)
+        };
+        let o = format_ident!("__offload_o{}", i);
+        self.lets
+            .push(quote!(let #o = unsafe { ::offload::__rt::#f(#a) };));
+        self.call_args.push(quote!(#o));
+        // One object here means one on the host: an owning mapper struct the outliner did not see by name fails
+        // this build.
+        self.checks.push(quote!({
+            #[allow(unused_imports)]
+            use ::offload::__rt::{ProbeObject as _, ProbeOwned as _};
+            (&&::offload::__rt::RefProbe::of(&#o)).one_object();
+        }));
     }
 }
 

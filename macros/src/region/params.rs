@@ -27,8 +27,7 @@ pub fn params(region: &Region) -> Params {
     let mut fallback_args = Vec::new();
     for plan in plan(region).iter().filter(|a| a.param.is_some()) {
         let p = plan.param();
-        let id = &p.ident;
-        let ptr = ptr(p);
+        let (id, ptr) = (&p.ident, ptr(p));
         // A mutable reference's raw pointer is `*mut`, a shared one's `*const`.
         let take = |mutable: bool| {
             if mutable {
@@ -37,33 +36,12 @@ pub fn params(region: &Region) -> Params {
                 quote!(let #ptr = ::core::ptr::from_ref(#id);)
             }
         };
-        let view_path = |v: ViewKind| match v {
-            ViewKind::Checked => quote!(View),
-            ViewKind::Unchecked => quote!(UnsafeView),
-        };
-        match (plan.rebuild, &p.kind) {
-            (Rebuild::View(v), ParamKind::Slice { .. }) => {
-                // Each thread of the fallback gets its own view of the slice (see `offload_model::view`).
+        match plan.rebuild {
+            Rebuild::View(v) => {
                 raw.push(take(true));
-                let (view, elem) = (view_path(v), offload_frontend::lower::view_elem(p));
-                fallback_args.push(quote_spanned!(Span::mixed_site()=>
-                    // SAFETY: the parameter's borrow lasts the whole call; every thread gets its own view.
-                    unsafe { ::offload::__view::#view::<#elem>::new(#ptr as *mut #elem, #ptr.len()) }
-                ));
+                fallback_args.push(fallback_view(p, v));
             }
-            (Rebuild::View(v), _) => {
-                raw.push(take(true));
-                let (view, elem) = (view_path(v), offload_frontend::lower::view_elem(p));
-                fallback_args.push(quote_spanned!(Span::mixed_site()=>
-                    // SAFETY: host memory (the fallback runs for the initial device's buffers only), borrowed
-                    // for the whole call; every thread gets its own view.
-                    unsafe {
-                        ::offload::__view::#view::<#elem>::new(
-                            (*#ptr).as_device_ptr().as_ptr(), (*#ptr).len())
-                    }
-                ));
-            }
-            (Rebuild::Slice { mutable } | Rebuild::Ref { mutable }, _) => {
+            Rebuild::Slice { mutable } | Rebuild::Ref { mutable } => {
                 // `DeviceCopy` is checked by the map-list constructors below, spanned at this type.
                 raw.push(take(mutable));
                 fallback_args.push(if mutable {
@@ -72,7 +50,7 @@ pub fn params(region: &Region) -> Params {
                     quote!(&*#ptr)
                 });
             }
-            (Rebuild::Value, _) => {
+            Rebuild::Value => {
                 let ty = &p.ty;
                 checks.push(
                     quote_spanned!(ty.span()=> ::offload::__private::assert_firstprivate::<#ty>();),
@@ -80,8 +58,8 @@ pub fn params(region: &Region) -> Params {
                 fallback_args.push(quote!(#id));
             }
             // Device memory: the host fallback runs only when it is the initial device's, which is host memory.
-            (Rebuild::DevicePtr, _) => fallback_args.push(quote!(#id)),
-            (Rebuild::Buffer { mutable }, _) => {
+            Rebuild::DevicePtr => fallback_args.push(quote!(#id)),
+            Rebuild::Buffer { mutable } => {
                 raw.push(take(mutable));
                 // SAFETY (both): as for a view; one thread.
                 fallback_args.push(if mutable {
@@ -94,13 +72,47 @@ pub fn params(region: &Region) -> Params {
                     )
                 });
             }
-            (Rebuild::Mapper { by_ref }, _) => {
+            Rebuild::Mapper { by_ref } => {
                 mapper_param(region, p, by_ref, &mut raw, &mut checks, &mut fallback_args)
             }
-            (Rebuild::Return, _) => unreachable!("a parameter's plan"),
+            Rebuild::Return => unreachable!("a parameter's plan"),
         }
     }
+    checks.extend(return_checks(region));
+    Params {
+        raw,
+        checks,
+        fallback_args,
+    }
+}
 
+/// The host fallback's view `v` of a parallel region's `&mut [T]` or `&mut DeviceBuffer<T>` parameter `p`, from its
+/// raw pointer: each thread of the fallback gets its own (see `offload_model::view`).
+fn fallback_view(p: &offload_frontend::region::Param, v: ViewKind) -> TokenStream {
+    let (ptr, elem) = (ptr(p), offload_frontend::lower::view_elem(p));
+    let view = match v {
+        ViewKind::Checked => quote!(View),
+        ViewKind::Unchecked => quote!(UnsafeView),
+    };
+    match p.kind {
+        ParamKind::Slice { .. } => quote_spanned!(Span::mixed_site()=>
+            // SAFETY: the parameter's borrow lasts the whole call; every thread gets its own view.
+            unsafe { ::offload::__view::#view::<#elem>::new(#ptr as *mut #elem, #ptr.len()) }
+        ),
+        _ => quote_spanned!(Span::mixed_site()=>
+            // SAFETY: host memory (the fallback runs for the initial device's buffers only), borrowed for the whole
+            // call; every thread gets its own view.
+            unsafe {
+                ::offload::__view::#view::<#elem>::new((*#ptr).as_device_ptr().as_ptr(), (*#ptr).len())
+            }
+        ),
+    }
+}
+
+/// Compile-time checks of the value that comes back: every by-value type may, crossing as written into the return
+/// slot (several reduction variables: a tuple of such types, crossing as a `#[repr(C)]` tuple).
+fn return_checks(region: &Region) -> Vec<TokenStream> {
+    let mut checks = Vec::new();
     // A reduction tail that is an expression of the variables is evaluated on the host: the variables cross.
     let crossing = match &region.reduce_tys {
         Some(tys) if tys.len() == 1 => Some(tys[0].clone()),
@@ -123,11 +135,7 @@ pub fn params(region: &Region) -> Params {
             ),
         }
     }
-    Params {
-        raw,
-        checks,
-        fallback_args,
-    }
+    checks
 }
 
 /// A mapper struct parameter (`by_ref`: `Some(mutable)` through a reference): its raw parts, taken once (the map
