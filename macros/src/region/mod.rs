@@ -209,37 +209,10 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
         None => quote!(#host_path(#(#fallback_args),*)),
     };
     let touch = call::clause_touches(region, &idents);
-    // The one lowering the outliner applies too: views for parallel `&mut` parameters, the work-shared loop as a
-    // closure over the thread's share.
-    let lowered = offload_frontend::lower::lower(
-        region,
-        &ItemFn {
-            attrs: Vec::new(),
-            vis: vis.clone(),
-            sig: sig.clone(),
-            block,
-        },
-    );
-    let block = &lowered.block;
-    // In the host fallback a device buffer (on the initial device) is its slice, what device code sees by `Deref`.
-    let host_inputs = host_inputs(region, &lowered.inputs);
-    // Wrapping an untouched body would draw `unused_braces` on single-expression bodies.
-    let host_body = if touch.is_empty() {
-        quote!(#block)
-    } else {
-        quote!({ #(#touch)* #block })
-    };
+    let (host_fn, lowered) = host_fn(region, &attrs, &vis, &sig, block, &host_name, &touch);
     let tag = offload_model::identity::package_tag(
         &std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default(),
     );
-    let lint_attrs: Vec<_> = attrs
-        .iter()
-        .filter(|a| {
-            a.path().get_ident().is_some_and(|i| {
-                ["allow", "warn", "deny", "expect", "forbid"].contains(&&*i.to_string())
-            })
-        })
-        .collect();
     // Several reduction variables come back from their `#[repr(C)]` tuple; a tail that is an expression of them is
     // evaluated here, once, with the variables bound to their combined values.
     // Outside the `unsafe` block: it is the user's code.
@@ -250,13 +223,6 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
             None,
         ),
     };
-    let host_output = &lowered.output;
-    let host_fn = quote!(
-        #(#lint_attrs)*
-        #[doc(hidden)]
-        #[allow(clippy::too_many_arguments)]
-        #unsafety fn #host_name #generics (#(#host_inputs),*) #host_output #where_clause #host_body
-    );
     let (host_fn_inside, host_fn_beside) = if in_impl {
         (quote!(), host_fn)
     } else {
@@ -451,6 +417,52 @@ pub(crate) fn instance_key(region: &Region, k: Option<usize>) -> TokenStream {
         }
     });
     quote!((#(#parts,)*))
+}
+
+/// The host fallback, `host_name`: the body as the one lowering gives it (the outliner applies it too: views for
+/// parallel `&mut` parameters, the work-shared loop as a closure over the thread's share), with the function's lint
+/// attributes and `touch` (the parameters only clauses use); and the lowering, whose tail the call evaluates.
+fn host_fn(
+    region: &Region,
+    attrs: &[syn::Attribute],
+    vis: &syn::Visibility,
+    sig: &syn::Signature,
+    block: Box<syn::Block>,
+    host_name: &syn::Ident,
+    touch: &[TokenStream],
+) -> (TokenStream, offload_frontend::lower::Lowered) {
+    let lowered = offload_frontend::lower::lower(
+        region,
+        &ItemFn {
+            attrs: Vec::new(),
+            vis: vis.clone(),
+            sig: sig.clone(),
+            block,
+        },
+    );
+    let block = &lowered.block;
+    // In the host fallback a device buffer (on the initial device) is its slice, what device code sees by `Deref`.
+    let host_inputs = host_inputs(region, &lowered.inputs);
+    // Wrapping an untouched body would draw `unused_braces` on single-expression bodies.
+    let host_body = if touch.is_empty() {
+        quote!(#block)
+    } else {
+        quote!({ #(#touch)* #block })
+    };
+    let lint_attrs = attrs.iter().filter(|a| {
+        a.path().get_ident().is_some_and(|i| {
+            ["allow", "warn", "deny", "expect", "forbid"].contains(&&*i.to_string())
+        })
+    });
+    let (unsafety, generics, output) = (&sig.unsafety, &sig.generics, &lowered.output);
+    let where_clause = &generics.where_clause;
+    let f = quote!(
+        #(#lint_attrs)*
+        #[doc(hidden)]
+        #[allow(clippy::too_many_arguments)]
+        #unsafety fn #host_name #generics (#(#host_inputs),*) #output #where_clause #host_body
+    );
+    (f, lowered)
 }
 
 /// The `&mut S` parameters (`S` named by a path: a struct, `Self`) that take `&mut impl offload::MutArg<S>` on the
