@@ -102,59 +102,49 @@ pub struct DeviceInfo {
 /// ```
 pub fn device_info(device: i32) -> Option<DeviceInfo> {
     if let Some(lib) = llvm_device(device) {
-        // A device of LLVM's host plugin, whose launches run on the host's cores as host-elf's do.
-        if lib.runs_on_host(device) {
-            return Some(host_info(
-                "llvm",
-                format!("device {device} of LLVM's libomptarget (its host plugin)"),
-            ));
-        }
-        // A GPU plugin's: our GPU geometry, for the multiprocessors libomptarget does not tell.
-        use crate::plugin::gpu::{default_geometry, MAX_BLOCK_THREADS, MAX_LAUNCH_BLOCKS};
-        let sms = crate::device::llvm::GPU_MULTIPROCESSORS;
-        return Some(DeviceInfo {
-            plugin: "llvm",
-            description: crate::plugin::DeviceDescription {
-                name: format!("device {device} of LLVM's libomptarget (a GPU plugin's)"),
-                arch: "gpu".into(),
+        // A device of LLVM's host plugin, whose launches run on the host's cores as host-elf's do; a GPU plugin's
+        // takes our GPU geometry, for the multiprocessors libomptarget does not tell.
+        let (name, arch) = match lib.runs_on_host(device) {
+            true => ("its host plugin", std::env::consts::ARCH),
+            false => ("a GPU plugin's", "gpu"),
+        };
+        return Some(info(
+            "llvm",
+            crate::plugin::DeviceDescription {
+                name: format!("device {device} of LLVM's libomptarget ({name})"),
+                arch: arch.into(),
                 memory: 0,
             },
-            max_threads: MAX_BLOCK_THREADS,
-            max_teams: MAX_LAUNCH_BLOCKS,
-            loop_geometry: default_geometry(sms, false),
-            spmd_geometry: default_geometry(sms, true),
-        });
+            &lib.limits(device),
+        ));
     }
     match device_or_host(device).ok()? {
-        Some(d) => {
-            let (max_threads, max_teams) = d.limits();
-            Some(DeviceInfo {
-                plugin: d.plugin,
-                description: d.describe(),
-                max_threads,
-                max_teams,
-                loop_geometry: d.default_geometry(Construct::TeamsDistributeParallelFor),
-                spmd_geometry: d.default_geometry(Construct::Spmd),
-            })
-        }
-        None => Some(host_info("host", "the host (the initial device)".into())),
+        Some(d) => Some(info(d.plugin, d.describe(), d.limits())),
+        None => Some(info(
+            "host",
+            crate::plugin::DeviceDescription {
+                name: "the host (the initial device)".into(),
+                arch: std::env::consts::ARCH.into(),
+                memory: 0,
+            },
+            &crate::host::geometry::host_limits(),
+        )),
     }
 }
 
-/// What a device whose launches run on the host's cores (the host itself, LLVM's host plugin) offers.
-fn host_info(plugin: &'static str, name: String) -> DeviceInfo {
-    use crate::host::geometry::{host_default_geometry, host_max_teams, host_max_threads};
+/// What a device of `limits` offers.
+fn info(
+    plugin: &'static str,
+    description: crate::plugin::DeviceDescription,
+    limits: &crate::plugin::LaunchLimits,
+) -> DeviceInfo {
     DeviceInfo {
         plugin,
-        description: crate::plugin::DeviceDescription {
-            name,
-            arch: std::env::consts::ARCH.into(),
-            memory: 0,
-        },
-        max_threads: host_max_threads(),
-        max_teams: host_max_teams(),
-        loop_geometry: host_default_geometry(false),
-        spmd_geometry: host_default_geometry(true),
+        description,
+        max_threads: limits.max_threads,
+        max_teams: limits.max_teams,
+        loop_geometry: limits.defaults(Construct::TeamsDistributeParallelFor),
+        spmd_geometry: limits.defaults(Construct::Spmd),
     }
 }
 

@@ -11,7 +11,7 @@ pub mod observed;
 pub mod present;
 pub mod table;
 
-pub use entry::DeviceEntry;
+pub use entry::{DeviceEntry, LoadedKernel};
 pub use present::{MapError, Range, RefKind};
 pub use table::{
     default_device, device_or_host, devices, initial_device, inventory, is_initial, select, Host,

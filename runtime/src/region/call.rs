@@ -12,13 +12,14 @@ use crate::device::directory::Directory;
 use crate::device::llvm::{Launched, Libomptarget};
 use crate::device::present::writes_device;
 use crate::device::{
-    initial_device, is_initial, select, DeviceEntry, Host, MapError, RefKind, Selection,
+    initial_device, is_initial, select, DeviceEntry, Host, LoadedKernel, MapError, RefKind,
+    Selection,
 };
 use crate::env::{icv, Policy};
-use crate::host::geometry::{Launch, HOST_LIMITS_WHY};
+use crate::host::geometry::{host_limits, Launch};
 use crate::host::panic::{no_threads, panic_message};
 use crate::observe::{self, Label, LaunchName, Watch};
-use crate::plugin::{gpu, Kernel, LaunchParams, PluginError};
+use crate::plugin::{LaunchParams, PluginError};
 use crate::registry::{entry_index, entry_symbol};
 use offload_model::abi::map_type::{DEVICE_MEMORY, HOST_ATOMIC_MASK, LITERAL, PRIVATE, REDUCTION};
 use offload_model::fatbin::OffloadEntry;
@@ -116,7 +117,8 @@ fn run_host<R>(
             });
         }
     }
-    let note = || launch.reduced(launch.host_geometry(), HOST_LIMITS_WHY);
+    let limits = host_limits();
+    let note = || launch.reduced(launch.geometry(&limits), limits.why);
     let ran = observe::fallback(w, name, why.reason(), note, || {
         catch_unwind(AssertUnwindSafe(fallback))
     });
@@ -352,7 +354,7 @@ unsafe fn run_on_device(
         Selection::Host(h) => return Err(NotRun::Host(h)),
     };
     let kernel = loaded_kernel(region, dev, maps)?;
-    let (num_teams, num_threads) = dev.geometry(launch);
+    let (num_teams, num_threads) = kernel.geometry(launch);
     let out = Outputs::new(
         region,
         (dev.number, dev.plugin),
@@ -372,17 +374,8 @@ unsafe fn run_on_device(
         team_shared: out.team_shared,
     };
     // SAFETY: the kernel came from this device and the arguments follow the region's calling convention.
-    let launched = unsafe {
-        dev.launch(
-            w,
-            region.name,
-            region.entry,
-            launch,
-            kernel,
-            &mapped.args,
-            params,
-        )
-    };
+    let launched =
+        unsafe { kernel.launch(w, (region.name, region.entry), launch, &mapped.args, params) };
     // SAFETY: forwarded from the caller; nothing is copied back after a failure.
     let unmapped = unsafe { mapped.exit(launched.is_ok()) };
     ran(region, dev, launched, unmapped)?;
@@ -431,25 +424,8 @@ unsafe fn run_on_llvm(
     }
     // Its host plugin's device is the host, as host-elf's is: the same geometry. A GPU plugin's takes our GPU
     // plugins' defaults and limits.
-    let (geometry, why) = if lib.runs_on_host(d) {
-        (launch.host_geometry(), HOST_LIMITS_WHY)
-    } else {
-        let (teams, threads) = launch.geometry(
-            gpu::default_geometry(
-                crate::device::llvm::GPU_MULTIPROCESSORS,
-                launch.construct.wide_teams(),
-            ),
-            gpu::MAX_BLOCK_THREADS,
-        );
-        (
-            (teams.min(gpu::MAX_LAUNCH_BLOCKS), threads),
-            (
-                "the most blocks a launch of ours takes",
-                "the most threads a GPU block has",
-            ),
-        )
-    };
-    let (num_teams, num_threads) = geometry;
+    let limits = lib.limits(d);
+    let (num_teams, num_threads) = launch.geometry(&limits);
     let out = Outputs::new(region, (d, "llvm"), launch, maps, num_teams, num_threads)?;
     let _scope = w.scope(Label::Region(region.name), d, "llvm");
     let name = || LaunchName {
@@ -466,7 +442,7 @@ unsafe fn run_on_llvm(
     let launched = observe::launch(
         w,
         name,
-        || launch.reduced((num_teams, num_threads), why),
+        || launch.reduced((num_teams, num_threads), limits.why),
         || unsafe { on_llvm::launch(lib, d, region.entry, out.maps(maps), geometry) },
     );
     match launched {
@@ -532,7 +508,7 @@ fn loaded_kernel(
     region: &'static RegionInfo,
     dev: &'static DeviceEntry,
     maps: &[MapArg],
-) -> Result<Kernel, NotRun> {
+) -> Result<LoadedKernel<'static>, NotRun> {
     let d = dev.number;
     memory_elsewhere(region, maps, d)?;
     let Some(kernel) = dev.kernel(entry_index(region.entry)) else {
