@@ -1,16 +1,10 @@
 //! Device data environments: what `target_data!`, `target_enter_data!`, `target_exit_data!` and `target_update!`
 //! expand to. Plugin-independent: every map goes through the map-list walk and the device's present table.
 
-use super::maplist::{enter_list, exit_list, Held, MapArg};
-use super::on_llvm;
+use super::backend;
+use super::maplist::{Held, MapArg};
 use super::types::DeviceCopy;
-use crate::device::llvm::Libomptarget;
-use crate::device::{
-    default_device, initial_device, select, DeviceEntry, Host, MapError, RefKind, Selection,
-    OMP_INITIAL_DEVICE,
-};
-use crate::env::{icv, Policy};
-use crate::observe::Label;
+use crate::device::{default_device, initial_device, RefKind, Target, OMP_INITIAL_DEVICE};
 use offload_model::abi::map_type::{ALWAYS, DELETE, FROM, PRESENT, TO};
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
@@ -19,77 +13,24 @@ use std::sync::atomic::{
     AtomicU8, AtomicUsize,
 };
 
-/// The device a data construct acts on, or `None` for the host (where every map is already satisfied).
-/// Under `MANDATORY` a construct that could not reach a device stops the program.
-#[track_caller]
-pub(super) fn data_device(
-    construct: &str,
-    device: Option<i32>,
-    cond: bool,
-) -> Option<&'static DeviceEntry> {
-    match select(device, cond) {
-        Selection::Device(dev) => Some(dev),
-        Selection::Llvm(..) => panic!(
-            "offload: {construct} in a data scope does not run under OFFLOAD_RUNTIME=llvm yet; enter the data with \
-             `target_enter_data!` outside a scope, or use `target_data!`"
-        ),
-        Selection::Host(Host::Unavailable(r)) if icv().policy == Policy::Mandatory => panic!(
-            "offload: {construct} could not reach a device and OMP_TARGET_OFFLOAD=MANDATORY forbids running on the \
-             host: {r}"
-        ),
-        Selection::Host(_) => None,
-    }
-}
-
-#[track_caller]
-pub(super) fn mapping_failed(construct: &str, dev: &DeviceEntry, e: MapError) -> ! {
-    panic!(
-        "offload: {construct} on device {} ({}): {e}",
-        dev.number, dev.plugin
-    )
-}
-
 /// The device a data construct acts on (`None`: the host, where every map is already satisfied), chosen once for
 /// all its variables. Under `MANDATORY` a construct that could not reach a device stops the program.
 #[derive(Clone, Copy)]
-pub struct DataDevice(Option<&'static DeviceEntry>, Option<Llvm>);
-
-/// A device of LLVM's libomptarget (`OFFLOAD_RUNTIME=llvm`), whose present table a data construct uses.
-type Llvm = (&'static Libomptarget, i32);
-
-/// The libomptarget device a data construct acts on under `OFFLOAD_RUNTIME=llvm`, and `None` otherwise; the host
-/// (`None` too) under the same rules as our devices.
-#[track_caller]
-fn llvm_device(construct: &str, device: Option<i32>, cond: bool) -> Option<Option<Llvm>> {
-    // Whether the library loads is `select`'s to say (the host, or an error under `MANDATORY`, if not).
-    let _ = crate::device::llvm::active()?;
-    Some(match select(device, cond) {
-        Selection::Llvm(lib, d) => Some((lib, d)),
-        Selection::Host(Host::Unavailable(r)) if icv().policy == Policy::Mandatory => panic!(
-            "offload: {construct} could not reach a device and OMP_TARGET_OFFLOAD=MANDATORY forbids running on the \
-             host: {r}"
-        ),
-        _ => None,
-    })
-}
+pub struct DataDevice(Option<Target>);
 
 impl DataDevice {
     /// Chooses the device for `construct` from its `device(..)` and `if(..)` clauses, as a region chooses its own.
     #[track_caller]
     pub fn select(construct: &'static str, device: Option<i32>, cond: bool) -> Self {
-        match llvm_device(construct, device, cond) {
-            Some(llvm) => DataDevice(None, llvm),
-            None => DataDevice(data_device(construct, device, cond), None),
-        }
+        DataDevice(backend::data_target(construct, device, cond))
     }
 }
 
 /// What one variable of a `target_data!` region holds: its map-list entries (one, or a mapper struct's fields) and
 /// what entering them holds.
 struct Entered {
-    dev: Option<&'static DeviceEntry>,
-    /// Under `OFFLOAD_RUNTIME=llvm`, the libomptarget device holding the entries instead.
-    llvm: Option<Llvm>,
+    /// The device holding the entries; `None` on the host, or once exited.
+    on: Option<Target>,
     maps: Vec<MapArg>,
     held: Vec<Held>,
     /// The region began during an unwind (inside a destructor): its own exit still copies back.
@@ -115,29 +56,18 @@ impl Entered {
         // SAFETY: `p` is the guard's borrow of live data (exclusive if the map type writes it).
         unsafe { T::map_args(p, section, map_type, &mut maps) };
         let present_before = ask_present
-            && maps.iter().filter(|m| m.size > 0).any(|m| match dev {
-                DataDevice(Some(d), _) => d.table().lookup(m.begin as usize, m.size).is_some(),
-                DataDevice(None, Some((lib, d))) => lib.is_present(m.begin.cast(), d),
-                DataDevice(None, None) => false,
+            && dev.0.is_some_and(|t| {
+                maps.iter()
+                    .filter(|m| m.size > 0)
+                    .any(|m| backend::is_present(t, m))
             });
         let held = match dev.0 {
-            Some(d) => {
-                let _scope = d.scope(Label::Construct("target_data!"));
-                // SAFETY: the guard holding this borrows the data until the exit.
-                unsafe { enter_list(d, &maps, RefKind::Structured) }
-                    .unwrap_or_else(|e| mapping_failed("target_data!", d, e))
-                    .keep()
-                    .1
-            }
+            // SAFETY: the guard holding this borrows the data until the exit.
+            Some(t) => unsafe { backend::enter(t, "target_data!", &maps, RefKind::Structured) },
             None => Vec::new(),
         };
-        if let Some((lib, d)) = dev.1 {
-            // SAFETY: the guard holding this borrows the data until the exit.
-            unsafe { on_llvm::enter(lib, d, "target_data!", &maps) };
-        }
         Entered {
-            dev: dev.0,
-            llvm: dev.1,
+            on: dev.0,
             maps,
             held,
             began_unwinding: std::thread::panicking(),
@@ -147,30 +77,16 @@ impl Entered {
     }
 
     fn exit(&mut self) {
-        if let Some((lib, d)) = self.llvm.take() {
-            // On unwind a release: nothing copied back.
-            let unwinding = std::thread::panicking() && !self.began_unwinding;
-            // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
-            unsafe {
-                on_llvm::exit(
-                    lib,
-                    d,
-                    "target_data!",
-                    &self.maps,
-                    !unwinding && !self.moved,
-                )
-            };
-            return;
-        }
-        let Some(dev) = self.dev.take() else { return };
+        let Some(t) = self.on.take() else { return };
+        // On unwind a release: nothing copied back.
         let unwinding = std::thread::panicking() && !self.began_unwinding;
-        let scope = dev.scope(Label::Construct("target_data! exit"));
-        // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
         let copy = !unwinding && !self.moved;
-        let r = unsafe { exit_list(dev, &self.maps, &self.held, RefKind::Structured, copy) };
-        drop(scope);
+        let names = ("target_data!", "target_data! exit");
+        // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
+        let r =
+            unsafe { backend::exit(t, names, &self.maps, &self.held, RefKind::Structured, copy) };
         if let (Err(e), false) = (r, unwinding) {
-            mapping_failed("target_data! exit", dev, e)
+            e.fail("target_data! exit")
         }
     }
 }
@@ -603,7 +519,7 @@ impl<'a, T: ?Sized + MapTarget> MappedMut<'a, T> {
 
 impl<T: ?Sized> Drop for MappedMut<'_, T> {
     fn drop(&mut self) {
-        if self.inner.dev.is_none() && self.inner.llvm.is_none() {
+        if self.inner.on.is_none() {
             return; // on the host: nothing entered
         }
         // Data the block moved: copying the device values back would write into memory the variable no longer
@@ -734,22 +650,9 @@ impl<S: MapSource + ?Sized> MapWriteAtomic for S where S::Target: HostAtomic {}
 
 #[track_caller]
 unsafe fn update_one(dev: DataDevice, m: MapArg) {
-    if let Some((lib, d)) = dev.1 {
+    if let Some(t) = dev.0 {
         // SAFETY: per the callers.
-        unsafe { on_llvm::update(lib, d, m) };
-        return;
-    }
-    let Some(d) = dev.0 else { return };
-    if m.size == 0 {
-        return;
-    }
-    let scope = d.scope(Label::Construct("target_update!"));
-    let mut t = d.table();
-    // SAFETY: per the callers.
-    if let Err(e) = unsafe { t.update(d, m.begin as usize, m.size, m.map_type) } {
-        drop(t);
-        drop(scope);
-        mapping_failed("target_update!", d, e)
+        unsafe { backend::update(t, m) }
     }
 }
 
@@ -759,9 +662,8 @@ unsafe fn update_one(dev: DataDevice, m: MapArg) {
 /// forgotten `Mapped` leaks its buffer too.
 pub struct Mapped<V: MapOwner> {
     value: Option<V>,
-    dev: Option<&'static DeviceEntry>,
-    /// Under `OFFLOAD_RUNTIME=llvm`, the libomptarget device holding the entry instead.
-    llvm: Option<Llvm>,
+    /// The device holding the entry; `None` on the host.
+    on: Option<Target>,
     /// The device number the entry named (the default device if it named none), for `target_exit_data!(device(..))`.
     named: i32,
 }
@@ -909,32 +811,15 @@ impl<V: MapOwner> Mapped<V> {
     #[track_caller]
     pub fn enter(mut value: V, map_type: u64, device: Option<i32>, cond: bool) -> Self {
         let named = normalize_device(device.unwrap_or_else(default_device));
-        if let Some(llvm) = llvm_device("target_enter_data!", device, cond) {
-            if let Some((lib, d)) = llvm {
-                let m = V::Target::map_one(value.target_mut(), None, map_type);
-                // SAFETY: `value` is owned by the returned `Mapped` for as long as the mapping can live.
-                unsafe { on_llvm::enter(lib, d, "target_enter_data!", &[m]) };
-            }
-            return Mapped {
-                value: Some(value),
-                dev: None,
-                llvm,
-                named,
-            };
-        }
-        let dev = data_device("target_enter_data!", device, cond);
-        if let Some(d) = dev {
-            let _scope = d.scope(Label::Construct("target_enter_data!"));
+        let on = backend::data_target("target_enter_data!", device, cond);
+        if let Some(t) = on {
             let m = V::Target::map_one(value.target_mut(), None, map_type);
             // SAFETY: `value` is owned by the returned `Mapped` for as long as the mapping can live.
-            unsafe { enter_list(d, &[m], RefKind::Dynamic) }
-                .unwrap_or_else(|e| mapping_failed("target_enter_data!", d, e))
-                .keep();
+            unsafe { backend::enter(t, "target_enter_data!", &[m], RefKind::Dynamic) };
         }
         Mapped {
             value: Some(value),
-            dev,
-            llvm: None,
+            on,
             named,
         }
     }
@@ -946,17 +831,12 @@ impl<V: MapOwner> Mapped<V> {
         exit_device(device, self.named);
         // `value` leaves only here, which consumes the `Mapped`, and in `drop`.
         let mut value = self.value.take().expect("present until exit");
-        if let Some((lib, d)) = self.llvm {
+        if let Some(t) = self.on {
             let m = V::Target::map_one(value.target_mut(), None, map_type);
+            let names = ("target_exit_data!", "target_exit_data!");
             // SAFETY: we own the buffer; `from` writes into it through `&mut`.
-            unsafe { on_llvm::exit(lib, d, "target_exit_data!", &[m], true) };
-        }
-        if let Some(d) = self.dev {
-            let _scope = d.scope(Label::Construct("target_exit_data!"));
-            let m = V::Target::map_one(value.target_mut(), None, map_type);
-            // SAFETY: we own the buffer; `from` writes into it through `&mut`.
-            unsafe { exit_list(d, &[m], &[exit_held(&m)], RefKind::Dynamic, true) }
-                .unwrap_or_else(|e| mapping_failed("target_exit_data!", d, e));
+            unsafe { backend::exit(t, names, &[m], &[exit_held(&m)], RefKind::Dynamic, true) }
+                .unwrap_or_else(|e| e.fail("target_exit_data!"));
         }
         value
     }
@@ -981,7 +861,7 @@ impl<V: MapOwner> Mapped<V> {
 
     /// The device the data is mapped on, if any.
     pub fn device(&self) -> Option<i32> {
-        self.dev.map(|d| d.number).or(self.llvm.map(|(_, d)| d))
+        self.on.map(Target::number)
     }
 }
 
@@ -996,16 +876,12 @@ fn exit_held(m: &MapArg) -> Held {
 
 impl<V: MapOwner> Drop for Mapped<V> {
     fn drop(&mut self) {
-        if let (Some(value), Some((lib, d))) = (self.value.as_mut(), self.llvm) {
+        if let (Some(value), Some(t)) = (self.value.as_mut(), self.on) {
             let m = V::Target::map_one(value.target_mut(), None, 0);
-            // SAFETY: we own the buffer; `release` copies nothing.
-            unsafe { on_llvm::exit(lib, d, "Mapped drop", &[m], true) };
-        }
-        if let (Some(mut value), Some(d)) = (self.value.take(), self.dev) {
-            let _scope = d.scope(Label::Construct("Mapped drop (release)"));
-            let m = V::Target::map_one(value.target_mut(), None, 0);
+            let names = ("Mapped drop", "Mapped drop (release)");
             // SAFETY: we own the buffer; `release` copies nothing but atomics a region wrote, stored atomically.
-            let _ = unsafe { exit_list(d, &[m], &[exit_held(&m)], RefKind::Dynamic, false) };
+            let _ =
+                unsafe { backend::exit(t, names, &[m], &[exit_held(&m)], RefKind::Dynamic, false) };
         }
     }
 }
