@@ -35,6 +35,19 @@ pub(super) fn data_target(construct: &str, device: Option<i32>, cond: bool) -> O
     }
 }
 
+/// The device a data construct acts on (`None`: the host, where every map is already satisfied), chosen once for
+/// all its variables. Under `MANDATORY` a construct that could not reach a device stops the program.
+#[derive(Clone, Copy)]
+pub struct DataDevice(pub(super) Option<Target>);
+
+impl DataDevice {
+    /// Chooses the device for `construct` from its `device(..)` and `if(..)` clauses, as a region chooses its own.
+    #[track_caller]
+    pub fn select(construct: &'static str, device: Option<i32>, cond: bool) -> Self {
+        DataDevice(data_target(construct, device, cond))
+    }
+}
+
 /// [`data_target`] for a construct in a data scope, which only our runtime runs.
 #[track_caller]
 pub(super) fn scoped_device(

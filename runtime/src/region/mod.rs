@@ -8,12 +8,15 @@ pub mod call;
 pub mod data;
 pub mod error;
 pub mod maplist;
+pub mod mapped;
 pub mod mapper;
 mod on_llvm;
 mod on_ours;
 mod run;
 pub mod scope;
+pub mod source;
 pub mod types;
+pub mod update;
 
 pub use data::{MapOwner, Mapped, ToView};
 pub use error::Error;

@@ -8,8 +8,9 @@
 //! of slices) is entered in one place and exited in another, as OpenMP's `target enter data` / `target exit data`.
 
 use super::backend::{self, mapping_failed};
-use super::data::{exit_device, normalize_device, ExitData, MapSourceMut, MapTarget};
 use super::maplist::{enter_list, exit_list, Held, MapArg};
+use super::mapped::{exit_device, normalize_device, ExitData};
+use super::source::{MapSourceMut, MapTarget};
 use crate::device::{default_device, DeviceEntry, RefKind};
 use crate::observe::Label;
 use offload_model::abi::map_type::DELETE;
