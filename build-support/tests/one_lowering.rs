@@ -1,9 +1,9 @@
 //! One lowering: what the macro compiles as a region's host fallback and what the outliner writes into the device crate
-//! are the same tokens (`offload_model::lower`), for every region of the test suite, and the device crate keeps every
+//! are the same tokens (`offload_frontend::lower`), for every region of the test suite, and the device crate keeps every
 //! token of the user's body on its original line (errors and panic locations name the user's lines).
 
-use offload_model::frontend;
-use offload_model::lower::lower;
+use offload_frontend::frontend;
+use offload_frontend::lower::lower;
 use quote::{quote, ToTokens};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -137,8 +137,8 @@ fn the_host_fallback_and_the_device_crate_lower_every_region_alike() {
             placed_idents(device.block.to_token_stream(), &mut mirrored);
             // A collapsed nest's headers become one line (their patterns and ranges are one call's arguments).
             let headers = if region.construct.is_work_shared() {
-                let mut errors = offload_model::errors::Errors::default();
-                let ws = offload_model::worksharing::find(&region, &func.block, &mut errors)
+                let mut errors = offload_frontend::errors::Errors::default();
+                let ws = offload_frontend::worksharing::find(&region, &func.block, &mut errors)
                     .expect("the suite's loops are valid");
                 errors.finish(()).expect("the suite's loops are valid");
                 let body = ws.inner.last().map_or(&ws.for_loop.body, |l| &l.0.body);

@@ -156,8 +156,11 @@ fn an_owning_mapper_struct_is_rebuilt_from_its_fields_on_the_device() {
     assert_eq!(bare(5), "concs:::offload::DeviceVec<f64>,");
     assert_eq!(bare(7), "mats:::offload::DeviceVec<u32>,");
     assert_eq!(line(8), "lookups: usize,");
+    // Marked an owning mapper, and its slots stated (five: two per `Vec`, one for the value), on its last line.
     assert!(
-        line(9).ends_with("impl ::offload::__rt::OwnedMapper for Sim {}"),
+        bare(9).ends_with(
+            "impl::offload::__rt::OwnedMapperforSim{}impl::offload::__rt::MapperSlotsforSim{constSLOTS:usize=5;}"
+        ),
         "{}",
         line(9)
     );
@@ -179,6 +182,12 @@ fn an_owning_mapper_struct_is_rebuilt_from_its_fields_on_the_device() {
     );
     assert!(
         lookup.contains("lookups : unsafe { :: offload :: __rt :: value (__offload_a4) }"),
+        "{lookup}"
+    );
+    // The entry checks at compile time that the struct, as Rust resolves the parameter's type, takes the five
+    // arguments it gives it.
+    assert!(
+        lookup.contains("< Sim as :: offload :: __rt :: MapperSlots > :: SLOTS == 5usize"),
         "{lookup}"
     );
     let refresh = entry("refresh");

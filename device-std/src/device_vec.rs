@@ -140,6 +140,16 @@ impl<'a, T> IntoIterator for &'a mut DeviceVec<T> {
 #[doc(hidden)]
 pub trait OwnedMapper {}
 
+/// Written by the outliner for each mapper struct in the device crate: how many kernel arguments it takes, from its
+/// definition, as the host's derive states it. A kernel entry that rebuilds such a struct checks at compile time
+/// that it takes as many, through the parameter's type as Rust resolves it, so a struct the outliner found by the
+/// wrong name fails the build instead of reading arguments that disagree with the host's.
+#[doc(hidden)]
+pub trait MapperSlots {
+    /// The struct's kernel arguments.
+    const SLOTS: usize;
+}
+
 /// A region parameter `&T` the outliner passes as one object: if `T` is an owning mapper struct after all (named
 /// through a `type` alias, which the outliner does not follow), the host passed its fields instead, so the device
 /// build must fail. Autoref specialisation on the entry's concrete type: `(&&RefProbe::of(&r)).one_object()`.

@@ -362,7 +362,7 @@ pub mod __rt {
     /// `a` follows the calling convention for a `T`.
     #[inline(always)]
     pub unsafe fn value<T: Copy>(a: u64) -> T {
-        if core::mem::size_of::<T>() <= 8 {
+        if offload_model::abi::passes_by_bits(core::mem::size_of::<T>()) {
             // SAFETY: the host copied a `T`'s bytes into the low bytes of `a`.
             unsafe { core::ptr::read_unaligned(&a as *const u64 as *const T) }
         } else {
@@ -446,7 +446,7 @@ pub mod __rt {
         unsafe { crate::DeviceBuffer::from_raw(p as *mut T, len as usize) }
     }
 
-    pub use crate::device_vec::{OwnedMapper, ProbeObject, ProbeOwned, RefProbe};
+    pub use crate::device_vec::{MapperSlots, OwnedMapper, ProbeObject, ProbeOwned, RefProbe};
 
     /// A `Vec<T>` field of an owning mapper struct.
     ///

@@ -1,8 +1,8 @@
 //! `target_data!`, `target_enter_data!`, `target_exit_data!`, `target_update!`: parsed by the model, expanded into
 //! calls of the runtime's data-environment API.
 
-use offload_model::clause::{Construct, MapType, Section};
-use offload_model::data::{DataConstruct, Motion, Update};
+use offload_frontend::clause::{Construct, MapType, Section};
+use offload_frontend::data::{DataConstruct, Motion, Update};
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 
@@ -54,7 +54,7 @@ pub fn target_data(input: TokenStream) -> TokenStream {
             // Each guard borrows its source until the region's exit, and the block's name borrows the guard, so
             // neither the source nor a reference into it can be touched or escape before the copy back.
             let body = c.body.as_ref().expect("target_data! has a block");
-            if map.map_type == MapType::To && !offload_model::data::block_writes(body, id) {
+            if map.map_type == MapType::To && !offload_frontend::data::block_writes(body, id) {
                 // OpenMP's `to` governs only the copy-in. A block that does not visibly write `x` borrows it shared
                 // (so an immutable source maps `to`), unless the source is a `&mut`: then `map_to` resolves to the
                 // exclusive borrow, and the block may pass `x` on to `&mut` parameters.
@@ -70,7 +70,7 @@ pub fn target_data(input: TokenStream) -> TokenStream {
                         #id.map_to().enter_to(#dev, #section, #bits)
                     };
                 ));
-                if offload_model::data::block_passes_on(body, id) {
+                if offload_frontend::data::block_passes_on(body, id) {
                     // Passed on to a function whose parameter may be `&mut [T]`: a slice from a shared borrow is
                     // re-bound as `&mut offload::ToView`, which gives the device copy to write (a private host copy
                     // of its own, made at the first `&mut`); anything else as `rebind` gives it.

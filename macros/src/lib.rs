@@ -11,7 +11,7 @@ mod data;
 mod declare_target;
 mod flow;
 mod mapper;
-mod target;
+mod region;
 
 use proc_macro::TokenStream;
 
@@ -121,7 +121,7 @@ pub fn derive_mapper(item: TokenStream) -> TokenStream {
 /// ```
 #[proc_macro_attribute]
 pub fn target(args: TokenStream, item: TokenStream) -> TokenStream {
-    target::expand(args.into(), item.into()).into()
+    region::expand(args.into(), item.into()).into()
 }
 
 /// Makes a function, const, `#[repr(C)]` struct, `Copy` enum or `impl` block usable in regions (OpenMP's

@@ -1,8 +1,8 @@
 //! `#[derive(Mapper)]` (OpenMP's `declare mapper`): a struct holding slices crosses into a region field by field.
-//! The fields come from the model (`offload_model::mapper::fields`), which the outliner's kernel entry reads too, so
+//! The fields come from the model (`offload_frontend::mapper::fields`), which the outliner's kernel entry reads too, so
 //! the map list built here and the struct rebuilt on the device agree on the kernel arguments.
 
-use offload_model::mapper::{fields, Field, FieldKind};
+use offload_frontend::mapper::{fields, Field, FieldKind};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
@@ -13,7 +13,7 @@ pub fn derive(input: TokenStream) -> TokenStream {
         Err(e) => return e.to_compile_error(),
     };
     match fields(&item) {
-        Ok(fields) if offload_model::mapper::owns(&fields) => expand_owned(&item, &fields),
+        Ok(fields) if offload_frontend::mapper::owns(&fields) => expand_owned(&item, &fields),
         Ok(fields) => expand(&item, &fields),
         Err(e) => e.to_compile_error(),
     }
@@ -91,6 +91,7 @@ fn expand_owned(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
         }
     }
     let check_fn = format_ident!("__offload_mapper_checks");
+    let slots: usize = fields.iter().map(Field::kernel_args).sum();
     quote! {
         const _: () = {
             #no_drop
@@ -100,10 +101,12 @@ fn expand_owned(item: &syn::DeriveInput, fields: &[Field]) -> TokenStream {
                 #(#checks)*
             }
 
-            // SAFETY: generated from the fields (offload_model::mapper::fields): each `Vec`'s entries are a slice's
+            // SAFETY: generated from the fields (offload_frontend::mapper::fields): each `Vec`'s entries are a slice's
             // over its elements, taken without a reference to them, `FROM` and `DEVICE_WRITES` only through
             // `&mut`; values are checked `Firstprivate` and point into the struct.
             unsafe impl #p::OwnedMapper for #name {
+                const SLOTS: usize = #slots;
+
                 #[allow(unused_variables, unused_unsafe)]
                 unsafe fn maps(
                     this: *mut Self,
@@ -144,6 +147,8 @@ struct FieldParts {
     rebuilt: Vec<TokenStream>,
     maps: Vec<TokenStream>,
     checks: Vec<TokenStream>,
+    /// The struct's kernel arguments: its fields' slots.
+    slots: usize,
 }
 
 impl FieldParts {
@@ -152,6 +157,7 @@ impl FieldParts {
         for (k, f) in fields.iter().enumerate() {
             parts.push(k, f);
         }
+        parts.slots = fields.iter().map(Field::kernel_args).sum();
         parts
     }
 
@@ -279,16 +285,18 @@ fn mapper_impl(
         raw_parts,
         rebuilt,
         maps,
+        slots,
         ..
     } = parts;
     quote! {
-        // SAFETY: generated from the fields (offload_model::mapper::fields): each reference field's raw pointer
+        // SAFETY: generated from the fields (offload_frontend::mapper::fields): each reference field's raw pointer
         // is derived from the field itself and rebuilt as the same kind of reference, its entries are those
         // of a parameter of its type with `FROM` only on `&mut` fields, values are checked `Firstprivate`, and
         // the parallel error names a `&mut` field if there is one.
         unsafe impl #impl_generics #p::Mapper for #name #ty_generics #where_clause {
             type Raw = (#(#raw_tys,)*);
             const PARALLEL_ERROR: ::core::option::Option<&'static str> = #parallel_error;
+            const SLOTS: usize = #slots;
 
             unsafe fn raw(this: *mut Self) -> Self::Raw {
                 // SAFETY: `this` points to a live struct (the caller's contract).

@@ -53,8 +53,27 @@ pub mod map_type {
     }
 }
 
+/// Where a mapped variable is written: its name and source line, carried by its map-list entries so that a mapping
+/// error names the variable and the line (libomptarget's `HstPtrName` serves the same purpose).
+#[derive(Debug)]
+pub struct VarSite {
+    /// The variable's name as written (`y`, `self`).
+    pub name: &'static str,
+    /// The source file (`file!()` at the variable).
+    pub file: &'static str,
+    /// Its line.
+    pub line: u32,
+}
+
 /// The most kernel arguments (after `dyn_ptr`) a region may have: each slice counts two, the return slot one.
 pub const MAX_KERNEL_ARGS: usize = 64;
+
+/// Whether a firstprivate value of `size` bytes crosses as its bits in its kernel argument (else the argument is a
+/// private copy's device address): the host's map list and the device's entry both ask this.
+#[inline(always)]
+pub const fn passes_by_bits(size: usize) -> bool {
+    size <= 8
+}
 
 /// Team-shared memory every team of a `teams, parallel` launch gets (what a CUDA block may use statically).
 pub const TEAM_SHARED_BYTES: usize = 48 * 1024;

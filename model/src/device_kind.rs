@@ -305,7 +305,7 @@ pub fn x86_64_level(name: &str) -> Option<(usize, impl Iterator<Item = &'static 
     ))
 }
 
-#[cfg(all(test, feature = "syntax"))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -155,7 +155,7 @@ pub fn mangle_with(path: &str, mut push: impl FnMut(u8)) {
     }
 }
 
-#[cfg(feature = "syntax")]
+#[cfg(any(test, feature = "std"))]
 /// The mangled symbol for `path` as a `String`.
 pub fn mangle_string(path: &str) -> String {
     let mut s = String::with_capacity(mangled_len(path));
@@ -163,7 +163,7 @@ pub fn mangle_string(path: &str) -> String {
     s
 }
 
-#[cfg(all(test, feature = "syntax"))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -219,13 +219,13 @@ pub mod __private {
         MapSourceMut, MapTarget, MapToExcl, MapToShared, MapWrite, MapWriteAtomic, MappedMut,
         MappedRef, Rebind, Section, ViewFallback,
     };
-    pub use crate::region::maplist::MapArg;
+    pub use crate::region::maplist::{name_entries, MapArg};
     pub use crate::region::mapper::{
         mapper_data_maps, owned_mapper_data_maps, parallel_mapper, Mapper, MapperRaw, OwnedMapper,
         RefMaps, RefParam, ViaObject, ViaOwnedMapper,
     };
     pub use offload_model::abi::map_type::{mapper_field, DEVICE_WRITES, FROM, TO};
-    pub use offload_model::abi::Construct;
+    pub use offload_model::abi::{Construct, VarSite};
     pub use offload_model::reduce::fold;
 
     /// Marker types that stand for a generic region's const arguments in its instance keys (`ConstUsize<4>`).

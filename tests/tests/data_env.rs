@@ -144,7 +144,9 @@ fn several_buffers_enter_at_once() {
     assert_eq!((a[0], b[0]), (2, 2), "release copies nothing back");
 }
 
-// 14. present: fine when mapped, an error (naming address and size) when not, under every policy.
+// 14. present: fine when mapped, an error (naming the variable, its line, address and size) when not, under every
+// policy.
+const NEEDS_PRESENT_LINE: u32 = line!() + 2;
 #[target(map(present, to: x))]
 fn needs_present(x: &[i64]) -> i64 {
     x.iter().sum()
@@ -167,6 +169,11 @@ fn present_is_checked() {
             "host address {:#x}, 40 bytes",
             x.as_ptr() as usize
         )),
+        "{msg}"
+    );
+    // The variable and where it is written, as libomptarget's `HstPtrName` gives them.
+    assert!(
+        msg.contains(&format!("`x` ({}:{NEEDS_PRESENT_LINE}): ", file!())),
         "{msg}"
     );
     target_data!(map(to: x) => {

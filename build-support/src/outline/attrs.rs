@@ -88,27 +88,32 @@ pub(super) fn keep_item(m: &mut Mirror, item: &impl Spanned, attrs: &[Attribute]
 /// device copy), the derives a `DeviceVec` cannot have dropped (`Clone`, `Copy`, `Default`: a device cannot
 /// allocate), and the marker `offload::__rt::OwnedMapper` implemented, which the kernel entries check.
 pub(super) fn keep_with_mapper(m: &mut Mirror, item: &Item, attrs: &[Attribute]) {
-    let owning = match item {
-        Item::Struct(st) if offload_model::mapper::derives_mapper(&st.attrs) => {
+    let mapper = match item {
+        Item::Struct(st) if offload_frontend::mapper::derives_mapper(&st.attrs) => {
             let input: syn::DeriveInput = st.clone().into();
-            offload_model::mapper::fields(&input)
+            offload_frontend::mapper::fields(&input)
                 .ok()
-                .filter(|f| offload_model::mapper::owns(f))
                 .map(|f| (st, f))
         }
         _ => None,
     };
-    let Some((st, fields)) = owning else {
+    let Some((st, fields)) = mapper else {
         keep_item(m, item, attrs);
         blank_field_maps(m, item);
         return;
     };
     let r = m.range(item.span());
+    if !offload_frontend::mapper::owns(&fields) {
+        keep_item(m, item, attrs);
+        blank_field_maps(m, item);
+        m.insert(r.end, mapper_slots(st, &fields));
+        return;
+    }
     m.keep(r.clone());
     blank_attrs_dropping(m, attrs, &["Clone", "Copy", "Default"]);
     blank_field_maps(m, item);
     for (f, field) in fields.iter().zip(&st.fields) {
-        if let (offload_model::mapper::FieldKind::Vec { .. }, syn::Type::Path(tp)) =
+        if let (offload_frontend::mapper::FieldKind::Vec { .. }, syn::Type::Path(tp)) =
             (&f.kind, &field.ty)
         {
             // The path up to its generic arguments (`Vec`, `std::vec::Vec`), which stay as written.
@@ -124,14 +129,41 @@ pub(super) fn keep_with_mapper(m: &mut Mirror, item: &Item, attrs: &[Attribute])
     }
     m.insert(
         r.end,
-        format!(" impl ::offload::__rt::OwnedMapper for {} {{}}", st.ident),
+        format!(
+            " impl ::offload::__rt::OwnedMapper for {} {{}}{}",
+            st.ident,
+            mapper_slots(st, &fields)
+        ),
     );
+}
+
+/// `impl MapperSlots for S`: the struct's kernel arguments, which the kernel entries rebuilding it check.
+fn mapper_slots(st: &syn::ItemStruct, fields: &[offload_frontend::mapper::Field]) -> String {
+    let slots: usize = fields
+        .iter()
+        .map(offload_frontend::mapper::Field::kernel_args)
+        .sum();
+    let name = &st.ident;
+    let (impl_generics, ty_generics, where_clause) = st.generics.split_for_impl();
+    let slots = proc_macro2::Literal::usize_unsuffixed(slots);
+    // The struct's own `cfg`s: the impl exists where the struct does.
+    let cfgs = st.attrs.iter().filter(|a| a.path().is_ident("cfg"));
+    // On the struct's last line: the mirror keeps every item on its original line.
+    format!(
+        " {}",
+        quote::quote!(
+            #(#cfgs)*
+            impl #impl_generics ::offload::__rt::MapperSlots for #name #ty_generics #where_clause {
+                const SLOTS: usize = #slots;
+            }
+        )
+    )
 }
 
 /// A mapper struct's `#[map(..)]` field attributes belong to its derive, which the device crate does not run.
 pub(super) fn blank_field_maps(m: &mut Mirror, item: &Item) {
     let Item::Struct(st) = item else { return };
-    if !offload_model::mapper::derives_mapper(&st.attrs) {
+    if !offload_frontend::mapper::derives_mapper(&st.attrs) {
         return;
     }
     for a in st.fields.iter().flat_map(|f| &f.attrs) {
@@ -149,9 +181,9 @@ pub(super) fn blank_field_maps(m: &mut Mirror, item: &Item) {
 pub(super) fn collect_mappers(items: &[Item], out: &mut kernel::Mappers) {
     for item in items {
         match item {
-            Item::Struct(s) if offload_model::mapper::derives_mapper(&s.attrs) => {
+            Item::Struct(s) if offload_frontend::mapper::derives_mapper(&s.attrs) => {
                 let input: syn::DeriveInput = s.clone().into();
-                if let Ok(fields) = offload_model::mapper::fields(&input) {
+                if let Ok(fields) = offload_frontend::mapper::fields(&input) {
                     let cfg = s.fields.iter().any(|f| {
                         f.attrs
                             .iter()

@@ -1,10 +1,12 @@
 //! The kernel entry of a region: the calling convention `(dyn_ptr, a0, .., ak)` (one `u64` per map-list entry, in
-//! [`Region::kernel_args`] order) unpacked into the region's parameters. Types are inferred from the region's own
+//! the order of the region's plan, `offload_frontend::plan`) unpacked into the region's parameters, as each
+//! parameter's plan says. Types are inferred from the region's own
 //! signature, so the entry never has to name them.
 
-use offload_model::lower::{view_kind, ViewKind};
-use offload_model::mapper::{Field, FieldKind};
-use offload_model::region::{KernelArg, Param, ParamKind, Region};
+use offload_frontend::lower::ViewKind;
+use offload_frontend::mapper::{Field, FieldKind};
+use offload_frontend::plan::{plan, ArgPlan, Rebuild};
+use offload_frontend::region::{Param, Region};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, ToTokens};
 
@@ -34,8 +36,11 @@ pub fn entry(
     kernel_name: proc_macro2::Ident,
     mappers: &Mappers,
 ) -> TokenStream {
-    let args = region.kernel_args();
-    let widths = widths(&args, mappers);
+    let args = plan(region);
+    let widths: Vec<usize> = args
+        .iter()
+        .map(|a| a.width(fields_width(a, mappers)))
+        .collect();
     let arg_names: Vec<_> = (0..widths.iter().sum())
         .map(|i| format_ident!("__offload_a{}", i))
         .collect();
@@ -45,7 +50,7 @@ pub fn entry(
     for (i, (arg, w)) in args.iter().zip(&widths).enumerate() {
         let names = &arg_names[next..next + w];
         next += w;
-        unpacked.push(region, i, *arg, names, mappers);
+        unpacked.push(i, *arg, names, mappers);
     }
     let Unpacked {
         lets,
@@ -72,22 +77,15 @@ pub fn entry(
     )
 }
 
-/// How many kernel arguments each of `args` takes: a mapper struct's fields as many as its definition gives them.
-fn widths(args: &[KernelArg], mappers: &Mappers) -> Vec<usize> {
-    args.iter()
-        .map(|a| {
-            let mapper = match a {
-                KernelArg::Mapper(p) => {
-                    mapper_fields(p, mappers).map_or(0, |f| f.iter().map(Field::kernel_args).sum())
-                }
-                _ => 0,
-            };
-            match (a, a.owned_mapper(mappers)) {
-                (KernelArg::Ref(_), Some(f)) => f.iter().map(Field::kernel_args).sum(),
-                _ => a.width(mapper),
-            }
-        })
-        .collect()
+/// How many kernel arguments the fields of a parameter's mapper struct take (an owning one's, for a `&S`), if its
+/// type is one.
+fn fields_width(a: &ArgPlan, mappers: &Mappers) -> Option<usize> {
+    let fields = match a.rebuild {
+        Rebuild::Mapper { .. } => mapper_fields(a.param(), mappers),
+        Rebuild::Ref { .. } => owned_mapper(a, mappers),
+        _ => None,
+    };
+    fields.map(|f| f.iter().map(Field::kernel_args).sum())
 }
 
 /// The kernel arguments turned back into the region's parameters: the entry's `let`s, the region call's arguments,
@@ -102,15 +100,8 @@ struct Unpacked {
 }
 
 impl Unpacked {
-    /// Kernel argument `i`, `arg`, from its kernel arguments `names`.
-    fn push(
-        &mut self,
-        region: &Region,
-        i: usize,
-        arg: KernelArg,
-        names: &[syn::Ident],
-        mappers: &Mappers,
-    ) {
+    /// Plan `i`, `arg`, from its kernel arguments `names`.
+    fn push(&mut self, i: usize, arg: ArgPlan, names: &[syn::Ident], mappers: &Mappers) {
         let one = || match names {
             [a] => a,
             _ => unreachable!("a one-argument kind"),
@@ -119,31 +110,42 @@ impl Unpacked {
             [a, len] => (a, len),
             _ => unreachable!("a two-argument kind"),
         };
-        match arg {
-            KernelArg::Mapper(p) => {
-                let value = rebuild_mapper(p, mappers, names);
+        match arg.rebuild {
+            Rebuild::Mapper { by_ref } => {
+                if mapper_fields(arg.param(), mappers).is_some() {
+                    self.checks.push(slots_check(arg.param(), names.len()));
+                }
+                let value = rebuild_mapper(arg.param(), mappers, names);
                 let m = format_ident!("__offload_m{}", i);
                 self.lets.push(quote!(let mut #m = #value;));
-                self.call_args.push(match p.kind {
-                    ParamKind::Mapper { by_ref: Some(_) } => quote!(&mut #m),
-                    _ => quote!(#m),
+                self.call_args.push(match by_ref {
+                    Some(_) => quote!(&mut #m),
+                    None => quote!(#m),
                 });
             }
-            KernelArg::Slice(p) => {
+            Rebuild::View(v) => {
                 let (a, len) = two();
-                let f = match (view_kind(region, &p.kind), &p.kind) {
-                    (Some(ViewKind::Checked), _) => quote!(view),
-                    (Some(ViewKind::Unchecked), _) => quote!(unsafe_view),
-                    (None, ParamKind::Slice { mutable: true, .. }) => quote!(slice_mut),
-                    _ => quote!(slice),
+                let f = match v {
+                    ViewKind::Checked => quote!(view),
+                    ViewKind::Unchecked => quote!(unsafe_view),
                 };
                 self.call_args.push(quote!(::offload::__rt::#f(#a, #len)));
             }
-            KernelArg::Ref(p) if arg.owned_mapper(mappers).is_some() => {
+            Rebuild::Slice { mutable } => {
+                let (a, len) = two();
+                let f = if mutable {
+                    quote!(slice_mut)
+                } else {
+                    quote!(slice)
+                };
+                self.call_args.push(quote!(::offload::__rt::#f(#a, #len)));
+            }
+            Rebuild::Ref { mutable } if owned_mapper(&arg, mappers).is_some() => {
                 // An owning mapper struct, rebuilt from its fields' arguments, as the host's `RefParam` chose.
-                let mutable = matches!(p.kind, ParamKind::Ref { mutable: true, .. });
+                self.checks.push(slots_check(arg.param(), names.len()));
                 let m = format_ident!("__offload_m{}", i);
-                let value = rebuild_owned(p, mappers, names, mutable, &m, &mut self.checks);
+                let value =
+                    rebuild_owned(arg.param(), mappers, names, mutable, &m, &mut self.checks);
                 self.lets.push(quote!(let mut #m = #value;));
                 self.call_args.push(if mutable {
                     quote!(&mut #m)
@@ -151,11 +153,12 @@ impl Unpacked {
                     quote!(&#m)
                 });
             }
-            KernelArg::Ref(p) => {
+            Rebuild::Ref { mutable } => {
                 let a = one();
-                let f = match p.kind {
-                    ParamKind::Ref { mutable: true, .. } => quote!(object_mut),
-                    _ => quote!(object),
+                let f = if mutable {
+                    quote!(object_mut)
+                } else {
+                    quote!(object)
                 };
                 let o = format_ident!("__offload_o{}", i);
                 self.lets
@@ -169,50 +172,57 @@ impl Unpacked {
                     (&&::offload::__rt::RefProbe::of(&#o)).one_object();
                 }));
             }
-            KernelArg::Value(_) => {
+            Rebuild::Value => {
                 let a = one();
                 self.call_args.push(quote!(::offload::__rt::value(#a)))
             }
-            KernelArg::DevicePtr(_) => {
+            Rebuild::DevicePtr => {
                 let a = one();
                 self.call_args.push(quote!(::offload::__rt::device_ptr(#a)))
             }
-            KernelArg::Buffer(p) => {
+            Rebuild::Buffer { mutable } => {
+                // `&DeviceBuffer<T>`: the buffer lives in the entry's frame (a parallel `&mut` one is a view).
                 let (a, len) = two();
-                self.push_buffer(region, i, p, a, len);
-            }
-            KernelArg::Return => self.ret = Some(one().clone()),
-        }
-    }
-
-    /// A `&DeviceBuffer<T>` / `&mut ..` parameter (kernel argument `i`) from its address `a` and length `len`.
-    fn push_buffer(
-        &mut self,
-        region: &Region,
-        i: usize,
-        p: &Param,
-        a: &syn::Ident,
-        len: &syn::Ident,
-    ) {
-        match view_kind(region, &p.kind) {
-            // A parallel region's `&mut DeviceBuffer<T>` is a view, as a `&mut [T]` is.
-            Some(ViewKind::Checked) => self.call_args.push(quote!(::offload::__rt::view(#a, #len))),
-            Some(ViewKind::Unchecked) => self
-                .call_args
-                .push(quote!(::offload::__rt::unsafe_view(#a, #len))),
-            // The region takes `&DeviceBuffer<T>`: the view lives in the entry's frame.
-            None => {
                 let b = format_ident!("__offload_buf{}", i);
                 self.lets.push(
                     quote!(let mut #b = unsafe { ::offload::__rt::device_buffer(#a, #len) };),
                 );
-                self.call_args.push(match p.kind {
-                    ParamKind::DeviceBuffer { mutable: true } => quote!(&mut #b),
-                    _ => quote!(&#b),
+                self.call_args.push(if mutable {
+                    quote!(&mut #b)
+                } else {
+                    quote!(&#b)
                 });
             }
+            Rebuild::Return => self.ret = Some(one().clone()),
         }
     }
+}
+
+/// A compile-time check that the mapper struct parameter `p`, as Rust resolves its type in the region's module,
+/// takes the `n` kernel arguments the entry gives it (the struct's `MapperSlots`, which the outliner writes from
+/// its definition as the host's derive counts them): a struct found by the wrong name fails here.
+fn slots_check(p: &Param, n: usize) -> TokenStream {
+    struct Static;
+    impl syn::visit_mut::VisitMut for Static {
+        fn visit_lifetime_mut(&mut self, l: &mut syn::Lifetime) {
+            *l = syn::Lifetime::new("'static", l.span());
+        }
+    }
+    let mut ty = match &p.ty {
+        syn::Type::Reference(r) => (*r.elem).clone(),
+        t => t.clone(),
+    };
+    syn::visit_mut::VisitMut::visit_type_mut(&mut Static, &mut ty);
+    let msg = format!(
+        "offload: the region parameter `{}` is rebuilt from {n} kernel arguments, but its struct takes another \
+         number: another mapper struct shares its name in this package; rename one",
+        p.ident
+    );
+    quote!(
+        const _: () = ::core::assert!(
+            <#ty as ::offload::__rt::MapperSlots>::SLOTS == #n, #msg
+        );
+    )
 }
 
 /// Stores the region's value `__offload_r` through the return slot `r`: every thread of a parallel region computes
@@ -269,25 +279,18 @@ fn declare(
     }
 }
 
-/// What the outliner knows of a kernel argument's type.
-trait OwnedMapperArg {
-    /// The fields of the owning mapper struct (`Vec` fields) a `&S`/`&mut S` parameter names, found by its name.
-    fn owned_mapper<'m>(&self, mappers: &'m Mappers) -> Option<&'m [Field]>;
-}
-
-impl OwnedMapperArg for KernelArg<'_> {
-    fn owned_mapper<'m>(&self, mappers: &'m Mappers) -> Option<&'m [Field]> {
-        match self {
-            KernelArg::Ref(p) => {
-                mapper_fields(p, mappers).filter(|f| offload_model::mapper::owns(f))
-            }
-            _ => None,
+/// The fields of the owning mapper struct (`Vec` fields) a `&S`/`&mut S` parameter names, found by its name.
+fn owned_mapper<'m>(a: &ArgPlan, mappers: &'m Mappers) -> Option<&'m [Field]> {
+    match a.rebuild {
+        Rebuild::Ref { .. } => {
+            mapper_fields(a.param(), mappers).filter(|f| offload_frontend::mapper::owns(f))
         }
+        _ => None,
     }
 }
 
 fn mapper_fields<'m>(
-    p: &offload_model::region::Param,
+    p: &offload_frontend::region::Param,
     mappers: &'m Mappers,
 ) -> Option<&'m [Field]> {
     mappers
@@ -297,7 +300,7 @@ fn mapper_fields<'m>(
 
 /// The mapper struct's path as written in the region's signature, without generic arguments (a struct expression
 /// names it so), and without a reference.
-fn mapper_path(p: &offload_model::region::Param) -> Option<syn::Path> {
+fn mapper_path(p: &offload_frontend::region::Param) -> Option<syn::Path> {
     let mut ty = &p.ty;
     if let syn::Type::Reference(r) = ty {
         ty = &r.elem;
@@ -314,7 +317,7 @@ fn mapper_path(p: &offload_model::region::Param) -> Option<syn::Path> {
 /// as a `DeviceVec` over its device copy; a value by value through `&S`, and through `&mut S` read from its device
 /// object and written back after the call (`after`), so the host gets the region's writes, as in the fallback.
 fn rebuild_owned(
-    p: &offload_model::region::Param,
+    p: &offload_frontend::region::Param,
     mappers: &Mappers,
     args: &[syn::Ident],
     mutable: bool,
@@ -348,9 +351,9 @@ fn rebuild_owned(
 }
 
 /// The struct a mapper parameter is on the device, built from its fields' kernel arguments `args` (as many as
-/// `offload_model::mapper::fields` gives them, in the order the derive's map list has).
+/// `offload_frontend::mapper::fields` gives them, in the order the derive's map list has).
 fn rebuild_mapper(
-    p: &offload_model::region::Param,
+    p: &offload_frontend::region::Param,
     mappers: &Mappers,
     args: &[syn::Ident],
 ) -> TokenStream {

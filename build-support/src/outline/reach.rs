@@ -606,12 +606,12 @@ fn not_device(item: &Item, root: bool, hc: &HostCrates, file: usize) -> Option<W
     // An owning mapper struct's `Vec` fields are `offload::DeviceVec` on a device: only their elements are asked.
     if let Item::Struct(st) = item {
         let input: syn::DeriveInput = st.clone().into();
-        if let Ok(fields) = offload_model::mapper::fields(&input) {
-            if offload_model::mapper::derives_mapper(&st.attrs)
-                && offload_model::mapper::owns(&fields)
+        if let Ok(fields) = offload_frontend::mapper::fields(&input) {
+            if offload_frontend::mapper::derives_mapper(&st.attrs)
+                && offload_frontend::mapper::owns(&fields)
             {
                 return fields.iter().find_map(|f| match &f.kind {
-                    offload_model::mapper::FieldKind::Vec { elem } => {
+                    offload_frontend::mapper::FieldKind::Vec { elem } => {
                         host_only(&elem.to_token_stream(), hc, file)
                     }
                     _ => host_only(&f.ty.to_token_stream(), hc, file),

@@ -175,10 +175,17 @@ impl Directory {
     }
 
     /// `device`'s copy starting at `begin` is gone; returns the parts where it was stale.
+    #[inline]
     pub fn untrack(&self, device: i32, begin: usize) -> Vec<(usize, usize)> {
         if self.tracked.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
+        self.untrack_tracked(device, begin)
+    }
+
+    // The fast paths above are inlined into every map and exit; the rest stays out of line.
+    #[inline(never)]
+    fn untrack_tracked(&self, device: i32, begin: usize) -> Vec<(usize, usize)> {
         match self.lock().remove(&(begin, device)) {
             Some(c) => {
                 self.tracked.fetch_sub(1, Ordering::Release);
@@ -190,10 +197,16 @@ impl Directory {
 
     /// A copy that may be newer than the host's over some of `[begin, end)`, on a device other than `asker` (any
     /// device for `None`, the host asking).
+    #[inline]
     pub fn newer(&self, asker: Option<i32>, begin: usize, end: usize) -> Option<Holder> {
         if self.tracked.load(Ordering::Acquire) == 0 {
             return None;
         }
+        self.newer_tracked(asker, begin, end)
+    }
+
+    #[inline(never)]
+    fn newer_tracked(&self, asker: Option<i32>, begin: usize, end: usize) -> Option<Holder> {
         let (begin, end) = span(begin, end);
         self.lock()
             .over(begin, end)
@@ -207,10 +220,16 @@ impl Directory {
 
     /// A region that may write `[begin, end)` through `device`'s copy starting at `copy` runs: that copy may be
     /// newer than the host's from now on, and every other device's copy of those bytes is stale.
+    #[inline]
     pub fn device_writes(&self, device: i32, copy: usize, begin: usize, end: usize) {
         if self.tracked.load(Ordering::Acquire) == 0 {
             return;
         }
+        self.device_writes_tracked(device, copy, begin, end)
+    }
+
+    #[inline(never)]
+    fn device_writes_tracked(&self, device: i32, copy: usize, begin: usize, end: usize) {
         let (begin, end) = span(begin, end);
         let mut c = self.lock();
         for (&(b, d), other) in c.over_mut(begin, end) {
@@ -224,10 +243,16 @@ impl Directory {
     }
 
     /// The host's data of `[begin, end)` changed (the host fallback wrote it): every device's copy of it is stale.
+    #[inline]
     pub fn host_writes(&self, begin: usize, end: usize) {
         if self.tracked.load(Ordering::Acquire) == 0 {
             return;
         }
+        self.host_writes_tracked(begin, end)
+    }
+
+    #[inline(never)]
+    fn host_writes_tracked(&self, begin: usize, end: usize) {
         let (begin, end) = span(begin, end);
         for (&(b, _), other) in self.lock().over_mut(begin, end) {
             add(&mut other.stale, (begin.max(b), end.min(other.end)));
@@ -275,6 +300,7 @@ impl Directory {
     }
 
     /// Whether no copy is tracked: the host fallback's common path skips the directory.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.tracked.load(Ordering::Acquire) == 0
     }

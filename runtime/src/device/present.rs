@@ -121,6 +121,35 @@ fn reach(r: &Range) -> (usize, usize) {
 }
 
 impl MapError {
+    /// The error for the variable written at `site` (as is without one).
+    #[cold]
+    pub fn of(self, site: Option<&'static offload_model::abi::VarSite>) -> MapError {
+        match (site, self) {
+            (
+                Some(site),
+                e @ (MapError::NotPresent { .. }
+                | MapError::Extends { .. }
+                | MapError::NotAssociated { .. }
+                | MapError::InUse { .. }
+                | MapError::Stale { .. }
+                | MapError::AtomicsNotShared { .. }
+                | MapError::Device(_)),
+            ) => MapError::Of {
+                site,
+                source: Box::new(e),
+            },
+            (_, e) => e,
+        }
+    }
+
+    /// What went wrong, whichever variable it was for.
+    pub fn cause(&self) -> &MapError {
+        match self {
+            MapError::Of { source, .. } => source.cause(),
+            e => e,
+        }
+    }
+
     /// [`MapError::Stale`]: `[begin, end)` meets `holder`'s newer copy.
     pub fn stale(begin: usize, end: usize, holder: Holder) -> MapError {
         MapError::Stale {
@@ -138,6 +167,7 @@ impl MapError {
 ///
 /// # Safety
 /// The host range is writable; it lies in the copy.
+#[inline]
 unsafe fn retrieve_current(
     dev: &ObservedDevice,
     (b, tgt): (usize, DevicePtr),
@@ -254,6 +284,12 @@ pub enum MapError {
     /// The device could not allocate or copy.
     #[error(transparent)]
     Device(#[from] PluginError),
+    /// One of the above, for the variable written at `site`.
+    #[error("`{}` ({}:{}): {source}", site.name, site.file, site.line)]
+    Of {
+        site: &'static offload_model::abi::VarSite,
+        source: Box<MapError>,
+    },
 }
 
 #[derive(Debug)]

@@ -8,6 +8,7 @@ use offload_model::abi::map_type::{
     ALWAYS, DELETE, DEVICE_MEMORY, FROM, HOST_ATOMIC_MASK, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL,
     PRESENT, PRIVATE, REDUCTION, TO,
 };
+use offload_model::abi::VarSite;
 use std::mem::{align_of, size_of, MaybeUninit};
 
 /// One map-list entry as the host sees it: libomptarget's (base, begin, size, map type). `[begin, begin+size)` is
@@ -32,6 +33,8 @@ pub struct MapArg {
     pub literal: Arg,
     /// For device memory passed as is (`DEVICE_MEMORY`), the device holding it; -1 otherwise.
     pub device: i32,
+    /// The variable it maps and where it is written, for errors (`None` where the caller did not say).
+    pub site: Option<&'static VarSite>,
 }
 
 impl MapArg {
@@ -52,6 +55,7 @@ impl MapArg {
             align: 1,
             literal,
             device: -1,
+            site: None,
         }
     }
 
@@ -79,6 +83,7 @@ impl MapArg {
             align: align_of::<T>(),
             literal: Arg::uninit(),
             device: -1,
+            site: None,
         }
     }
 
@@ -106,6 +111,7 @@ impl MapArg {
             align: align_of::<T>(),
             literal: Arg::uninit(),
             device: -1,
+            site: None,
         }
     }
 
@@ -135,6 +141,7 @@ impl MapArg {
             align: align_of::<T>(),
             literal: Arg::uninit(),
             device: -1,
+            site: None,
         }
     }
 
@@ -145,6 +152,15 @@ impl MapArg {
         m.map_type |= DEVICE_MEMORY;
         m.device = p.device();
         m
+    }
+
+    /// The entry for the variable written at `site` (its errors name it).
+    #[inline]
+    pub fn named(self, site: &'static VarSite) -> Self {
+        MapArg {
+            site: Some(site),
+            ..self
+        }
     }
 
     /// For device memory passed as is ([`MapArg::device_ptr`]), the device holding it.
@@ -159,7 +175,7 @@ impl MapArg {
     /// `T` is `Firstprivate` (the expansion checks it separately, so a wrong type gets one error, not two).
     #[inline]
     pub unsafe fn value<T>(v: &T) -> Self {
-        if size_of::<T>() <= 8 {
+        if offload_model::abi::passes_by_bits(size_of::<T>()) {
             // The value's bytes, padding (uninitialised) included: they travel as `Arg`, never read as a number.
             let mut bits = Arg::zeroed();
             // SAFETY: `T` fits in `bits`; `Firstprivate` types hold no pointers.
@@ -190,6 +206,7 @@ impl MapArg {
             align: align_of::<R>(),
             literal: Arg::uninit(),
             device: -1,
+            site: None,
         }
     }
 
@@ -223,6 +240,13 @@ pub(crate) enum Held {
     Table,
     /// A pin on a present allocation (a zero-length section of present data).
     Pinned(DeviceAddr),
+}
+
+/// Names the entries from `from` on (a mapper struct's, or an owning one's fields') for the variable at `site`.
+pub fn name_entries(maps: &mut [MapArg], from: usize, site: &'static VarSite) {
+    for m in &mut maps[from..] {
+        m.site = Some(site);
+    }
 }
 
 /// Whether a map whose range overlaps a present entry without lying inside it may get a private copy instead of
@@ -302,11 +326,13 @@ pub(crate) unsafe fn enter_list<'a>(
     };
     let mut t = None;
     // An `always, to` map copies host data over a present copy, which nothing can undo: such entries go last, so a
-    // refusal of another (no room for a copy, a stale range) leaves the device's data as it was.
+    // refusal of another (no room for a copy, a stale range) leaves the device's data as it was. (Two passes only
+    // where there is one: the common list has none.)
     let always_to = |m: &MapArg| m.map_type & (LITERAL | TO | ALWAYS) == TO | ALWAYS;
+    let last = maps.iter().any(always_to);
     let order = (0..maps.len())
-        .filter(|&k| !always_to(&maps[k]))
-        .chain((0..maps.len()).filter(|&k| always_to(&maps[k])));
+        .filter(|&k| !last || !always_to(&maps[k]))
+        .chain((0..if last { maps.len() } else { 0 }).filter(|&k| always_to(&maps[k])));
     for k in order {
         let m = &maps[k];
         let r = if m.map_type & LITERAL != 0 {
@@ -360,7 +386,7 @@ pub(crate) unsafe fn enter_list<'a>(
             Err(e) => {
                 drop(t);
                 // The guard undoes the entries entered so far (the others hold nothing).
-                return Err(e);
+                return Err(e.of(m.site));
             }
         }
     }
@@ -423,7 +449,7 @@ pub(crate) unsafe fn exit_list(
                     if let Err(e) =
                         unsafe { dev.retrieve(m.begin as usize, p + offset, m.size, m.map_type) }
                     {
-                        result = Err(MapError::from(e));
+                        result = Err(MapError::from(e).of(m.site));
                     }
                 }
                 // SAFETY: allocated by `private_in` for this construct, which is over.
@@ -440,7 +466,7 @@ pub(crate) unsafe fn exit_list(
                 if let Err(e) =
                     unsafe { t.exit(dev, m.begin as usize, m.size, m.map_type, kind, copy_out) }
                 {
-                    result = Err(e);
+                    result = Err(e.of(m.site));
                 }
             }
         }

@@ -10,7 +10,7 @@ use super::types::DeviceCopy;
 use offload_model::abi::map_type::{DEVICE_WRITES, FROM};
 
 /// A struct whose slice and reference fields are mapped and whose other fields are firstprivate values, field by
-/// field in declaration order (`offload_model::mapper::fields`, which the outliner's kernel entry reads too).
+/// field in declaration order (`offload_frontend::mapper::fields`, which the outliner's kernel entry reads too).
 /// Implemented by `#[derive(offload::Mapper)]`; not meant to be implemented by hand.
 ///
 /// # Safety
@@ -37,6 +37,10 @@ pub unsafe trait Mapper: Sized {
     type Raw;
     /// Why a parallel region cannot take the struct (it has a `&mut` field, naming it and the fix), or `None`.
     const PARALLEL_ERROR: Option<&'static str>;
+    /// How many kernel arguments the struct takes: its fields' slots (`offload_frontend::plan::field_slots`). The
+    /// kernel entry, written by the outliner from the struct's definition, is checked against the same number,
+    /// stated on the struct in the device crate (`offload_device::__rt::MapperSlots`).
+    const SLOTS: usize;
 
     /// The raw parts of `*this`, its reference fields' pointers derived from the fields' own references.
     ///
@@ -87,8 +91,14 @@ impl<M: Mapper> MapperRaw<M> {
     /// # Safety
     /// As [`Mapper::maps`]: `self` outlives the map list's use, and the struct stays borrowed that long.
     pub unsafe fn kernel_maps(&self, clause: u64, out: &mut Vec<MapArg>) {
+        let before = out.len();
         // SAFETY: forwarded.
         unsafe { M::maps(&self.0, clause, true, out) }
+        debug_assert_eq!(
+            out.len() - before,
+            M::SLOTS,
+            "a mapper struct's entries are its slots"
+        );
     }
 }
 
@@ -141,6 +151,9 @@ pub unsafe fn mapper_data_maps<M: Mapper>(
 /// reference to the struct), its length's literal, and `FROM` or `DEVICE_WRITES` only when `mutable`; a value's
 /// entry points into `*this`.
 pub unsafe trait OwnedMapper: Sized {
+    /// How many kernel arguments the struct takes, as [`Mapper::SLOTS`].
+    const SLOTS: usize;
+
     /// Pushes the fields' map-list entries, each field's map type combined with `clause`: one per kernel argument for
     /// a region (`kernel`), the `Vec`s only for a data construct.
     ///
@@ -459,6 +472,7 @@ mod tests {
     unsafe impl<'a> Mapper for Grid<'a> {
         type Raw = (*mut [f64], *const [f64], usize);
         const PARALLEL_ERROR: Option<&'static str> = Some("field `u` is `&mut [f64]`");
+        const SLOTS: usize = 5;
 
         unsafe fn raw(this: *mut Self) -> Self::Raw {
             // SAFETY: the caller's contract.
@@ -505,6 +519,8 @@ mod tests {
 
     // SAFETY: as the derive writes it for these fields (`mats` is `#[map(to)]`).
     unsafe impl OwnedMapper for Sim {
+        const SLOTS: usize = 5;
+
         unsafe fn maps(
             this: *mut Self,
             mutable: bool,

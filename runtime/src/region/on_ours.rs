@@ -157,14 +157,14 @@ fn not_mapped(
     maps: &[MapArg],
     e: MapError,
 ) -> NotRun {
-    match e {
+    match e.cause() {
         MapError::Device(_) | MapError::AtomicsNotShared { .. } => could_not_start(
             region.name,
             dev,
             maps,
             format!("mapping the arguments on device {} failed: {e}", dev.number),
         ),
-        e => NotRun::Failed(mapping_error(region.name, dev, e.to_string())),
+        _ => NotRun::Failed(mapping_error(region.name, dev, e.to_string())),
     }
 }
 

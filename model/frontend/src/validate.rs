@@ -19,14 +19,17 @@ pub(crate) fn validate(region: &Region, words: &Words, func: &ItemFn, errors: &m
     check_reduction_return(region, func, errors);
     check_body(region, func, errors);
     // A mapper struct counts one here: its fields are checked where its definition is known.
-    let n: usize = region.kernel_args().iter().map(|a| a.width(1)).sum();
-    if n > crate::abi::MAX_KERNEL_ARGS {
+    let n: usize = crate::plan::plan(region)
+        .iter()
+        .map(|a| a.width(Some(1)))
+        .sum();
+    if n > offload_model::abi::MAX_KERNEL_ARGS {
         errors.push(syn::Error::new(
             region.ident.span(),
             format!(
                 "this region has {n} kernel arguments (a slice counts two, a return value one); at most {} fit: \
                  group parameters into `#[declare_target]` `#[repr(C)]` structs",
-                crate::abi::MAX_KERNEL_ARGS
+                offload_model::abi::MAX_KERNEL_ARGS
             ),
         ));
     }

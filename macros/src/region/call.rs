@@ -2,7 +2,7 @@
 //! parameters only clauses use, and the runtime call that picks a device or falls back to the host (on teams of host
 //! threads for a parallel region).
 
-use offload_model::region::Region;
+use offload_frontend::region::Region;
 use proc_macro2::TokenStream;
 use quote::{quote, ToTokens};
 use syn::Ident;
@@ -38,11 +38,11 @@ pub fn clause_touches(region: &Region, idents: &[&Ident]) -> Vec<TokenStream> {
         .chain(&region.num_teams)
         .chain(&region.thread_limit)
     {
-        offload_model::resolve::collect_idents(e.to_token_stream(), &mut clause_idents);
+        offload_frontend::resolve::collect_idents(e.to_token_stream(), &mut clause_idents);
     }
     for s in region.params.iter().filter_map(|p| p.section.as_ref()) {
         for e in s.lo.iter().chain(&s.hi) {
-            offload_model::resolve::collect_idents(e.to_token_stream(), &mut clause_idents);
+            offload_frontend::resolve::collect_idents(e.to_token_stream(), &mut clause_idents);
         }
     }
     idents

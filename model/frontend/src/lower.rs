@@ -1,9 +1,9 @@
 //! The one lowering of a region's function: what the macro compiles as the host fallback and the outliner writes into
 //! the device crate are both [`lower`]'s output, so the two cannot diverge.
 //!
-//! - A parallel region's `&mut [T]` and `&mut DeviceBuffer<T>` parameters become [`crate::view`]s (`View` in safe
+//! - A parallel region's `&mut [T]` and `&mut DeviceBuffer<T>` parameters become [`offload_model::view`]s (`View` in safe
 //!   regions, `UnsafeView` in `unsafe fn` ones); the caller (fallback or kernel entry) makes one per thread.
-//! - A work-shared loop becomes a closure run by a driver of [`crate::lanes`] over the thread's share:
+//! - A work-shared loop becomes a closure run by a driver of [`offload_model::lanes`] over the thread's share:
 //!   `for i in A { BODY }` -> `{ let s = __share(A); let s = unsafe { Exclusive::new(s) }; each(s, [x.len(), ..],
 //!   [m?], |i, t| BODY) }` (`reduce` with the private copies for a reduction, `each_nest`/`reduce_nest` over the
 //!   tuples of a `collapse(n)` nest, with the strides of its flat index and `[plane]` where it writes a column of it;

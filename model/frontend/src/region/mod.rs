@@ -2,8 +2,8 @@
 //! (which expands the host side) and the outliner (which writes the kernel entry). [`crate::frontend`] makes one:
 //! `parse` reads the clauses and the signature into a [`Region`], then `crate::validate` checks it against the rules.
 //!
-//! Here: what a region is ([`Region`], its parameters and the kernel ABI's [`KernelArg`]) and everything asked of it,
-//! in one `impl Region`; the parse phase (`parse`); and a generic region's instance machinery (`generic`).
+//! Here: what a region is ([`Region`] and its parameters) and everything asked of it, in one `impl Region` (its
+//! kernel ABI, each parameter's slots, map entries and rebuild, is computed by [`crate::plan`]); the parse phase (`parse`); and a generic region's instance machinery (`generic`).
 
 pub(crate) mod generic;
 pub(crate) mod parse;
@@ -66,43 +66,6 @@ pub struct Param {
     pub mut_binding: bool,
 }
 
-/// What one parameter (or the return value) passes in the kernel calling convention `(dyn_ptr, a0, .., ak)`, each
-/// argument 8 bytes: the one definition of the kernel ABI. [`Region::kernel_args`] lists them in order; the host's
-/// map list (the macro) pushes [`KernelArg::width`] map entries for each and the kernel entry (the outliner) takes as
-/// many arguments for each, both from this list, so they agree on every position.
-#[derive(Clone, Copy, Debug)]
-pub enum KernelArg<'a> {
-    /// `&[T]` / `&mut [T]`: the data's device address, then its length (a literal).
-    Slice(&'a Param),
-    /// `&T` / `&mut T`: the object's device address.
-    Ref(&'a Param),
-    /// A firstprivate value: its bits if 8 bytes or less, else a private copy's device address.
-    Value(&'a Param),
-    /// A `DevicePtr`'s address, as is.
-    DevicePtr(&'a Param),
-    /// A `&DeviceBuffer<T>` / `&mut ..`: its address, then its length.
-    Buffer(&'a Param),
-    /// A mapper struct's fields, in declaration order (each slice field its address and length, each other field
-    /// one argument): the derive's map list on the host, [`crate::mapper::fields`] in the kernel entry.
-    Mapper(&'a Param),
-    /// Device address of the return slot (mapped `from`).
-    Return,
-}
-
-impl KernelArg<'_> {
-    /// How many kernel arguments it takes; `mapper`: a mapper struct's count, which only its definition tells.
-    pub fn width(&self, mapper: usize) -> usize {
-        match self {
-            KernelArg::Slice(_) | KernelArg::Buffer(_) => 2,
-            KernelArg::Mapper(_) => mapper,
-            KernelArg::Ref(_)
-            | KernelArg::Value(_)
-            | KernelArg::DevicePtr(_)
-            | KernelArg::Return => 1,
-        }
-    }
-}
-
 /// A validated `#[target]` region.
 #[derive(Clone, Debug)]
 pub struct Region {
@@ -117,7 +80,7 @@ pub struct Region {
     /// `if(cond)`, if given.
     pub if_cond: Option<Expr>,
     /// What the teams and threads do with the body.
-    pub construct: crate::abi::Construct,
+    pub construct: offload_model::abi::Construct,
     /// `num_teams(n)`, if given.
     pub num_teams: Option<Expr>,
     /// `thread_limit(n)` or `num_threads(n)`, if given; `teams_distribute` without one gets `1`.
@@ -167,7 +130,7 @@ impl<'a> From<&'a syn::ItemImpl> for InImpl<'a> {
 }
 
 impl Region {
-    /// The reduction's operator type (a [`crate::reduce`] operator, or a `TupleK` of them for several variables).
+    /// The reduction's operator type (a [`offload_model::reduce`] operator, or a `TupleK` of them for several variables).
     pub fn reduce_op(&self) -> Option<TokenStream> {
         self.reduce_ops(|tuple, ops| quote::quote!(::offload::__reduce::#tuple<#(#ops),*>))
     }
@@ -211,27 +174,6 @@ impl Region {
             }
             (Some(ty), _) => Some(ty.to_token_stream()),
         }
-    }
-
-    /// What each parameter, then the return value, passes to the kernel, in order: the calling convention both the
-    /// host stub and the kernel entry follow.
-    pub fn kernel_args(&self) -> Vec<KernelArg<'_>> {
-        let mut args: Vec<KernelArg> = self
-            .params
-            .iter()
-            .map(|p| match p.kind {
-                ParamKind::Slice { .. } => KernelArg::Slice(p),
-                ParamKind::Ref { .. } => KernelArg::Ref(p),
-                ParamKind::Value => KernelArg::Value(p),
-                ParamKind::DevicePtr => KernelArg::DevicePtr(p),
-                ParamKind::DeviceBuffer { .. } => KernelArg::Buffer(p),
-                ParamKind::Mapper { .. } => KernelArg::Mapper(p),
-            })
-            .collect();
-        if self.ret.is_some() {
-            args.push(KernelArg::Return);
-        }
-        args
     }
 
     /// Whether the region takes device memory: then it runs on a device or fails, never in a host fallback.

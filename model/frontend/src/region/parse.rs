@@ -69,7 +69,7 @@ pub(crate) fn parse(
         ret,
         device: None,
         if_cond: None,
-        construct: crate::abi::Construct::Serial,
+        construct: offload_model::abi::Construct::Serial,
         num_teams: None,
         thread_limit: None,
         is_unsafe: func.sig.unsafety.is_some(),
@@ -143,12 +143,12 @@ fn apply_clause(region: &mut Region, clause: Clause, words: &mut Words, errors: 
             words.private = Some(kw);
         }
         Clause::Collapse(kw, n) => {
-            if !(1..=crate::abi::MAX_COLLAPSE).contains(&n) {
+            if !(1..=offload_model::abi::MAX_COLLAPSE).contains(&n) {
                 errors.push(syn::Error::new(
                     kw.span(),
                     format!(
                         "`collapse(n)` takes 1 to {} loops",
-                        crate::abi::MAX_COLLAPSE
+                        offload_model::abi::MAX_COLLAPSE
                     ),
                 ));
             } else {
@@ -160,7 +160,7 @@ fn apply_clause(region: &mut Region, clause: Clause, words: &mut Words, errors: 
     }
 }
 
-/// `reduction(op: vars)`: each variable once, at most [`crate::reduce::MAX_VARS`] of them.
+/// `reduction(op: vars)`: each variable once, at most [`offload_model::reduce::MAX_VARS`] of them.
 fn add_reductions(
     region: &mut Region,
     op: crate::clause::ReduceOp,
@@ -175,12 +175,12 @@ fn add_reductions(
             region.reductions.push((op.clone(), v));
         }
     }
-    if region.reductions.len() > crate::reduce::MAX_VARS {
+    if region.reductions.len() > offload_model::reduce::MAX_VARS {
         errors.push(syn::Error::new(
             span,
             format!(
                 "at most {} reduction variables per region",
-                crate::reduce::MAX_VARS
+                offload_model::reduce::MAX_VARS
             ),
         ));
     }
@@ -188,7 +188,7 @@ fn add_reductions(
 
 /// What the region's teams and threads do, from its construct words (the validation checks their combination).
 fn set_construct(region: &mut Region, words: &[(Word, Span)]) {
-    use crate::abi::Construct;
+    use offload_model::abi::Construct;
     let has = |w: Word| words.iter().any(|(k, _)| *k == w);
     let loops: Vec<Word> = words
         .iter()

@@ -59,12 +59,9 @@ pub struct Field {
 }
 
 impl Field {
-    /// How many kernel arguments the field passes.
+    /// How many kernel arguments the field passes (the plan's table, as for a parameter of the same kind).
     pub fn kernel_args(&self) -> usize {
-        match self.kind {
-            FieldKind::Slice { .. } | FieldKind::Vec { .. } => 2,
-            FieldKind::Ref { .. } | FieldKind::Value => 1,
-        }
+        crate::plan::field_slots(&self.kind)
     }
 
     /// Whether the field is a `&mut` (a parallel region cannot share it among its threads).
@@ -331,7 +328,7 @@ pub fn param_form(ty: &Type) -> Option<Option<bool>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::map_type::{mapper_field, ALWAYS, DELETE, FROM, TO};
+    use offload_model::abi::map_type::{mapper_field, ALWAYS, DELETE, FROM, TO};
 
     #[test]
     fn fields_in_declaration_order_with_their_map_types_and_arguments() {

@@ -4,7 +4,7 @@
 //! invariant in the struct's lifetime, so a caller's `&mut Grid<'a>` fits only `&'scope mut Grid<'a>`), and every
 //! named one and every type parameter bound to outlive it, so the task borrows exactly what the call lends it.
 
-use offload_model::region::Region;
+use offload_frontend::region::Region;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::visit_mut::VisitMut;

@@ -38,9 +38,9 @@ impl MapType {
         }
     }
 
-    /// The map-type bits of [`crate::abi::map_type`].
+    /// The map-type bits of [`offload_model::abi::map_type`].
     pub fn bits(self) -> u64 {
-        use crate::abi::map_type::*;
+        use offload_model::abi::map_type::*;
         match self {
             MapType::To => TO,
             MapType::From => FROM,
@@ -126,7 +126,7 @@ impl Map {
 
     /// All map-type bits, modifiers included.
     pub fn bits(&self) -> u64 {
-        use crate::abi::map_type::*;
+        use offload_model::abi::map_type::*;
         let mut b = self.map_type.bits() | TARGET_PARAM;
         if self.always {
             b |= ALWAYS;

@@ -5,8 +5,8 @@ mod call;
 mod nowait;
 mod params;
 
-use offload_model::lower::view_kind;
-use offload_model::region::{ParamKind, Region};
+use offload_frontend::lower::view_kind;
+use offload_frontend::region::{ParamKind, Region};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -28,7 +28,7 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             return quote!(#msg #item);
         }
     };
-    match offload_model::frontend::parse_region(args, &func) {
+    match offload_frontend::frontend::parse_region(args, &func) {
         Ok(region) => expand_region(&region, func),
         Err(e) => failed(e, &func),
     }
@@ -81,12 +81,12 @@ fn expand_impl(args: TokenStream, mut imp: syn::ItemImpl) -> TokenStream {
             items.push(quote!(#func));
             continue;
         }
-        let in_impl = offload_model::region::InImpl {
+        let in_impl = offload_frontend::region::InImpl {
             self_ty: &self_ty,
             generics: &imp.generics,
         };
         items.push(
-            match offload_model::frontend::parse_region_in(args, &func, Some(in_impl)) {
+            match offload_frontend::frontend::parse_region_in(args, &func, Some(in_impl)) {
                 Ok(region) => expand_region(&region, func),
                 Err(e) => failed(e, &func),
             },
@@ -211,7 +211,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
     let touch = call::clause_touches(region, &idents);
     // The one lowering the outliner applies too: views for parallel `&mut` parameters, the work-shared loop as a
     // closure over the thread's share.
-    let lowered = offload_model::lower::lower(
+    let lowered = offload_frontend::lower::lower(
         region,
         &ItemFn {
             attrs: Vec::new(),
@@ -323,7 +323,7 @@ fn expand_region(region: &Region, func: ItemFn) -> TokenStream {
 /// bound to it (to its fields, for several) and the `let`s before the loop that it reads computed again.
 fn tail_closure(
     region: &Region,
-    tail: &offload_model::worksharing::Tail,
+    tail: &offload_frontend::worksharing::Tail,
     wire: &TokenStream,
 ) -> TokenStream {
     let w = format_ident!("__offload_w", span = proc_macro2::Span::mixed_site());
@@ -402,7 +402,7 @@ fn entries(region: &Region, host_name: &syn::Ident, tag: u64) -> TokenStream {
             let args: Vec<String> = i
                 .args
                 .iter()
-                .map(|a| offload_model::region::canonical_tokens(quote!(#a)))
+                .map(|a| offload_frontend::region::canonical_tokens(quote!(#a)))
                 .collect();
             if args.len() == 1 {
                 args[0].clone()
@@ -553,7 +553,7 @@ fn host_inputs(region: &Region, lowered: &[FnArg]) -> Vec<FnArg> {
             else {
                 return arg.clone();
             };
-            let elem = offload_model::lower::view_elem(p);
+            let elem = offload_frontend::lower::view_elem(p);
             let mut pt = pt.clone();
             *pt.ty = if *mutable {
                 syn::parse_quote_spanned!(p.ty.span()=> &mut [#elem])

@@ -196,7 +196,7 @@ pub fn row_length<'a>(region: &Region, ws: &WorkShared<'a>) -> Option<&'a Expr> 
 }
 
 /// `m` when `e` is a sub-slice of the row: `lo..hi` or `lo..` (the start of `y[lo..][..n]`) with `lo` written
-/// `i * m` or `i * m + e2`. Which elements it reaches is checked against the row at run time ([`crate::view::Own`]'s
+/// `i * m` or `i * m + e2`. Which elements it reaches is checked against the row at run time ([`offload_model::view::Own`]'s
 /// `range`, `range_len`).
 pub fn row_slice<'a>(res: &Resolved, e: &'a Expr, index: BindingId) -> Option<&'a Expr> {
     let Expr::Range(r) = strip(e) else {

@@ -2,8 +2,9 @@
 //! both derive from it, so neither holds a borrow the other would invalidate), the fallback's argument (a view per
 //! thread for a parallel `&mut`), the trait checks its type needs, and its entries in the map list.
 
-use offload_model::lower::{view_kind, ViewKind};
-use offload_model::region::{KernelArg, ParamKind, Region};
+use offload_frontend::lower::ViewKind;
+use offload_frontend::plan::{plan, HostMaps, Rebuild};
+use offload_frontend::region::{ParamKind, Region};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -24,34 +25,54 @@ pub fn params(region: &Region) -> Params {
     let mut raw = Vec::new();
     let mut checks = Vec::new();
     let mut fallback_args = Vec::new();
-    for p in &region.params {
+    for plan in plan(region).iter().filter(|a| a.param.is_some()) {
+        let p = plan.param();
         let id = &p.ident;
         let ptr = ptr(p);
-        match &p.kind {
-            kind @ ParamKind::Slice { .. } if view_kind(region, kind).is_some() => {
+        // A mutable reference's raw pointer is `*mut`, a shared one's `*const`.
+        let take = |mutable: bool| {
+            if mutable {
+                quote!(let #ptr = ::core::ptr::from_mut(#id);)
+            } else {
+                quote!(let #ptr = ::core::ptr::from_ref(#id);)
+            }
+        };
+        let view_path = |v: ViewKind| match v {
+            ViewKind::Checked => quote!(View),
+            ViewKind::Unchecked => quote!(UnsafeView),
+        };
+        match (plan.rebuild, &p.kind) {
+            (Rebuild::View(v), ParamKind::Slice { .. }) => {
                 // Each thread of the fallback gets its own view of the slice (see `offload_model::view`).
-                raw.push(quote!(let #ptr = ::core::ptr::from_mut(#id);));
-                let view = match view_kind(region, kind) {
-                    Some(ViewKind::Checked) => quote!(View),
-                    _ => quote!(UnsafeView),
-                };
-                let elem = offload_model::lower::view_elem(p);
+                raw.push(take(true));
+                let (view, elem) = (view_path(v), offload_frontend::lower::view_elem(p));
                 fallback_args.push(quote_spanned!(Span::mixed_site()=>
                     // SAFETY: the parameter's borrow lasts the whole call; every thread gets its own view.
                     unsafe { ::offload::__view::#view::<#elem>::new(#ptr as *mut #elem, #ptr.len()) }
                 ));
             }
-            ParamKind::Slice { mutable, .. } | ParamKind::Ref { mutable, .. } => {
-                // `DeviceCopy` is checked by the map-list constructors below, spanned at this type.
-                if *mutable {
-                    raw.push(quote!(let #ptr = ::core::ptr::from_mut(#id);));
-                    fallback_args.push(quote!(&mut *#ptr));
-                } else {
-                    raw.push(quote!(let #ptr = ::core::ptr::from_ref(#id);));
-                    fallback_args.push(quote!(&*#ptr));
-                }
+            (Rebuild::View(v), _) => {
+                raw.push(take(true));
+                let (view, elem) = (view_path(v), offload_frontend::lower::view_elem(p));
+                fallback_args.push(quote_spanned!(Span::mixed_site()=>
+                    // SAFETY: host memory (the fallback runs for the initial device's buffers only), borrowed
+                    // for the whole call; every thread gets its own view.
+                    unsafe {
+                        ::offload::__view::#view::<#elem>::new(
+                            (*#ptr).as_device_ptr().as_ptr(), (*#ptr).len())
+                    }
+                ));
             }
-            ParamKind::Value => {
+            (Rebuild::Slice { mutable } | Rebuild::Ref { mutable }, _) => {
+                // `DeviceCopy` is checked by the map-list constructors below, spanned at this type.
+                raw.push(take(mutable));
+                fallback_args.push(if mutable {
+                    quote!(&mut *#ptr)
+                } else {
+                    quote!(&*#ptr)
+                });
+            }
+            (Rebuild::Value, _) => {
                 let ty = &p.ty;
                 checks.push(
                     quote_spanned!(ty.span()=> ::offload::__private::assert_firstprivate::<#ty>();),
@@ -59,71 +80,24 @@ pub fn params(region: &Region) -> Params {
                 fallback_args.push(quote!(#id));
             }
             // Device memory: the host fallback runs only when it is the initial device's, which is host memory.
-            ParamKind::DevicePtr => fallback_args.push(quote!(#id)),
-            ParamKind::Mapper { by_ref } => {
-                // The struct's raw parts, taken once: the map list and the fallback's rebuilt struct both derive
-                // from them.
-                match by_ref {
-                    None => {
-                        let own = format_ident!("__offload_own_{}", id);
-                        raw.push(quote!(
-                            let mut #own = #id;
-                            let #ptr = ::offload::__private::MapperRaw::new(&mut #own);
-                        ));
-                        fallback_args.push(quote_spanned!(Span::mixed_site()=>
-                            // SAFETY: the struct's borrows last the whole call.
-                            unsafe { #ptr.rebuild() }
-                        ));
-                    }
-                    Some(_) => {
-                        raw.push(
-                            quote!(let #ptr = ::offload::__private::MapperRaw::new(&mut *#id);),
-                        );
-                        fallback_args.push(quote_spanned!(Span::mixed_site()=>
-                            // SAFETY: as above; the region gets its own struct, its values firstprivate.
-                            &mut unsafe { #ptr.rebuild() }
-                        ));
-                    }
-                }
-                if region.construct.is_parallel() {
-                    // Every thread gets the struct: it may hold no `&mut` (the derive's message names the field).
-                    let ty = static_mapper(&p.ty);
-                    checks.push(quote_spanned!(p.ty.span()=>
-                        const _: () = ::offload::__private::parallel_mapper::<#ty>();
-                    ));
-                }
-            }
-            kind @ ParamKind::DeviceBuffer { mutable } => {
-                let elem = offload_model::lower::view_elem(p);
-                if *mutable {
-                    raw.push(quote!(let #ptr = ::core::ptr::from_mut(#id);));
-                } else {
-                    raw.push(quote!(let #ptr = ::core::ptr::from_ref(#id);));
-                }
-                fallback_args.push(match view_kind(region, kind) {
-                    Some(v) => {
-                        let view = match v {
-                            ViewKind::Checked => quote!(View),
-                            ViewKind::Unchecked => quote!(UnsafeView),
-                        };
-                        quote_spanned!(Span::mixed_site()=>
-                            // SAFETY: host memory (the fallback runs for the initial device's buffers only), borrowed
-                            // for the whole call; every thread gets its own view.
-                            unsafe {
-                                ::offload::__view::#view::<#elem>::new(
-                                    (*#ptr).as_device_ptr().as_ptr(), (*#ptr).len())
-                            }
-                        )
-                    }
-                    // SAFETY: as above; one thread.
-                    None if *mutable => quote_spanned!(Span::mixed_site()=>
+            (Rebuild::DevicePtr, _) => fallback_args.push(quote!(#id)),
+            (Rebuild::Buffer { mutable }, _) => {
+                raw.push(take(mutable));
+                // SAFETY (both): as for a view; one thread.
+                fallback_args.push(if mutable {
+                    quote_spanned!(Span::mixed_site()=>
                         unsafe { ::offload::__private::host_slice_mut(&mut *#ptr) }
-                    ),
-                    None => quote_spanned!(Span::mixed_site()=>
+                    )
+                } else {
+                    quote_spanned!(Span::mixed_site()=>
                         unsafe { ::offload::__private::host_slice(&*#ptr) }
-                    ),
+                    )
                 });
             }
+            (Rebuild::Mapper { by_ref }, _) => {
+                mapper_param(region, p, by_ref, &mut raw, &mut checks, &mut fallback_args)
+            }
+            (Rebuild::Return, _) => unreachable!("a parameter's plan"),
         }
     }
 
@@ -153,6 +127,46 @@ pub fn params(region: &Region) -> Params {
         raw,
         checks,
         fallback_args,
+    }
+}
+
+/// A mapper struct parameter (`by_ref`: `Some(mutable)` through a reference): its raw parts, taken once (the map
+/// list and the fallback's rebuilt struct both derive from them), and its parallel check.
+fn mapper_param(
+    region: &Region,
+    p: &offload_frontend::region::Param,
+    by_ref: Option<bool>,
+    raw: &mut Vec<TokenStream>,
+    checks: &mut Vec<TokenStream>,
+    fallback_args: &mut Vec<TokenStream>,
+) {
+    let (id, ptr) = (&p.ident, ptr(p));
+    match by_ref {
+        None => {
+            let own = format_ident!("__offload_own_{}", id);
+            raw.push(quote!(
+                let mut #own = #id;
+                let #ptr = ::offload::__private::MapperRaw::new(&mut #own);
+            ));
+            fallback_args.push(quote_spanned!(Span::mixed_site()=>
+                // SAFETY: the struct's borrows last the whole call.
+                unsafe { #ptr.rebuild() }
+            ));
+        }
+        Some(_) => {
+            raw.push(quote!(let #ptr = ::offload::__private::MapperRaw::new(&mut *#id);));
+            fallback_args.push(quote_spanned!(Span::mixed_site()=>
+                // SAFETY: as above; the region gets its own struct, its values firstprivate.
+                &mut unsafe { #ptr.rebuild() }
+            ));
+        }
+    }
+    if region.construct.is_parallel() {
+        // Every thread gets the struct: it may hold no `&mut` (the derive's message names the field).
+        let ty = static_mapper(&p.ty);
+        checks.push(quote_spanned!(p.ty.span()=>
+            const _: () = ::offload::__private::parallel_mapper::<#ty>();
+        ));
     }
 }
 
@@ -201,102 +215,107 @@ pub fn map_list_expr(region: &Region, slot_ty: &TokenStream) -> TokenStream {
     })
 }
 
-/// The map bit saying a `&mut` parameter may write its device copy, whatever its map type.
-fn device_writes(mutable: bool) -> u64 {
-    if mutable {
-        offload_model::abi::map_type::DEVICE_WRITES
-    } else {
-        0
-    }
-}
-
 /// The raw pointer a parameter is taken as once (`__offload_ptr_x`), which the map list and the fallback share.
-fn ptr(p: &offload_model::region::Param) -> syn::Ident {
+fn ptr(p: &offload_frontend::region::Param) -> syn::Ident {
     format_ident!("__offload_ptr_{}", p.ident)
 }
 
 /// A mapped section's bounds, computed before the raw pointers are taken (`__offload_lo_x`, `__offload_hi_x`).
-fn section_idents(p: &offload_model::region::Param) -> (syn::Ident, syn::Ident) {
+fn section_idents(p: &offload_frontend::region::Param) -> (syn::Ident, syn::Ident) {
     (
         format_ident!("__offload_lo_{}", p.ident),
         format_ident!("__offload_hi_{}", p.ident),
     )
 }
 
-/// The map list: each parameter's entries, one per kernel argument, in [`Region::kernel_args`]'s order, which the
-/// outliner's entry unpacks.
+/// The map list: each parameter's entries, one per slot of its plan ([`plan`]), in the order the outliner's entry
+/// unpacks them.
 fn map_list(region: &Region, slot_ty: &TokenStream) -> Vec<MapEntry> {
     let p = quote!(::offload::__private);
-    region
-        .kernel_args()
+    plan(region)
         .into_iter()
         .map(|arg| {
-            let entries = match arg {
-                KernelArg::Mapper(m) => {
-                    let (ptr, bits) = (ptr(m), m.map.as_ref().map_or(0, |m| m.bits()));
-                    return MapEntry::Many(quote!(#ptr.kernel_maps(#bits, &mut __offload_v);));
+            let site = arg.param.map(site);
+            let entries = match arg.host {
+                HostMaps::Mapper { bits } => {
+                    let ptr = ptr(arg.param());
+                    let site = site.expect("a parameter");
+                    return MapEntry::Many(quote!(
+                        let __offload_from = __offload_v.len();
+                        #ptr.kernel_maps(#bits, &mut __offload_v);
+                        #p::name_entries(&mut __offload_v, __offload_from, #site);
+                    ));
                 }
-                KernelArg::Slice(s) => {
+                HostMaps::Slice {
+                    elem,
+                    section,
+                    bits,
+                } => {
+                    let s = arg.param();
                     let ptr = ptr(s);
-                    let ParamKind::Slice { elem, mutable, .. } = &s.kind else {
-                        unreachable!("a slice parameter")
-                    };
-                    let bits = s.map.as_ref().map_or(0, |m| m.bits()) | device_writes(*mutable);
-                    let data = match &s.section {
-                        Some(_) => {
-                            let (lo, hi) = section_idents(s);
-                            quote_spanned!(elem.span()=> #p::MapArg::section::<#elem>(#ptr, #lo, #hi, #bits))
-                        }
-                        None => quote_spanned!(elem.span()=> #p::MapArg::slice::<#elem>(#ptr, #bits)),
+                    let data = if section {
+                        let (lo, hi) = section_idents(s);
+                        quote_spanned!(elem.span()=> #p::MapArg::section::<#elem>(#ptr, #lo, #hi, #bits))
+                    } else {
+                        quote_spanned!(elem.span()=> #p::MapArg::slice::<#elem>(#ptr, #bits))
                     };
                     vec![data, quote!(#p::MapArg::literal(#ptr.len() as u64))]
                 }
-                KernelArg::Ref(r) => {
-                    let ptr = ptr(r);
-                    let ParamKind::Ref { ty, mutable, .. } = &r.kind else {
-                        unreachable!("a reference parameter")
-                    };
-                    let bits = r.map.as_ref().map_or(0, |m| m.bits()) | device_writes(*mutable);
-                    let raw = if *mutable {
+                HostMaps::Ref { ty, mutable, bits } => {
+                    let ptr = ptr(arg.param());
+                    let raw = if mutable {
                         quote!(#ptr)
                     } else {
                         quote!(#ptr.cast_mut())
                     };
                     // One object, or an owning mapper struct's fields: `T` decides (see `RefParam`). Checked
                     // `DeviceCopy` (or `OwnedMapper`) there, spanned at this type.
+                    let site = site.expect("a parameter");
                     return MapEntry::Many(quote_spanned!(ty.span()=> {
                         #[allow(unused_imports)]
                         use #p::{ViaObject as _, ViaOwnedMapper as _};
                         let param = (&&#p::RefParam::<#ty>::new(#raw, #mutable)).ref_param();
+                        let __offload_from = __offload_v.len();
                         // SAFETY: the parameter's borrow outlives the map list's use.
                         unsafe { #p::RefMaps::kernel_maps(param, #bits, &mut __offload_v) };
+                        #p::name_entries(&mut __offload_v, __offload_from, #site);
                     }));
                 }
-                KernelArg::Value(v) => {
-                    let id = &v.ident;
+                HostMaps::Value => {
+                    let id = &arg.param().ident;
                     vec![quote!(#p::MapArg::value(&#id))]
                 }
-                KernelArg::DevicePtr(d) => {
-                    let id = &d.ident;
+                HostMaps::DevicePtr => {
+                    let id = &arg.param().ident;
                     vec![quote!(#p::MapArg::device_ptr(#id))]
                 }
-                KernelArg::Buffer(b) => {
-                    let ptr = ptr(b);
+                HostMaps::Buffer => {
+                    let ptr = ptr(arg.param());
                     vec![
                         quote!(#p::MapArg::device_ptr((*#ptr).as_device_ptr())),
                         quote!(#p::MapArg::literal((*#ptr).len() as u64)),
                     ]
                 }
-                KernelArg::Return if !region.reductions.is_empty() => {
-                    vec![quote!(#p::MapArg::reduction::<#slot_ty>())]
-                }
-                KernelArg::Return => vec![quote!(#p::MapArg::ret(__offload_ret))],
+                HostMaps::Reduction => vec![quote!(#p::MapArg::reduction::<#slot_ty>())],
+                HostMaps::Return => vec![quote!(#p::MapArg::ret(__offload_ret))],
             };
-            // The kernel entry takes `width` arguments for it: one entry each.
-            assert_eq!(entries.len(), arg.width(0), "offload's map list disagrees with the kernel ABI for {arg:?}");
-            MapEntry::Fixed(entries)
+            // The kernel entry takes as many arguments: one entry each.
+            assert_eq!(entries.len(), arg.width(None), "offload's map list disagrees with its plan for {arg:?}");
+            MapEntry::Fixed(match site {
+                Some(site) => entries.into_iter().map(|e| quote!(#e.named(#site))).collect(),
+                None => entries,
+            })
         })
         .collect()
+}
+
+/// Where parameter `p` is written, for its map entries' errors: its name, and `file!()`/`line!()` spanned at it, so
+/// they give its line in the user's source.
+fn site(p: &offload_frontend::region::Param) -> TokenStream {
+    let name = p.ident.to_string();
+    quote_spanned!(p.ident.span()=> &::offload::__private::VarSite {
+        name: #name, file: ::core::file!(), line: ::core::line!()
+    })
 }
 
 /// `let __offload_lo_x: usize = ..; let __offload_hi_x ..` for the mapped sections, evaluated before the raw pointers
