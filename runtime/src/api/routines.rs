@@ -1,8 +1,7 @@
 //! OpenMP's device runtime routines, with OpenMP's names and meanings.
 
-use crate::device::{default_device, device_or_host, devices, initial_device, is_initial};
+use crate::device::{backend, default_device, initial_device};
 use crate::env;
-use crate::observe::Label;
 use offload_model::abi::Construct;
 use std::ffi::c_void;
 
@@ -22,24 +21,7 @@ pub use crate::device::OMP_INITIAL_DEVICE;
 /// println!("{n} offload device(s); regions run on device {}", omp_get_default_device());
 /// ```
 pub fn omp_get_num_devices() -> i32 {
-    match llvm() {
-        Some(lib) => lib.num_devices(),
-        None => devices().len() as i32,
-    }
-}
-
-/// Under `OFFLOAD_RUNTIME=llvm` (and `OMP_TARGET_OFFLOAD` not `DISABLED`), the libomptarget whose devices and present
-/// table answer the routines.
-fn llvm() -> Option<&'static crate::device::llvm::Libomptarget> {
-    if crate::env::icv().policy == crate::env::Policy::Disabled {
-        return None;
-    }
-    crate::device::llvm::active()?.ok()
-}
-
-/// libomptarget, if `device` is one of its devices (under `OFFLOAD_RUNTIME=llvm`; not the initial device).
-fn llvm_device(device: i32) -> Option<&'static crate::device::llvm::Libomptarget> {
-    llvm().filter(|lib| (0..lib.num_devices()).contains(&device))
+    backend().num_devices()
 }
 
 /// The host's device number, which OpenMP defines as `omp_get_num_devices()`.
@@ -101,61 +83,15 @@ pub struct DeviceInfo {
 /// }
 /// ```
 pub fn device_info(device: i32) -> Option<DeviceInfo> {
-    if let Some(lib) = llvm_device(device) {
-        // A device of LLVM's host plugin, whose launches run on the host's cores as host-elf's do.
-        if lib.runs_on_host(device) {
-            return Some(host_info(
-                "llvm",
-                format!("device {device} of LLVM's libomptarget (its host plugin)"),
-            ));
-        }
-        // A GPU plugin's: our GPU geometry, for the multiprocessors libomptarget does not tell.
-        use crate::plugin::gpu::{default_geometry, MAX_BLOCK_THREADS, MAX_LAUNCH_BLOCKS};
-        let sms = crate::device::llvm::GPU_MULTIPROCESSORS;
-        return Some(DeviceInfo {
-            plugin: "llvm",
-            description: crate::plugin::DeviceDescription {
-                name: format!("device {device} of LLVM's libomptarget (a GPU plugin's)"),
-                arch: "gpu".into(),
-                memory: 0,
-            },
-            max_threads: MAX_BLOCK_THREADS,
-            max_teams: MAX_LAUNCH_BLOCKS,
-            loop_geometry: default_geometry(sms, false),
-            spmd_geometry: default_geometry(sms, true),
-        });
-    }
-    match device_or_host(device).ok()? {
-        Some(d) => {
-            let (max_threads, max_teams) = d.limits();
-            Some(DeviceInfo {
-                plugin: d.plugin,
-                description: d.describe(),
-                max_threads,
-                max_teams,
-                loop_geometry: d.default_geometry(Construct::TeamsDistributeParallelFor),
-                spmd_geometry: d.default_geometry(Construct::Spmd),
-            })
-        }
-        None => Some(host_info("host", "the host (the initial device)".into())),
-    }
-}
-
-/// What a device whose launches run on the host's cores (the host itself, LLVM's host plugin) offers.
-fn host_info(plugin: &'static str, name: String) -> DeviceInfo {
-    use crate::host::geometry::{host_default_geometry, host_max_teams, host_max_threads};
-    DeviceInfo {
+    let (plugin, description, limits) = backend().describe(device)?;
+    Some(DeviceInfo {
         plugin,
-        description: crate::plugin::DeviceDescription {
-            name,
-            arch: std::env::consts::ARCH.into(),
-            memory: 0,
-        },
-        max_threads: host_max_threads(),
-        max_teams: host_max_teams(),
-        loop_geometry: host_default_geometry(false),
-        spmd_geometry: host_default_geometry(true),
-    }
+        description,
+        max_threads: limits.max_threads,
+        max_teams: limits.max_teams,
+        loop_geometry: limits.defaults(Construct::TeamsDistributeParallelFor),
+        spmd_geometry: limits.defaults(Construct::Spmd),
+    })
 }
 
 /// True on the host, including inside a region's host fallback; false in code running on an offload device (which
@@ -166,16 +102,7 @@ pub fn omp_is_initial_device() -> bool {
 
 /// Whether the host data at `ptr` has a device copy on `device`. Always true for the initial device.
 pub fn omp_target_is_present(ptr: *const c_void, device: i32) -> bool {
-    if is_initial(device) {
-        return true;
-    }
-    if let Some(lib) = llvm() {
-        return lib.is_present(ptr, device);
-    }
-    match usize::try_from(device).ok().and_then(|d| devices().get(d)) {
-        Some(dev) => dev.table().lookup(ptr as usize, 1).is_some(),
-        None => false,
-    }
+    backend().is_present(ptr, device)
 }
 
 /// Allocates `size` bytes of device memory (zero-filled on host-elf); null on failure. On the initial device this is
@@ -203,20 +130,7 @@ pub fn omp_target_is_present(ptr: *const c_void, device: i32) -> bool {
 /// assert_eq!(back, data);
 /// ```
 pub fn omp_target_alloc(size: usize, device: i32) -> *mut c_void {
-    if let Some(lib) = llvm_device(device) {
-        // SAFETY: libomptarget's routine, with its C signature.
-        return unsafe { (lib.memory.alloc)(size, device) };
-    }
-    match device_or_host(device) {
-        Ok(Some(d)) => {
-            let _scope = d.scope(Label::Construct("omp_target_alloc"));
-            d.alloc(size, 1)
-                .map_or(std::ptr::null_mut(), |p| p as usize as *mut c_void)
-        }
-        // SAFETY: plain malloc; freed by `omp_target_free` on the initial device.
-        Ok(None) => unsafe { libc::calloc(size.max(1), 1) },
-        Err(()) => std::ptr::null_mut(),
-    }
+    backend().alloc(size, device)
 }
 
 /// Frees memory from [`omp_target_alloc`] on the same device. Null is ignored.
@@ -236,20 +150,8 @@ pub unsafe fn omp_target_free(ptr: *mut c_void, device: i32) {
     if ptr.is_null() {
         return;
     }
-    if let Some(lib) = llvm_device(device) {
-        // SAFETY: per the contract, memory libomptarget's `omp_target_alloc` gave.
-        return unsafe { (lib.memory.free)(ptr, device) };
-    }
-    match device_or_host(device) {
-        Ok(Some(d)) => {
-            let _scope = d.scope(Label::Construct("omp_target_free"));
-            // SAFETY: per the contract.
-            unsafe { d.free(ptr as usize as u64) }
-        }
-        // SAFETY: per the contract: it came from calloc.
-        Ok(None) => unsafe { libc::free(ptr) },
-        Err(()) => {}
-    }
+    // SAFETY: forwarded.
+    unsafe { backend().free(ptr, device) }
 }
 
 /// Copies `length` bytes from `src + src_offset` on `src_device` to `dst + dst_offset` on `dst_device`; either may be
@@ -267,70 +169,17 @@ pub unsafe fn omp_target_memcpy(
     dst_device: i32,
     src_device: i32,
 ) -> i32 {
-    if let Some(lib) = llvm_device(dst_device).or(llvm_device(src_device)) {
-        // libomptarget's own, which knows its devices and the initial device (the same number as ours).
-        // SAFETY: per the contract.
-        return unsafe {
-            (lib.memory.memcpy)(
-                dst, src, length, dst_offset, src_offset, dst_device, src_device,
-            )
-        };
-    }
-    let (Ok(dd), Ok(sd)) = (device_or_host(dst_device), device_or_host(src_device)) else {
-        return -1;
-    };
-    let d = dst as usize + dst_offset;
-    let s = src as usize + src_offset;
-    let label = Label::Construct("omp_target_memcpy");
-    // Plain copies (map type 0) through the devices, which observe them as transfers.
-    // SAFETY: per the contract.
-    let r = unsafe {
-        match (dd, sd) {
-            (None, None) => {
-                std::ptr::copy(s as *const u8, d as *mut u8, length);
-                Ok(())
-            }
-            (Some(dd), None) => {
-                let _scope = dd.scope(label);
-                dd.submit(d as u64, s, length, 0)
-            }
-            (None, Some(sd)) => {
-                let _scope = sd.scope(label);
-                sd.retrieve(d, s as u64, length, 0)
-            }
-            (Some(dd), Some(sd)) => {
-                let mut staging = vec![0u8; length];
-                let from = {
-                    let _scope = sd.scope(label);
-                    sd.retrieve(staging.as_mut_ptr() as usize, s as u64, length, 0)
-                };
-                from.and_then(|()| {
-                    let _scope = dd.scope(label);
-                    dd.submit(d as u64, staging.as_ptr() as usize, length, 0)
-                })
-            }
-        }
-    };
-    if r.is_ok() {
-        0
-    } else {
-        -1
+    // SAFETY: forwarded.
+    unsafe {
+        backend().memcpy(
+            dst, src, length, dst_offset, src_offset, dst_device, src_device,
+        )
     }
 }
 
 /// The device address of mapped host data, `ptr` itself on the initial device, and null if it is not mapped.
 pub fn omp_get_mapped_ptr(ptr: *const c_void, device: i32) -> *mut c_void {
-    if let Some(lib) = llvm().filter(|_| !is_initial(device)) {
-        return lib.mapped_ptr(ptr, device);
-    }
-    match device_or_host(device) {
-        Ok(None) => ptr as *mut c_void,
-        Ok(Some(d)) => d
-            .table()
-            .lookup(ptr as usize, 1)
-            .map_or(std::ptr::null_mut(), |t| t as usize as *mut c_void),
-        Err(()) => std::ptr::null_mut(),
-    }
+    backend().mapped_ptr(ptr, device)
 }
 
 /// Makes `[host_ptr, host_ptr+size)` present on `device` at `device_ptr + device_offset` (memory the caller
@@ -345,25 +194,8 @@ pub unsafe fn omp_target_associate_ptr(
     device_offset: usize,
     device: i32,
 ) -> i32 {
-    if let Some(lib) = llvm_device(device) {
-        // SAFETY: per the contract.
-        return unsafe {
-            (lib.memory.associate)(host_ptr, device_ptr, size, device_offset, device)
-        };
-    }
-    match device_or_host(device) {
-        Ok(Some(d)) => {
-            let tgt = device_ptr as usize as u64 + device_offset as u64;
-            let _scope = d.scope(Label::Construct("omp_target_associate_ptr"));
-            let mut t = d.table();
-            if t.associate(host_ptr as usize, size, tgt).is_ok() {
-                0
-            } else {
-                -1
-            }
-        }
-        _ => -1,
-    }
+    // SAFETY: forwarded.
+    unsafe { backend().associate(host_ptr, device_ptr, size, device_offset, device) }
 }
 
 /// Ends an association made by [`omp_target_associate_ptr`]. Returns 0 on success, nonzero if `host_ptr` is not an
@@ -372,22 +204,8 @@ pub unsafe fn omp_target_associate_ptr(
 /// # Safety
 /// No region may be using the association.
 pub unsafe fn omp_target_disassociate_ptr(host_ptr: *const c_void, device: i32) -> i32 {
-    if let Some(lib) = llvm_device(device) {
-        // SAFETY: per the contract.
-        return unsafe { (lib.memory.disassociate)(host_ptr, device) };
-    }
-    match device_or_host(device) {
-        Ok(Some(d)) => {
-            let _scope = d.scope(Label::Construct("omp_target_disassociate_ptr"));
-            let mut t = d.table();
-            if t.disassociate(host_ptr as usize).is_ok() {
-                0
-            } else {
-                -1
-            }
-        }
-        _ => -1,
-    }
+    // SAFETY: forwarded.
+    unsafe { backend().disassociate(host_ptr, device) }
 }
 
 /// The host's clock (or its resolution) in seconds: `CLOCK_MONOTONIC`, the clock under std's `Instant`, read directly

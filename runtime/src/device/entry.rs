@@ -4,8 +4,9 @@
 use super::directory::Directory;
 use super::observed::ObservedDevice;
 use super::present::MappingTable;
+use crate::host::geometry::Launch;
 use crate::observe::{self, ImageName, Watch};
-use crate::plugin::{Kernel, LoadedImageOps, PluginError};
+use crate::plugin::{Kernel, KernelArgs, LaunchLimits, LaunchParams, LoadedImageOps, PluginError};
 use crate::registry::{descriptor, entry_symbol, Image};
 use offload_model::abi::map_type::HOST_ATOMIC_SHIFT;
 use offload_model::fatbin::OffloadEntry;
@@ -30,6 +31,50 @@ impl Deref for DeviceEntry {
     }
 }
 
+/// A kernel loaded on a device, what a region call launches: the plugin's handle with its device, whose launch
+/// limits it takes ([`LoadedKernel::geometry`]) and whose launch template runs it ([`LoadedKernel::launch`]).
+#[derive(Clone, Copy)]
+pub struct LoadedKernel<'d> {
+    dev: &'d DeviceEntry,
+    handle: Kernel,
+}
+
+impl LoadedKernel<'_> {
+    /// The limits a launch of the kernel takes: its device's.
+    #[inline]
+    pub fn limits(&self) -> &LaunchLimits {
+        self.dev.limits()
+    }
+
+    /// (teams, threads per team) a launch asked as `launch` gets: the one geometry, within [`LoadedKernel::limits`].
+    #[inline]
+    pub fn geometry(&self, launch: Launch) -> (u32, u32) {
+        launch.geometry(self.limits())
+    }
+
+    /// Runs the kernel for `region` with `args` as `params` says (its geometry from [`LoadedKernel::geometry`]) and
+    /// waits, through the device's launch template ([`ObservedDevice`]'s: argument checks, reporting, printing); `asked`
+    /// is what the region's clauses asked for. `region` is the region's name, `entry` its offload entry.
+    ///
+    /// # Safety
+    /// `args` match the kernel's parameters.
+    #[inline]
+    pub unsafe fn launch(
+        &self,
+        w: Watch,
+        (region, entry): (&'static str, &OffloadEntry),
+        asked: Launch,
+        args: &KernelArgs,
+        params: LaunchParams,
+    ) -> Result<(), PluginError> {
+        // SAFETY: the handle came from an image loaded on this device; forwarded.
+        unsafe {
+            self.dev
+                .launch(w, region, entry, asked, self.handle, args, params)
+        }
+    }
+}
+
 impl DeviceEntry {
     pub fn new(dev: ObservedDevice) -> Self {
         let number = dev.number;
@@ -43,12 +88,14 @@ impl DeviceEntry {
 
     /// The kernel for the entry at `index`, loading this device's images on first use.
     #[inline]
-    pub fn kernel(&self, index: usize) -> Option<Kernel> {
-        self.kernels
+    pub fn kernel(&self, index: usize) -> Option<LoadedKernel<'_>> {
+        let handle = self
+            .kernels
             .get_or_init(|| self.load_images())
             .get(index)
             .copied()
-            .flatten()
+            .flatten()?;
+        Some(LoadedKernel { dev: self, handle })
     }
 
     /// Loads compatible images best first (a GPU target carries one per architecture and format); an image ranked

@@ -3,8 +3,8 @@
 
 use super::observed::ObservedDevice;
 use crate::plugin::{
-    Arg, Device, DeviceDescription, DeviceMemory, DevicePtr, Kernel, LaunchParams, LoadedImage,
-    PluginError,
+    Device, DeviceDescription, DeviceMemory, DevicePtr, Kernel, KernelArgs, LaunchLimits,
+    LaunchParams, LoadedImage, PluginError,
 };
 use crate::registry::Image;
 use std::sync::{Arc, Mutex};
@@ -69,8 +69,12 @@ impl Device for FakeDevice {
     fn rank(&self, _: &Image) -> Option<u32> {
         None
     }
-    fn default_geometry(&self, _: offload_model::abi::Construct) -> (u32, u32) {
-        (1, 1)
+    fn limits(&self) -> LaunchLimits {
+        LaunchLimits {
+            wide: (1, 1),
+            narrow: (1, 1),
+            ..crate::plugin::gpu::limits(1, 256, crate::plugin::gpu::GPU_LIMITS_WHY)
+        }
     }
     fn load_image(&self, _: &Image) -> Result<LoadedImage, PluginError> {
         Err(PluginError::Load {
@@ -80,7 +84,7 @@ impl Device for FakeDevice {
     fn memory(&self) -> &dyn DeviceMemory {
         self
     }
-    unsafe fn launch(&self, _: Kernel, _: &[Arg], _: LaunchParams) -> Result<(), PluginError> {
+    unsafe fn launch(&self, _: Kernel, _: &KernelArgs, _: LaunchParams) -> Result<(), PluginError> {
         unreachable!("the fake device loads no images, so it has no kernels")
     }
 }

@@ -17,7 +17,9 @@
 //! OpenMP kernel environment) on the grid and team-shared memory we give, with a null `dyn_ptr`, as our CUDA plugin
 //! does; that path has never run on a GPU.
 
+use crate::host::geometry::{host_limits, LaunchLimits};
 use crate::plugin::error::PluginError;
+use crate::plugin::gpu;
 use crate::plugin::host_code::teams;
 use crate::registry::{self, Image};
 use offload_model::abi::{LlvmLaunch, LlvmThread};
@@ -508,6 +510,22 @@ impl Libomptarget {
             return Err(LlvmError::NoImage);
         }
         Ok(registered)
+    }
+
+    /// What a launch on `device` takes: its host plugin's device is the host, as host-elf's is, with the host's
+    /// limits; a GPU plugin's takes our GPU plugins' defaults (for [`GPU_MULTIPROCESSORS`]) and limits.
+    pub fn limits(&self, device: i32) -> LaunchLimits {
+        if self.runs_on_host(device) {
+            return host_limits();
+        }
+        gpu::limits(
+            GPU_MULTIPROCESSORS,
+            gpu::MAX_BLOCK_THREADS,
+            (
+                "the most blocks a launch of ours takes",
+                "the most threads a GPU block has",
+            ),
+        )
     }
 
     /// Whether `device` is one of libomptarget's host plugin (its UID names the host's architecture, `x86_64-0`),

@@ -2,6 +2,7 @@
 //! which every plugin call is made and observed, and each device's present table. Above this layer nobody holds a
 //! plugin device.
 
+pub mod backend;
 pub mod directory;
 pub mod entry;
 #[cfg(test)]
@@ -11,9 +12,7 @@ pub mod observed;
 pub mod present;
 pub mod table;
 
-pub use entry::DeviceEntry;
+pub use backend::{backend, initial_device, is_initial, select, Selection, Target};
+pub use entry::{DeviceEntry, LoadedKernel};
 pub use present::{MapError, Range, RefKind};
-pub use table::{
-    default_device, device_or_host, devices, initial_device, inventory, is_initial, select, Host,
-    PluginReport, Selection, OMP_INITIAL_DEVICE,
-};
+pub use table::{default_device, devices, inventory, Host, PluginReport, OMP_INITIAL_DEVICE};

@@ -6,12 +6,11 @@
 use crate::host::geometry::Launch;
 use crate::observe::{self, Direction, Label, LaunchName, Scope, Watch};
 use crate::plugin::{
-    Arg, Device, DeviceDescription, DeviceMemory, DevicePtr, Kernel, LaunchParams, LoadedImage,
-    PluginError,
+    Device, DeviceDescription, DeviceMemory, DevicePtr, Kernel, KernelArgs, LaunchLimits,
+    LaunchParams, LoadedImage, PluginError,
 };
 use crate::registry::{entry_symbol, Image};
 use offload_model::abi::map_type::{HOST_ATOMIC_MASK, HOST_ATOMIC_SHIFT};
-use offload_model::abi::Construct;
 use offload_model::fatbin::OffloadEntry;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
@@ -20,14 +19,18 @@ pub struct ObservedDevice {
     pub number: i32,
     pub plugin: &'static str,
     dev: Box<dyn Device>,
+    /// What the device takes in a launch, asked once.
+    limits: LaunchLimits,
 }
 
 impl ObservedDevice {
     pub fn new(number: i32, plugin: &'static str, dev: Box<dyn Device>) -> Self {
+        let limits = dev.limits();
         ObservedDevice {
             number,
             plugin,
             dev,
+            limits,
         }
     }
 
@@ -42,14 +45,10 @@ impl ObservedDevice {
         self.dev.describe()
     }
 
-    /// (teams, threads per team) of a parallel launch of `construct` whose clauses leave them open.
-    pub fn default_geometry(&self, construct: Construct) -> (u32, u32) {
-        self.dev.default_geometry(construct)
-    }
-
-    /// The most threads a team gets and the most teams a launch gets.
-    pub fn limits(&self) -> (u32, u32) {
-        (self.dev.max_threads(), self.dev.max_teams())
+    /// What the device takes in a launch: its default geometry, maxima and most arguments.
+    #[inline]
+    pub fn limits(&self) -> &LaunchLimits {
+        &self.limits
     }
 
     /// How well this device runs `image`, if at all.
@@ -60,22 +59,6 @@ impl ObservedDevice {
     /// Loads an image (the caller reports the outcome with the image's name).
     pub fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError> {
         self.dev.load_image(image)
-    }
-
-    /// The geometry a launch gets: the clauses' values are upper bounds (OpenMP lets the implementation run fewer
-    /// teams and threads), clamped to the device's maxima.
-    #[inline]
-    pub fn geometry(&self, launch: Launch) -> (u32, u32) {
-        let max_teams = self.dev.max_teams().max(1);
-        let clamped = Launch {
-            num_teams: launch.num_teams.map(|t| t.min(max_teams)),
-            ..launch
-        };
-        let (teams, threads) = clamped.geometry(
-            self.dev.default_geometry(launch.construct),
-            self.dev.max_threads(),
-        );
-        (teams.min(max_teams), threads)
     }
 
     /// Whether the device's memory is the host's, at the same addresses (see [`DeviceMemory::memory_is_host`]):
@@ -138,21 +121,24 @@ impl ObservedDevice {
         })
     }
 
-    /// Runs `kernel` for `region` (whose offload entry is `entry`) and waits for it; `asked` is what the region's
-    /// clauses asked for, which the `OFFLOAD_INFO` line compares with `params`.
+    /// The launch template, as LLVM's `GenericKernelTy::launch`: runs `kernel` for `region` (whose offload entry is
+    /// `entry`) with `args`, packed once, in `params` (its geometry from [`ObservedDevice::geometry`]), and waits for
+    /// it. The argument count is checked against the device's limits here, the launch is reported (`OFFLOAD_INFO`,
+    /// `OFFLOAD_PROFILE`; `asked`, what the region's clauses asked for, is compared with `params`) and what region
+    /// code printed is printed, so each plugin's launch does only its own part.
     ///
     /// # Safety
     /// `kernel` came from an image loaded on this device and `args` match its parameters.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    pub unsafe fn launch(
+    pub(super) unsafe fn launch(
         &self,
         w: Watch,
         region: &'static str,
         entry: &OffloadEntry,
         asked: Launch,
         kernel: Kernel,
-        args: &[Arg],
+        args: &KernelArgs,
         params: LaunchParams,
     ) -> Result<(), PluginError> {
         let name = || LaunchName {
@@ -164,15 +150,13 @@ impl ObservedDevice {
             threads: params.num_threads,
             team_shared: params.team_shared,
         };
-        let note = || {
-            asked.reduced(
-                (params.num_teams, params.num_threads),
-                self.dev.limits_why(),
-            )
-        };
-        // SAFETY: forwarded.
-        let launched = observe::launch(w, name, note, || unsafe {
-            self.dev.launch(kernel, args, params)
+        let note = || asked.reduced((params.num_teams, params.num_threads), self.limits.why);
+        let launched = observe::launch(w, name, note, || {
+            if args.len() > self.limits.max_args {
+                return Err(self.too_many_arguments(args.len()));
+            }
+            // SAFETY: forwarded; the geometry is within the device's limits.
+            unsafe { self.dev.launch(kernel, args, params) }
         });
         // What region code printed, after the launch and before its failure is reported.
         let (printed, lost) = self.dev.take_printed();
@@ -189,6 +173,17 @@ impl ObservedDevice {
             ));
         }
         launched
+    }
+
+    #[cold]
+    fn too_many_arguments(&self, n: usize) -> PluginError {
+        PluginError::Launch {
+            reason: format!(
+                "the kernel takes {n} arguments; the {} device passes at most {} (pass fewer arguments, or group \
+                 them in a `#[declare_target]` struct)",
+                self.plugin, self.limits.max_args
+            ),
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! The device table: every device of every enabled plugin, numbered in plugin order, initialised on first use, and
-//! the rules that choose where a construct runs.
+//! the rules that choose which of our devices a construct runs on (`backend.rs` chooses between our devices and
+//! libomptarget's).
 
 use super::entry::DeviceEntry;
 use super::observed::ObservedDevice;
@@ -47,36 +48,6 @@ fn bind_by_rank(devs: &[DeviceEntry]) {
     let d = b.rank as usize % devs.len();
     env::bind_default_device(d as i32);
     observe::bound(b.rank, b.var, d as i32, devs[d].plugin, devs.len());
-}
-
-/// The host's device number, which OpenMP defines as the number of devices.
-pub fn initial_device() -> i32 {
-    match super::llvm::active() {
-        Some(Ok(lib)) if icv().policy != Policy::Disabled => lib.num_devices(),
-        _ => devices().len() as i32,
-    }
-}
-
-/// Whether `device` names the host: `omp_get_initial_device()` or `omp_initial_device`.
-pub fn is_initial(device: i32) -> bool {
-    device == OMP_INITIAL_DEVICE || device == initial_device()
-}
-
-/// The device a number names, `None` for the host; `Err` for numbers that name nothing.
-pub fn device_or_host(device: i32) -> Result<Option<&'static DeviceEntry>, ()> {
-    if is_initial(device) {
-        return Ok(None);
-    }
-    // Under `OFFLOAD_RUNTIME=llvm` the numbers are libomptarget's, whose devices are not ours to allocate on or copy
-    // to (yet): the routines that take them fail as for a device that does not exist.
-    if matches!(super::llvm::active(), Some(Ok(_))) && icv().policy != Policy::Disabled {
-        return Err(());
-    }
-    usize::try_from(device)
-        .ok()
-        .and_then(|d| devices().get(d))
-        .map(Some)
-        .ok_or(())
 }
 
 fn discover() -> Vec<DeviceEntry> {
@@ -194,14 +165,6 @@ pub fn inventory() -> Vec<PluginReport> {
         .collect()
 }
 
-/// Where a construct runs.
-pub enum Selection {
-    Device(&'static DeviceEntry),
-    /// `OFFLOAD_RUNTIME=llvm`: libomptarget's device of this number.
-    Llvm(&'static super::llvm::Libomptarget, i32),
-    Host(Host),
-}
-
 /// Why a construct runs on the host.
 pub enum Host {
     /// The program asked for the host (`if(false)`, the initial device, offloading disabled).
@@ -219,33 +182,13 @@ impl Host {
     }
 }
 
-/// Resolves `device(...)`, `if(...)`, the default device and the policy into a device or the host: the rules every
-/// construct shares.
-pub fn select(device: Option<i32>, cond: bool) -> Selection {
-    if !cond {
-        return Selection::Host(Host::Chosen("the if clause is false"));
-    }
-    if icv().policy == Policy::Disabled {
-        return Selection::Host(Host::Chosen("OMP_TARGET_OFFLOAD=DISABLED"));
-    }
-    match super::llvm::active() {
-        None => {}
-        Some(Err(e)) => return Selection::Host(Host::Unavailable(e.to_string().into())),
-        Some(Ok(lib)) => {
-            return match number(device, lib.num_devices()) {
-                Ok(d) => Selection::Llvm(lib, d),
-                Err(h) => Selection::Host(h),
-            }
-        }
-    }
+/// Our device `device(..)` or the default device names, or why the host runs the construct.
+pub(super) fn select_ours(device: Option<i32>) -> Result<&'static DeviceEntry, Host> {
     let devs = devices();
-    let d = match number(device, devs.len() as i32) {
-        Ok(d) => d,
-        Err(h) => return Selection::Host(h),
-    };
+    let d = number(device, devs.len() as i32)?;
     let dev = &devs[d as usize];
     if dev.is_lost() {
-        return Selection::Host(Host::Unavailable(
+        return Err(Host::Unavailable(
             format!(
                 "device {d} ({}) was lost after an earlier failure",
                 dev.plugin
@@ -253,11 +196,11 @@ pub fn select(device: Option<i32>, cond: bool) -> Selection {
             .into(),
         ));
     }
-    Selection::Device(dev)
+    Ok(dev)
 }
 
 /// The device number `device(..)` or the default device names among `n` devices, or why the host runs the construct.
-fn number(device: Option<i32>, n: i32) -> Result<i32, Host> {
+pub(super) fn number(device: Option<i32>, n: i32) -> Result<i32, Host> {
     let d = match device {
         // OpenMP 5.1's `omp_initial_device` is -1; `omp_get_initial_device()` is `n`.
         Some(d) if d == n || d == OMP_INITIAL_DEVICE => {

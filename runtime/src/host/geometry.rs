@@ -18,29 +18,30 @@ pub struct Launch {
 }
 
 impl Launch {
-    /// (teams, threads per team): a serial region is one team of one thread; a parallel one takes its clauses, and
-    /// what they leave open from `defaults` (the device's default geometry), with at
-    /// most `max_threads` per team. Zero means one.
-    pub fn geometry(self, defaults: (u32, u32), max_threads: u32) -> (u32, u32) {
+    /// (teams, threads per team) on a device of `limits`, the one place a launch's geometry is computed (every
+    /// device's launch, LLVM's devices' and the host fallback): a serial region is one team of one thread; a
+    /// parallel one takes its clauses as upper bounds (OpenMP lets the implementation run fewer teams and threads),
+    /// and what they leave open from the device's defaults, clamped to its maxima. Zero means one.
+    #[inline]
+    pub fn geometry(self, limits: &LaunchLimits) -> (u32, u32) {
         if !self.construct.is_parallel() {
             return (1, 1);
         }
-        let teams = self.num_teams.unwrap_or(defaults.0).max(1);
+        let defaults = limits.defaults(self.construct);
+        let teams = self
+            .num_teams
+            .unwrap_or(defaults.0)
+            .clamp(1, limits.max_teams.max(1));
         let threads = self
             .thread_limit
             .unwrap_or(defaults.1)
-            .clamp(1, max_threads);
+            .clamp(1, limits.max_threads.max(1));
         (teams, threads)
     }
 
-    /// [`Launch::geometry`] on the host (host-elf and the host fallback): at most [`host_max_threads`] threads per
-    /// team and [`host_max_teams`] teams.
+    /// [`Launch::geometry`] on the host (host-elf and the host fallback): [`host_limits`].
     pub fn host_geometry(self) -> (u32, u32) {
-        let (teams, threads) = self.geometry(
-            host_default_geometry(self.construct.wide_teams()),
-            host_max_threads(),
-        );
-        (teams.min(host_max_teams()), threads)
+        self.geometry(&host_limits())
     }
 
     /// The `OFFLOAD_INFO` note for a launch that gets `got` (teams, threads per team), fewer than its clauses ask:
@@ -71,6 +72,49 @@ pub(crate) const HOST_LIMITS_WHY: (&str, &str) = (
     "the host's hardware threads (a team's threads all run at once, for its barriers; more would fight for the \
      cores)",
 );
+
+/// What a device takes in a launch: its default geometry for what the clauses leave open, its maxima (and why, for
+/// `OFFLOAD_INFO`'s note on a launch cut down), and the most kernel arguments it passes. A plugin says it once per
+/// device; the device layer's launch template applies it, so no plugin clamps or checks a launch itself.
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchLimits {
+    /// (teams, threads per team) of a construct of wide teams (`Construct::wide_teams`) whose clauses leave them open.
+    pub wide: (u32, u32),
+    /// (teams, threads per team) of a work-shared teams loop whose clauses leave them open.
+    pub narrow: (u32, u32),
+    /// The most teams a launch gets (`num_teams` is an upper bound).
+    pub max_teams: u32,
+    /// The most threads a team gets.
+    pub max_threads: u32,
+    /// The most kernel arguments (after `dyn_ptr`) a launch passes.
+    pub max_args: usize,
+    /// Why a launch gets at most `max_teams` teams and `max_threads` threads: what [`Launch::reduced`] says.
+    pub why: (&'static str, &'static str),
+}
+
+impl LaunchLimits {
+    /// (teams, threads per team) of a parallel launch of `construct` whose clauses leave them open.
+    #[inline]
+    pub fn defaults(&self, construct: Construct) -> (u32, u32) {
+        match construct.wide_teams() {
+            true => self.wide,
+            false => self.narrow,
+        }
+    }
+}
+
+/// The host's launch limits (host-elf, LLVM's host plugin and the host fallback): [`host_default_geometry`],
+/// [`host_max_teams`], [`host_max_threads`].
+pub fn host_limits() -> LaunchLimits {
+    LaunchLimits {
+        wide: host_default_geometry(true),
+        narrow: host_default_geometry(false),
+        max_teams: host_max_teams(),
+        max_threads: host_max_threads(),
+        max_args: offload_model::abi::MAX_KERNEL_ARGS,
+        why: HOST_LIMITS_WHY,
+    }
+}
 
 /// The host's defaults: as many teams as it has hardware threads, with one thread each for a work-shared loop and as
 /// many as it has for an SPMD body (which exists to use several).

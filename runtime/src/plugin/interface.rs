@@ -2,9 +2,12 @@
 //! and launches kernels. Every fallible call returns a [`PluginError`] saying what happened; a plugin never prints.
 
 use super::error::PluginError;
+pub use crate::host::geometry::LaunchLimits;
 use crate::registry::Image;
-use offload_model::abi::Construct;
+#[cfg(any(feature = "cuda", feature = "gpu-sim"))]
+use std::ffi::c_void;
 use std::ffi::CStr;
+use std::ops::{Deref, DerefMut};
 
 /// A device address.
 /// The most blocks (teams) one of our GPU launches takes: CUDA's classic grid limit, far beyond the blocks a GPU
@@ -17,7 +20,75 @@ pub type DevicePtr = u64;
 /// uninitialised, so the bits are never read as a number on the host.
 pub type Arg = std::mem::MaybeUninit<u64>;
 
-/// What a kernel launch asks for.
+/// A launch's kernel arguments, packed once in the calling convention's layout, which every plugin passes on as it
+/// is: `dyn_ptr` (0: no plugin passes one), then one 8-byte word per argument, contiguous. The host plugins call the
+/// kernel with the words ([`Deref`]: the arguments after `dyn_ptr`), CUDA gets a pointer to each
+/// ([`KernelArgs::pointers`]), an AMD GPU's kernarg segment is the bytes ([`KernelArgs::bytes`]).
+pub struct KernelArgs {
+    words: Vec<Arg>,
+}
+
+impl KernelArgs {
+    /// `n` arguments, uninitialised until written (through [`DerefMut`]).
+    #[inline]
+    pub fn new(n: usize) -> KernelArgs {
+        let mut words = vec![Arg::uninit(); n + 1];
+        words[0] = Arg::new(0);
+        KernelArgs { words }
+    }
+
+    /// The block's bytes, which are copied, never read as numbers (a small by-value argument's padding is
+    /// uninitialised).
+    #[inline]
+    #[cfg(feature = "amdgpu")]
+    pub fn bytes(&self) -> &[std::mem::MaybeUninit<u8>] {
+        // SAFETY: the words are `8 * len` contiguous bytes; `MaybeUninit<u8>` claims nothing about them.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast(), 8 * self.words.len()) }
+    }
+
+    /// CUDA's `kernelParams`: a pointer to each word of the block, `dyn_ptr` first. Whoever launches copies the bytes
+    /// each points to (the driver, or gpu-sim, which stands in for it); they are valid while `self` is.
+    #[cfg(any(feature = "cuda", feature = "gpu-sim"))]
+    pub fn pointers(&self) -> Vec<*mut c_void> {
+        self.words
+            .iter()
+            .map(|a| a.as_ptr().cast_mut().cast::<c_void>())
+            .collect()
+    }
+}
+
+impl From<&[Arg]> for KernelArgs {
+    fn from(args: &[Arg]) -> KernelArgs {
+        let mut packed = KernelArgs::new(args.len());
+        packed.copy_from_slice(args);
+        packed
+    }
+}
+
+impl Default for KernelArgs {
+    fn default() -> KernelArgs {
+        KernelArgs::new(0)
+    }
+}
+
+/// The arguments, after `dyn_ptr`.
+impl Deref for KernelArgs {
+    type Target = [Arg];
+    #[inline]
+    fn deref(&self) -> &[Arg] {
+        &self.words[1..]
+    }
+}
+
+impl DerefMut for KernelArgs {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [Arg] {
+        &mut self.words[1..]
+    }
+}
+
+/// What a kernel launch asks for: the geometry the device layer computed within the device's [`LaunchLimits`] (at
+/// least one team of one thread).
 #[derive(Clone, Copy, Debug)]
 pub struct LaunchParams {
     pub num_teams: u32,
@@ -60,35 +131,15 @@ pub struct DeviceDescription {
     pub memory: u64,
 }
 
-/// More threads than this in one team would only thrash a device that names no limit of its own.
-pub const MAX_TEAM_THREADS: u32 = 256;
-
 pub trait Device: Send + Sync {
     /// Name, architecture and memory.
     fn describe(&self) -> DeviceDescription;
     /// Whether this device can run the image (its triple, architecture and format), and how well: images are loaded
     /// best first (a cubin built for this very GPU before PTX the driver must compile).
     fn rank(&self, image: &Image) -> Option<u32>;
-    /// (teams, threads per team) of a parallel launch of `construct` whose clauses leave them open.
-    fn default_geometry(&self, construct: Construct) -> (u32, u32);
-    /// The most threads a team may have.
-    fn max_threads(&self) -> u32 {
-        MAX_TEAM_THREADS
-    }
-    /// The most teams a launch gets (`num_teams` is an upper bound): about as many as can run at once, so
-    /// per-team memory (a reduction's partial results) stays that of a few waves. Default: 65535, CUDA's classic
-    /// grid limit, far beyond the blocks a GPU holds at once.
-    fn max_teams(&self) -> u32 {
-        MAX_LAUNCH_BLOCKS
-    }
-    /// Why a launch gets at most [`Device::max_teams`] teams and [`Device::max_threads`] threads per team: what the
-    /// `OFFLOAD_INFO` line says of a launch whose clauses ask for more.
-    fn limits_why(&self) -> (&'static str, &'static str) {
-        (
-            "the most teams the device takes in a launch",
-            "the most threads the device takes in a team",
-        )
-    }
+    /// What the device takes in a launch (its default geometry, maxima, most arguments), asked once when the
+    /// device is opened.
+    fn limits(&self) -> LaunchLimits;
     /// Loads an image; the kernels it holds stay valid for the life of the process.
     fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError>;
     /// The device's memory: allocations and copies.
@@ -98,15 +149,18 @@ pub trait Device: Send + Sync {
     fn take_printed(&self) -> (Vec<u8>, u64) {
         (Vec::new(), 0)
     }
-    /// Runs a kernel with the calling convention `(dyn_ptr, args..)` and waits for it. A kernel that started and
-    /// failed is [`PluginError::Panic`] or [`PluginError::Trap`]; one the device refused is [`PluginError::Launch`].
+    /// Runs a kernel with the calling convention `(dyn_ptr, args..)` and waits for it: the narrow launch the device
+    /// layer's template calls once it has computed the geometry within [`Device::limits`], checked the argument count
+    /// and packed the arguments. A kernel that started and failed is [`PluginError::Panic`] or
+    /// [`PluginError::Trap`]; one the device refused is [`PluginError::Launch`].
     ///
     /// # Safety
-    /// `kernel` came from an image loaded on this device and `args` match its parameters.
+    /// `kernel` came from an image loaded on this device and `args` match its parameters (at most
+    /// [`LaunchLimits::max_args`]); `params` is within [`Device::limits`].
     unsafe fn launch(
         &self,
         kernel: Kernel,
-        args: &[Arg],
+        args: &KernelArgs,
         params: LaunchParams,
     ) -> Result<(), PluginError>;
 }

@@ -20,8 +20,8 @@ mod not_built;
 
 pub use error::PluginError;
 pub use interface::{
-    Arg, Device, DeviceDescription, DeviceMemory, DevicePtr, Kernel, LaunchParams, LoadedImage,
-    LoadedImageOps, Plugin,
+    Arg, Device, DeviceDescription, DeviceMemory, DevicePtr, Kernel, KernelArgs, LaunchLimits,
+    LaunchParams, LoadedImage, LoadedImageOps, Plugin,
 };
 
 /// Every plugin this build knows, in device-number order: GPUs first, so the default device 0 is a GPU when there

@@ -5,43 +5,23 @@
 //! started, a failure is never retried on the host: its mappings are released without copying back and the call
 //! fails.
 
-use super::error::{Error, Location};
-use super::maplist::{enter_list, MapArg};
-use super::on_llvm;
+use super::backend;
+use super::error::Error;
+use super::maplist::MapArg;
+use super::run::NotRun;
 use crate::device::directory::Directory;
-use crate::device::llvm::{Launched, Libomptarget};
 use crate::device::present::writes_device;
-use crate::device::{
-    initial_device, is_initial, select, DeviceEntry, Host, MapError, RefKind, Selection,
-};
+use crate::device::{initial_device, is_initial, select, Host, MapError, Selection};
 use crate::env::{icv, Policy};
-use crate::host::geometry::{Launch, HOST_LIMITS_WHY};
+use crate::host::geometry::{host_limits, Launch};
 use crate::host::panic::{no_threads, panic_message};
-use crate::observe::{self, Label, LaunchName, Watch};
-use crate::plugin::{gpu, Kernel, LaunchParams, PluginError};
-use crate::registry::{entry_index, entry_symbol};
-use offload_model::abi::map_type::{DEVICE_MEMORY, HOST_ATOMIC_MASK, LITERAL, PRIVATE, REDUCTION};
-use offload_model::fatbin::OffloadEntry;
+use crate::observe::{self, Watch};
+use offload_model::abi::map_type::{HOST_ATOMIC_MASK, LITERAL, PRIVATE};
 use std::any::TypeId;
 use std::mem::{size_of, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// A region's static description, written by the macro.
-pub struct RegionInfo {
-    /// The region's identity, `crate::module::function`.
-    pub name: &'static str,
-    /// The source file of the `#[target]` function (`file!()`).
-    pub file: &'static str,
-    /// Its line (`line!()`).
-    pub line: u32,
-    /// Its offload entry in `OFFLOAD_ENTRIES`, by which devices look up its kernel.
-    pub entry: &'static OffloadEntry,
-}
-
-enum NotRun {
-    Host(Host),
-    Failed(Error),
-}
+pub use super::run::RegionInfo;
 
 /// Runs a region. The macro passes the map list in kernel-argument order, a return slot, and the host fallback.
 ///
@@ -116,7 +96,8 @@ fn run_host<R>(
             });
         }
     }
-    let note = || launch.reduced(launch.host_geometry(), HOST_LIMITS_WHY);
+    let limits = host_limits();
+    let note = || launch.reduced(launch.geometry(&limits), limits.why);
     let ran = observe::fallback(w, name, why.reason(), note, || {
         catch_unwind(AssertUnwindSafe(fallback))
     });
@@ -194,28 +175,13 @@ pub unsafe fn target_without_kernel<R>(
     let short = generic.name.rsplit("::").next().unwrap_or(generic.name);
     let why = match select(launch.device, launch.cond) {
         Selection::Host(h) => h,
-        // libomptarget holds no data of a host run's concern here: the host runs it, as with our devices.
-        Selection::Llvm(..) => Host::Unavailable(
-            format!(
-                "region `{short}` has no kernel for `{}`: its `instantiate(..)` lists {}",
-                args(),
-                generic.listed
-            )
-            .into(),
-        ),
-        Selection::Device(dev) => {
+        Selection::Device(t) => {
             let reason = format!(
                 "region `{short}` has no kernel for `{}`: its `instantiate(..)` lists {}",
                 args(),
                 generic.listed
             );
-            if maps.iter().any(|m| m.map_type & DEVICE_MEMORY != 0) {
-                return Err(Error::DeviceRequired {
-                    region: generic.name,
-                    reason,
-                });
-            }
-            match could_not_start(generic.name, dev, maps, reason) {
+            match backend::no_kernel(t, generic.name, maps, reason) {
                 NotRun::Host(h) => h,
                 NotRun::Failed(e) => return Err(e),
             }
@@ -319,21 +285,6 @@ pub fn fail(e: Error) -> ! {
     }
 }
 
-/// Whether any mapped argument of `maps` has data present on `dev`: its current copy may live there, so the host
-/// fallback, which computes on the host copy, must not run (the data region's exit would overwrite its result).
-fn present_on(dev: &DeviceEntry, maps: &[MapArg]) -> bool {
-    let t = dev.table();
-    maps.iter()
-        .filter(|m| m.map_type & (LITERAL | PRIVATE) == 0 && m.base_size > 0)
-        .any(|m| {
-            let r = m.range();
-            t.intersects(
-                r.base.min(r.begin),
-                (r.base + r.base_size).max(r.begin + r.size),
-            )
-        })
-}
-
 /// A region's run on a device: the device's loaded kernel for it, the arguments mapped in, the launch, the arguments
 /// mapped out (or released without copying back after a failure). `Ok` holds what a reduction region's teams wrote.
 ///
@@ -345,371 +296,10 @@ unsafe fn run_on_device(
     launch: Launch,
     maps: &[MapArg],
 ) -> Result<Vec<u8>, NotRun> {
-    let dev = match select(launch.device, launch.cond) {
-        Selection::Device(dev) => dev,
+    match select(launch.device, launch.cond) {
         // SAFETY: forwarded from the caller.
-        Selection::Llvm(lib, d) => return unsafe { run_on_llvm(w, region, launch, maps, lib, d) },
-        Selection::Host(h) => return Err(NotRun::Host(h)),
-    };
-    let kernel = loaded_kernel(region, dev, maps)?;
-    let (num_teams, num_threads) = dev.geometry(launch);
-    let out = Outputs::new(
-        region,
-        (dev.number, dev.plugin),
-        launch,
-        maps,
-        num_teams,
-        num_threads,
-    )?;
-    let _scope = w.scope(Label::Region(region.name), dev.number, dev.plugin);
-    // SAFETY: forwarded from the caller. The guard releases the mappings without copying back on every way out,
-    // a panic in the plugin or the launch included.
-    let mapped = unsafe { enter_list(dev, out.maps(maps), RefKind::Region) }
-        .map_err(|e| not_mapped(region, dev, maps, e))?;
-    let params = LaunchParams {
-        num_teams,
-        num_threads,
-        team_shared: out.team_shared,
-    };
-    // SAFETY: the kernel came from this device and the arguments follow the region's calling convention.
-    let launched = unsafe {
-        dev.launch(
-            w,
-            region.name,
-            region.entry,
-            launch,
-            kernel,
-            &mapped.args,
-            params,
-        )
-    };
-    // SAFETY: forwarded from the caller; nothing is copied back after a failure.
-    let unmapped = unsafe { mapped.exit(launched.is_ok()) };
-    ran(region, dev, launched, unmapped)?;
-    Ok(out.reduced)
-}
-
-/// A region's run on a device of LLVM's libomptarget (`OFFLOAD_RUNTIME=llvm`), which maps the arguments in its
-/// present table and launches the kernel (see `on_llvm`).
-///
-/// # Safety
-/// As [`target`].
-unsafe fn run_on_llvm(
-    w: Watch,
-    region: &'static RegionInfo,
-    launch: Launch,
-    maps: &[MapArg],
-    lib: &'static Libomptarget,
-    d: i32,
-) -> Result<Vec<u8>, NotRun> {
-    // A `DevicePtr` from libomptarget's `omp_target_alloc` is passed as is (our `DeviceBuffer`s are not made for
-    // its devices).
-    memory_elsewhere(region, maps, d)?;
-    if let Some(why) = on_llvm::unsupported(maps) {
-        return Err(NotRun::Failed(on_llvm::unsupported_error(
-            region.name,
-            d,
-            why,
-        )));
-    }
-    // `present` violations are errors under every policy (libomptarget would abort the process).
-    if let Some(e) = on_llvm::not_present(lib, d, maps) {
-        return Err(NotRun::Failed(Error::Mapping {
-            what: format!("region {}", region.name),
-            device: d,
-            plugin: "llvm",
-            message: e.to_string(),
-        }));
-    }
-    if let Some(message) = on_llvm::extends_present(lib, d, maps, true) {
-        return Err(NotRun::Failed(Error::Mapping {
-            what: format!("region {}", region.name),
-            device: d,
-            plugin: "llvm",
-            message,
-        }));
-    }
-    // Its host plugin's device is the host, as host-elf's is: the same geometry. A GPU plugin's takes our GPU
-    // plugins' defaults and limits.
-    let (geometry, why) = if lib.runs_on_host(d) {
-        (launch.host_geometry(), HOST_LIMITS_WHY)
-    } else {
-        let (teams, threads) = launch.geometry(
-            gpu::default_geometry(
-                crate::device::llvm::GPU_MULTIPROCESSORS,
-                launch.construct.wide_teams(),
-            ),
-            gpu::MAX_BLOCK_THREADS,
-        );
-        (
-            (teams.min(gpu::MAX_LAUNCH_BLOCKS), threads),
-            (
-                "the most blocks a launch of ours takes",
-                "the most threads a GPU block has",
-            ),
-        )
-    };
-    let (num_teams, num_threads) = geometry;
-    let out = Outputs::new(region, (d, "llvm"), launch, maps, num_teams, num_threads)?;
-    let _scope = w.scope(Label::Region(region.name), d, "llvm");
-    let name = || LaunchName {
-        region: region.name,
-        entry: entry_symbol(region.entry),
-        device: d,
-        plugin: "llvm",
-        teams: num_teams,
-        threads: num_threads,
-        team_shared: out.team_shared,
-    };
-    let geometry = (num_teams, num_threads, out.team_shared);
-    // SAFETY: forwarded from the caller.
-    let launched = observe::launch(
-        w,
-        name,
-        || launch.reduced((num_teams, num_threads), why),
-        || unsafe { on_llvm::launch(lib, d, region.entry, out.maps(maps), geometry) },
-    );
-    match launched {
-        Ok(()) => Ok(out.reduced),
-        // libomptarget did not run it (its own failures after a start stop the process): the host may.
-        // Not with data present there: the fallback would compute on the host's stale copy.
-        Err(e @ Launched::NotRun(_)) if on_llvm::any_present(lib, d, maps) => {
-            Err(NotRun::Failed(Error::Mapping {
-                what: format!("region {}", region.name),
-                device: d,
-                plugin: "llvm",
-                message: format!(
-                    "{e}; some of its data is present on the device, so the host fallback, which would compute \
-                     on the host's stale copy, does not run"
-                ),
-            }))
-        }
-        Err(e @ Launched::NotRun(_)) => Err(NotRun::Host(Host::Unavailable(e.to_string().into()))),
-        Err(Launched::Busy(why)) => Err(NotRun::Failed(Error::Mapping {
-            what: format!("region {}", region.name),
-            device: d,
-            plugin: "llvm",
-            message: why,
-        })),
-        Err(Launched::Refused(why)) => Err(NotRun::Failed(on_llvm::unsupported_error(
-            region.name,
-            d,
-            &why,
-        ))),
-        // It failed while it ran: libomptarget released the arguments without copying back.
-        Err(Launched::Failed(f)) => Err(NotRun::Failed(Error::RegionFailed {
-            region: region.name,
-            device: d,
-            plugin: "llvm",
-            message: f.to_string(),
-            location: Location {
-                place: f.location().cloned(),
-                thread: f.thread(),
-            },
-        })),
-    }
-}
-
-/// An error when the region takes device memory of a device other than `d`: device memory is passed as is, so only
-/// to a region on its own device.
-fn memory_elsewhere(region: &'static RegionInfo, maps: &[MapArg], d: i32) -> Result<(), NotRun> {
-    match maps
-        .iter()
-        .filter_map(MapArg::memory_device)
-        .find(|&m| m != d)
-    {
-        Some(other) => Err(NotRun::Failed(Error::DeviceRequired {
-            region: region.name,
-            reason: format!("it takes memory of device {other} but was to run on device {d}"),
-        })),
-        None => Ok(()),
-    }
-}
-
-/// The kernel for the region on `dev` (its images loaded on first use); else why not: the host runs it, or the call
-/// fails.
-fn loaded_kernel(
-    region: &'static RegionInfo,
-    dev: &'static DeviceEntry,
-    maps: &[MapArg],
-) -> Result<Kernel, NotRun> {
-    let d = dev.number;
-    memory_elsewhere(region, maps, d)?;
-    let Some(kernel) = dev.kernel(entry_index(region.entry)) else {
-        return Err(could_not_start(
-            region.name,
-            dev,
-            maps,
-            format!(
-                "no image loaded on device {d} ({}) has the kernel {}{}",
-                dev.plugin,
-                entry_symbol(region.entry).to_string_lossy(),
-                offload_model::device_kind::DeviceKind::ALL
-                    .into_iter()
-                    .find(|k| k.plugin() == dev.plugin)
-                    .map_or(String::new(), |k| format!(
-                        " (the program is built for the `{k}` target when OFFLOAD_TARGETS or \
-                         [package.metadata.offload] targets lists it)"
-                    ))
-            ),
-        ));
-    };
-    Ok(kernel)
-}
-
-/// Region `region` could not start on the device, for `reason`: the host may run it only if none of its data lives
-/// there.
-fn could_not_start(
-    region: &'static str,
-    dev: &DeviceEntry,
-    maps: &[MapArg],
-    reason: String,
-) -> NotRun {
-    if present_on(dev, maps) {
-        NotRun::Failed(mapping_error(
-            region,
-            dev,
-            format!(
-                "{reason}; some of its data is present on the device, so the host fallback, which would compute on \
-                 the host's stale copy, does not run"
-            ),
-        ))
-    } else {
-        NotRun::Host(Host::Unavailable(reason.into()))
-    }
-}
-
-/// A mapping error of a call of region `region` on `dev`.
-fn mapping_error(region: &'static str, dev: &DeviceEntry, message: String) -> Error {
-    Error::Mapping {
-        what: format!("region {region}"),
-        device: dev.number,
-        plugin: dev.plugin,
-        message,
-    }
-}
-
-/// What a launch writes besides the mapped data, and its team-shared memory: a reduction's output holds a slot per
-/// team and the initial value, copied back into `reduced` (the map list's reduction entry is redirected to it),
-/// and a small value a slot per thread in team-shared memory; a `teams, parallel` region gets its team-shared block.
-struct Outputs {
-    reduced: Vec<u8>,
-    team_shared: usize,
-    /// The map list with its reduction entry pointing at `reduced`, for a reduction region.
-    redirected: Option<Vec<MapArg>>,
-}
-
-impl Outputs {
-    fn new(
-        region: &'static RegionInfo,
-        (device, plugin): (i32, &'static str),
-        launch: Launch,
-        maps: &[MapArg],
-        num_teams: u32,
-        num_threads: u32,
-    ) -> Result<Outputs, NotRun> {
-        let too_big = |what: &str| {
-            NotRun::Failed(Error::Mapping {
-                what: format!("region {}", region.name),
-                device,
-                plugin,
-                message: format!("{what} for {num_teams} teams of {num_threads} threads overflows"),
-            })
-        };
-        let mut out = Outputs {
-            reduced: Vec::new(),
-            team_shared: if launch.construct.is_spmd() {
-                offload_model::abi::TEAM_SHARED_BYTES
-            } else {
-                0
-            },
-            redirected: None,
-        };
-        let Some(k) = maps.iter().position(|m| m.map_type & REDUCTION != 0) else {
-            return Ok(out);
-        };
-        // Teams are clamped to the device's maximum (no more than run at once, in a few waves), so this stays small.
-        let bytes = (num_teams as usize)
-            .checked_add(1)
-            .and_then(|n| n.checked_mul(maps[k].size))
-            .ok_or_else(|| too_big("the reduction's partial results"))?;
-        // A small value: a slot per thread for its partial, and one for the initial value (GPUs have no
-        // thread-locals). A larger one goes through the team's output slot alone.
-        if offload_model::reduce::is_small(maps[k].size) {
-            let slots = (num_threads as usize)
-                .checked_add(1)
-                .and_then(|n| n.checked_mul(offload_model::reduce::slot_bytes(maps[k].size)))
-                .ok_or_else(|| too_big("the reduction's team-shared slots"))?;
-            out.team_shared = out.team_shared.max(slots);
-        }
-        out.reduced = vec![0u8; bytes];
-        let mut redirected = maps.to_vec();
-        let m = &mut redirected[k];
-        (m.begin, m.base) = (out.reduced.as_mut_ptr(), out.reduced.as_mut_ptr());
-        (m.size, m.base_size) = (out.reduced.len(), out.reduced.len());
-        out.redirected = Some(redirected);
-        Ok(out)
-    }
-
-    /// The map list the launch uses: `maps`, or its redirected copy.
-    fn maps<'a>(&'a self, maps: &'a [MapArg]) -> &'a [MapArg] {
-        self.redirected.as_deref().unwrap_or(maps)
-    }
-}
-
-/// Why the region's arguments (`maps`, as the call lists them) could not be mapped in on `dev`: `present` and
-/// extension violations are errors under every policy; a device that cannot allocate or copy is one the region
-/// could not start on.
-fn not_mapped(
-    region: &'static RegionInfo,
-    dev: &DeviceEntry,
-    maps: &[MapArg],
-    e: MapError,
-) -> NotRun {
-    match e.cause() {
-        MapError::Device(_) | MapError::AtomicsNotShared { .. } => could_not_start(
-            region.name,
-            dev,
-            maps,
-            format!("mapping the arguments on device {} failed: {e}", dev.number),
-        ),
-        _ => NotRun::Failed(mapping_error(region.name, dev, e.to_string())),
-    }
-}
-
-/// The call's outcome once the kernel has run (`launched`) and the arguments were mapped out (`unmapped`): a failed
-/// kernel is the region's failure (and a lost device is marked so), else a failed copy back is.
-fn ran(
-    region: &'static RegionInfo,
-    dev: &DeviceEntry,
-    launched: Result<(), PluginError>,
-    unmapped: Result<(), MapError>,
-) -> Result<(), NotRun> {
-    let failed = |message: String, location: Location| {
-        Err(NotRun::Failed(Error::RegionFailed {
-            region: region.name,
-            device: dev.number,
-            plugin: dev.plugin,
-            message,
-            location,
-        }))
-    };
-    match (launched, unmapped) {
-        (Ok(()), Ok(())) => Ok(()),
-        (Err(f), _) => {
-            if f.device_lost() {
-                dev.mark_lost();
-            }
-            let location = Location {
-                place: f.location().cloned(),
-                thread: f.thread(),
-            };
-            failed(f.to_string(), location)
-        }
-        (Ok(()), Err(e)) => failed(
-            format!("copying results back failed: {e}"),
-            Location::default(),
-        ),
+        Selection::Device(t) => unsafe { backend::run(w, region, launch, maps, t) },
+        Selection::Host(h) => Err(NotRun::Host(h)),
     }
 }
 
@@ -719,6 +309,7 @@ mod tests {
     use crate::host::geometry::hardware_threads;
     use crate::host::pool::refuse_spawns_after;
     use crate::host::run_fallback;
+    use offload_model::fatbin::OffloadEntry;
 
     static ENTRY: OffloadEntry = OffloadEntry::kernel(std::ptr::null(), b"__never_loaded\0", 0);
     static REGION: RegionInfo = RegionInfo {

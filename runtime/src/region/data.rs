@@ -1,95 +1,24 @@
-//! Device data environments: what `target_data!`, `target_enter_data!`, `target_exit_data!` and `target_update!`
-//! expand to. Plugin-independent: every map goes through the map-list walk and the device's present table.
+//! Device data environments: what `target_data!` expands to (its guards, and the view a `map(to: ..)` slice is
+//! passed on as), and, re-exported from their own modules, what `target_enter_data!`/`target_exit_data!`
+//! (`mapped.rs`) and `target_update!` (`update.rs`) expand to, and the sources all of them name (`source.rs`). Every
+//! map goes through the runtime the program runs on (`backend.rs`).
 
-use super::maplist::{enter_list, exit_list, Held, MapArg};
-use super::on_llvm;
+use super::backend;
+pub use super::backend::DataDevice;
+use super::maplist::{Held, MapArg};
+pub use super::mapped::{enter_data, exit_data, MapOwner, Mapped};
+pub use super::source::{MapSource, MapSourceMut, MapTarget, Section};
 use super::types::DeviceCopy;
-use crate::device::llvm::Libomptarget;
-use crate::device::{
-    default_device, initial_device, select, DeviceEntry, Host, MapError, RefKind, Selection,
-    OMP_INITIAL_DEVICE,
-};
-use crate::env::{icv, Policy};
-use crate::observe::Label;
-use offload_model::abi::map_type::{ALWAYS, DELETE, FROM, PRESENT, TO};
+pub use super::update::{update_from, update_to, MapWriteAtomic};
+use crate::device::{RefKind, Target};
+use offload_model::abi::map_type::{ALWAYS, PRESENT};
 use std::marker::PhantomData;
-use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{
-    AtomicI16, AtomicI32, AtomicI64, AtomicI8, AtomicIsize, AtomicU16, AtomicU32, AtomicU64,
-    AtomicU8, AtomicUsize,
-};
-
-/// The device a data construct acts on, or `None` for the host (where every map is already satisfied).
-/// Under `MANDATORY` a construct that could not reach a device stops the program.
-#[track_caller]
-pub(super) fn data_device(
-    construct: &str,
-    device: Option<i32>,
-    cond: bool,
-) -> Option<&'static DeviceEntry> {
-    match select(device, cond) {
-        Selection::Device(dev) => Some(dev),
-        Selection::Llvm(..) => panic!(
-            "offload: {construct} in a data scope does not run under OFFLOAD_RUNTIME=llvm yet; enter the data with \
-             `target_enter_data!` outside a scope, or use `target_data!`"
-        ),
-        Selection::Host(Host::Unavailable(r)) if icv().policy == Policy::Mandatory => panic!(
-            "offload: {construct} could not reach a device and OMP_TARGET_OFFLOAD=MANDATORY forbids running on the \
-             host: {r}"
-        ),
-        Selection::Host(_) => None,
-    }
-}
-
-#[track_caller]
-pub(super) fn mapping_failed(construct: &str, dev: &DeviceEntry, e: MapError) -> ! {
-    panic!(
-        "offload: {construct} on device {} ({}): {e}",
-        dev.number, dev.plugin
-    )
-}
-
-/// The device a data construct acts on (`None`: the host, where every map is already satisfied), chosen once for
-/// all its variables. Under `MANDATORY` a construct that could not reach a device stops the program.
-#[derive(Clone, Copy)]
-pub struct DataDevice(Option<&'static DeviceEntry>, Option<Llvm>);
-
-/// A device of LLVM's libomptarget (`OFFLOAD_RUNTIME=llvm`), whose present table a data construct uses.
-type Llvm = (&'static Libomptarget, i32);
-
-/// The libomptarget device a data construct acts on under `OFFLOAD_RUNTIME=llvm`, and `None` otherwise; the host
-/// (`None` too) under the same rules as our devices.
-#[track_caller]
-fn llvm_device(construct: &str, device: Option<i32>, cond: bool) -> Option<Option<Llvm>> {
-    // Whether the library loads is `select`'s to say (the host, or an error under `MANDATORY`, if not).
-    let _ = crate::device::llvm::active()?;
-    Some(match select(device, cond) {
-        Selection::Llvm(lib, d) => Some((lib, d)),
-        Selection::Host(Host::Unavailable(r)) if icv().policy == Policy::Mandatory => panic!(
-            "offload: {construct} could not reach a device and OMP_TARGET_OFFLOAD=MANDATORY forbids running on the \
-             host: {r}"
-        ),
-        _ => None,
-    })
-}
-
-impl DataDevice {
-    /// Chooses the device for `construct` from its `device(..)` and `if(..)` clauses, as a region chooses its own.
-    #[track_caller]
-    pub fn select(construct: &'static str, device: Option<i32>, cond: bool) -> Self {
-        match llvm_device(construct, device, cond) {
-            Some(llvm) => DataDevice(None, llvm),
-            None => DataDevice(data_device(construct, device, cond), None),
-        }
-    }
-}
 
 /// What one variable of a `target_data!` region holds: its map-list entries (one, or a mapper struct's fields) and
 /// what entering them holds.
 struct Entered {
-    dev: Option<&'static DeviceEntry>,
-    /// Under `OFFLOAD_RUNTIME=llvm`, the libomptarget device holding the entries instead.
-    llvm: Option<Llvm>,
+    /// The device holding the entries; `None` on the host, or once exited.
+    on: Option<Target>,
     maps: Vec<MapArg>,
     held: Vec<Held>,
     /// The region began during an unwind (inside a destructor): its own exit still copies back.
@@ -115,29 +44,18 @@ impl Entered {
         // SAFETY: `p` is the guard's borrow of live data (exclusive if the map type writes it).
         unsafe { T::map_args(p, section, map_type, &mut maps) };
         let present_before = ask_present
-            && maps.iter().filter(|m| m.size > 0).any(|m| match dev {
-                DataDevice(Some(d), _) => d.table().lookup(m.begin as usize, m.size).is_some(),
-                DataDevice(None, Some((lib, d))) => lib.is_present(m.begin.cast(), d),
-                DataDevice(None, None) => false,
+            && dev.0.is_some_and(|t| {
+                maps.iter()
+                    .filter(|m| m.size > 0)
+                    .any(|m| backend::is_present(t, m))
             });
         let held = match dev.0 {
-            Some(d) => {
-                let _scope = d.scope(Label::Construct("target_data!"));
-                // SAFETY: the guard holding this borrows the data until the exit.
-                unsafe { enter_list(d, &maps, RefKind::Structured) }
-                    .unwrap_or_else(|e| mapping_failed("target_data!", d, e))
-                    .keep()
-                    .1
-            }
+            // SAFETY: the guard holding this borrows the data until the exit.
+            Some(t) => unsafe { backend::enter(t, "target_data!", &maps, RefKind::Structured) },
             None => Vec::new(),
         };
-        if let Some((lib, d)) = dev.1 {
-            // SAFETY: the guard holding this borrows the data until the exit.
-            unsafe { on_llvm::enter(lib, d, "target_data!", &maps) };
-        }
         Entered {
-            dev: dev.0,
-            llvm: dev.1,
+            on: dev.0,
             maps,
             held,
             began_unwinding: std::thread::panicking(),
@@ -147,30 +65,16 @@ impl Entered {
     }
 
     fn exit(&mut self) {
-        if let Some((lib, d)) = self.llvm.take() {
-            // On unwind a release: nothing copied back.
-            let unwinding = std::thread::panicking() && !self.began_unwinding;
-            // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
-            unsafe {
-                on_llvm::exit(
-                    lib,
-                    d,
-                    "target_data!",
-                    &self.maps,
-                    !unwinding && !self.moved,
-                )
-            };
-            return;
-        }
-        let Some(dev) = self.dev.take() else { return };
+        let Some(t) = self.on.take() else { return };
+        // On unwind a release: nothing copied back.
         let unwinding = std::thread::panicking() && !self.began_unwinding;
-        let scope = dev.scope(Label::Construct("target_data! exit"));
-        // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
         let copy = !unwinding && !self.moved;
-        let r = unsafe { exit_list(dev, &self.maps, &self.held, RefKind::Structured, copy) };
-        drop(scope);
+        let names = ("target_data!", "target_data! exit");
+        // SAFETY: the guard still borrows the data (its `Drop` keeps the borrow alive until now).
+        let r =
+            unsafe { backend::exit(t, names, &self.maps, &self.held, RefKind::Structured, copy) };
         if let (Err(e), false) = (r, unwinding) {
-            mapping_failed("target_data! exit", dev, e)
+            e.fail("target_data! exit")
         }
     }
 }
@@ -603,7 +507,7 @@ impl<'a, T: ?Sized + MapTarget> MappedMut<'a, T> {
 
 impl<T: ?Sized> Drop for MappedMut<'_, T> {
     fn drop(&mut self) {
-        if self.inner.dev.is_none() && self.inner.llvm.is_none() {
+        if self.inner.on.is_none() {
             return; // on the host: nothing entered
         }
         // Data the block moved: copying the device values back would write into memory the variable no longer
@@ -622,550 +526,5 @@ impl<T: ?Sized> Drop for MappedMut<'_, T> {
                  field replaced, or a slice field re-pointed); its device copy was released without copying back"
             )
         }
-    }
-}
-
-/// `target_update!(to: x)` for one variable; data that is not mapped is left alone.
-#[track_caller]
-pub fn update_to<T: ?Sized + MapTarget>(dev: DataDevice, data: &T, section: Section) {
-    let mut maps = Vec::new();
-    // SAFETY: `data` is borrowed for the call.
-    unsafe { T::map_args(data, section, TO, &mut maps) };
-    for m in maps {
-        // SAFETY: as above.
-        unsafe { update_one(dev, m) }
-    }
-}
-
-/// `target_update!(from: y)` for one variable: borrowed exclusively, or shared where it is integer atomics.
-#[track_caller]
-pub fn update_from<D: UpdateDest>(dev: DataDevice, data: D, section: Section) {
-    let mut maps = Vec::new();
-    // SAFETY: `dest` is writable for the call (see `UpdateDest`).
-    unsafe { D::Target::map_args(data.dest(), section, FROM, &mut maps) };
-    for m in maps {
-        // SAFETY: as above.
-        unsafe { update_one(dev, m) }
-    }
-}
-
-/// Where `target_update!(from: ..)` writes: an exclusive borrow, or a shared one of integer atomics, which the copy
-/// writes with atomic stores (the map type's `HOST_ATOMIC` bits, from the atomics' `DeviceCopy`).
-///
-/// # Safety
-/// `dest` points at data that may be written, as its map type says, while `self`'s borrow lasts.
-pub unsafe trait UpdateDest {
-    /// The data written.
-    type Target: ?Sized + MapTarget;
-    /// Where it is.
-    fn dest(self) -> *const Self::Target;
-}
-
-// SAFETY: an exclusive borrow may be written.
-unsafe impl<T: ?Sized + MapTarget> UpdateDest for &mut T {
-    type Target = T;
-    fn dest(self) -> *const T {
-        // Through `*mut`: a `&mut` coerced straight to `*const` may only read (Stacked Borrows), and an owning
-        // mapper struct's entries are taken through `&mut` of its `Vec`s.
-        std::ptr::from_mut(self).cast_const()
-    }
-}
-
-/// A shared borrow of integer atomics, written through with atomic stores.
-pub struct AtomicDest<'a, T: ?Sized>(&'a T);
-
-// SAFETY: atomics may be stored to through a shared borrow; `HostAtomic` types are integer atomics (at any array
-// depth), whose `DeviceCopy::HOST_ATOMIC` makes the copy store element by element, atomically.
-unsafe impl<T: ?Sized + MapTarget + HostAtomic> UpdateDest for AtomicDest<'_, T> {
-    type Target = T;
-    fn dest(self) -> *const T {
-        self.0
-    }
-}
-
-/// Integer atomics, arrays of them and slices of those: data a shared borrow may write.
-///
-/// # Safety
-/// Every byte belongs to an integer atomic, and the type's `DeviceCopy::HOST_ATOMIC` (its elements', for a slice) is
-/// that atomic's size.
-pub unsafe trait HostAtomic {}
-
-macro_rules! host_atomics {
-    ($($t:ty),*) => {$(
-        // SAFETY: an integer atomic, whose `HOST_ATOMIC` is its size (`region::types`).
-        unsafe impl HostAtomic for $t {}
-        impl MapSource for $t {
-            type Target = $t;
-            fn map_ref(&self) -> &$t { self }
-        }
-    )*};
-}
-host_atomics!(
-    AtomicU8,
-    AtomicU16,
-    AtomicU32,
-    AtomicU64,
-    AtomicUsize,
-    AtomicI8,
-    AtomicI16,
-    AtomicI32,
-    AtomicI64,
-    AtomicIsize
-);
-// SAFETY: elements laid out one after another, each `HostAtomic`; `[T; N]`'s `HOST_ATOMIC` is `T`'s.
-unsafe impl<T: HostAtomic, const N: usize> HostAtomic for [T; N] {}
-// SAFETY: as for arrays; a slice's map entry takes its elements' `HOST_ATOMIC`.
-unsafe impl<T: HostAtomic> HostAtomic for [T] {}
-
-/// `x.map_write()` on integer atomics (a `#[declare_target] static HITS: AtomicU32`, a `&[AtomicU32]`): method
-/// resolution tries this `&self` method before [`MapWrite`]'s `&mut self` one, so `target_update!(from: HITS)`
-/// needs no exclusive borrow where the stores are atomic.
-pub trait MapWriteAtomic: MapSource {
-    /// Borrows the atomics shared, for an update that stores to them.
-    fn map_write(&self) -> AtomicDest<'_, Self::Target>
-    where
-        Self::Target: HostAtomic,
-    {
-        AtomicDest(self.map_ref())
-    }
-}
-
-impl<S: MapSource + ?Sized> MapWriteAtomic for S where S::Target: HostAtomic {}
-
-#[track_caller]
-unsafe fn update_one(dev: DataDevice, m: MapArg) {
-    if let Some((lib, d)) = dev.1 {
-        // SAFETY: per the callers.
-        unsafe { on_llvm::update(lib, d, m) };
-        return;
-    }
-    let Some(d) = dev.0 else { return };
-    if m.size == 0 {
-        return;
-    }
-    let scope = d.scope(Label::Construct("target_update!"));
-    let mut t = d.table();
-    // SAFETY: per the callers.
-    if let Err(e) = unsafe { t.update(d, m.begin as usize, m.size, m.map_type) } {
-        drop(t);
-        drop(scope);
-        mapping_failed("target_update!", d, e)
-    }
-}
-
-/// A buffer `target_enter_data!` mapped (OpenMP's `target enter data`): owns it, so its memory can be neither freed
-/// nor reused while the mapping lives. Derefs to the host copy. Dropping it exits with `release` (no copy back);
-/// [`Mapped::exit_from`] copies back, [`Mapped::exit_delete`] removes the mapping whatever its reference count. A
-/// forgotten `Mapped` leaks its buffer too.
-pub struct Mapped<V: MapOwner> {
-    value: Option<V>,
-    dev: Option<&'static DeviceEntry>,
-    /// Under `OFFLOAD_RUNTIME=llvm`, the libomptarget device holding the entry instead.
-    llvm: Option<Llvm>,
-    /// The device number the entry named (the default device if it named none), for `target_exit_data!(device(..))`.
-    named: i32,
-}
-
-/// What `target_enter_data!` takes by value: an owned buffer whose heap address does not move (`Vec<T>`,
-/// `Box<[T]>`, or `Box<T>` of a single `DeviceCopy` value).
-///
-/// # Safety
-/// The references returned must be the value's own heap storage, at one address for the value's whole life and freed
-/// only when it is dropped: `Mapped` relies on it to keep the mapping's host memory alive.
-#[diagnostic::on_unimplemented(
-    message = "`target_enter_data!` takes an owned buffer by value, not `{Self}`",
-    label = "not a `Vec<T>`, `Box<[T]>` or `Box<T>` of `T: offload::DeviceCopy`",
-    note = "the `Mapped` it returns owns the buffer so its memory stays put while mapped; to map borrowed data, use \
-            `target_data!`, or enter it in a data scope: `offload::data_scope(|s| {{ let m = \
-            target_enter_data!(map(to: r), scope(s)); .. }})`"
-)]
-pub unsafe trait MapOwner {
-    /// What `Mapped` derefs to: a slice, or the boxed value.
-    type Target: ?Sized + MapOne;
-    /// The owned storage.
-    fn target(&self) -> &Self::Target;
-    /// The owned storage, mutably (never reallocated).
-    fn target_mut(&mut self) -> &mut Self::Target;
-}
-
-// SAFETY: a Vec's buffer moves only when it grows, which `Mapped` never lets happen.
-unsafe impl<T: DeviceCopy> MapOwner for Vec<T> {
-    type Target = [T];
-    fn target(&self) -> &[T] {
-        self
-    }
-    fn target_mut(&mut self) -> &mut [T] {
-        self
-    }
-}
-
-// SAFETY: a boxed slice's storage never moves.
-unsafe impl<T: DeviceCopy> MapOwner for Box<[T]> {
-    type Target = [T];
-    fn target(&self) -> &[T] {
-        self
-    }
-    fn target_mut(&mut self) -> &mut [T] {
-        self
-    }
-}
-
-// SAFETY: a box's storage never moves. (A zero-sized `T` is never mapped: empty data skips the table.)
-unsafe impl<T: DeviceCopy> MapOwner for Box<T> {
-    type Target = T;
-    fn target(&self) -> &T {
-        self
-    }
-    fn target_mut(&mut self) -> &mut T {
-        self
-    }
-}
-
-/// What `target_enter_data!` accepts; the error for anything else names the owned buffers it takes. (The bound on
-/// `Mapped` itself would repeat the error at every use of the value.)
-#[diagnostic::on_unimplemented(
-    message = "`target_enter_data!` takes an owned buffer by value, not `{Self}`",
-    label = "not a `Vec<T>`, `Box<[T]>` or `Box<T>` of `T: offload::DeviceCopy`",
-    note = "the `Mapped` it returns owns the buffer so its memory stays put while mapped; to map borrowed data, use \
-            `target_data!`, or enter it in a data scope: `offload::data_scope(|s| {{ let m = \
-            target_enter_data!(map(to: r), scope(s)); .. }})`"
-)]
-pub trait EnterData {
-    /// The buffer the [`Mapped`] will own.
-    type Owner: MapOwner;
-    /// The buffer itself.
-    fn into_owner(self) -> Self::Owner;
-}
-
-impl<V: MapOwner> EnterData for V {
-    type Owner = V;
-    fn into_owner(self) -> V {
-        self
-    }
-}
-
-/// `target_enter_data!(map(..: v))`.
-#[track_caller]
-pub fn enter_data<V: EnterData>(
-    value: V,
-    map_type: u64,
-    device: Option<i32>,
-    cond: bool,
-) -> Mapped<V::Owner> {
-    Mapped::enter(value.into_owner(), map_type, device, cond)
-}
-
-/// What `target_exit_data!` accepts: a `Mapped`.
-#[diagnostic::on_unimplemented(
-    message = "`target_exit_data!` takes the `Mapped` value `target_enter_data!` returned, not `{Self}`",
-    label = "not entered by `target_enter_data!`",
-    note = "`let m = target_enter_data!(map(to: v));` .. `let v = target_exit_data!(map(from: m));`"
-)]
-pub trait ExitData {
-    /// The buffer the exit returns.
-    type Owner;
-    /// Exits with `map_type` on the entry's device (`device`, if given, must name it) and returns the buffer.
-    fn exit_data(self, map_type: u64, device: Option<i32>) -> Self::Owner;
-}
-
-impl<V: MapOwner> ExitData for Mapped<V> {
-    type Owner = V;
-    #[track_caller]
-    fn exit_data(self, map_type: u64, device: Option<i32>) -> V {
-        self.exit_on(map_type, device)
-    }
-}
-
-/// `target_exit_data!(map(..: m), device(..))`.
-#[track_caller]
-pub fn exit_data<M: ExitData>(mapped: M, map_type: u64, device: Option<i32>) -> M::Owner {
-    mapped.exit_data(map_type, device)
-}
-
-/// A `target_exit_data!(device(..))` clause must name the device the entry named (`named`, normalized).
-#[track_caller]
-pub(super) fn exit_device(device: Option<i32>, named: i32) {
-    if let Some(d) = device.map(normalize_device) {
-        if d != named {
-            panic!(
-                "offload: target_exit_data! names device {d}, but the data was entered on device {named}; exit on the \
-                 device of the entry (or leave out `device(..)`)"
-            );
-        }
-    }
-}
-
-/// A device number as OpenMP compares them: `omp_initial_device` (-1) is `omp_get_initial_device()`.
-pub(super) fn normalize_device(d: i32) -> i32 {
-    if d == OMP_INITIAL_DEVICE {
-        initial_device()
-    } else {
-        d
-    }
-}
-
-impl<V: MapOwner> Mapped<V> {
-    /// `target_enter_data!(map(TYPE: v))`: maps `v` with `map_type` (to or alloc, and modifiers).
-    #[track_caller]
-    pub fn enter(mut value: V, map_type: u64, device: Option<i32>, cond: bool) -> Self {
-        let named = normalize_device(device.unwrap_or_else(default_device));
-        if let Some(llvm) = llvm_device("target_enter_data!", device, cond) {
-            if let Some((lib, d)) = llvm {
-                let m = V::Target::map_one(value.target_mut(), None, map_type);
-                // SAFETY: `value` is owned by the returned `Mapped` for as long as the mapping can live.
-                unsafe { on_llvm::enter(lib, d, "target_enter_data!", &[m]) };
-            }
-            return Mapped {
-                value: Some(value),
-                dev: None,
-                llvm,
-                named,
-            };
-        }
-        let dev = data_device("target_enter_data!", device, cond);
-        if let Some(d) = dev {
-            let _scope = d.scope(Label::Construct("target_enter_data!"));
-            let m = V::Target::map_one(value.target_mut(), None, map_type);
-            // SAFETY: `value` is owned by the returned `Mapped` for as long as the mapping can live.
-            unsafe { enter_list(d, &[m], RefKind::Dynamic) }
-                .unwrap_or_else(|e| mapping_failed("target_enter_data!", d, e))
-                .keep();
-        }
-        Mapped {
-            value: Some(value),
-            dev,
-            llvm: None,
-            named,
-        }
-    }
-
-    /// `target_exit_data!` with `map_type` (from, release or delete, and modifiers); returns the buffer. A
-    /// `device(..)` clause must name the device the entry named.
-    #[track_caller]
-    pub fn exit_on(mut self, map_type: u64, device: Option<i32>) -> V {
-        exit_device(device, self.named);
-        // `value` leaves only here, which consumes the `Mapped`, and in `drop`.
-        let mut value = self.value.take().expect("present until exit");
-        if let Some((lib, d)) = self.llvm {
-            let m = V::Target::map_one(value.target_mut(), None, map_type);
-            // SAFETY: we own the buffer; `from` writes into it through `&mut`.
-            unsafe { on_llvm::exit(lib, d, "target_exit_data!", &[m], true) };
-        }
-        if let Some(d) = self.dev {
-            let _scope = d.scope(Label::Construct("target_exit_data!"));
-            let m = V::Target::map_one(value.target_mut(), None, map_type);
-            // SAFETY: we own the buffer; `from` writes into it through `&mut`.
-            unsafe { exit_list(d, &[m], &[exit_held(&m)], RefKind::Dynamic, true) }
-                .unwrap_or_else(|e| mapping_failed("target_exit_data!", d, e));
-        }
-        value
-    }
-
-    /// `target_exit_data!` with `map_type` (from, release or delete, and modifiers); returns the buffer.
-    #[track_caller]
-    pub fn exit(self, map_type: u64) -> V {
-        self.exit_on(map_type, None)
-    }
-
-    /// Exits with `from`: copies the device data back if this was the last reference.
-    #[track_caller]
-    pub fn exit_from(self) -> V {
-        self.exit(FROM)
-    }
-
-    /// Exits with `delete`: removes the mapping whatever its reference count, copying nothing.
-    #[track_caller]
-    pub fn exit_delete(self) -> V {
-        self.exit(DELETE)
-    }
-
-    /// The device the data is mapped on, if any.
-    pub fn device(&self) -> Option<i32> {
-        self.dev.map(|d| d.number).or(self.llvm.map(|(_, d)| d))
-    }
-}
-
-/// What a dynamic exit undoes for a whole buffer: its table entry (an empty buffer was never mapped).
-fn exit_held(m: &MapArg) -> Held {
-    if m.base_size == 0 {
-        Held::Nothing
-    } else {
-        Held::Table
-    }
-}
-
-impl<V: MapOwner> Drop for Mapped<V> {
-    fn drop(&mut self) {
-        if let (Some(value), Some((lib, d))) = (self.value.as_mut(), self.llvm) {
-            let m = V::Target::map_one(value.target_mut(), None, 0);
-            // SAFETY: we own the buffer; `release` copies nothing.
-            unsafe { on_llvm::exit(lib, d, "Mapped drop", &[m], true) };
-        }
-        if let (Some(mut value), Some(d)) = (self.value.take(), self.dev) {
-            let _scope = d.scope(Label::Construct("Mapped drop (release)"));
-            let m = V::Target::map_one(value.target_mut(), None, 0);
-            // SAFETY: we own the buffer; `release` copies nothing but atomics a region wrote, stored atomically.
-            let _ = unsafe { exit_list(d, &[m], &[exit_held(&m)], RefKind::Dynamic, false) };
-        }
-    }
-}
-
-impl<V: MapOwner> Deref for Mapped<V> {
-    type Target = V::Target;
-    fn deref(&self) -> &V::Target {
-        // `value` leaves only in `exit_on`, which consumes the `Mapped`, and in `drop`: never while it is borrowed.
-        self.value.as_ref().expect("present until exit").target()
-    }
-}
-
-impl<V: MapOwner> DerefMut for Mapped<V> {
-    fn deref_mut(&mut self) -> &mut V::Target {
-        // As in `deref`.
-        self.value
-            .as_mut()
-            .expect("present until exit")
-            .target_mut()
-    }
-}
-
-/// A data source a data construct may name: `Vec<T>`, arrays, slices, `&[T]`, `&mut [T]`, `Mapped<V>`, and
-/// `DeviceCopy` scalars; `target_data!` re-binds the name to [`MapSource::Target`] by reference.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be mapped by a data construct",
-    label = "not a mappable buffer",
-    note = "map a `Vec<T>`, `Box<[T]>`, an array, a slice, a `Mapped`, a reference to one of these, or a number, with \
-            `T: offload::DeviceCopy` (numbers, arrays of them, `#[declare_target]` `#[repr(C)]` structs)"
-)]
-pub trait MapSource {
-    /// The data mapped: a slice, or a single value.
-    type Target: ?Sized + MapTarget;
-    /// The data, borrowed shared.
-    fn map_ref(&self) -> &Self::Target;
-}
-
-/// A writable data source (`from`, `tofrom`, `alloc` in `target_data!`, `target_update!(from: ..)`).
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be written by a data construct",
-    label = "`from`, `tofrom`, `alloc` and `target_update!(from: ..)` write the host copy here",
-    note = "the source must be owned and mutable (`let mut v`) or a `&mut`; a `&` borrow can only be mapped `to` \
-            or updated `to`"
-)]
-pub trait MapSourceMut: MapSource {
-    /// The data, borrowed exclusively.
-    fn map_mut(&mut self) -> &mut Self::Target;
-}
-
-/// A section `[lo, hi)` (`hi` `None`: to the end), or `None` for all of the data.
-pub type Section = Option<(usize, Option<usize>)>;
-
-/// What a source re-binds to: a slice, a single `DeviceCopy` value, or a mapper struct (`#[derive(Mapper)]`, whose
-/// slice and reference fields are its entries).
-pub trait MapTarget {
-    /// Pushes the map-list entries for all of it, or for a section of a slice.
-    ///
-    /// # Safety
-    /// `this` points to live data, borrowed (exclusively, or shared for `HostAtomic` data, if `map_type` writes the
-    /// host copy) while the entries are used.
-    unsafe fn map_args(this: *const Self, section: Section, map_type: u64, out: &mut Vec<MapArg>);
-}
-
-/// What `target_enter_data!` maps: one entry, a slice or a single value.
-pub trait MapOne {
-    /// The map-list entry for all of it, or for a section of a slice.
-    fn map_one(this: *const Self, section: Section, map_type: u64) -> MapArg;
-}
-
-impl<T: ?Sized + MapOne> MapTarget for T {
-    #[track_caller]
-    unsafe fn map_args(this: *const Self, section: Section, map_type: u64, out: &mut Vec<MapArg>) {
-        out.push(T::map_one(this, section, map_type))
-    }
-}
-
-impl<T: DeviceCopy> MapOne for [T] {
-    #[track_caller]
-    fn map_one(this: *const Self, section: Section, map_type: u64) -> MapArg {
-        match section {
-            Some((lo, hi)) => MapArg::section(this, lo, hi.unwrap_or(this.len()), map_type),
-            None => MapArg::slice(this, map_type),
-        }
-    }
-}
-
-/// A single value: a number, an array, a `#[declare_target]` struct.
-impl<T: DeviceCopy> MapOne for T {
-    #[track_caller]
-    fn map_one(this: *const Self, section: Section, map_type: u64) -> MapArg {
-        assert!(
-            section.is_none(),
-            "offload: a section needs a slice, not a `{}`",
-            std::any::type_name::<T>()
-        );
-        MapArg::object(this, map_type)
-    }
-}
-
-macro_rules! scalar_sources {
-    ($($t:ty),*) => {$(
-        impl MapSource for $t {
-            type Target = $t;
-            fn map_ref(&self) -> &$t { self }
-        }
-        impl MapSourceMut for $t {
-            fn map_mut(&mut self) -> &mut $t { self }
-        }
-    )*};
-}
-scalar_sources!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64);
-
-macro_rules! slice_sources {
-    ($([$($g:tt)*] $t:ty),*) => {$(
-        impl<$($g)*> MapSource for $t {
-            type Target = [T];
-            fn map_ref(&self) -> &[T] { self }
-        }
-        impl<$($g)*> MapSourceMut for $t {
-            fn map_mut(&mut self) -> &mut [T] { self }
-        }
-    )*};
-}
-slice_sources!(
-    [T: DeviceCopy] Vec<T>,
-    [T: DeviceCopy] Box<[T]>,
-    [T: DeviceCopy] [T],
-    [T: DeviceCopy, const N: usize] [T; N]
-);
-
-// References to sources: a re-bound `&mut [T]`, a `&mut Vec<T>` from a pattern, a `&[T]` parameter.
-impl<S: MapSource + ?Sized> MapSource for &S {
-    type Target = S::Target;
-    fn map_ref(&self) -> &S::Target {
-        (**self).map_ref()
-    }
-}
-
-impl<S: MapSource + ?Sized> MapSource for &mut S {
-    type Target = S::Target;
-    fn map_ref(&self) -> &S::Target {
-        (**self).map_ref()
-    }
-}
-
-impl<S: MapSourceMut + ?Sized> MapSourceMut for &mut S {
-    fn map_mut(&mut self) -> &mut S::Target {
-        (**self).map_mut()
-    }
-}
-
-impl<V: MapOwner> MapSource for Mapped<V> {
-    type Target = V::Target;
-    fn map_ref(&self) -> &V::Target {
-        self
-    }
-}
-
-impl<V: MapOwner> MapSourceMut for Mapped<V> {
-    fn map_mut(&mut self) -> &mut V::Target {
-        self
     }
 }

@@ -4,7 +4,7 @@
 use super::types::{DeviceCopy, DevicePtr};
 use crate::device::present::MappingTable;
 use crate::device::{DeviceEntry, MapError, Range, RefKind};
-use crate::plugin::{Arg, DevicePtr as DeviceAddr, PluginError};
+use crate::plugin::{Arg, DevicePtr as DeviceAddr, KernelArgs, PluginError};
 use offload_model::abi::map_type::{
     ALWAYS, DELETE, DEVICE_MEMORY, FROM, HOST_ATOMIC_MASK, HOST_ATOMIC_SHIFT, IMPLICIT, LITERAL,
     PRESENT, PRIVATE, REDUCTION, TO,
@@ -271,7 +271,8 @@ pub(crate) struct MapGuard<'a> {
     maps: &'a [MapArg],
     held: Vec<Held>,
     kind: RefKind,
-    pub args: Vec<Arg>,
+    /// One kernel argument per entry, packed in the calling convention's block.
+    pub args: KernelArgs,
 }
 
 impl MapGuard<'_> {
@@ -286,7 +287,7 @@ impl MapGuard<'_> {
     }
 
     /// Keeps the mappings (a data construct's exit undoes them later) and returns what each entry holds.
-    pub fn keep(mut self) -> (Vec<Arg>, Vec<Held>) {
+    pub fn keep(mut self) -> (KernelArgs, Vec<Held>) {
         (
             std::mem::take(&mut self.args),
             std::mem::take(&mut self.held),
@@ -323,7 +324,7 @@ pub(crate) unsafe fn enter_list<'a>(
         maps,
         held: vec![Held::Nothing; maps.len()],
         kind,
-        args: vec![Arg::uninit(); maps.len()],
+        args: KernelArgs::new(maps.len()),
     };
     let mut t = None;
     // An `always, to` map copies host data over a present copy, which nothing can undo: such entries go last, so a

@@ -2,9 +2,10 @@
 //! what a region call and the data constructs do with it. The derive writes the per-field code (it alone knows the
 //! fields); this module holds the trait and the generic glue the expansions call.
 
-use super::data::{MapSource, MapSourceMut, MapTarget, Mapped, Section};
 use super::maplist::MapArg;
+use super::mapped::Mapped;
 use super::scope::ScopedMapped;
+use super::source::{MapSource, MapSourceMut, MapTarget, Section};
 use super::types::DeviceCopy;
 use offload_model::abi::map_type::{DEVICE_WRITES, FROM};
 

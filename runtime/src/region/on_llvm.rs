@@ -12,11 +12,16 @@
 //! libomptarget's `omp_target_alloc`) is passed as is. What cannot run there yet is an error naming it: map sections,
 //! over-aligned elements.
 
-use super::error::Error;
+use super::error::{Error, Location};
 use super::maplist::MapArg;
+use super::run::{memory_elsewhere, NotRun, Outputs, RegionInfo};
 use crate::device::directory::{Directory, Holder};
 use crate::device::llvm::{Launched, Libomptarget, Map};
 use crate::device::present::{writes_device, MapError};
+use crate::device::Host;
+use crate::host::geometry::Launch;
+use crate::observe::{self, Label, LaunchName, Watch};
+use crate::registry::entry_symbol;
 use offload_model::abi::map_type::{
     ALWAYS, CLOSE, DELETE, FROM, HOST_ATOMIC_MASK, LITERAL, PRESENT, PRIVATE, RETURN_PARAM, TO,
 };
@@ -157,6 +162,119 @@ pub(super) fn any_present(lib: &Libomptarget, d: i32, maps: &[MapArg]) -> bool {
     maps.iter()
         .filter(|m| m.map_type & LITERAL == 0 && m.size > 0 && !in_place(m))
         .any(|m| lib.is_present(m.begin.cast(), d))
+}
+
+/// A region's run on a device of LLVM's libomptarget (`OFFLOAD_RUNTIME=llvm`), which maps the arguments in its
+/// present table and launches the kernel ([`launch`]).
+///
+/// # Safety
+/// As `call::target`.
+pub(super) unsafe fn run(
+    w: Watch,
+    region: &'static RegionInfo,
+    launch: Launch,
+    maps: &[MapArg],
+    lib: &'static Libomptarget,
+    d: i32,
+) -> Result<Vec<u8>, NotRun> {
+    refusals(region, maps, lib, d)?;
+    // Its host plugin's device is the host, as host-elf's is: the same geometry. A GPU plugin's takes our GPU
+    // plugins' defaults and limits.
+    let limits = lib.limits(d);
+    let (num_teams, num_threads) = launch.geometry(&limits);
+    let out = Outputs::new(region, (d, "llvm"), launch, maps, num_teams, num_threads)?;
+    let _scope = w.scope(Label::Region(region.name), d, "llvm");
+    let name = || LaunchName {
+        region: region.name,
+        entry: entry_symbol(region.entry),
+        device: d,
+        plugin: "llvm",
+        teams: num_teams,
+        threads: num_threads,
+        team_shared: out.team_shared,
+    };
+    let geometry = (num_teams, num_threads, out.team_shared);
+    // SAFETY: forwarded from the caller.
+    let launched = observe::launch(
+        w,
+        name,
+        || launch.reduced((num_teams, num_threads), limits.why),
+        || unsafe { self::launch(lib, d, region.entry, out.maps(maps), geometry) },
+    );
+    launched
+        .map(|()| out.reduced)
+        .map_err(|e| not_run(region, lib, d, maps, e))
+}
+
+/// What refuses a region on libomptarget's device `d` before anything is mapped: device memory of another device,
+/// what libomptarget cannot do, and `present` or extension violations (errors under every policy: libomptarget
+/// would abort the process).
+fn refusals(
+    region: &'static RegionInfo,
+    maps: &[MapArg],
+    lib: &'static Libomptarget,
+    d: i32,
+) -> Result<(), NotRun> {
+    // A `DevicePtr` from libomptarget's `omp_target_alloc` is passed as is (our `DeviceBuffer`s are not made for
+    // its devices).
+    memory_elsewhere(region, maps, d)?;
+    if let Some(why) = unsupported(maps) {
+        return Err(NotRun::Failed(unsupported_error(region.name, d, why)));
+    }
+    let message = match not_present(lib, d, maps) {
+        Some(e) => Some(e.to_string()),
+        None => extends_present(lib, d, maps, true),
+    };
+    match message {
+        Some(message) => Err(llvm_mapping_error(region, d, message)),
+        None => Ok(()),
+    }
+}
+
+/// A mapping error of region `region` on libomptarget's device `d`.
+fn llvm_mapping_error(region: &'static RegionInfo, d: i32, message: String) -> NotRun {
+    NotRun::Failed(Error::Mapping {
+        what: format!("region {}", region.name),
+        device: d,
+        plugin: "llvm",
+        message,
+    })
+}
+
+/// Why a region launched on libomptarget's device `d` did not run there, as the call reports it.
+fn not_run(
+    region: &'static RegionInfo,
+    lib: &'static Libomptarget,
+    d: i32,
+    maps: &[MapArg],
+    e: Launched,
+) -> NotRun {
+    match e {
+        // libomptarget did not run it (its own failures after a start stop the process): the host may.
+        // Not with data present there: the fallback would compute on the host's stale copy.
+        e @ Launched::NotRun(_) if any_present(lib, d, maps) => llvm_mapping_error(
+            region,
+            d,
+            format!(
+                "{e}; some of its data is present on the device, so the host fallback, which would compute on the \
+                 host's stale copy, does not run"
+            ),
+        ),
+        e @ Launched::NotRun(_) => NotRun::Host(Host::Unavailable(e.to_string().into())),
+        Launched::Busy(why) => llvm_mapping_error(region, d, why),
+        Launched::Refused(why) => NotRun::Failed(unsupported_error(region.name, d, &why)),
+        // It failed while it ran: libomptarget released the arguments without copying back.
+        Launched::Failed(f) => NotRun::Failed(Error::RegionFailed {
+            region: region.name,
+            device: d,
+            plugin: "llvm",
+            message: f.to_string(),
+            location: Location {
+                place: f.location().cloned(),
+                thread: f.thread(),
+            },
+        }),
+    }
 }
 
 /// Runs the kernel of `entry` on libomptarget's device `device` with the region's map list as `geometry` (teams,

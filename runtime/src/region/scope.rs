@@ -7,10 +7,10 @@
 //! so no mapping outlives its data. Here borrowed data (a `&mut [T]`, a `&mut Vec<T>`, a `#[derive(Mapper)]` struct
 //! of slices) is entered in one place and exited in another, as OpenMP's `target enter data` / `target exit data`.
 
-use super::data::{
-    data_device, exit_device, mapping_failed, normalize_device, ExitData, MapSourceMut, MapTarget,
-};
+use super::backend::{self, mapping_failed};
 use super::maplist::{enter_list, exit_list, Held, MapArg};
+use super::mapped::{exit_device, normalize_device, ExitData};
+use super::source::{MapSourceMut, MapTarget};
 use crate::device::{default_device, DeviceEntry, RefKind};
 use crate::observe::Label;
 use offload_model::abi::map_type::DELETE;
@@ -155,7 +155,7 @@ impl<'scope, 'env> DataScope<'scope, 'env> {
     ) -> ScopedMapped<'scope, V> {
         let named = normalize_device(device.unwrap_or_else(default_device));
         self.enter_on(
-            data_device("target_enter_data!", device, cond),
+            backend::scoped_device("target_enter_data!", device, cond),
             value,
             map_type,
             named,

@@ -11,7 +11,7 @@ use super::kernargs::{kernarg_bytes, Kernargs};
 use super::safe::{OwnedQueue, OwnedSignal};
 use super::sys::*;
 use crate::plugin::gpu::lanes::Lanes;
-use std::mem::MaybeUninit;
+use crate::plugin::KernelArgs;
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
@@ -272,7 +272,7 @@ impl Dispatcher {
     pub unsafe fn run(
         &self,
         kernel: usize,
-        args: &[MaybeUninit<u64>],
+        args: &KernelArgs,
         teams: u32,
         threads: u32,
         team_shared: usize,
@@ -285,7 +285,6 @@ impl Dispatcher {
             .get(kernel)
             .copied()
             .ok_or(refused(Error::NoKernel(kernel)))?;
-        let (teams, threads) = (teams.max(1), threads.max(1));
         let dispatch =
             plan_dispatch(self.limits, info, teams, threads, team_shared).map_err(|why| {
                 refused(Error::TooBig {

@@ -6,20 +6,16 @@ use super::error::Error;
 use super::memory::allocate;
 use super::safe::PoolBlock;
 use super::sys::{Agent, Hsa, MemoryPool};
+use crate::plugin::KernelArgs;
 use std::mem::MaybeUninit;
 
-/// The kernel-argument block of a launch: `dyn_ptr` is 0, and the block is at least the kernel's kernarg segment
-/// (the rest zero). The arguments' bytes are copied, never read as numbers (a small by-value argument's padding is
-/// uninitialised).
-pub fn kernarg_bytes(args: &[MaybeUninit<u64>], segment_size: usize) -> Vec<MaybeUninit<u8>> {
-    let used = 8 * (args.len() + 1);
-    let mut block = vec![MaybeUninit::new(0u8); used.max(segment_size)];
-    for (i, arg) in args.iter().enumerate() {
-        // SAFETY: an argument is 8 bytes; viewing them as `MaybeUninit<u8>` makes no claim about their contents.
-        let bytes =
-            unsafe { std::slice::from_raw_parts(arg.as_ptr().cast::<MaybeUninit<u8>>(), 8) };
-        block[8 * (i + 1)..8 * (i + 2)].copy_from_slice(bytes);
-    }
+/// The kernel-argument block of a launch: the packed arguments' bytes (`dyn_ptr`, 0, first), at least the kernel's
+/// kernarg segment (the rest zero). The bytes are copied, never read as numbers (a small by-value argument's padding
+/// is uninitialised).
+pub fn kernarg_bytes(args: &KernelArgs, segment_size: usize) -> Vec<MaybeUninit<u8>> {
+    let packed = args.bytes();
+    let mut block = vec![MaybeUninit::new(0u8); packed.len().max(segment_size)];
+    block[..packed.len()].copy_from_slice(packed);
     block
 }
 
@@ -99,7 +95,7 @@ mod tests {
             MaybeUninit::new(0x1122_3344_5566_7788),
             MaybeUninit::new(42),
         ];
-        let block = kernarg_bytes(&args, 0);
+        let block = kernarg_bytes(&KernelArgs::from(&args[..]), 0);
         let bytes = init(&block);
         assert_eq!(bytes.len(), 24);
         assert_eq!(&bytes[..8], &[0; 8], "dyn_ptr is null");
@@ -109,15 +105,15 @@ mod tests {
 
     #[test]
     fn the_block_covers_the_kernels_kernarg_segment_with_zeros() {
-        let block = kernarg_bytes(&[MaybeUninit::new(7)], 64);
+        let block = kernarg_bytes(&KernelArgs::from(&[MaybeUninit::new(7)][..]), 64);
         let bytes = init(&block);
         assert_eq!(bytes.len(), 64);
         assert_eq!(&bytes[8..16], &7u64.to_le_bytes());
         assert!(bytes[16..].iter().all(|&b| b == 0));
         // A segment smaller than the arguments never truncates them.
         let two = [MaybeUninit::new(1), MaybeUninit::new(2)];
-        assert_eq!(kernarg_bytes(&two, 8).len(), 24);
-        assert_eq!(kernarg_bytes(&[], 0).len(), 8);
+        assert_eq!(kernarg_bytes(&KernelArgs::from(&two[..]), 8).len(), 24);
+        assert_eq!(kernarg_bytes(&KernelArgs::default(), 0).len(), 8);
     }
 
     /// Under Miri: an argument with uninitialised padding is copied, not read.
@@ -126,7 +122,7 @@ mod tests {
         let mut partial = MaybeUninit::<u64>::uninit();
         // SAFETY: writes the low 4 bytes; the others stay uninitialised, like a small struct's padding.
         unsafe { partial.as_mut_ptr().cast::<u32>().write(0xdead_beef) };
-        let block = kernarg_bytes(&[partial], 0);
+        let block = kernarg_bytes(&KernelArgs::from(&[partial][..]), 0);
         assert_eq!(block.len(), 16);
         // SAFETY: bytes 8..12 came from the initialised half.
         let low: Vec<u8> = block[8..12]

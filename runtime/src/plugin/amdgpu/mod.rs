@@ -29,7 +29,6 @@
 //! signal and kernel-argument buffer (host memory the GPU can reach), a copy lane a staging buffer copies go through
 //! with its signal. Each launch and copy waits for its signal; the print buffer is drained while no dispatch runs.
 
-use offload_model::abi::Construct;
 mod device;
 mod discovery;
 mod dispatch;
@@ -55,8 +54,8 @@ use self::image::AmdGpuImage;
 use super::discovery::{guarded, opened};
 use super::error::PluginError;
 use super::interface::{
-    Arg, Device, DeviceDescription, DeviceMemory, DevicePtr, Discovered, Global, Kernel,
-    LaunchParams, LoadedImage, LoadedImageOps, Plugin,
+    Device, DeviceDescription, DeviceMemory, DevicePtr, Discovered, Global, Kernel, KernelArgs,
+    LaunchLimits, LaunchParams, LoadedImage, LoadedImageOps, Plugin,
 };
 use crate::registry::Image;
 use std::ffi::CStr;
@@ -121,16 +120,16 @@ impl Device for AmdGpuDevice {
         image::rank_for(&self.arch, image.triple, image.arch, image.format)
     }
 
-    fn default_geometry(&self, construct: Construct) -> (u32, u32) {
-        dispatch::default_geometry(
-            self.compute_units,
-            self.limits.max_threads,
-            construct.wide_teams(),
-        )
-    }
-
-    fn max_threads(&self) -> u32 {
-        self.limits.max_threads
+    fn limits(&self) -> LaunchLimits {
+        LaunchLimits {
+            wide: dispatch::default_geometry(self.compute_units, self.limits.max_threads, true),
+            narrow: dispatch::default_geometry(self.compute_units, self.limits.max_threads, false),
+            ..crate::plugin::gpu::limits(
+                self.compute_units,
+                self.limits.max_threads,
+                crate::plugin::gpu::GPU_LIMITS_WHY,
+            )
+        }
     }
 
     fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError> {
@@ -161,7 +160,7 @@ impl Device for AmdGpuDevice {
     unsafe fn launch(
         &self,
         kernel: Kernel,
-        args: &[Arg],
+        args: &KernelArgs,
         params: LaunchParams,
     ) -> Result<(), PluginError> {
         let LaunchParams {

@@ -9,12 +9,12 @@ use crate::plugin::error::PluginError;
 use crate::plugin::gpu::lanes::{Lanes, LANES_PER_DEVICE};
 use crate::plugin::gpu::{self, panic, panic::PanicReports, print, print::Prints};
 use crate::plugin::interface::{
-    Arg, Device, DeviceDescription, DeviceMemory, DevicePtr, Kernel, LaunchParams, LoadedImage,
+    Device, DeviceDescription, DeviceMemory, DevicePtr, Kernel, KernelArgs, LaunchLimits,
+    LaunchParams, LoadedImage,
 };
 use crate::registry::Image;
 use cudarc::driver::result::{self, stream};
 use cudarc::driver::sys::{self, CUresult};
-use offload_model::abi::Construct;
 use offload_model::device_kind::{NvidiaArch, NVPTX_TRIPLE};
 use std::ffi::{c_void, CStr};
 use std::sync::RwLock;
@@ -235,12 +235,8 @@ impl Device for CudaDevice {
         rank_for(self.cc, image.arch, image.format)
     }
 
-    fn default_geometry(&self, construct: Construct) -> (u32, u32) {
-        gpu::default_geometry(self.sm_count, construct.wide_teams())
-    }
-
-    fn max_threads(&self) -> u32 {
-        self.max_threads
+    fn limits(&self) -> LaunchLimits {
+        gpu::limits(self.sm_count, self.max_threads, gpu::GPU_LIMITS_WHY)
     }
 
     fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError> {
@@ -335,14 +331,14 @@ impl Device for CudaDevice {
     unsafe fn launch(
         &self,
         kernel: Kernel,
-        args: &[Arg],
+        args: &KernelArgs,
         params: LaunchParams,
     ) -> Result<(), PluginError> {
         let refused = |reason: String| PluginError::Launch { reason };
         let _running = self.running.read().unwrap_or_else(|p| p.into_inner());
         self.make_current().map_err(refused)?;
         let f = kernel.0 as sys::CUfunction;
-        let (teams, threads) = (params.num_teams.max(1), params.num_threads.max(1));
+        let (teams, threads) = (params.num_teams, params.num_threads);
         // Formatted only for a message.
         let config = || {
             format!(
@@ -365,15 +361,14 @@ impl Device for CudaDevice {
             // failed launch takes the record first reports its panic.)
             unsafe { self.panics.failed(launch_failure(code, stage, &config())) }
         };
-        // CUDA passes no dynamic pointer.
-        let dyn_ptr: u64 = 0;
-        let mut params_ptrs = gpu::kernel_params(&dyn_ptr, args);
+        // CUDA passes no dynamic pointer: the block's is 0.
+        let mut params_ptrs = args.pointers();
         self.lanes
             .with(
                 || Lane::new().map_err(|e| refused(self.on(e))),
                 |lane| {
-                    // SAFETY: per the contract, `args` match the kernel's parameters; they and `dyn_ptr` outlive the
-                    // call, which copies them. The lane's stream is this context's.
+                    // SAFETY: per the contract, `args` match the kernel's parameters; they outlive the call, which
+                    // copies them. The lane's stream is this context's.
                     unsafe {
                         result::launch_kernel(
                             f,

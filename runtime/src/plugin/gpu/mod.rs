@@ -1,6 +1,6 @@
 //! What the GPU plugins share. What a GPU launch is, shared by the CUDA plugin and gpu-sim, which stands in for it:
-//! how kernel arguments are packed (CUDA's `kernelParams`) and the geometry of a launch whose clauses leave it open
-//! (here). And, shared by the CUDA and AMD plugins and gpu-sim, the host sides of the GPU protocols, each written
+//! what a driver does with CUDA's `kernelParams` (gpu-sim's [`unpack`]) and the default geometry and limits of a
+//! launch (here). And, shared by the CUDA and AMD plugins and gpu-sim, the host sides of the GPU protocols, each written
 //! once over how a plugin gets at the host memory its images point at ([`host_block`]): the panic record, taken and
 //! reset after a failed launch and turned into its failure ([`panic`](mod@panic)), and the print buffer, drained
 //! after each launch ([`print`](mod@print)). And the CUDA and AMD plugins' pools of [`lanes`]: a stream or queue
@@ -23,26 +23,17 @@ pub mod panic;
 #[cfg(any(feature = "cuda", feature = "amdgpu", feature = "gpu-sim"))]
 pub mod print;
 
-#[cfg(any(feature = "cuda", feature = "gpu-sim"))]
+#[cfg(feature = "gpu-sim")]
 use super::interface::Arg;
-#[cfg(any(feature = "cuda", feature = "gpu-sim"))]
+use super::interface::LaunchLimits;
+#[cfg(feature = "gpu-sim")]
 use std::ffi::c_void;
 
-/// CUDA's `kernelParams` for the calling convention `(dyn_ptr, a0, .., ak)`: a pointer to each parameter's 8 bytes,
-/// `dyn_ptr` first. Whoever launches copies the bytes each points to (the driver, or gpu-sim's [`unpack`]); they
-/// are never read as numbers here (a small by-value argument's padding is uninitialised).
-#[cfg(any(feature = "cuda", feature = "gpu-sim"))]
-pub fn kernel_params(dyn_ptr: &u64, args: &[Arg]) -> Vec<*mut c_void> {
-    let mut params: Vec<*mut c_void> = Vec::with_capacity(args.len() + 1);
-    params.push((dyn_ptr as *const u64).cast_mut().cast());
-    params.extend(args.iter().map(|a| a.as_ptr().cast_mut().cast::<c_void>()));
-    params
-}
-
-/// What a driver does with [`kernel_params`]: copies each parameter's 8 bytes; `(dyn_ptr, args)`.
+/// What a driver does with [`KernelArgs::pointers`](super::KernelArgs::pointers): copies each parameter's 8 bytes;
+/// `(dyn_ptr, args)`.
 ///
 /// # Safety
-/// `params` came from [`kernel_params`], whose `dyn_ptr` and arguments are still alive.
+/// `params` came from [`KernelArgs::pointers`](super::KernelArgs::pointers), whose arguments are still alive.
 #[cfg(feature = "gpu-sim")]
 pub unsafe fn unpack(params: &[*mut c_void]) -> (u64, Vec<Arg>) {
     // SAFETY: per the contract, each pointer points to 8 live bytes (the first an initialised `u64`).
@@ -71,20 +62,44 @@ pub fn default_geometry(multiprocessors: u32, wide: bool) -> (u32, u32) {
     }
 }
 
+/// Why a GPU launch gets at most its device's teams and threads, where the plugin says no more.
+pub const GPU_LIMITS_WHY: (&str, &str) = (
+    "the most teams the device takes in a launch",
+    "the most threads the device takes in a team",
+);
+
+/// The launch limits of a GPU of `multiprocessors` taking `max_threads` threads per block: [`default_geometry`],
+/// at most [`MAX_LAUNCH_BLOCKS`] blocks, and the arguments CUDA's `kernelParams` passes (no count of its own).
+pub fn limits(
+    multiprocessors: u32,
+    max_threads: u32,
+    why: (&'static str, &'static str),
+) -> LaunchLimits {
+    LaunchLimits {
+        wide: default_geometry(multiprocessors, true),
+        narrow: default_geometry(multiprocessors, false),
+        max_teams: MAX_LAUNCH_BLOCKS,
+        max_threads,
+        max_args: usize::MAX,
+        why,
+    }
+}
+
 #[cfg(all(test, feature = "gpu-sim"))]
 mod tests {
     use super::*;
+    use crate::plugin::KernelArgs;
     use std::mem::MaybeUninit;
 
     #[test]
     fn arguments_come_out_as_they_went_in() {
         let args: Vec<Arg> = [7u64, u64::MAX, 0].map(MaybeUninit::new).to_vec();
-        let dyn_ptr = 0x1000;
-        let params = kernel_params(&dyn_ptr, &args);
+        let packed = KernelArgs::from(&args[..]);
+        let params = packed.pointers();
         assert_eq!(params.len(), 4);
-        // SAFETY: `dyn_ptr` and `args` are alive.
+        // SAFETY: `packed` is alive.
         let (d, out) = unsafe { unpack(&params) };
-        assert_eq!(d, 0x1000);
+        assert_eq!(d, 0, "no plugin passes a dynamic pointer");
         // SAFETY: every argument here is initialised.
         let out: Vec<u64> = out.iter().map(|a| unsafe { a.assume_init() }).collect();
         assert_eq!(out, [7, u64::MAX, 0]);

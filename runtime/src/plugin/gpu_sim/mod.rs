@@ -6,7 +6,6 @@
 //! packing, and launches from different host threads (tasks) side by side, as on CUDA streams. Only `OFFLOAD_PLUGINS`
 //! turns it on.
 
-use offload_model::abi::Construct;
 mod grid;
 mod stacks;
 
@@ -16,8 +15,8 @@ use crate::plugin::gpu::{self, panic, panic::PanicReports, print, print::Prints}
 use crate::plugin::host_code::image;
 use crate::plugin::host_code::memory::{physical_memory, HostMemory};
 use crate::plugin::interface::{
-    Arg, Device, DeviceDescription, DeviceMemory, Discovered, Kernel, LaunchParams, LoadedImage,
-    Plugin,
+    Device, DeviceDescription, DeviceMemory, Discovered, Kernel, KernelArgs, LaunchLimits,
+    LaunchParams, LoadedImage, Plugin,
 };
 use crate::registry::Image;
 use offload_model::device_kind::{triple_arch, DeviceKind, GPU_SIM_ARCH};
@@ -124,19 +123,19 @@ impl Device for GpuSimDevice {
             .then_some(1)
     }
 
-    fn default_geometry(&self, construct: Construct) -> (u32, u32) {
-        gpu::default_geometry(MULTIPROCESSORS, construct.wide_teams())
-    }
-
-    fn max_threads(&self) -> u32 {
-        MAX_THREADS
-    }
-
-    fn limits_why(&self) -> (&'static str, &'static str) {
-        (
-            "the most blocks gpu-sim takes in a launch",
-            "CUDA's most threads per block",
-        )
+    fn limits(&self) -> LaunchLimits {
+        LaunchLimits {
+            // Its kernels are called as host code: at most as many arguments as host-elf's.
+            max_args: crate::plugin::host_code::call::MAX_ARGS,
+            ..gpu::limits(
+                MULTIPROCESSORS,
+                MAX_THREADS,
+                (
+                    "the most blocks gpu-sim takes in a launch",
+                    "CUDA's most threads per block",
+                ),
+            )
+        }
     }
 
     /// Loads the shared object and points its panic record global at the device's record, as the CUDA plugin sets
@@ -172,11 +171,11 @@ impl Device for GpuSimDevice {
     unsafe fn launch(
         &self,
         kernel: Kernel,
-        args: &[Arg],
+        args: &KernelArgs,
         params: LaunchParams,
     ) -> Result<(), PluginError> {
-        let (blocks, threads) = (params.num_teams.max(1), params.num_threads.max(1));
-        if threads > MAX_THREADS || params.team_shared > MAX_SHARED {
+        let (blocks, threads) = (params.num_teams, params.num_threads);
+        if params.team_shared > MAX_SHARED {
             return Err(PluginError::Launch {
                 reason: format!(
                     "{blocks} blocks of {threads} threads with {} bytes of shared memory; gpu-sim allows {MAX_THREADS} \
@@ -185,19 +184,9 @@ impl Device for GpuSimDevice {
                 ),
             });
         }
-        if args.len() > crate::plugin::host_code::call::MAX_ARGS {
-            return Err(PluginError::Launch {
-                reason: format!(
-                    "the kernel takes {} arguments; gpu-sim passes at most {}",
-                    args.len(),
-                    crate::plugin::host_code::call::MAX_ARGS
-                ),
-            });
-        }
-        // The arguments go through CUDA's packing and come out as the driver copies them.
-        let dyn_ptr: u64 = 0;
-        let packed = gpu::kernel_params(&dyn_ptr, args);
-        // SAFETY: `dyn_ptr` and `args` outlive the call.
+        // The arguments go through CUDA's `kernelParams` and come out as the driver copies them.
+        let packed = args.pointers();
+        // SAFETY: `args` outlives the call.
         let (_, args) = unsafe { gpu::unpack(&packed) };
         // This launch's own panic record: launches running side by side keep their panics apart.
         let mut record = PanicRecord::new();

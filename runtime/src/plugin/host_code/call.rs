@@ -6,6 +6,7 @@ use crate::plugin::interface::Arg;
 use std::ffi::c_void;
 
 /// The most kernel arguments a host-image kernel may take (the arity list below goes this far).
+#[cfg(feature = "gpu-sim")]
 pub const MAX_ARGS: usize = offload_model::abi::MAX_KERNEL_ARGS;
 
 macro_rules! by_arity {

@@ -3,19 +3,16 @@
 //! copy is observable (`host_code`); kernels run on the host team executor.
 
 use crate::env::icv;
-use crate::host::geometry::{
-    host_default_geometry, host_max_teams, host_max_threads, HOST_LIMITS_WHY,
-};
+use crate::host::geometry::{host_default_geometry, host_limits};
 use crate::plugin::error::PluginError;
 use crate::plugin::host_code::memory::{physical_memory, HostMemory, ALIGN, MAX_ALIGN};
 use crate::plugin::host_code::teams::run;
 use crate::plugin::host_code::{call, image};
 use crate::plugin::interface::{
-    Arg, Device, DeviceDescription, DeviceMemory, Discovered, Kernel, LaunchParams, LoadedImage,
-    Plugin,
+    Device, DeviceDescription, DeviceMemory, Discovered, Kernel, KernelArgs, LaunchLimits,
+    LaunchParams, LoadedImage, Plugin,
 };
 use crate::registry::Image;
-use offload_model::abi::Construct;
 use offload_model::device_kind::DeviceKind;
 use std::ffi::c_void;
 
@@ -89,20 +86,8 @@ impl Device for HostElfDevice {
         }
     }
 
-    fn default_geometry(&self, construct: Construct) -> (u32, u32) {
-        host_default_geometry(construct.wide_teams())
-    }
-
-    fn max_teams(&self) -> u32 {
-        host_max_teams()
-    }
-
-    fn max_threads(&self) -> u32 {
-        host_max_threads()
-    }
-
-    fn limits_why(&self) -> (&'static str, &'static str) {
-        HOST_LIMITS_WHY
+    fn limits(&self) -> LaunchLimits {
+        host_limits()
     }
 
     fn load_image(&self, image: &Image) -> Result<LoadedImage, PluginError> {
@@ -116,27 +101,18 @@ impl Device for HostElfDevice {
     unsafe fn launch(
         &self,
         kernel: Kernel,
-        args: &[Arg],
+        args: &KernelArgs,
         params: LaunchParams,
     ) -> Result<(), PluginError> {
-        if args.len() > call::MAX_ARGS {
-            return Err(PluginError::Launch {
-                reason: format!(
-                    "the kernel takes {} arguments; the host-elf device passes at most {} (pass fewer arguments, \
-                     or group them in a `#[declare_target]` struct)",
-                    args.len(),
-                    call::MAX_ARGS
-                ),
-            });
-        }
-        // The runtime clamps the geometry; a caller that did not gets the same bounds here, not a huge allocation.
-        let teams = params.num_teams.clamp(1, host_max_teams());
-        let threads = params.num_threads.clamp(1, self.max_threads());
-        // SAFETY: per the trait's contract; the environment `run` passes is the thread's for the call.
+        // SAFETY: per the trait's contract (the geometry within `host_limits`, at most `MAX_ARGS` arguments); the
+        // environment `run` passes is the thread's for the call.
         unsafe {
-            run(teams, threads, params.team_shared, &|env| {
-                call::call(kernel.0 as *const c_void, env.cast(), args)
-            })
+            run(
+                params.num_teams,
+                params.num_threads,
+                params.team_shared,
+                &|env| call::call(kernel.0 as *const c_void, env.cast(), args),
+            )
         }
     }
 }

@@ -33,7 +33,8 @@ fn threads_launching_at_once_each_dispatch_on_a_queue_of_their_own() {
             s.spawn(move || {
                 machine.use_here();
                 // SAFETY: the fake runs no code.
-                unsafe { d.launch(k, &[Arg::new(i)], params(1, 1, 0)) }.unwrap();
+                unsafe { d.launch(k, &KernelArgs::from(&[Arg::new(i)][..]), params(1, 1, 0)) }
+                    .unwrap();
             });
         }
     });
@@ -66,7 +67,7 @@ fn threads_launching_at_once_each_dispatch_on_a_queue_of_their_own() {
     );
     // And kept: a later launch takes an idle lane.
     // SAFETY: as above.
-    unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap();
+    unsafe { d.launch(k, &KernelArgs::default(), params(1, 1, 0)) }.unwrap();
     let trace = take_trace();
     assert!(calls(&trace, "hsa_queue_create").is_empty(), "{trace:#?}");
     assert!(calls(&trace, "hsa_signal_create").is_empty(), "{trace:#?}");

@@ -33,10 +33,11 @@ fn discovery_reads_the_gpu_and_picks_its_pools() {
         ("AMD Instinct MI210", "gfx90a", 64 << 30)
     );
     // The workgroup's x dimension (512) limits threads below its size (1024).
-    assert_eq!(d.max_threads(), 512);
-    assert_eq!(d.default_geometry(Construct::Spmd), (104, 256));
+    let limits = d.limits();
+    assert_eq!(limits.max_threads, 512);
+    assert_eq!(limits.defaults(Construct::Spmd), (104, 256));
     assert_eq!(
-        d.default_geometry(Construct::TeamsDistributeParallelFor),
+        limits.defaults(Construct::TeamsDistributeParallelFor),
         (832, 256)
     );
     assert_eq!(d.rank(&image(code_object(true))), Some(1));
@@ -292,7 +293,7 @@ fn a_launch_publishes_one_packet_with_its_kernarg_block_and_waits_for_it() {
     let k = saxpy(&*d);
     let args = [Arg::new(0x1111), Arg::new(0x2222), Arg::new(0x3333)];
     // SAFETY: the fake runs no code.
-    unsafe { d.launch(k, &args, params(4, 64, 256)) }.unwrap();
+    unsafe { d.launch(k, &KernelArgs::from(&args[..]), params(4, 64, 256)) }.unwrap();
     assert_lines(&[kernarg_block(0, 256).to_vec(), dispatch(0, 0)].concat());
     let sent = dispatched();
     let p = sent[0].packet;
@@ -319,11 +320,11 @@ fn a_launch_publishes_one_packet_with_its_kernarg_block_and_waits_for_it() {
 
     // The block is reused while it is large enough, and replaced (the old one freed) when it is not.
     // SAFETY: as above.
-    unsafe { d.launch(k, &args[..1], params(1, 1, 0)) }.unwrap();
+    unsafe { d.launch(k, &KernelArgs::from(&args[..1]), params(1, 1, 0)) }.unwrap();
     assert_lines(&dispatch(1, 0));
     let many = vec![Arg::new(5); 40];
     // SAFETY: as above.
-    unsafe { d.launch(k, &many, params(1, 1, 0)) }.unwrap();
+    unsafe { d.launch(k, &KernelArgs::from(&many[..]), params(1, 1, 0)) }.unwrap();
     assert_lines(
         &[
             kernarg_block(1, 512).to_vec(),
@@ -345,7 +346,7 @@ fn without_a_reachable_host_kernarg_pool_the_gpus_own_is_used_without_granting_a
     let d = device(config);
     let k = saxpy(&*d);
     // SAFETY: the fake runs no code.
-    unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap();
+    unsafe { d.launch(k, &KernelArgs::default(), params(1, 1, 0)) }.unwrap();
     assert_eq!(
         take_trace()[..2],
         [
@@ -362,7 +363,7 @@ fn launches_the_gpu_cannot_take_are_refused_before_anything_is_dispatched() {
     let d = device(config);
     let k = saxpy(&*d);
     // SAFETY: the fake runs no code.
-    let e = unsafe { d.launch(k, &[], params(2, 64, 32 * 1024)) }.unwrap_err();
+    let e = unsafe { d.launch(k, &KernelArgs::default(), params(2, 64, 32 * 1024)) }.unwrap_err();
     assert!(!e.device_lost());
     assert_eq!(
         reason(e.clone()),
@@ -371,14 +372,14 @@ fn launches_the_gpu_cannot_take_are_refused_before_anything_is_dispatched() {
          team-shared memory) on AMD GPU 0 (gfx90a)"
     );
     // SAFETY: as above.
-    let e = unsafe { d.launch(k, &[], params(1, 1024, 0)) }.unwrap_err();
+    let e = unsafe { d.launch(k, &KernelArgs::default(), params(1, 1024, 0)) }.unwrap_err();
     assert!(
         reason(e.clone()).starts_with("too many threads per team: 1024, and the GPU allows 512"),
         "{}",
         reason(e.clone())
     );
     // SAFETY: as above.
-    let e = unsafe { d.launch(Kernel(9), &[], params(1, 1, 0)) }.unwrap_err();
+    let e = unsafe { d.launch(Kernel(9), &KernelArgs::default(), params(1, 1, 0)) }.unwrap_err();
     assert_eq!(
         reason(e.clone()),
         "no kernel with handle 9 on AMD GPU 0 (gfx90a)"
@@ -394,7 +395,7 @@ fn a_trap_reported_by_the_queue_fails_the_launch_and_every_later_one() {
     let d = device(config);
     let k = saxpy(&*d);
     // SAFETY: the fake runs no code.
-    let e = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
+    let e = unsafe { d.launch(k, &KernelArgs::default(), params(1, 1, 0)) }.unwrap_err();
     assert!(e.device_lost());
     assert_eq!(
         reason(e.clone()),
@@ -403,7 +404,7 @@ fn a_trap_reported_by_the_queue_fails_the_launch_and_every_later_one() {
     );
     assert_lines(&[kernarg_block(0, 256).to_vec(), dispatch(0, 1)].concat());
     // SAFETY: as above.
-    let again = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
+    let again = unsafe { d.launch(k, &KernelArgs::default(), params(1, 1, 0)) }.unwrap_err();
     assert_eq!(reason(again.clone()), reason(e.clone()));
     assert_trace(&[]);
 }
@@ -428,7 +429,7 @@ fn a_memory_fault_event_fails_the_waiting_launch_instead_of_aborting() {
     );
     set_on_dispatch(OnDispatch::Hang);
     // SAFETY: the fake runs no code.
-    let e = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
+    let e = unsafe { d.launch(k, &KernelArgs::default(), params(1, 1, 0)) }.unwrap_err();
     assert!(e.device_lost());
     assert_eq!(
         reason(e.clone()),
@@ -608,7 +609,7 @@ fn a_long_wait_spins_a_millisecond_then_blocks_in_one_second_slices() {
     set_on_dispatch(OnDispatch::Hang);
     done_after_waits(3);
     // SAFETY: the fake runs no code.
-    unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap();
+    unsafe { d.launch(k, &KernelArgs::default(), params(1, 1, 0)) }.unwrap();
     let trace = take_trace();
     assert_eq!(
         trace[trace.len() - 3..],
@@ -634,7 +635,8 @@ fn a_dropped_device_releases_its_queue_signals_and_buffers() {
         d.memory()
             .copy_from_device(back.as_mut_ptr(), p, 8)
             .unwrap();
-        d.launch(k, &[], params(1, 1, 0)).unwrap();
+        d.launch(k, &KernelArgs::default(), params(1, 1, 0))
+            .unwrap();
     }
     take_trace();
     drop(d);

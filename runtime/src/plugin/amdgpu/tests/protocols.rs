@@ -89,7 +89,7 @@ fn a_failed_dispatch_whose_record_is_written_is_the_panic_there() {
     assert!(unsafe { gpu_panic::record_str(record(), "", &site) });
     set_on_dispatch(OnDispatch::QueueError(HSA_STATUS_ERROR_EXCEPTION));
     // SAFETY: the fake runs no code.
-    let e = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
+    let e = unsafe { d.launch(k, &KernelArgs::default(), params(1, 1, 0)) }.unwrap_err();
     match &e {
         PluginError::Panic {
             message,
@@ -112,7 +112,7 @@ fn a_failed_dispatch_whose_record_is_written_is_the_panic_there() {
     // SAFETY: as above; no dispatch runs.
     assert!(unsafe { gpu_panic::take(record()) }.is_none());
     // SAFETY: as above.
-    let again = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
+    let again = unsafe { d.launch(k, &KernelArgs::default(), params(1, 1, 0)) }.unwrap_err();
     assert!(matches!(again, PluginError::Trap { .. }), "{again:?}");
     assert!(reason(again).starts_with("the kernel trapped (HSA_STATUS_ERROR_EXCEPTION)"));
 }
@@ -127,7 +127,7 @@ fn a_record_that_cannot_be_set_up_fails_no_load_and_the_trap_says_so() {
     let k = saxpy(&*d);
     set_on_dispatch(OnDispatch::QueueError(HSA_STATUS_ERROR_EXCEPTION));
     // SAFETY: the fake runs no code.
-    let e = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
+    let e = unsafe { d.launch(k, &KernelArgs::default(), params(1, 1, 0)) }.unwrap_err();
     assert!(matches!(e, PluginError::Trap { .. }), "{e:?}");
     let message = reason(e);
     assert!(
@@ -195,7 +195,7 @@ fn each_image_points_at_the_gpus_one_print_buffer_which_each_launch_drains() {
     print_line(format_args!("team {} of {}", 0, 2));
     print_line(format_args!("team {} of {}", 1, 2));
     // SAFETY: the fake runs no code.
-    unsafe { d.launch(k, &[], params(2, 1, 0)) }.unwrap();
+    unsafe { d.launch(k, &KernelArgs::default(), params(2, 1, 0)) }.unwrap();
     take_trace();
     let (printed, lost) = d.take_printed();
     assert_eq!(
@@ -234,7 +234,7 @@ fn a_failed_launch_leaves_its_lines_to_be_drained() {
     print_line(format_args!("before the trap"));
     set_on_dispatch(OnDispatch::QueueError(HSA_STATUS_ERROR_EXCEPTION));
     // SAFETY: the fake runs no code.
-    let e = unsafe { d.launch(k, &[], params(1, 1, 0)) }.unwrap_err();
+    let e = unsafe { d.launch(k, &KernelArgs::default(), params(1, 1, 0)) }.unwrap_err();
     assert!(e.device_lost());
     take_trace();
     // The dead queue does not stop the drain: the buffer is host memory.
