@@ -309,12 +309,12 @@ pub struct HostLaunchEnv {
 /// thread's launch environment, `kind` the region's `launch_kind`.
 pub type LlvmThread = unsafe extern "C" fn(body: *const c_void, env: *mut HostLaunchEnv, kind: u32);
 
-/// Our launch plan under LLVM's libomptarget (`OFFLOAD_RUNTIME=llvm`), whose host plugin calls a kernel once, on the
-/// calling thread, and passes no launch environment of ours. The runtime launches with `KernelArgs` version 2, which
-/// has no implicit argument, and passes the plan's tagged address ([`LlvmLaunch::tagged`]) as the kernel's first
-/// argument, where `dyn_ptr` is. The kernel's entry, seeing it, hands its body to `run`, which runs it on the
-/// runtime's host team executor once per thread of the launch's teams, each with its own [`HostLaunchEnv`]: the
-/// same teams, barriers, team-shared memory and panic reports as on host-elf.
+/// Our launch description under LLVM's libomptarget (`OFFLOAD_RUNTIME=llvm`), whose host plugin calls a kernel once,
+/// on the calling thread, and passes no launch environment of ours. The runtime launches with `KernelArgsTy` version 2,
+/// which has no implicit argument, and passes the plan's tagged address ([`LlvmLaunch::tagged`]) as the kernel's
+/// first argument, where `dyn_ptr` is. The kernel's entry, seeing it, hands its body to `run`, which runs it on the
+/// runtime's host team executor once per thread of the launch's teams, each with its own [`HostLaunchEnv`]: the same
+/// teams, barriers, team-shared memory and panic reports as on host-elf.
 #[repr(C)]
 pub struct LlvmLaunch {
     /// [`LlvmLaunch::MAGIC`]: a mistagged pointer is refused rather than called.

@@ -5,17 +5,17 @@
 //! [`Libomptarget::open`] loads `libomptarget.so.22` (or `OFFLOAD_LIBOMPTARGET`'s path) and checks every entry point
 //! it needs; [`Libomptarget::register`] hands it one binary descriptor per host image (a package may have several:
 //! its library's, its tests'), each with the entries that image defines (LLVM matches a kernel to its host entry by
-//! the entry's index, and a kernel the image lacks would be called through a null address): kernels only, not
-//! device globals, which stay the images' own copies. With `OFFLOAD_LLVM_GPU=1`, the package's cubins and HSA code
-//! objects that define those kernels go into the same descriptor (PTX does not: LLVM's CUDA plugin loads ELF only),
-//! for LLVM's CUDA and AMD plugins. [`Libomptarget::kernel`] launches one with the map list libomptarget maps, and
-//! the data calls map, unmap and update. Our map-type bits are LLVM's (`offload_model::abi::map_type`); the region
-//! layer's `on_llvm` translates the rest. We launch with `KernelArgs` version 2, which has no implicit argument, and
-//! pass the kernel's `dyn_ptr` ourselves. LLVM's host plugin calls a kernel once, on the calling thread: `dyn_ptr` is our launch plan
-//! ([`LlvmLaunch`]), and the image's entry (`offload-device`'s `entry`) hands the kernel's body to the plan, which
-//! runs it on our host team executor as host-elf does. A GPU plugin runs our kernel as a bare kernel (it has no
-//! OpenMP kernel environment) on the grid and team-shared memory we give, with a null `dyn_ptr`, as our CUDA plugin
-//! does; that path has never run on a GPU.
+//! the entry's index, and a kernel the image lacks would be called through a null address): kernels only, not device
+//! globals, which stay the images' own copies. With `OFFLOAD_LLVM_GPU=1`, the package's cubins and HSA code objects
+//! that define those kernels go into the same descriptor (PTX does not: LLVM's CUDA plugin loads ELF only), for
+//! LLVM's CUDA and AMD plugins. [`Libomptarget::kernel`] launches one with the map list libomptarget maps, and the
+//! data calls map, unmap and update. Our map-type bits are LLVM's (`offload_model::abi::map_type`); the region
+//! layer's `on_llvm` translates the rest. We launch with `KernelArgsTy` version 2, which has no implicit argument,
+//! and pass the kernel's `dyn_ptr` ourselves. LLVM's host plugin calls a kernel once, on the calling thread:
+//! `dyn_ptr` is our launch description ([`LlvmLaunch`]), and the image's entry (`offload-device`'s `entry`) hands the
+//! kernel's body to the plan, which runs it on our host team executor as host-elf does. A GPU plugin runs our kernel
+//! as a bare kernel (it has no OpenMP kernel environment) on the grid and team-shared memory we give, with a null
+//! `dyn_ptr`, as our CUDA plugin does; that path has never run on a GPU.
 
 use crate::host::geometry::{host_limits, LaunchLimits};
 use crate::plugin::error::PluginError;
@@ -56,10 +56,11 @@ pub struct BinDesc {
     host_entries_end: *const OffloadEntry,
 }
 
-/// `KernelArgsTy` (LLVM 19 to 22). We pass version 2, with which the plugin adds no implicit first argument: our
-/// own first argument, the launch plan, takes `dyn_ptr`'s place.
+/// LLVM's `KernelArgsTy` (LLVM 19 to 22), its launch record. We pass version 2, with which the plugin adds no
+/// implicit first argument: our own first argument, the launch description (`offload_model::abi::LlvmLaunch`), takes
+/// `dyn_ptr`'s place.
 #[repr(C)]
-pub struct KernelArgs {
+pub struct KernelArgsTy {
     version: u32,
     num_args: u32,
     arg_base_ptrs: *const *mut c_void,
@@ -79,10 +80,10 @@ const _: () = {
     assert!(size_of::<OffloadEntry>() == 56);
     assert!(size_of::<DeviceImage>() == 32);
     assert!(size_of::<BinDesc>() == 32);
-    assert!(size_of::<KernelArgs>() == 104);
-    assert!(std::mem::offset_of!(KernelArgs, tripcount) == 56);
-    assert!(std::mem::offset_of!(KernelArgs, num_teams) == 72);
-    assert!(std::mem::offset_of!(KernelArgs, dyn_cgroup_mem) == 96);
+    assert!(size_of::<KernelArgsTy>() == 104);
+    assert!(std::mem::offset_of!(KernelArgsTy, tripcount) == 56);
+    assert!(std::mem::offset_of!(KernelArgsTy, num_teams) == 72);
+    assert!(std::mem::offset_of!(KernelArgsTy, dyn_cgroup_mem) == 96);
 };
 
 /// Why libomptarget cannot be used.
@@ -114,7 +115,7 @@ pub enum LlvmError {
 
 type RegisterLib = unsafe extern "C" fn(*mut BinDesc);
 type TargetKernel =
-    unsafe extern "C" fn(*mut c_void, i64, i32, i32, *mut c_void, *mut KernelArgs) -> i32;
+    unsafe extern "C" fn(*mut c_void, i64, i32, i32, *mut c_void, *mut KernelArgsTy) -> i32;
 type DataMapper = unsafe extern "C" fn(
     *mut c_void,
     i64,
@@ -529,9 +530,9 @@ impl Libomptarget {
     }
 
     /// Whether `device` is one of libomptarget's host plugin (its UID names the host's architecture, `x86_64-0`),
-    /// whose kernels run our launch plan on the host's cores; else a GPU plugin's, which runs a kernel as a grid.
-    /// Asked once per device (a C library may have registered GPU images of its own, whatever `OFFLOAD_LLVM_GPU`
-    /// says), which initialises it.
+    /// whose kernels run our launch description on the host's cores; else a GPU plugin's, which runs a kernel as a
+    /// grid. Asked once per device (a C library may have registered GPU images of its own, whatever
+    /// `OFFLOAD_LLVM_GPU` says), which initialises it.
     pub fn runs_on_host(&self, device: i32) -> bool {
         let mut known = self.on_host.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(&(_, h)) = known.iter().find(|(d, _)| *d == device) {
@@ -670,7 +671,7 @@ impl Libomptarget {
             })?;
             ((teams, threads), shared)
         };
-        let mut args = KernelArgs {
+        let mut args = KernelArgsTy {
             version: 2,
             num_args: maps.len() as u32 + 1,
             arg_base_ptrs: base.as_ptr().cast(),
@@ -715,8 +716,9 @@ impl Libomptarget {
             (0, None) if !on_host => Ok(()),
             (_, Some(Err(e))) => Err(Launched::Failed(e)),
             (0, None) => Err(Launched::Failed(PluginError::Launch {
-                reason: "the kernel ran without our launch plan (an image from another build?)"
-                    .into(),
+                reason:
+                    "the kernel ran without our launch description (an image from another build?)"
+                        .into(),
             })),
             (status, _) => Err(Launched::NotRun(status)),
         }
@@ -740,7 +742,7 @@ pub enum Launched {
     Busy(String),
 }
 
-/// Our launch plan ([`LlvmLaunch`] first, which the kernel's entry reads) and what only the runtime reads.
+/// Our launch description ([`LlvmLaunch`] first, which the kernel's entry reads) and what only the runtime reads.
 #[repr(C)]
 struct Plan {
     head: LlvmLaunch,

@@ -3,14 +3,14 @@
 //! plugin.
 //!
 //! Our map types are LLVM's bits (`offload_model::abi::map_type`), with three differences handled here: every entry
-//! of ours is a kernel argument (LLVM's `TARGET_PARAM`); the return slot is ours `FROM | PRIVATE` (a private copy LLVM
-//! would never copy back), so it goes as a plain `FROM`; and our own bits (atomics, device writes) are not passed on.
-//! LLVM's host plugin calls a kernel once, on the calling thread; the kernel's first argument is our launch plan,
-//! which runs its threads on our host team executor (`device::llvm`), so teams, barriers, team-shared memory and
-//! reductions work as on host-elf. Integer atomics are never copied: its host plugin's kernels use them in place,
-//! at their host address (a GPU plugin's cannot, and the call is refused); device memory (`DevicePtr`, from
-//! libomptarget's `omp_target_alloc`) is passed as is. What cannot run there yet is an error naming it: map sections,
-//! over-aligned elements.
+//! of ours is a kernel argument (LLVM's `TARGET_PARAM`); the return slot is ours `FROM | PRIVATE` (a private copy
+//! LLVM would never copy back), so it goes as a plain `FROM`; and our own bits (atomics, device writes) are not
+//! passed on. LLVM's host plugin calls a kernel once, on the calling thread; the kernel's first argument is our
+//! launch description, which runs its threads on our host team executor (`device::llvm`), so teams, barriers,
+//! team-shared memory and reductions work as on host-elf. Integer atomics are never copied: its host plugin's kernels
+//! use them in place, at their host address (a GPU plugin's cannot, and the call is refused); device memory
+//! (`DevicePtr`, from libomptarget's `omp_target_alloc`) is passed as is. What cannot run there yet is an error
+//! naming it: map sections, over-aligned elements.
 
 use super::error::{Error, Location};
 use super::maplist::MapArg;
