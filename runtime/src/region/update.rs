@@ -103,8 +103,8 @@ unsafe impl<T: HostAtomic, const N: usize> HostAtomic for [T; N] {}
 unsafe impl<T: HostAtomic> HostAtomic for [T] {}
 
 /// `x.map_write()` on integer atomics (a `#[declare_target] static HITS: AtomicU32`, a `&[AtomicU32]`): method
-/// resolution tries this `&self` method before [`MapWrite`]'s `&mut self` one, so `target_update!(from: HITS)`
-/// needs no exclusive borrow where the stores are atomic.
+/// resolution tries this `&self` method before [`MapWrite`](super::data::MapWrite)'s `&mut self` one, so
+/// `target_update!(from: HITS)` needs no exclusive borrow where the stores are atomic.
 pub trait MapWriteAtomic: MapSource {
     /// Borrows the atomics shared, for an update that stores to them.
     fn map_write(&self) -> AtomicDest<'_, Self::Target>
