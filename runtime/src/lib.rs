@@ -211,8 +211,7 @@ pub mod __private {
     pub use crate::host::{run_fallback, run_fallback_reduce, Launch};
     pub use crate::region::block::{run_block, BlockTry, Flow, FromBlockResidual};
     pub use crate::region::call::{
-        fail, instance_key, target, target_device_memory, target_on_device, target_without_kernel,
-        GenericRegion, Instance, RegionInfo,
+        call, fail, instance_key, Call, Callee, GenericRegion, Instance, RegionInfo,
     };
     pub use crate::region::data::{
         enter_data, exit_data, update_from, update_to, DataDevice, EnterTo, MapSource,

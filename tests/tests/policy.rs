@@ -57,8 +57,8 @@ fn disabled_makes_the_initial_device_the_default_and_its_memory_host_memory() {
     assert_eq!(r.get("buffer"), "[1, 2, 3]", "{}", r.describe());
 }
 
-// The region part of OpenMP V&V's test_target_is_device_ptr under DISABLED: the runtime side is
-// `__private::target_device_memory`; macros/src/target.rs must emit host bodies for device-memory regions.
+// The region part of OpenMP V&V's test_target_is_device_ptr under DISABLED: the region call (`__private::call`, its
+// request's `device_memory`) runs the host body macros/src/region/ emits for device-memory regions.
 #[test]
 fn is_device_ptr_on_the_default_device_passes_under_disabled() {
     let r = probe(&["is-device-ptr"], &[("OMP_TARGET_OFFLOAD", "disabled")]);

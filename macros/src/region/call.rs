@@ -90,18 +90,20 @@ pub fn runtime_call(
     };
     // A region taking device memory runs on its device, or on the host when the memory is the initial device's
     // (host memory, as clang does); never in a fallback otherwise, since the host cannot reach a device's memory.
-    let run = if region.needs_device() {
-        quote!(::offload::__private::target_device_memory)
-    } else {
-        quote!(::offload::__private::target)
+    let device_memory = region.needs_device();
+    let p = quote!(::offload::__private);
+    // The one request: which kernel, the launch, the map list, the return slot and the reduction.
+    let request = |kernel: TokenStream| {
+        quote!(#p::Call {
+            kernel: #kernel, launch: __offload_launch, maps: &__offload_maps, ret: __offload_ret,
+            reduce: #reduce, device_memory: #device_memory,
+        })
     };
     if !region.is_generic() {
-        return quote!(#run(
-            &__OFFLOAD_REGION, __offload_launch, &__offload_maps, __offload_ret,
-            #reduce, #fallback,
-        ));
+        let request = request(quote!(#p::Callee::Of(&__OFFLOAD_REGION)));
+        return quote!(#p::call(#request, #fallback));
     }
-    // A generic region: the kernel of the arguments' instance, or the host with the reason when none was listed.
+    // A generic region: the kernel of the arguments' instance, or none, with the arguments for the reason.
     let key = super::instance_key(region, None);
     let args = region.generic_params.iter().map(|p| {
         let id = &p.ident;
@@ -111,17 +113,13 @@ pub fn runtime_call(
             None => quote!(::std::format!(#what, ::core::any::type_name::<#id>())),
         }
     });
-    quote!({
-        let __offload_fallback = #fallback;
-        match __OFFLOAD_GENERIC.find(::offload::__private::instance_key::<#key>()) {
-            ::core::option::Option::Some(__offload_region) => #run(
-                __offload_region, __offload_launch, &__offload_maps, __offload_ret,
-                #reduce, __offload_fallback,
-            ),
-            ::core::option::Option::None => ::offload::__private::target_without_kernel(
-                &__OFFLOAD_GENERIC, || [#(#args),*].join(", "), __offload_launch, &__offload_maps,
-                __offload_fallback,
-            ),
+    let request = request(quote!(
+        match __OFFLOAD_GENERIC.find(#p::instance_key::<#key>()) {
+            ::core::option::Option::Some(__offload_region) => #p::Callee::Of(__offload_region),
+            ::core::option::Option::None => #p::Callee::Missing {
+                generic: &__OFFLOAD_GENERIC, args: &|| [#(#args),*].join(", "),
+            },
         }
-    })
+    ));
+    quote!(#p::call(#request, #fallback))
 }

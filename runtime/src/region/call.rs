@@ -23,12 +23,79 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 pub use super::run::RegionInfo;
 
-/// Runs a region. The macro passes the map list in kernel-argument order, a return slot, and the host fallback.
+/// A region call, as the macro's expansion makes it: the one request the runtime takes ([`call`]).
+pub struct Call<'a, R> {
+    /// The kernel that runs it on a device.
+    pub kernel: Callee<'a>,
+    /// The construct, `device`/`if` clauses and geometry.
+    pub launch: Launch,
+    /// The map list, in the kernel ABI's order, each entry naming its variable and line.
+    pub maps: &'a [MapArg],
+    /// The slot the map list's return entry points at (if the region returns a value).
+    pub ret: *mut MaybeUninit<R>,
+    /// A reduction region's combination of the teams' partials and the initial value.
+    pub reduce: Option<fn(R, &[R]) -> R>,
+    /// The region takes device memory (`DevicePtr`, `&DeviceBuffer`): it runs on that memory's device, or on the
+    /// host where it is the initial device's (host memory, as clang runs an `is_device_ptr` region's host version),
+    /// never in a fallback elsewhere, since the host cannot reach a device's memory.
+    pub device_memory: bool,
+}
+
+/// Which kernel a call runs.
+pub enum Callee<'a> {
+    /// The region's.
+    Of(&'static RegionInfo),
+    /// None: a generic region called with arguments (`args`, as `T = i32`) its `instantiate(..)` did not list, so
+    /// the host runs it (an error under `MANDATORY`).
+    Missing {
+        /// The generic region.
+        generic: &'static GenericRegion,
+        /// Its arguments in this call.
+        args: &'a dyn Fn() -> String,
+    },
+}
+
+/// Runs a region call: on a device, or in `fallback` on the host where the rules say (see the module's doc).
 ///
 /// # Safety
 /// Every non-literal `MapArg` describes memory valid for its size (writable if `FROM`) until the call returns, and
 /// `ret` is the slot the map list's return entry points at (if the region returns a value).
-pub unsafe fn target<R>(
+pub unsafe fn call<R>(c: Call<'_, R>, fallback: impl FnOnce() -> R) -> Result<R, Error> {
+    let region = match c.kernel {
+        Callee::Of(region) => region,
+        // SAFETY: forwarded from the caller.
+        Callee::Missing { generic, args } => {
+            return unsafe { without_kernel(generic, args, &c, fallback) }
+        }
+    };
+    if !c.device_memory {
+        // SAFETY: forwarded from the caller.
+        return unsafe { target(region, c.launch, c.maps, c.ret, c.reduce, fallback) };
+    }
+    let host_memory = c
+        .maps
+        .iter()
+        .filter_map(MapArg::memory_device)
+        .all(is_initial);
+    if host_memory {
+        // Host memory: the region runs on the host, by request (no other device could use it).
+        let launch = Launch {
+            device: Some(initial_device()),
+            ..c.launch
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { target(region, launch, c.maps, c.ret, c.reduce, fallback) }
+    } else {
+        // SAFETY: forwarded from the caller.
+        unsafe { on_device_only(region, &c) }
+    }
+}
+
+/// Runs a region on a device, or on the host if it could not start on one.
+///
+/// # Safety
+/// As [`call`].
+unsafe fn target<R>(
     region: &'static RegionInfo,
     launch: Launch,
     maps: &[MapArg],
@@ -163,17 +230,16 @@ pub fn instance_key<T: ?Sized>() -> TypeId {
 /// host runs it (an error under `MANDATORY`), with `args` (`T = i32`) in the reason.
 ///
 /// # Safety
-/// As [`target`] (the map list is only read, to find data present on the device).
-pub unsafe fn target_without_kernel<R>(
+/// As [`call`] (the map list is only read, to find data present on the device).
+unsafe fn without_kernel<R>(
     generic: &'static GenericRegion,
-    args: impl FnOnce() -> String,
-    launch: Launch,
-    maps: &[MapArg],
+    args: &dyn Fn() -> String,
+    c: &Call<'_, R>,
     fallback: impl FnOnce() -> R,
 ) -> Result<R, Error> {
     let w = Watch::now();
     let short = generic.name.rsplit("::").next().unwrap_or(generic.name);
-    let why = match select(launch.device, launch.cond) {
+    let why = match select(c.launch.device, c.launch.cond) {
         Selection::Host(h) => h,
         Selection::Device(t) => {
             let reason = format!(
@@ -181,70 +247,30 @@ pub unsafe fn target_without_kernel<R>(
                 args(),
                 generic.listed
             );
-            match backend::no_kernel(t, generic.name, maps, reason) {
+            match backend::no_kernel(t, generic.name, c.maps, reason) {
                 NotRun::Host(h) => h,
                 NotRun::Failed(e) => return Err(e),
             }
         }
     };
-    run_host(w, generic.name, why, launch, maps, fallback)
+    run_host(w, generic.name, why, c.launch, c.maps, fallback)
 }
 
-/// Runs a region that takes device memory: on its device, or not at all (no host fallback: the host cannot
-/// dereference device memory).
+/// Runs a region that takes another device's memory: on its device, or not at all (no host fallback: the host
+/// cannot dereference device memory).
 ///
 /// # Safety
-/// As [`target`].
-pub unsafe fn target_on_device<R>(
-    region: &'static RegionInfo,
-    launch: Launch,
-    maps: &[MapArg],
-    ret: *mut MaybeUninit<R>,
-    reduce: Option<fn(R, &[R]) -> R>,
-) -> Result<R, Error> {
+/// As [`call`].
+unsafe fn on_device_only<R>(region: &'static RegionInfo, c: &Call<'_, R>) -> Result<R, Error> {
     // SAFETY: forwarded from the caller.
-    match unsafe { run_on_device(Watch::now(), region, launch, maps) } {
+    match unsafe { run_on_device(Watch::now(), region, c.launch, c.maps) } {
         // SAFETY: forwarded from the caller.
-        Ok(reduced) => Ok(unsafe { finish(reduced, reduce, ret) }),
+        Ok(reduced) => Ok(unsafe { finish(reduced, c.reduce, c.ret) }),
         Err(NotRun::Failed(e)) => Err(e),
         Err(NotRun::Host(why)) => Err(Error::DeviceRequired {
             region: region.name,
             reason: why.reason().to_string(),
         }),
-    }
-}
-
-/// Runs a region that takes device memory and has a host body: when all its device memory is the initial device's
-/// (host memory), as [`target`] does, so it runs on the host where the host is chosen (`DISABLED`, the initial
-/// device as the default device or in `device(..)`), as clang runs an `is_device_ptr` region's host version; else as
-/// [`target_on_device`]. (The `#[target]` expansion calls [`target_on_device`] until it emits host bodies for such
-/// regions.)
-///
-/// # Safety
-/// As [`target`].
-pub unsafe fn target_device_memory<R>(
-    region: &'static RegionInfo,
-    launch: Launch,
-    maps: &[MapArg],
-    ret: *mut MaybeUninit<R>,
-    reduce: Option<fn(R, &[R]) -> R>,
-    fallback: impl FnOnce() -> R,
-) -> Result<R, Error> {
-    let host_memory = maps
-        .iter()
-        .filter_map(MapArg::memory_device)
-        .all(is_initial);
-    if host_memory {
-        // Host memory: the region runs on the host, by request (no other device could use it).
-        let launch = Launch {
-            device: Some(initial_device()),
-            ..launch
-        };
-        // SAFETY: forwarded from the caller.
-        unsafe { target(region, launch, maps, ret, reduce, fallback) }
-    } else {
-        // SAFETY: forwarded from the caller.
-        unsafe { target_on_device(region, launch, maps, ret, reduce) }
     }
 }
 

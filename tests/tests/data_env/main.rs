@@ -774,8 +774,8 @@ fn device_memory_on_the_initial_device_is_host_memory() {
 }
 
 // A device-memory region on the initial device runs on the host, as clang runs an is_device_ptr region's host
-// version. The runtime's entry point for it is `__private::target_device_memory`; the `#[target]` expansion
-// (macros/src/target.rs) must emit a host body for device-memory regions and call it.
+// version: the region call (`__private::call`, its request's `device_memory`) runs the host body the `#[target]`
+// expansion (macros/src/region/) emits for device-memory regions.
 #[test]
 fn a_device_memory_region_on_the_initial_device_runs_on_the_host() {
     let buf = DeviceBuffer::from_slice(&[1i64, 2, 3], HOST).unwrap();
