@@ -19,6 +19,9 @@ use crate::clause::MapType;
 use syn::spanned::Spanned;
 use syn::{Fields, Ident, Type};
 
+/// A slice's kernel arguments, a parameter's or a field's: its data's address, then its length.
+pub const SLICE_SLOTS: usize = 2;
+
 /// How a field crosses into a region.
 #[derive(Clone, Debug)]
 pub enum FieldKind {
@@ -59,9 +62,13 @@ pub struct Field {
 }
 
 impl Field {
-    /// How many kernel arguments the field passes (the plan's table, as for a parameter of the same kind).
+    /// How many kernel arguments the field passes: as a parameter of its kind does (an owned `Vec` as a slice), so
+    /// the struct's slots are its fields' parameters' slots (`crate::plan` reads [`SLICE_SLOTS`] from here).
     pub fn kernel_args(&self) -> usize {
-        crate::plan::field_slots(&self.kind)
+        match self.kind {
+            FieldKind::Slice { .. } | FieldKind::Vec { .. } => SLICE_SLOTS,
+            FieldKind::Ref { .. } | FieldKind::Value => 1,
+        }
     }
 
     /// Whether the field is a `&mut` (a parallel region cannot share it among its threads).

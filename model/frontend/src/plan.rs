@@ -15,7 +15,7 @@
 //! their own slots, as a mapper struct parameter's do ([`Slots`]).
 
 use crate::lower::{view_kind, ViewKind};
-use crate::mapper::FieldKind;
+use crate::mapper::SLICE_SLOTS;
 use crate::region::{Param, ParamKind, Region};
 use offload_model::abi::map_type::DEVICE_WRITES;
 use syn::Type;
@@ -154,18 +154,6 @@ pub fn plan(region: &Region) -> Vec<ArgPlan<'_>> {
     }
     plans
 }
-
-/// How many kernel arguments a mapper struct's field takes: as a parameter of its kind does (an owned `Vec` as a
-/// slice), so the struct's slots are its fields' parameters' slots.
-pub fn field_slots(kind: &FieldKind) -> usize {
-    match kind {
-        FieldKind::Slice { .. } | FieldKind::Vec { .. } => SLICE_SLOTS,
-        FieldKind::Ref { .. } | FieldKind::Value => 1,
-    }
-}
-
-/// A slice's slots: its data's address, then its length.
-const SLICE_SLOTS: usize = 2;
 
 fn param_plan<'a>(region: &'a Region, p: &'a Param) -> ArgPlan<'a> {
     let clause_bits = p.map.as_ref().map_or(0, |m| m.bits());

@@ -37,7 +37,7 @@ pub unsafe trait Mapper: Sized {
     type Raw;
     /// Why a parallel region cannot take the struct (it has a `&mut` field, naming it and the fix), or `None`.
     const PARALLEL_ERROR: Option<&'static str>;
-    /// How many kernel arguments the struct takes: its fields' slots (`offload_frontend::plan::field_slots`). The
+    /// How many kernel arguments the struct takes: its fields' slots (`offload_frontend::mapper::Field::kernel_args`). The
     /// kernel entry, written by the outliner from the struct's definition, is checked against the same number,
     /// stated on the struct in the device crate (`offload_device::__rt::MapperSlots`).
     const SLOTS: usize;
